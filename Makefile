@@ -1,0 +1,34 @@
+# Every target does its own set-up: a fresh clone needs only `make run` or `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# The stamp is named after the inputs' content, so editing them re-runs the install and nothing else does.
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints/ci.txt | sha1sum | cut -c1-12)
+
+.PHONY: setup run test bench lint clean
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints/ci.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# CPU torch first: with no torch present, verl's own requirement would pull a multi-GB CUDA build.
+	$(PIP) install --quiet --disable-pip-version-check 'torch==2.13.0'
+	$(PIP) install --quiet --disable-pip-version-check -c constraints/ci.txt -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+run: setup
+	$(PY) launch/run.py $(ARGS)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,79 @@
+"""Errors a user can cause, as one line that names the problem and the fix.
+
+Runs on: the login node. Hydra and OmegaConf report composition problems as multi-line messages with stack traces;
+`explain` turns the ones a user can cause into a single line. Anything it does not recognise is a bug in rlaunch and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+
+class UserError(Exception):
+    """Bad input: the message's first line names the problem and the fix. Nothing has been submitted."""
+
+
+def closest(word: str, options: Iterable[str]) -> str:
+    """' (did you mean X?)' for the nearest option, or ''."""
+    match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def explain(exc: BaseException) -> str | None:
+    """The one-line message for an error the user caused, or None for a bug."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
+
+    if isinstance(exc, UserError):
+        return str(exc)
+    if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
+        group, _, name = exc.missing_cfg_file.rpartition("/")
+        options = sorted(option for option in exc.options if not option.startswith("_"))
+        return (
+            f"unknown {group} '{name}'{closest(name, options)}: choose one of {', '.join(options)} "
+            f"(e.g. {group}={options[0]})"
+        )
+    if isinstance(exc, OverrideParseException):
+        return f"cannot parse the override '{exc.override}': write key=value (quote values with spaces or commas)"
+
+    causes = list(_causes(exc))
+    for cause in causes:
+        if isinstance(cause, ConfigKeyError | ConfigAttributeError):
+            return _explain_unknown_key(exc, cause)
+        if isinstance(cause, MissingMandatoryValue):
+            key = getattr(cause, "full_key", "?")
+            return f"{key} has no value: set it on the command line ({key}=...)"
+        if isinstance(cause, ValidationError):
+            key = getattr(cause, "full_key", "?")
+            return f"bad value for {key}: {_first_line(cause)}; give a value of the key's type"
+    if type(exc).__name__ == "ConfigCompositionException":
+        return f"{_first_line(exc)}: check the command-line overrides"
+    return None
+
+
+def _explain_unknown_key(exc: BaseException, cause: BaseException) -> str:
+    text = str(exc) + " " + str(cause)
+    override = re.search(r"Could not override '([^']+)'", text)
+    missing = getattr(cause, "key", None)
+    full_key = override.group(1) if override else getattr(cause, "full_key", str(missing))
+    parent = getattr(cause, "parent_node", None)
+    siblings = [str(key) for key in parent.keys()] if parent is not None and hasattr(parent, "keys") else []
+    hint = closest(str(missing), siblings) if missing is not None else ""
+    return f"unknown key '{full_key}'{hint}: fix the spelling, or add a new key on purpose with +{full_key}=..."
+
+
+def _causes(exc: BaseException) -> Iterable[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,181 @@
+"""Everything the plan needs from the outside world, gathered once into one recorded object.
+
+Runs on: the login node (or the machine of a cluster=local run). Each query is a side effect isolated in one
+function; `Facts` itself is plain data, so tests build it by hand and the plan stays a pure function of (cfg, facts).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+from launch.gpu import DetectedGpus, detect_gpus
+from launch.schema import PROJECT_DIR
+
+PACKAGES = ("verl", "torch", "ray", "hydra-core", "omegaconf", "submitit", "wandb", "transformers", "vllm", "sglang")
+
+# config.json key -> our llm.* field
+HF_ARCHITECTURE_KEYS = {
+    "model_type": "family",
+    "num_hidden_layers": "layers",
+    "hidden_size": "hidden",
+    "num_attention_heads": "heads",
+    "num_key_value_heads": "kv_heads",
+    "head_dim": "head_dim",
+    "intermediate_size": "intermediate",
+    "vocab_size": "vocab",
+    "tie_word_embeddings": "tied_embeddings",
+    "max_position_embeddings": "max_position_embeddings",
+}
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    """One SLURM partition as sinfo reports it (the largest node when nodes differ)."""
+
+    name: str
+    cpus_per_node: int
+    mem_gib_per_node: float
+    gpus_per_node: int
+    gres_type: str | None  # None: the partition's GRES has no type (gpu:8)
+    max_time_min: int | None  # None: unlimited
+    nodes: int
+
+
+@dataclass(frozen=True)
+class Facts:
+    gpus: DetectedGpus = field(default_factory=lambda: DetectedGpus("", 0.0, 0, "not detected"))
+    model_config: dict | None = None  # architecture read from a local model's config.json, in llm.* names
+    partition: PartitionFacts | None = None
+    hostname: str = ""
+    git_sha: str = ""
+    git_dirty: bool = False
+    packages: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def is_local_path(path: str) -> bool:
+    """A hub id looks like org/name; a local model is an absolute, home- or dot-relative path."""
+    return path.startswith(("/", "~", "./", "../")) or Path(path).expanduser().is_dir()
+
+
+def read_model_config(model_path: str) -> dict | None:
+    """The architecture of a local HF model directory in llm.* names, or None for a hub id."""
+    if not is_local_path(model_path):
+        return None
+    config_file = Path(model_path).expanduser() / "config.json"
+    if not config_file.is_file():
+        return None
+    raw = json.loads(config_file.read_text())
+    raw = raw.get("text_config", raw) if "num_hidden_layers" not in raw else raw
+    architecture = {ours: raw[theirs] for theirs, ours in HF_ARCHITECTURE_KEYS.items() if theirs in raw}
+    if "head_dim" not in architecture and {"hidden", "heads"} <= architecture.keys():
+        architecture["head_dim"] = architecture["hidden"] // architecture["heads"]
+    architecture.setdefault("kv_heads", architecture.get("heads"))
+    return architecture
+
+
+def sinfo_answers() -> bool:
+    """True when a SLURM controller answers here (cluster=auto picks slurm then)."""
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, timeout=10, check=False).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def parse_gres(gres: str) -> tuple[str | None, int]:
+    """sinfo's %G ('gpu:a100:8(S:0-1)', 'gpu:8', '(null)') -> (type or None, count)."""
+    for entry in gres.split(","):
+        parts = entry.split("(")[0].split(":")
+        if parts[0] != "gpu" or len(parts) < 2:
+            continue
+        count = int(parts[-1]) if parts[-1].isdigit() else 0
+        return (parts[1] if len(parts) == 3 else None), count
+    return None, 0
+
+
+def parse_time_limit(limit: str) -> int | None:
+    """sinfo's %l ('1-00:00:00', '2:00:00', '30:00', 'infinite') -> minutes."""
+    if limit in ("infinite", "UNLIMITED", "n/a", ""):
+        return None
+    days, _, clock = limit.rpartition("-")
+    fields = [int(part) for part in clock.split(":")]
+    while len(fields) < 3:
+        fields.insert(0, 0)
+    hours, minutes, seconds = fields
+    return (int(days) if days else 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+
+
+def query_partition(name: str | None) -> PartitionFacts | None:
+    """The named partition (or SLURM's default, marked '*'), or None when sinfo has no such partition."""
+    command = ["sinfo", "-h", "-o", "%P|%c|%m|%G|%l|%D"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
+    rows = [line.split("|") for line in result.stdout.splitlines() if line.count("|") == 5]
+    matching = []
+    for partition, cpus, mem_mb, gres, limit, nodes in rows:
+        is_default = partition.endswith("*")
+        partition = partition.rstrip("*")
+        if (name is None and is_default) or partition == name:
+            matching.append((partition, cpus, mem_mb, gres, limit, nodes))
+    if not matching:
+        return None
+    gres_parsed = [parse_gres(row[3]) for row in matching]
+    return PartitionFacts(
+        name=matching[0][0],
+        cpus_per_node=max(int(row[1].rstrip("+")) for row in matching),
+        mem_gib_per_node=round(max(int(row[2].rstrip("+")) for row in matching) / 1024, 1),
+        gpus_per_node=max(count for _, count in gres_parsed),
+        gres_type=next((gres_type for gres_type, _ in gres_parsed if gres_type), None),
+        max_time_min=parse_time_limit(matching[0][4]),
+        nodes=sum(int(row[5]) for row in matching),
+    )
+
+
+def _git(*args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+@cache
+def _machine_facts() -> tuple[DetectedGpus, str, str, bool, tuple[tuple[str, str], ...]]:
+    # Once per process: a multirun plans many jobs on the same machine.
+    return (
+        detect_gpus(),
+        socket.gethostname(),
+        _git("rev-parse", "HEAD"),
+        bool(_git("status", "--porcelain")),
+        tuple(package_versions().items()),
+    )
+
+
+def gather_facts(model_path: str, cluster_name: str, partition: str | None) -> Facts:
+    gpus, hostname, sha, dirty, packages = _machine_facts()
+    return Facts(
+        gpus=gpus,
+        model_config=read_model_config(model_path),
+        partition=query_partition(partition) if cluster_name == "slurm" else None,
+        hostname=hostname,
+        git_sha=sha,
+        git_dirty=dirty,
+        packages=dict(packages),
+    )

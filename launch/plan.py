@@ -1,0 +1,221 @@
+"""The plan of one run: a pure function of (composed config, facts, the job's overrides).
+
+Runs on: the login node. Nothing here touches the outside world: ids, run directory, SLURM resources, the exact verl
+config and command, and what happens next are all derived from the inputs, so every count is derived once (the GPU
+count from trainer.nnodes x trainer.n_gpus_per_node) and a plan can be diffed in review (tests/golden/).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from launch.facts import Facts
+from launch.schema import RLAUNCH_ROOTS
+
+# Overrides that do not change what is trained: they stay out of the run id and the job name.
+IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
+VERL_CONFIG_NAME = "verl_config"
+
+
+@dataclass(frozen=True)
+class Resources:
+    nodes: int
+    gpus_per_node: int
+    cpus_per_task: int
+    mem_gb: int
+    time_min: int
+    gres: str  # gpu:N, or gpu:<type>:N where the partition's GRES has types
+    partition: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    sweep_id: str
+    run_id: str
+    job_name: str
+    run_dir: str
+    cluster: str
+    execution: str  # what happens after planning: submit | run-local | plan-only
+    execution_reason: str
+    gpu_profile: str
+    gpu_selected_by: str
+    llm: dict[str, Any]  # the architecture the plan used, and where it came from
+    resources: Resources
+    verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
+    verl_command: list[str]
+    worker_env: dict[str, str]
+    overrides: list[str]
+    warnings: list[str] = field(default_factory=list)
+    preflight: dict[str, Any] | None = None  # the memory preflight's verdict (not built yet: see README)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def identity_overrides(overrides: list[str]) -> list[str]:
+    return sorted(o for o in overrides if not o.lstrip("+~").startswith(IDENTITY_EXCLUDED_PREFIXES))
+
+
+def make_run_id(sweep_id: str, overrides: list[str]) -> str:
+    """sha1(sweep id + sorted overrides)[:12]: stable for a job across requeues, distinct across a sweep."""
+    text = sweep_id + "\n" + "\n".join(identity_overrides(overrides))
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def make_job_name(overrides: list[str]) -> str:
+    """The job's own overrides, compact: 'gpu=a40,algo=mtl_pcgrad' -> 'a40.mtl_pcgrad'; keys kept where the value
+    alone would be ambiguous (numbers, booleans)."""
+    parts = []
+    for override in identity_overrides(overrides):
+        key, _, value = override.lstrip("+~").partition("=")
+        short_key = key.rsplit(".", 1)[-1]
+        parts.append(value if "." not in key and not value.replace(".", "").isdigit() else f"{short_key}={value}")
+    return ".".join(parts)[:120] or "default"
+
+
+def llm_architecture(cfg: DictConfig, facts: Facts) -> tuple[dict[str, Any], list[str]]:
+    """A local model's config.json wins over the llm/ group's table (which describes the hub model)."""
+    table = OmegaConf.to_container(cfg.llm, resolve=True)
+    if facts.model_config is None:
+        return {**table, "source": f"conf/llm/{cfg.llm.name}.yaml"}, []
+    used = {**table, **facts.model_config, "name": cfg.llm.name, "path": str(cfg.actor_rollout_ref.model.path)}
+    differing = [key for key, value in facts.model_config.items() if key in table and table[key] != value]
+    warnings = (
+        [f"the local model's config.json differs from llm={cfg.llm.name} in {', '.join(differing)}: using config.json"]
+        if differing
+        else []
+    )
+    return {**used, "source": f"{cfg.actor_rollout_ref.model.path}/config.json"}, warnings
+
+
+def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
+    gpu, trainer, partition = cfg.gpu, cfg.trainer, facts.partition
+    gpus_per_node = int(trainer.n_gpus_per_node)
+    cpus = int(gpu.host_cpus_per_gpu) * gpus_per_node
+    mem_gb = int(gpu.host_ram_gib_per_gpu) * gpus_per_node
+    if partition is not None:
+        cpus = min(cpus, partition.cpus_per_node)
+        mem_gb = min(mem_gb, int(partition.mem_gib_per_node))
+    site_type = cfg.cluster.get("gres_types", {}).get(gpu.name)
+    typed = site_type or (gpu.gres_type if partition is not None and partition.gres_type else None)
+    gres = f"gpu:{typed}:{gpus_per_node}" if typed else f"gpu:{gpus_per_node}"
+    return Resources(
+        nodes=int(trainer.nnodes),
+        gpus_per_node=gpus_per_node,
+        cpus_per_task=cpus,
+        mem_gb=mem_gb,
+        time_min=int(cfg.mode.time_budget_min) + int(cfg.cluster.get("time_margin_min", 0)),
+        gres=gres,
+        partition=partition.name if partition is not None else cfg.cluster.get("partition"),
+    )
+
+
+def make_worker_env(cfg: DictConfig) -> dict[str, str]:
+    """What code inside verl's Ray workers must read: Ray workers see neither the job shell's variables nor its cwd
+    (FACTS), so it travels in Ray's runtime env."""
+    env = {str(key): str(value) for key, value in (cfg.cluster.get("env") or {}).items()}
+    pcgrad = cfg.algo.pcgrad
+    if pcgrad.enabled:
+        env.update(
+            RLAUNCH_PCGRAD_ENABLED="1", RLAUNCH_PCGRAD_TASK_KEY=str(pcgrad.task_key), RLAUNCH_PCGRAD_SEED=str(pcgrad.seed)
+        )
+    return env
+
+
+def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str]) -> dict[str, Any]:
+    """Our roots stripped, interpolations resolved, paths made absolute (Ray actors run elsewhere)."""
+    verl = OmegaConf.to_container(cfg, resolve=True)
+    for root in (*RLAUNCH_ROOTS, "hydra"):
+        verl.pop(root, None)
+    trainer = verl["trainer"]
+    if not Path(trainer["default_local_dir"]).is_absolute():
+        trainer["default_local_dir"] = str(run_dir / "checkpoints")
+    runtime_env = verl["ray_kwargs"]["ray_init"].setdefault("runtime_env", {}) or {}
+    verl["ray_kwargs"]["ray_init"]["runtime_env"] = runtime_env
+    runtime_env["env_vars"] = {**worker_env, **(runtime_env.get("env_vars") or {})}
+    return verl
+
+
+def make_verl_command(python: str, run_dir: Path) -> list[str]:
+    """verl's own entry point on the dumped config: verl receives exactly the config the plan validated."""
+    return [
+        python,
+        "-m",
+        "verl.trainer.main_ppo",
+        f"--config-path={run_dir}",
+        f"--config-name={VERL_CONFIG_NAME}",
+        f"hydra.run.dir={run_dir / 'verl_hydra'}",
+    ]
+
+
+def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
+    if cfg.cluster.name == "slurm":
+        return "submit", f"cluster=slurm: submit to partition {cfg.cluster.partition or '(default)'}"
+    if facts.gpus.present:
+        return "run-local", f"cluster=local with {facts.gpus.count}x {facts.gpus.name}: Ray on this node, then verl"
+    return "plan-only", f"cluster=local and no GPU on this machine ({facts.gpus.source}): planning only"
+
+
+def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: Path, python: str) -> Plan:
+    sweep_id = str(cfg.launch.sweep_id)
+    run_id = make_run_id(sweep_id, overrides)
+    runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
+    run_dir = (runs_dir if runs_dir.is_absolute() else working_dir / runs_dir) / sweep_id / run_id
+    llm, warnings = llm_architecture(cfg, facts)
+    worker_env = make_worker_env(cfg)
+    execution, reason = decide_execution(cfg, facts)
+    return Plan(
+        sweep_id=sweep_id,
+        run_id=run_id,
+        job_name=make_job_name(overrides),
+        run_dir=str(run_dir),
+        cluster=str(cfg.cluster.name),
+        execution=execution,
+        execution_reason=reason,
+        gpu_profile=str(cfg.gpu.name),
+        gpu_selected_by=str(cfg.gpu.selected_by),
+        llm=llm,
+        resources=make_resources(cfg, facts),
+        verl=make_verl_config(cfg, run_dir, worker_env),
+        verl_command=make_verl_command(python, run_dir),
+        worker_env=worker_env,
+        overrides=list(overrides),
+        warnings=warnings,
+    )
+
+
+def render(plan: Plan) -> str:
+    """The readable plan (launch.dry_run=true)."""
+    verl, res = plan.verl, plan.resources
+    actor = verl["actor_rollout_ref"]["actor"]
+    rollout = verl["actor_rollout_ref"]["rollout"]
+    lines = [
+        f"rlaunch plan  {plan.job_name}   run {plan.run_id}  (sweep {plan.sweep_id})",
+        f"  gpu profile   {plan.gpu_profile}: {plan.gpu_selected_by}",
+        f"  model         {plan.llm['name']} ({plan.llm['path']}; architecture from {plan.llm['source']})",
+        f"  cluster       {plan.cluster} -> {plan.execution}: {plan.execution_reason}",
+        f"  resources     {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = {res.nodes * res.gpus_per_node} GPUs;"
+        f" --gres={res.gres} --cpus-per-task={res.cpus_per_task} --mem={res.mem_gb}G --time={res.time_min}"
+        + (f" --partition={res.partition}" if res.partition else ""),
+        f"  batch         {verl['data']['train_batch_size']} prompts x {rollout['n']} rollouts;"
+        f" mini-batch {actor['ppo_mini_batch_size']};"
+        + (
+            f" {actor['ppo_max_token_len_per_gpu']} tokens/GPU per micro-batch (dynamic)"
+            if actor["use_dynamic_bsz"]
+            else f" micro-batch {actor['ppo_micro_batch_size_per_gpu']}/GPU"
+        ),
+        f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
+        f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
+        f"  run dir       {plan.run_dir}",
+        f"  verl command  {shlex.join(plan.verl_command)}",
+        "  preflight     "
+        + ("not built yet: no memory verdict (see README)" if plan.preflight is None else str(plan.preflight)),
+    ]
+    lines += [f"  WARNING       {warning}" for warning in plan.warnings]
+    return "\n".join(lines)

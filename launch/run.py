@@ -1,0 +1,100 @@
+"""rlaunch's entry point: python launch/run.py [overrides] [-m]
+
+Runs on: the login node (cluster=slurm) or the machine that trains (cluster=local). One pipeline per job:
+compose (Hydra) -> facts -> plan -> validate -> (preflight) -> write the run directory -> print / submit / run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from launch.auto import resolve_auto_choices
+from launch.errors import UserError, explain
+from launch.facts import gather_facts
+from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, render
+from launch.schema import register_schemas
+from launch.validate import validate
+
+
+def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
+    facts = gather_facts(str(cfg.actor_rollout_ref.model.path), str(cfg.cluster.name), cfg.cluster.get("partition"))
+    plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
+    validate(cfg, plan.verl, facts, int(plan.llm["max_position_embeddings"]))
+    return plan
+
+
+def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
+    """Everything needed to reproduce the run, written before anything runs."""
+    run_dir = Path(plan.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    (run_dir / "plan.txt").write_text(render(plan) + "\n")
+    OmegaConf.save(OmegaConf.create(plan.verl), run_dir / f"{VERL_CONFIG_NAME}.yaml")
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+
+
+def execute(plan: Plan) -> None:
+    if plan.execution == "submit":
+        raise UserError(
+            "submission to SLURM is not built yet: run with launch.dry_run=true to see the plan, "
+            "or cluster=local on a GPU machine"
+        )
+    if plan.execution == "plan-only":
+        print(render(plan))
+        print(f"\nNot running: {plan.execution_reason}. The run directory holds the plan and verl's config.")
+        return
+    from launch.job import run_local
+
+    run_local(plan)
+
+
+def exit_with_message(error: Exception) -> None:
+    """Bad input ends here: one line on stderr, exit 2, nothing submitted. A bug keeps its traceback."""
+    message = explain(error)
+    if message is None or os.environ.get("RLAUNCH_DEBUG"):
+        raise error
+    print(f"rlaunch: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def hydra_main(cfg: DictConfig) -> None:
+    # Caught here, inside the job: Hydra would otherwise log "Error executing job ..." before our message.
+    try:
+        run_job(cfg)
+    except Exception as error:
+        exit_with_message(error)
+
+
+def run_job(cfg: DictConfig) -> None:
+    plan = plan_job(cfg, list(HydraConfig.get().overrides.task))
+    write_run_dir(plan, cfg)
+    dry_run = str(cfg.launch.dry_run).lower()
+    if dry_run == "json":
+        print(json.dumps(plan.to_dict()), flush=True)
+    elif dry_run == "true":
+        print(render(plan), flush=True)
+    else:
+        execute(plan)
+
+
+def main() -> None:
+    # Hydra would print multi-line errors and exit 1 itself; with HYDRA_FULL_ERROR it raises, and we reword.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    register_schemas()
+    try:
+        sys.argv = [sys.argv[0], *resolve_auto_choices(sys.argv[1:])]
+        hydra_main()
+    except Exception as error:
+        exit_with_message(error)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Typed schemas of rlaunch's own config roots (gpu, llm, mode, algo, dataset, cluster, launch).
+
+Runs on: the login node (compose time). Registered in Hydra's ConfigStore as `rlaunch_schema`, which config.yaml lists
+before our groups: the YAML files then hold only values, a misspelled key under one of our roots fails at compose
+with "Key 'x' not in 'GpuProfile'", and a wrong type fails with the field's name. Everything outside these roots is
+verl's own tree, which verl's yaml files and dataclasses own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+# Our roots in the composed config; they are stripped before verl sees it.
+RLAUNCH_ROOTS = ("gpu", "llm", "mode", "algo", "dataset", "cluster", "launch")
+
+
+@dataclass(kw_only=True)
+class GpuProfile:
+    """Hardware facts of one card and of the node it typically sits in. The hardware knobs themselves are verl keys
+    that the profile's yaml sets (micro-batches, token budgets, engine memory and concurrency, checkpointing,
+    offload, rollout TP)."""
+
+    name: str = MISSING  # profile name: a40, a100_40, a100_80, h100
+    card: str = MISSING  # marketing name, for humans
+    usable_gib: float = MISSING  # what torch.cuda reports as total memory, in GiB (FACTS: GPUs table)
+    bf16_tflops: float = MISSING  # dense bf16 peak, the same table verl's MFU uses
+    mem_bandwidth_gbs: float = MISSING  # HBM/GDDR bandwidth in GB/s (rollout decode is bandwidth-bound)
+    fp8: bool = False  # Hopper and newer
+    compute_capability: str = MISSING
+    interconnect: str = MISSING  # nvlink | pcie: what the all-gathers of FSDP and TP>1 ride on
+    host_cpus_per_gpu: int = MISSING  # typical node: sets --cpus-per-task
+    host_ram_gib_per_gpu: int = MISSING  # typical node: sets --mem
+    nvml_names: list[str] = field(default_factory=list)  # substrings of NVML's device name that mean this card
+    min_total_gib: float = 0.0  # NVML total memory at least this (tells A100 40GB from 80GB)
+    gres_type: str = ""  # the usual SLURM GRES type name of this card (mapped per cluster by cluster.gres_types)
+    selected_by: str = "chosen on the command line"  # why this profile was used (gpu=auto says what it detected)
+
+
+@dataclass(kw_only=True)
+class LlmFacts:
+    """Architecture of the model: what the planner and the preflight need, without downloading anything. A local
+    HF directory given as actor_rollout_ref.model.path is read from its config.json instead."""
+
+    name: str = MISSING
+    path: str = MISSING  # hub id or local directory; config.yaml points actor_rollout_ref.model.path here
+    family: str = MISSING
+    layers: int = MISSING
+    hidden: int = MISSING
+    heads: int = MISSING
+    kv_heads: int = MISSING
+    head_dim: int = MISSING
+    intermediate: int = MISSING
+    vocab: int = MISSING
+    tied_embeddings: bool = MISSING
+    max_position_embeddings: int = MISSING
+
+
+@dataclass(kw_only=True)
+class ModeSettings:
+    """Duration and cadence only. The verl keys a mode sets (epochs, test/save frequency, validation size) live in
+    its yaml; this holds what verl has no key for."""
+
+    name: str = MISSING
+    time_budget_min: int = MISSING  # wall-time budget of one job; SLURM --time = this + cluster.time_margin_min
+
+
+@dataclass(kw_only=True)
+class PcgradSettings:
+    """Read by the PCGrad plugin inside verl's workers (it reaches them as RLAUNCH_PCGRAD_* in Ray's runtime env)."""
+
+    enabled: bool = False
+    task_key: str = "data_source"  # non-tensor batch field whose domain prefix (<domain>__<dataset>) names the task
+    seed: int = 0  # shared by every rank so all ranks visit tasks in the same order
+
+
+@dataclass(kw_only=True)
+class AlgoSettings:
+    name: str = MISSING
+    pcgrad: PcgradSettings = field(default_factory=PcgradSettings)
+
+
+@dataclass(kw_only=True)
+class DatasetSettings:
+    name: str = MISSING
+    root: str = MISSING  # directory holding train/ and test/ parquet files (verl's data.train_files point here)
+    domains: list[str] = field(default_factory=list)  # GURU domains present (the data_source prefixes)
+
+
+@dataclass(kw_only=True)
+class ClusterSettings:
+    name: str = MISSING  # local | slurm
+    shared_dir: str = MISSING  # a filesystem every node sees; run directories live under it, never node-local /tmp
+    partition: str | None = None  # null: the partition SLURM marks as default
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    exclusive: bool = False
+    gpu_type: str | None = None  # hint for gpu=auto on a login node when the partition's GRES has no type
+    # profile name -> the GRES type this cluster calls that card (e.g. a100_80: a100-80g); empty: untyped GRES
+    gres_types: dict[str, str] = field(default_factory=dict)
+    time_margin_min: int = 15  # added to the mode's budget: checkpoint save + teardown before SLURM's kill
+    max_requeues: int = 3
+    sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
+    setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
+    env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
+
+
+@dataclass(kw_only=True)
+class LaunchSettings:
+    """How rlaunch itself behaves for this invocation."""
+
+    dry_run: str = "false"  # false | true (readable plan) | json (one JSON object per job on stdout)
+    preflight: str = "fail"  # fail | fix | tune | warn | off (the memory preflight's policy)
+    runs_dir: str = "${cluster.shared_dir}/rlaunch"
+    sweep_id: str = "adhoc"  # set by launch/run.py per invocation: time stamp + short hash
+
+
+@dataclass(kw_only=True)
+class RlaunchSchema:
+    gpu: GpuProfile = field(default_factory=GpuProfile)
+    llm: LlmFacts = field(default_factory=LlmFacts)
+    mode: ModeSettings = field(default_factory=ModeSettings)
+    algo: AlgoSettings = field(default_factory=AlgoSettings)
+    dataset: DatasetSettings = field(default_factory=DatasetSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
+
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def project_path(relative: str) -> str:
+    """`${rlaunch_path:rewards/verl_entry.py}`: an absolute path inside this checkout. verl loads reward files by path
+    inside Ray workers that run in another directory, so paths handed to verl are absolute."""
+    return str(PROJECT_DIR / relative)
+
+
+def register_schemas() -> None:
+    """Idempotent; called by every entry point (run.py, tests) before Hydra composes."""
+    ConfigStore.instance().store(name="rlaunch_schema", node=RlaunchSchema)
+    OmegaConf.register_new_resolver("rlaunch_path", project_path, replace=True)

@@ -1,0 +1,176 @@
+"""Checks before anything happens: ours (with the arithmetic shown), then verl's own validate_config and config
+dataclasses on exactly the config verl will receive.
+
+Runs on: the login node. Every failure is a UserError whose first line names the key and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from launch.errors import UserError
+from launch.facts import Facts, is_local_path
+
+ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
+DRY_RUN_VALUES = ("false", "true", "json")
+PREFLIGHT_POLICIES = ("fail", "fix", "tune", "warn", "off")
+PLACEHOLDER_VALUES = ("???",)
+
+
+def check_launch_settings(cfg: DictConfig) -> None:
+    dry_run = str(cfg.launch.dry_run).lower()
+    if dry_run not in DRY_RUN_VALUES:
+        raise UserError(f"launch.dry_run={cfg.launch.dry_run} is not one of {', '.join(DRY_RUN_VALUES)}")
+    if cfg.launch.preflight not in PREFLIGHT_POLICIES:
+        raise UserError(f"launch.preflight={cfg.launch.preflight} is not one of {', '.join(PREFLIGHT_POLICIES)}")
+
+
+def check_model(cfg: DictConfig, facts: Facts) -> None:
+    path = str(cfg.actor_rollout_ref.model.path)
+    if not is_local_path(path):
+        return  # a hub id: accepted as it is; checks that need files apply to local paths only
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        raise UserError(
+            f"model path '{path}' does not exist: set actor_rollout_ref.model.path to a local HF model directory "
+            f"or a hub id (or pick one with llm=..., e.g. llm=qwen2_5_7b)"
+        )
+    if facts.model_config is None:
+        raise UserError(f"model path '{path}' has no config.json: point actor_rollout_ref.model.path at a HF model directory")
+
+
+def check_batches(verl: DictConfig, max_position_embeddings: int) -> None:
+    """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all."""
+    trainer, data = verl.trainer, verl.data
+    actor, rollout = verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
+    n_gpus = trainer.nnodes * trainer.n_gpus_per_node
+    gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
+    if n_gpus < 1:
+        raise UserError(f"{gpus}: set trainer.nnodes and trainer.n_gpus_per_node to at least 1")
+
+    batch, mini = data.train_batch_size, actor.ppo_mini_batch_size
+    if batch % mini:
+        raise UserError(
+            f"data.train_batch_size ({batch}) is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
+            f"({mini}): {batch} % {mini} = {batch % mini}; make the batch a multiple of the mini-batch"
+        )
+    sequences = mini * rollout.n
+    if sequences % n_gpus:
+        raise UserError(
+            f"a mini-batch of {sequences} sequences (ppo_mini_batch_size {mini} x rollout.n {rollout.n}) does not "
+            f"split over {gpus}: {sequences} % {n_gpus} = {sequences % n_gpus}; change the mini-batch or the GPU count"
+        )
+    sequence_tokens = data.max_prompt_length + data.max_response_length
+    if actor.use_dynamic_bsz:
+        budgets = {
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": actor.ppo_max_token_len_per_gpu,
+            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": rollout.log_prob_max_token_len_per_gpu,
+        }
+        for key, budget in budgets.items():
+            if budget < sequence_tokens:
+                raise UserError(
+                    f"{key} ({budget}) cannot hold one sequence of data.max_prompt_length + max_response_length "
+                    f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}); raise it to at "
+                    f"least {sequence_tokens} or shorten the lengths"
+                )
+    else:
+        micro = actor.ppo_micro_batch_size_per_gpu
+        if micro is None:
+            raise UserError(
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is false: "
+                "set one of them"
+            )
+        per_gpu = sequences // n_gpus
+        if per_gpu % micro:
+            raise UserError(
+                f"each GPU's share of a mini-batch ({sequences} / {n_gpus} = {per_gpu} sequences) is not a multiple "
+                f"of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({micro}): {per_gpu} % {micro} = "
+                f"{per_gpu % micro}; pick a micro-batch that divides {per_gpu}"
+            )
+    tp = rollout.tensor_model_parallel_size
+    if trainer.n_gpus_per_node % tp and n_gpus % tp:
+        raise UserError(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size ({tp}) does not divide {gpus}: "
+            f"choose a TP size that divides {trainer.n_gpus_per_node}"
+        )
+    if sequence_tokens > max_position_embeddings:
+        raise UserError(
+            f"data.max_prompt_length + max_response_length ({sequence_tokens}) exceeds the model's context "
+            f"({max_position_embeddings} positions): shorten the lengths or pick a longer-context llm"
+        )
+
+
+def check_placeholders(verl: dict[str, Any]) -> None:
+    """MISSING ('???') values, and '<...>' placeholders, anywhere verl will read them. Sub-trees that are switched
+    off (enable/enabled: false) are not read by verl and are skipped."""
+    found = list(_placeholders(verl, ""))
+    if found:
+        key, value = found[0]
+        hint = f"; choose one of {', '.join(ROLLOUT_ENGINES)}" if key == "actor_rollout_ref.rollout.name" else ""
+        more = f" (and {len(found) - 1} more: {', '.join(k for k, _ in found[1:4])})" if len(found) > 1 else ""
+        raise UserError(f"{key} is not set (value {value!r}){more}: give it a value on the command line ({key}=...){hint}")
+
+
+def _placeholders(node: Any, path: str) -> Any:
+    if isinstance(node, dict):
+        if node.get("enable") is False or node.get("enabled") is False:
+            return
+        for key, value in node.items():
+            yield from _placeholders(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _placeholders(value, f"{path}[{index}]")
+    elif isinstance(node, str) and (node in PLACEHOLDER_VALUES or (node.startswith("<") and node.endswith(">"))):
+        yield path, node
+
+
+def check_rollout_engine(verl: DictConfig) -> None:
+    name = verl.actor_rollout_ref.rollout.name
+    if name is None:
+        raise UserError(
+            f"actor_rollout_ref.rollout.name is not set: choose one of {', '.join(ROLLOUT_ENGINES)} "
+            "(e.g. actor_rollout_ref.rollout.name=vllm)"
+        )
+    if name not in ROLLOUT_ENGINES:
+        raise UserError(
+            f"actor_rollout_ref.rollout.name={name} is not a verl 0.9 rollout engine: choose one of "
+            f"{', '.join(ROLLOUT_ENGINES)} (verl has no HF rollout)"
+        )
+
+
+def check_reward_function(verl: DictConfig) -> None:
+    path = verl.reward.custom_reward_function.path
+    if path and not Path(path).is_file():
+        raise UserError(f"reward.custom_reward_function.path '{path}' does not exist: point it at a Python file")
+
+
+def run_verl_validation(verl: DictConfig) -> None:
+    """verl's own checks, as main_ppo runs them, plus the rollout and actor dataclasses it builds later (FACTS:
+    validate_config alone does not look at rollout.name). Its prints go to stderr: stdout may be carrying JSON."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            validate_config(verl, use_reference_policy=need_reference_policy(verl), use_critic=need_critic(verl))
+            omega_conf_to_dataclass(verl.actor_rollout_ref.rollout)
+    except (AssertionError, ValueError, TypeError, KeyError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"verl rejects the config: {message}") from error
+
+
+def validate(cfg: DictConfig, verl_config: dict[str, Any], facts: Facts, max_position_embeddings: int) -> None:
+    """All checks, cheapest first; the first failure stops the run before anything is written or submitted."""
+    check_launch_settings(cfg)
+    check_model(cfg, facts)
+    check_placeholders(verl_config)
+    verl = OmegaConf.create(verl_config)
+    check_rollout_engine(verl)
+    check_reward_function(verl)
+    check_batches(verl, max_position_embeddings)
+    run_verl_validation(verl)

@@ -1,0 +1,129 @@
+"""The plan is a pure function of (cfg, facts, overrides): ids, resources, the verl config and command."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, compose_config, cpu_facts
+
+from launch.errors import UserError
+from launch.facts import PartitionFacts, read_model_config
+from launch.gpu import DetectedGpus
+from launch.plan import make_job_name, make_plan, make_run_id, render
+from launch.validate import validate
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def plan_for(tmp_path, *overrides, facts=None):
+    cfg = compose_config(*overrides)
+    return make_plan(cfg, facts or cpu_facts(), list(overrides), working_dir=tmp_path, python="/venv/bin/python")
+
+
+def test_run_id_is_stable_and_ignores_launch_keys():
+    base = make_run_id("s1", ["gpu=a40", "algo=mtl_pcgrad"])
+    assert base == make_run_id("s1", ["algo=mtl_pcgrad", "gpu=a40", "launch.dry_run=json", "gpu.selected_by='x'"])
+    assert base != make_run_id("s2", ["gpu=a40", "algo=mtl_pcgrad"])
+    assert base != make_run_id("s1", ["gpu=h100", "algo=mtl_pcgrad"])
+    assert len(base) == 12
+
+
+def test_job_name_is_the_overrides_compact():
+    assert make_job_name(["gpu=a40", "algo=mtl_pcgrad", "launch.dry_run=true"]) == "mtl_pcgrad.a40"
+    assert make_job_name(["data.train_batch_size=256"]) == "train_batch_size=256"
+    assert make_job_name([]) == "default"
+
+
+def test_verl_config_is_verl_only_with_absolute_paths(tmp_path):
+    plan = plan_for(tmp_path, "gpu=a40", "algo=mtl_pcgrad")
+    verl = plan.verl
+    assert {"gpu", "llm", "mode", "algo", "dataset", "cluster", "launch"}.isdisjoint(verl)
+    assert verl["trainer"]["default_local_dir"] == str(Path(plan.run_dir) / "checkpoints")
+    assert Path(plan.run_dir).is_relative_to(tmp_path)
+    assert Path(verl["reward"]["custom_reward_function"]["path"]).is_absolute()
+    env = verl["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]
+    assert env["RLAUNCH_PCGRAD_ENABLED"] == "1" and env["RLAUNCH_PCGRAD_TASK_KEY"] == "data_source"
+    assert "${" not in json.dumps(verl), "verl receives a fully resolved config"
+    assert plan.verl_command[1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert f"--config-path={plan.run_dir}" in plan.verl_command
+
+
+def test_baseline_sends_no_pcgrad_switch(tmp_path):
+    env = plan_for(tmp_path, "algo=guru_baseline").verl["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]
+    assert not any(key.startswith("RLAUNCH_PCGRAD") for key in env)
+
+
+def test_gpu_count_has_one_source(tmp_path):
+    plan = plan_for(tmp_path, "trainer.nnodes=2", "trainer.n_gpus_per_node=4", "gpu=a100_80")
+    res = plan.resources
+    assert (res.nodes, res.gpus_per_node, res.gres) == (2, 4, "gpu:4")
+    assert res.cpus_per_task == 16 * 4 and res.mem_gb == 128 * 4  # the a100_80 profile's per-GPU host share
+    assert plan.verl["trainer"]["nnodes"] == 2 and plan.verl["trainer"]["n_gpus_per_node"] == 4
+
+
+def test_partition_caps_resources_and_types_gres(tmp_path):
+    partition = PartitionFacts("gpu", cpus_per_node=48, mem_gib_per_node=250.0, gpus_per_node=8, gres_type="a100",
+                               max_time_min=2880, nodes=4)
+    plan = plan_for(tmp_path, "gpu=a100_80", "cluster=slurm", "mode=quick_test", facts=cpu_facts(partition=partition))
+    res = plan.resources
+    assert (res.cpus_per_task, res.mem_gb) == (48, 250)  # seed 004's 8xA100 node shape
+    assert res.gres == "gpu:a100:8"
+    assert res.time_min == 60 + 15
+    assert plan.execution == "submit"
+    untyped = PartitionFacts("debug", 128, 1000.0, 8, None, None, 2)
+    assert plan_for(tmp_path, "cluster=slurm", facts=cpu_facts(partition=untyped)).resources.gres == "gpu:8"
+
+
+def test_no_gpu_local_plans_only_and_says_why(tmp_path):
+    plan = plan_for(tmp_path, "cluster=local")
+    assert plan.execution == "plan-only" and "no GPU" in plan.execution_reason
+    gpu_facts = cpu_facts(gpus=DetectedGpus("NVIDIA A40", 44.4, 2, "nvml"))
+    assert plan_for(tmp_path, "cluster=local", facts=gpu_facts).execution == "run-local"
+
+
+def tiny_model_dir(root: Path, **config) -> Path:
+    model = root / "tiny-qwen"
+    model.mkdir()
+    hf_config = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+                 "tie_word_embeddings": True, "max_position_embeddings": 32768, **config}
+    (model / "config.json").write_text(json.dumps(hf_config))
+    return model
+
+
+def test_local_model_config_json_wins_over_the_llm_table(tmp_path):
+    model = tiny_model_dir(tmp_path)
+    facts = cpu_facts(model_config=read_model_config(str(model)))
+    plan = plan_for(tmp_path, f"actor_rollout_ref.model.path={model}", facts=facts)
+    assert plan.llm["layers"] == 2 and plan.llm["head_dim"] == 16 and plan.llm["source"].endswith("config.json")
+    assert any("differs from llm=qwen2_5_7b" in warning for warning in plan.warnings)
+
+
+def test_short_context_model_is_refused_with_the_arithmetic(tmp_path):
+    model = tiny_model_dir(tmp_path, max_position_embeddings=4096)
+    facts = cpu_facts(model_config=read_model_config(str(model)))
+    cfg = compose_config(f"actor_rollout_ref.model.path={model}")
+    plan = make_plan(cfg, facts, [], working_dir=tmp_path, python="python")
+    with pytest.raises(UserError, match=r"\(12288\) exceeds the model's context \(4096 positions\)"):
+        validate(cfg, plan.verl, facts, plan.llm["max_position_embeddings"])
+
+
+def normalized(text: str, plan) -> str:
+    text = text.replace(plan.run_dir, "<run_dir>").replace(str(PROJECT), "<project>")
+    return text.replace(os.path.expanduser("~"), "<home>")
+
+
+@pytest.mark.parametrize("combo", [("gpu=a40", "algo=guru_baseline"), ("gpu=h100", "algo=mtl_pcgrad")])
+def test_plan_matches_golden_record(tmp_path, combo):
+    """A change of the rendered plan or of the config verl receives shows up in review. If the change is intended,
+    delete the record file (or run with RLAUNCH_REGOLD=1) and commit the new one."""
+    plan = plan_for(tmp_path, *combo, "mode=quick_test")
+    record = {"render": normalized(render(plan), plan).splitlines(),
+              "verl": json.loads(normalized(json.dumps(plan.verl, sort_keys=True), plan))}
+    path = GOLDEN / f"plan_{'_'.join(o.split('=')[1] for o in combo)}.json"
+    if not path.exists() or os.environ.get("RLAUNCH_REGOLD"):
+        path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    assert record == json.loads(path.read_text()), f"plan changed: if intended, delete {path.name} and re-run"

@@ -123,7 +123,9 @@ def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     pcgrad = cfg.algo.pcgrad
     if pcgrad.enabled:
         env.update(
-            RLAUNCH_PCGRAD_ENABLED="1", RLAUNCH_PCGRAD_TASK_KEY=str(pcgrad.task_key), RLAUNCH_PCGRAD_SEED=str(pcgrad.seed)
+            RLAUNCH_PCGRAD_ENABLED="1",
+            RLAUNCH_PCGRAD_TASK_KEY=str(pcgrad.task_key),
+            RLAUNCH_PCGRAD_SEED=str(pcgrad.seed),
         )
     return env
 

@@ -43,7 +43,9 @@ def check_model(cfg: DictConfig, facts: Facts) -> None:
             f"or a hub id (or pick one with llm=..., e.g. llm=qwen2_5_7b)"
         )
     if facts.model_config is None:
-        raise UserError(f"model path '{path}' has no config.json: point actor_rollout_ref.model.path at a HF model directory")
+        raise UserError(
+            f"model path '{path}' has no config.json: point actor_rollout_ref.model.path at a HF model directory"
+        )
 
 
 def check_batches(verl: DictConfig, max_position_embeddings: int) -> None:
@@ -115,7 +117,9 @@ def check_placeholders(verl: dict[str, Any]) -> None:
         key, value = found[0]
         hint = f"; choose one of {', '.join(ROLLOUT_ENGINES)}" if key == "actor_rollout_ref.rollout.name" else ""
         more = f" (and {len(found) - 1} more: {', '.join(k for k, _ in found[1:4])})" if len(found) > 1 else ""
-        raise UserError(f"{key} is not set (value {value!r}){more}: give it a value on the command line ({key}=...){hint}")
+        raise UserError(
+            f"{key} is not set (value {value!r}){more}: give it a value on the command line ({key}=...){hint}"
+        )
 
 
 def _placeholders(node: Any, path: str) -> Any:

@@ -20,7 +20,12 @@ def domain_of(data_source: str) -> str:
     """GURU names data sources <domain>__<dataset>; verl's own math sets are plain names."""
     if "__" in data_source:
         return data_source.split("__", 1)[0]
-    if data_source in ("openai/gsm8k", "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500"):
+    if data_source in (
+        "openai/gsm8k",
+        "lighteval/MATH",
+        "DigitalLearningGmbH/MATH-lighteval",
+        "HuggingFaceH4/MATH-500",
+    ):
         return "math"
     return data_source
 

@@ -34,7 +34,11 @@ def test_multirun_dry_run_json_prints_one_line_per_job(tmp_path: Path):
     plans = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(plans) == 4
     assert {(p["gpu_profile"], p["verl"]["trainer"]["experiment_name"].split("-")[0]) for p in plans} == {
-        ("a40", "guru_baseline"), ("a40", "mtl_pcgrad"), ("h100", "guru_baseline"), ("h100", "mtl_pcgrad")}
+        ("a40", "guru_baseline"),
+        ("a40", "mtl_pcgrad"),
+        ("h100", "guru_baseline"),
+        ("h100", "mtl_pcgrad"),
+    }
     assert len({p["run_id"] for p in plans}) == 4 and len({p["sweep_id"] for p in plans}) == 1
     a40 = next(p for p in plans if p["gpu_profile"] == "a40")
     h100 = next(p for p in plans if p["gpu_profile"] == "h100")
@@ -78,21 +82,37 @@ def test_verl_own_entry_point_reads_the_planned_config(tmp_path: Path):
 BAD_INPUTS = [
     (["gpu=a50"], "unknown gpu 'a50' (did you mean 'a40'?): choose one of a100_40, a100_80, a40, auto, h100"),
     (["algo=ppo"], "unknown algo 'ppo'"),
-    (["actor_rollout_ref.actor.ppo_micro_batch_sise_per_gpu=4"],
-     "unknown key 'actor_rollout_ref.actor.ppo_micro_batch_sise_per_gpu' (did you mean 'ppo_micro_batch_size_per_gpu'?)"),
+    (
+        ["actor_rollout_ref.actor.ppo_micro_batch_sise_per_gpu=4"],
+        "unknown key 'actor_rollout_ref.actor.ppo_micro_batch_sise_per_gpu' "
+        "(did you mean 'ppo_micro_batch_size_per_gpu'?)",
+    ),
     (["gpu.usable_gb=40"], "unknown key 'gpu.usable_gb' (did you mean 'usable_gib'?)"),
     (["gpu.usable_gib=lots"], "bad value for gpu.usable_gib"),
-    (["data.train_batch_size=500"],
-     "data.train_batch_size (500) is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size (64): 500 % 64 = 52"),
-    (["trainer.n_gpus_per_node=6"], "a mini-batch of 1024 sequences (ppo_mini_batch_size 64 x rollout.n 16) does not split over 6 GPUs"),
-    (["actor_rollout_ref.actor.use_dynamic_bsz=false", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"],
-     "is not a multiple of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (3)"),
-    (["actor_rollout_ref.rollout.name=null"], "actor_rollout_ref.rollout.name is not set: choose one of vllm, sglang, trtllm"),
+    (
+        ["data.train_batch_size=500"],
+        "data.train_batch_size (500) is not a multiple of "
+        "actor_rollout_ref.actor.ppo_mini_batch_size (64): 500 % 64 = 52",
+    ),
+    (
+        ["trainer.n_gpus_per_node=6"],
+        "a mini-batch of 1024 sequences (ppo_mini_batch_size 64 x rollout.n 16) does not split over 6 GPUs",
+    ),
+    (
+        ["actor_rollout_ref.actor.use_dynamic_bsz=false", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"],
+        "is not a multiple of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (3)",
+    ),
+    (
+        ["actor_rollout_ref.rollout.name=null"],
+        "actor_rollout_ref.rollout.name is not set: choose one of vllm, sglang, trtllm",
+    ),
     (["actor_rollout_ref.rollout.name=???"], "actor_rollout_ref.rollout.name is not set"),
     (["actor_rollout_ref.rollout.name=hf"], "actor_rollout_ref.rollout.name=hf is not a verl 0.9 rollout engine"),
     (["actor_rollout_ref.model.path=/nonexistent/model"], "model path '/nonexistent/model' does not exist"),
-    (["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192"],
-     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu (8192) cannot hold one sequence"),
+    (
+        ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192"],
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu (8192) cannot hold one sequence",
+    ),
     (["launch.dry_run=maybe"], "launch.dry_run=maybe is not one of false, true, json"),
 ]
 

@@ -111,7 +111,9 @@ def test_bigger_cards_get_bigger_packs(all_configs):
 
 
 def test_algos_differ_only_in_method_switches(all_configs):
-    changed = diff_keys(all_configs["a100_80", "standard", "guru_baseline"], all_configs["a100_80", "standard", "mtl_pcgrad"])
+    changed = diff_keys(
+        all_configs["a100_80", "standard", "guru_baseline"], all_configs["a100_80", "standard", "mtl_pcgrad"]
+    )
     assert changed - NAME_KEYS == {"algo.name", "algo.pcgrad.enabled"}
 
 

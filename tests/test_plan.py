@@ -65,8 +65,9 @@ def test_gpu_count_has_one_source(tmp_path):
 
 
 def test_partition_caps_resources_and_types_gres(tmp_path):
-    partition = PartitionFacts("gpu", cpus_per_node=48, mem_gib_per_node=250.0, gpus_per_node=8, gres_type="a100",
-                               max_time_min=2880, nodes=4)
+    partition = PartitionFacts(
+        "gpu", cpus_per_node=48, mem_gib_per_node=250.0, gpus_per_node=8, gres_type="a100", max_time_min=2880, nodes=4
+    )
     plan = plan_for(tmp_path, "gpu=a100_80", "cluster=slurm", "mode=quick_test", facts=cpu_facts(partition=partition))
     res = plan.resources
     assert (res.cpus_per_task, res.mem_gb) == (48, 250)  # seed 004's 8xA100 node shape
@@ -87,9 +88,18 @@ def test_no_gpu_local_plans_only_and_says_why(tmp_path):
 def tiny_model_dir(root: Path, **config) -> Path:
     model = root / "tiny-qwen"
     model.mkdir()
-    hf_config = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-                 "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
-                 "tie_word_embeddings": True, "max_position_embeddings": 32768, **config}
+    hf_config = {
+        "model_type": "qwen2",
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 1000,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 32768,
+        **config,
+    }
     (model / "config.json").write_text(json.dumps(hf_config))
     return model
 
@@ -121,8 +131,10 @@ def test_plan_matches_golden_record(tmp_path, combo):
     """A change of the rendered plan or of the config verl receives shows up in review. If the change is intended,
     delete the record file (or run with RLAUNCH_REGOLD=1) and commit the new one."""
     plan = plan_for(tmp_path, *combo, "mode=quick_test")
-    record = {"render": normalized(render(plan), plan).splitlines(),
-              "verl": json.loads(normalized(json.dumps(plan.verl, sort_keys=True), plan))}
+    record = {
+        "render": normalized(render(plan), plan).splitlines(),
+        "verl": json.loads(normalized(json.dumps(plan.verl, sort_keys=True), plan)),
+    }
     path = GOLDEN / f"plan_{'_'.join(o.split('=')[1] for o in combo)}.json"
     if not path.exists() or os.environ.get("RLAUNCH_REGOLD"):
         path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")

@@ -53,6 +53,7 @@ class Facts:
     gpus: DetectedGpus = field(default_factory=lambda: DetectedGpus("", 0.0, 0, "not detected"))
     model_config: dict | None = None  # architecture read from a local model's config.json, in llm.* names
     partition: PartitionFacts | None = None
+    partitions: tuple[str, ...] = ()  # every partition sinfo lists (cluster=slurm), for "choose one of"
     hostname: str = ""
     git_sha: str = ""
     git_dirty: bool = False
@@ -116,11 +117,19 @@ def parse_time_limit(limit: str) -> int | None:
     return (int(days) if days else 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
 
 
-def query_partition(name: str | None) -> PartitionFacts | None:
-    """The named partition (or SLURM's default, marked '*'), or None when sinfo has no such partition."""
+def _sinfo_rows() -> list[list[str]]:
     command = ["sinfo", "-h", "-o", "%P|%c|%m|%G|%l|%D"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
-    rows = [line.split("|") for line in result.stdout.splitlines() if line.count("|") == 5]
+    return [line.split("|") for line in result.stdout.splitlines() if line.count("|") == 5]
+
+
+def list_partitions() -> tuple[str, ...]:
+    return tuple(sorted({row[0].rstrip("*") for row in _sinfo_rows()}))
+
+
+def query_partition(name: str | None) -> PartitionFacts | None:
+    """The named partition (or SLURM's default, marked '*'), or None when sinfo has no such partition."""
+    rows = _sinfo_rows()
     matching = []
     for partition, cpus, mem_mb, gres, limit, nodes in rows:
         is_default = partition.endswith("*")
@@ -170,10 +179,12 @@ def _machine_facts() -> tuple[DetectedGpus, str, str, bool, tuple[tuple[str, str
 
 def gather_facts(model_path: str, cluster_name: str, partition: str | None) -> Facts:
     gpus, hostname, sha, dirty, packages = _machine_facts()
+    on_slurm = cluster_name == "slurm"
     return Facts(
         gpus=gpus,
         model_config=read_model_config(model_path),
-        partition=query_partition(partition) if cluster_name == "slurm" else None,
+        partition=query_partition(partition) if on_slurm else None,
+        partitions=list_partitions() if on_slurm else (),
         hostname=hostname,
         git_sha=sha,
         git_dirty=dirty,

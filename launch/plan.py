@@ -47,6 +47,7 @@ class Plan:
     gpu_selected_by: str
     llm: dict[str, Any]  # the architecture the plan used, and where it came from
     resources: Resources
+    slurm: dict[str, Any]  # submitit's SlurmExecutor parameters (sbatch options), empty for cluster=local
     verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
     verl_command: list[str]
     worker_env: dict[str, str]
@@ -70,10 +71,12 @@ def make_run_id(sweep_id: str, overrides: list[str]) -> str:
 
 def make_job_name(overrides: list[str]) -> str:
     """The job's own overrides, compact: 'gpu=a40,algo=mtl_pcgrad' -> 'a40.mtl_pcgrad'; keys kept where the value
-    alone would be ambiguous (numbers, booleans)."""
+    alone would be ambiguous (numbers, booleans); paths left out (they name places, not variants)."""
     parts = []
     for override in identity_overrides(overrides):
         key, _, value = override.lstrip("+~").partition("=")
+        if "/" in value:
+            continue
         short_key = key.rsplit(".", 1)[-1]
         parts.append(value if "." not in key and not value.replace(".", "").isdigit() else f"{short_key}={value}")
     return ".".join(parts)[:120] or "default"
@@ -95,13 +98,17 @@ def llm_architecture(cfg: DictConfig, facts: Facts) -> tuple[dict[str, Any], lis
 
 
 def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
-    gpu, trainer, partition = cfg.gpu, cfg.trainer, facts.partition
+    gpu, trainer, partition, cluster = cfg.gpu, cfg.trainer, facts.partition, cfg.cluster
     gpus_per_node = int(trainer.n_gpus_per_node)
+    # The profile's typical node share, capped at what the partition's nodes have; an explicit cluster.cpus_per_task
+    # or cluster.mem_gb is taken as it is (validation refuses one the node cannot give).
     cpus = int(gpu.host_cpus_per_gpu) * gpus_per_node
     mem_gb = int(gpu.host_ram_gib_per_gpu) * gpus_per_node
     if partition is not None:
         cpus = min(cpus, partition.cpus_per_node)
         mem_gb = min(mem_gb, int(partition.mem_gib_per_node))
+    cpus = int(cluster.get("cpus_per_task") or cpus)
+    mem_gb = int(cluster.get("mem_gb") or mem_gb)
     site_type = cfg.cluster.get("gres_types", {}).get(gpu.name)
     typed = site_type or (gpu.gres_type if partition is not None and partition.gres_type else None)
     gres = f"gpu:{typed}:{gpus_per_node}" if typed else f"gpu:{gpus_per_node}"
@@ -114,6 +121,31 @@ def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
         gres=gres,
         partition=partition.name if partition is not None else cfg.cluster.get("partition"),
     )
+
+
+def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, Any]:
+    """sbatch options in submitit's names. One task per node: the job's rank 0 brings Ray up and runs verl."""
+    if cfg.cluster.name != "slurm":
+        return {}
+    cluster = cfg.cluster
+    extra: dict[str, Any] = {"requeue": True}
+    extra.update({str(key): value for key, value in (cluster.get("sbatch_extra") or {}).items()})
+    parameters: dict[str, Any] = {
+        "nodes": resources.nodes,
+        "ntasks_per_node": 1,
+        "cpus_per_task": resources.cpus_per_task,
+        "mem": f"{resources.mem_gb}GB",
+        "time": resources.time_min,
+        "gres": resources.gres,
+        "signal_delay_s": int(cluster.signal_delay_s),
+        "setup": [str(line) for line in cluster.get("setup") or []],
+        "additional_parameters": extra,
+    }
+    optional = {"partition": resources.partition, **{key: cluster.get(key) for key in ("account", "qos", "constraint")}}
+    parameters.update({key: str(value) for key, value in optional.items() if value})
+    if cluster.get("exclusive"):
+        parameters["exclusive"] = True
+    return parameters
 
 
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
@@ -130,7 +162,18 @@ def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     return env
 
 
-def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str]) -> dict[str, Any]:
+def ray_logical_cpus(resources: Resources) -> int | None:
+    """On one node verl's own ray.init starts Ray: give it enough logical CPUs, or TransferQueue's controller and 8
+    storage units (1 CPU each) plus 3 per GPU bundle hang silently (FACTS). Across nodes the job starts Ray and verl
+    connects, where num_cpus must stay null."""
+    if resources.nodes > 1:
+        return None
+    return max(resources.cpus_per_task, 9 + 3 * resources.gpus_per_node + 4)
+
+
+def make_verl_config(
+    cfg: DictConfig, run_dir: Path, worker_env: dict[str, str], resources: Resources
+) -> dict[str, Any]:
     """Our roots stripped, interpolations resolved, paths made absolute (Ray actors run elsewhere)."""
     verl = OmegaConf.to_container(cfg, resolve=True)
     for root in (*RLAUNCH_ROOTS, "hydra"):
@@ -141,6 +184,8 @@ def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str])
     runtime_env = verl["ray_kwargs"]["ray_init"].setdefault("runtime_env", {}) or {}
     verl["ray_kwargs"]["ray_init"]["runtime_env"] = runtime_env
     runtime_env["env_vars"] = {**worker_env, **(runtime_env.get("env_vars") or {})}
+    if verl["ray_kwargs"]["ray_init"].get("num_cpus") is None:
+        verl["ray_kwargs"]["ray_init"]["num_cpus"] = ray_logical_cpus(resources)
     return verl
 
 
@@ -158,7 +203,8 @@ def make_verl_command(python: str, run_dir: Path) -> list[str]:
 
 def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
     if cfg.cluster.name == "slurm":
-        return "submit", f"cluster=slurm: submit to partition {cfg.cluster.partition or '(default)'}"
+        partition = facts.partition.name if facts.partition is not None else cfg.cluster.partition
+        return "submit", f"cluster=slurm: one job array per resource shape on partition {partition or '(default)'}"
     if facts.gpus.present:
         return "run-local", f"cluster=local with {facts.gpus.count}x {facts.gpus.name}: Ray on this node, then verl"
     return "plan-only", f"cluster=local and no GPU on this machine ({facts.gpus.source}): planning only"
@@ -172,6 +218,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     llm, warnings = llm_architecture(cfg, facts)
     worker_env = make_worker_env(cfg)
     execution, reason = decide_execution(cfg, facts)
+    resources = make_resources(cfg, facts)
     return Plan(
         sweep_id=sweep_id,
         run_id=run_id,
@@ -183,8 +230,9 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
         gpu_profile=str(cfg.gpu.name),
         gpu_selected_by=str(cfg.gpu.selected_by),
         llm=llm,
-        resources=make_resources(cfg, facts),
-        verl=make_verl_config(cfg, run_dir, worker_env),
+        resources=resources,
+        slurm=make_slurm_parameters(cfg, resources),
+        verl=make_verl_config(cfg, run_dir, worker_env, resources),
         verl_command=make_verl_command(python, run_dir),
         worker_env=worker_env,
         overrides=list(overrides),

@@ -26,7 +26,7 @@ from launch.validate import validate
 def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
     facts = gather_facts(str(cfg.actor_rollout_ref.model.path), str(cfg.cluster.name), cfg.cluster.get("partition"))
     plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
-    validate(cfg, plan.verl, facts, int(plan.llm["max_position_embeddings"]))
+    validate(cfg, plan, facts)
     return plan
 
 
@@ -40,19 +40,67 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
 
 
-def execute(plan: Plan) -> None:
-    if plan.execution == "submit":
+def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
+    """After planning, for one job (a single run, or each job of a local sweep) or a whole SLURM sweep: write the run
+    directories, then print (dry run), submit, or run here."""
+    plans = [plan for plan, _ in jobs]
+    cfg = jobs[0][1]
+    dry_run = str(cfg.launch.dry_run).lower()
+    multi_node = [plan.job_name for plan in plans if plan.resources.nodes > 1]
+    if multi_node and dry_run == "false" and plans[0].execution != "plan-only":
         raise UserError(
-            "submission to SLURM is not built yet: run with launch.dry_run=true to see the plan, "
-            "or cluster=local on a GPU machine"
+            f"multi-node jobs ({', '.join(multi_node)}) need the in-job Ray bring-up, which is not built yet: "
+            "use trainer.nnodes=1, or launch.dry_run=true to see the plan"
         )
+    for plan, job_cfg in jobs:
+        write_run_dir(plan, job_cfg)
+    scripts = {}
+    if plans[0].cluster == "slurm":
+        from launch import slurm
+
+        for group, script in slurm.render_all(plans):
+            for plan in group.plans:
+                scripts[plan.run_id] = script
+    if dry_run == "json":
+        for plan in plans:
+            record = plan.to_dict() | ({"sbatch": scripts[plan.run_id]} if scripts else {})
+            print(json.dumps(record), flush=True)
+        return
+    if dry_run == "true":
+        shown: set[str] = set()
+        for plan in plans:
+            print(render(plan), flush=True)
+            script = scripts.get(plan.run_id)
+            if script is not None and script not in shown:
+                shown.add(script)
+                print(f"\n# sbatch script (not submitted: dry run)\n{script}", flush=True)
+        return
+    if scripts:
+        submit_sweep(plans, int(cfg.cluster.max_requeues))
+    else:
+        for plan in plans:
+            run_here(plan)
+
+
+def submit_sweep(plans: list[Plan], max_requeues: int) -> None:
+    from launch import slurm
+
+    manifest = slurm.submit(plans, max_requeues)
+    arrays = ", ".join(f"{array['job_id']} ({array['tasks']} task(s))" for array in manifest["arrays"])
+    print(f"queued {len(manifest['runs'])} job(s) as {len(manifest['arrays'])} array(s): {arrays}", flush=True)
+    for run in manifest["runs"]:
+        print(f"  {run['job_id']:>12}  {run['run_id']}  {run['job_name']}", flush=True)
+    print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
+
+
+def run_here(plan: Plan) -> None:
     if plan.execution == "plan-only":
         print(render(plan))
         print(f"\nNot running: {plan.execution_reason}. The run directory holds the plan and verl's config.")
         return
     from launch.job import run_local
 
-    run_local(plan)
+    run_local(plan.to_dict())
 
 
 def exit_with_message(error: Exception) -> None:
@@ -74,15 +122,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
 
 def run_job(cfg: DictConfig) -> None:
-    plan = plan_job(cfg, list(HydraConfig.get().overrides.task))
-    write_run_dir(plan, cfg)
-    dry_run = str(cfg.launch.dry_run).lower()
-    if dry_run == "json":
-        print(json.dumps(plan.to_dict()), flush=True)
-    elif dry_run == "true":
-        print(render(plan), flush=True)
-    else:
-        execute(plan)
+    dispatch([(plan_job(cfg, list(HydraConfig.get().overrides.task)), cfg)])
 
 
 def main() -> None:

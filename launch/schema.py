@@ -103,6 +103,9 @@ class ClusterSettings:
     # profile name -> the GRES type this cluster calls that card (e.g. a100_80: a100-80g); empty: untyped GRES
     gres_types: dict[str, str] = field(default_factory=dict)
     time_margin_min: int = 15  # added to the mode's budget: checkpoint save + teardown before SLURM's kill
+    cpus_per_task: int | None = None  # null: the profile's host CPUs per GPU x GPUs per node, capped at the node
+    mem_gb: int | None = None  # null: the profile's host RAM per GPU x GPUs per node, capped at the node
+    signal_delay_s: int = 120  # SLURM sends USR2 this long before the time limit: time to checkpoint and requeue
     max_requeues: int = 3
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from launch.errors import UserError
 from launch.facts import Facts, is_local_path
+from launch.plan import Plan, Resources
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
 DRY_RUN_VALUES = ("false", "true", "json")
@@ -175,13 +176,60 @@ def run_verl_validation(verl: DictConfig) -> None:
         print(f"verl: {note}", file=sys.stderr)
 
 
-def validate(cfg: DictConfig, verl_config: dict[str, Any], facts: Facts, max_position_embeddings: int) -> None:
+def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
+    """What the partition cannot give, refused before sbatch is asked (EnforcePartLimits would refuse it at submit,
+    or worse, a cluster without it would leave the job pending forever)."""
+    if cfg.cluster.name != "slurm":
+        return
+    partition = facts.partition
+    if partition is None:
+        wanted = cfg.cluster.partition or "(the default)"
+        listed = ", ".join(facts.partitions) or "none: is SLURM reachable from here?"
+        raise UserError(f"SLURM partition {wanted} does not exist: choose one of {listed} (cluster.partition=...)")
+    where = f"partition {partition.name}"
+    if resources.gpus_per_node > partition.gpus_per_node:
+        raise UserError(
+            f"trainer.n_gpus_per_node={resources.gpus_per_node} but {where} has {partition.gpus_per_node} GPUs per "
+            f"node: set trainer.n_gpus_per_node<={partition.gpus_per_node} and raise trainer.nnodes"
+        )
+    if resources.nodes > partition.nodes:
+        raise UserError(f"trainer.nnodes={resources.nodes} but {where} has {partition.nodes} nodes: use fewer nodes")
+    if resources.cpus_per_task > partition.cpus_per_node:
+        raise UserError(
+            f"--cpus-per-task={resources.cpus_per_task} but {where}'s nodes have {partition.cpus_per_node} CPUs: "
+            f"set cluster.cpus_per_task<={partition.cpus_per_node}"
+        )
+    if resources.mem_gb > partition.mem_gib_per_node:
+        raise UserError(
+            f"--mem={resources.mem_gb}GB but {where}'s nodes have {partition.mem_gib_per_node:g} GiB: "
+            f"set cluster.mem_gb<={int(partition.mem_gib_per_node)}"
+        )
+    if partition.max_time_min is not None and resources.time_min > partition.max_time_min:
+        raise UserError(
+            f"--time={resources.time_min} min (mode {cfg.mode.name}'s budget + margin) exceeds {where}'s limit of "
+            f"{partition.max_time_min} min: pick a shorter mode or another partition (requeue continues long runs)"
+        )
+    gres_parts = resources.gres.split(":")
+    if len(gres_parts) == 3 and not partition.gres_type:
+        raise UserError(
+            f"gpu={cfg.gpu.name} asks for GPU type '{gres_parts[1]}' (cluster.gres_types) but {where}'s GPUs have no "
+            f"type: remove cluster.gres_types.{cfg.gpu.name}"
+        )
+    if len(gres_parts) == 3 and gres_parts[1] != partition.gres_type:
+        raise UserError(
+            f"gpu={cfg.gpu.name} needs GPU type '{gres_parts[1]}' but {where} has '{partition.gres_type}': pick the "
+            f"matching gpu profile, another partition, or map it with cluster.gres_types.{cfg.gpu.name}=..."
+        )
+
+
+def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     """All checks, cheapest first; the first failure stops the run before anything is written or submitted."""
     check_launch_settings(cfg)
     check_model(cfg, facts)
-    check_placeholders(verl_config)
-    verl = OmegaConf.create(verl_config)
+    check_cluster(cfg, plan.resources, facts)
+    check_placeholders(plan.verl)
+    verl = OmegaConf.create(plan.verl)
     check_rollout_engine(verl)
     check_reward_function(verl)
-    check_batches(verl, max_position_embeddings)
+    check_batches(verl, int(plan.llm["max_position_embeddings"]))
     run_verl_validation(verl)

@@ -75,7 +75,7 @@ def test_every_combination_composes_and_passes_verl_validation(tmp_path: Path):
         cfg = compose_config(f"gpu={gpu}", f"mode={mode}", f"algo={algo}")
         plan = make_plan(cfg, cpu_facts(), [f"gpu={gpu}"], working_dir=tmp_path, python="python")
         assert not set(RLAUNCH_ROOTS) & plan.verl.keys(), "our roots must be stripped before verl sees the config"
-        validate(cfg, plan.verl, cpu_facts(), int(plan.llm["max_position_embeddings"]))  # ours, then verl's own
+        validate(cfg, plan, cpu_facts())  # ours, then verl's own
         checked += 1
     assert checked == 4 * 4 * 2
 

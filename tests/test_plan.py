@@ -118,7 +118,7 @@ def test_short_context_model_is_refused_with_the_arithmetic(tmp_path):
     cfg = compose_config(f"actor_rollout_ref.model.path={model}")
     plan = make_plan(cfg, facts, [], working_dir=tmp_path, python="python")
     with pytest.raises(UserError, match=r"\(12288\) exceeds the model's context \(4096 positions\)"):
-        validate(cfg, plan.verl, facts, plan.llm["max_position_embeddings"])
+        validate(cfg, plan, facts)
 
 
 def normalized(text: str, plan) -> str:

@@ -1,0 +1,1 @@
+"""rlaunch's Hydra launcher (hydra/launcher=rlaunch_slurm): Hydra discovers launchers only in this namespace."""

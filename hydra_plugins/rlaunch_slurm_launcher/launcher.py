@@ -1,0 +1,59 @@
+"""hydra/launcher=rlaunch_slurm: plans every job of a sweep, then hands the whole sweep to launch/run.py's dispatch,
+which submits one SLURM job array per resource shape and returns without waiting for any job.
+
+Runs on: the login node. Hydra only loads launchers from the hydra_plugins namespace, so this thin class lives here;
+everything it does is in launch/.
+"""
+
+# no `from __future__ import annotations`: Hydra executes plugin modules outside sys.modules, where dataclasses
+# cannot resolve string annotations.
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+
+@dataclass
+class RlaunchSlurmLauncherConf:
+    _target_: str = "hydra_plugins.rlaunch_slurm_launcher.launcher.RlaunchSlurmLauncher"
+
+
+ConfigStore.instance().store(
+    group="hydra/launcher", name="rlaunch_slurm", node=RlaunchSlurmLauncherConf, provider="rlaunch"
+)
+
+
+class RlaunchSlurmLauncher(Launcher):
+    def __init__(self) -> None:
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from launch.run import dispatch, plan_job
+
+        assert self.config is not None and self.hydra_context is not None
+        setup_globals()
+        jobs = []
+        for index, overrides in enumerate(job_overrides):
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(sweep_config):
+                sweep_config.hydra.job.num = initial_job_idx + index
+            HydraConfig.instance().set_config(sweep_config)
+            with open_dict(sweep_config):
+                del sweep_config["hydra"]
+            jobs.append((plan_job(sweep_config, list(overrides)), sweep_config))
+        dispatch(jobs)
+        return [
+            JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=plan.run_id)
+            for overrides, (plan, _) in zip(job_overrides, jobs, strict=True)
+        ]

@@ -1,0 +1,133 @@
+"""SLURM submission: the one module that talks to submitit (and through it to sbatch).
+
+Runs on: the login node. A sweep is grouped by resource shape (identical sbatch options); each group becomes ONE job
+array, submitted without waiting for anything to run (the stock Hydra submitit launcher can do neither: one template
+per launch, hydra#2874, and it blocks until jobs end, hydra#692). A manifest in the sweep directory records run ids,
+job ids, arrays and overrides for `launch/sweep.py status|logs|cancel`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launch.plan import Plan
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class ShapeGroup:
+    """Jobs whose sbatch options are identical: one array."""
+
+    parameters: dict[str, Any]
+    plans: list[Plan]
+
+
+def group_by_shape(plans: list[Plan]) -> list[ShapeGroup]:
+    groups: dict[str, ShapeGroup] = {}
+    for plan in plans:
+        key = json.dumps(plan.slurm, sort_keys=True)
+        groups.setdefault(key, ShapeGroup(plan.slurm, []))
+        groups[key].plans.append(plan)
+    return list(groups.values())
+
+
+def sweep_dir_of(plans: list[Plan]) -> Path:
+    return Path(plans[0].run_dir).parent
+
+
+def submitit_folder(sweep_dir: Path) -> Path:
+    return sweep_dir / "submitit" / "%j"
+
+
+def job_name(group: ShapeGroup, index: int) -> str:
+    return f"rl-{group.plans[0].sweep_id}-{index}"
+
+
+def _submitit_command(folder: Path) -> str:
+    # what submitit's SlurmExecutor puts in the script (shown by dry runs exactly as it will be submitted)
+    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+
+
+def render_sbatch(group: ShapeGroup, index: int, sweep_dir: Path) -> str:
+    """The sbatch script submitit will write for this group (pure: nothing is submitted)."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    folder = submitit_folder(sweep_dir)
+    map_count = len(group.plans) if len(group.plans) > 1 else None
+    return _make_sbatch_string(
+        command=_submitit_command(folder),
+        folder=folder,
+        job_name=job_name(group, index),
+        map_count=map_count,
+        **group.parameters,
+    )
+
+
+def render_all(plans: list[Plan]) -> list[tuple[ShapeGroup, str]]:
+    sweep_dir = sweep_dir_of(plans)
+    return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(group_by_shape(plans))]
+
+
+def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
+    """Queue every plan, one array per shape; return (and write) the manifest. Returns as soon as sbatch answered."""
+    import submitit
+
+    from launch.job import RunInAllocation
+
+    sweep_dir = sweep_dir_of(plans)
+    manifest: dict[str, Any] = {"sweep_id": plans[0].sweep_id, "sweep_dir": str(sweep_dir), "arrays": [], "runs": []}
+    started = time.perf_counter()
+    for index, group in enumerate(group_by_shape(plans)):
+        executor = submitit.SlurmExecutor(folder=submitit_folder(sweep_dir), max_num_timeout=max_requeues)
+        executor.update_parameters(job_name=job_name(group, index), **group.parameters)
+        with executor.batch():
+            jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]
+        array_id = jobs[0].job_id.split("_")[0]
+        manifest["arrays"].append(
+            {"job_id": array_id, "name": job_name(group, index), "tasks": len(jobs), "sbatch": group.parameters}
+        )
+        for task, (plan, job) in enumerate(zip(group.plans, jobs, strict=True)):
+            manifest["runs"].append(
+                {
+                    "run_id": plan.run_id,
+                    "job_name": plan.job_name,
+                    "overrides": plan.overrides,
+                    "run_dir": plan.run_dir,
+                    "job_id": job.job_id,
+                    "array_job_id": array_id,
+                    "array_index": task if len(jobs) > 1 else None,
+                    "stdout": str(job.paths.stdout),
+                    "stderr": str(job.paths.stderr),
+                }
+            )
+    manifest["submit_seconds"] = round(time.perf_counter() - started, 3)
+    write_manifest(sweep_dir, manifest)
+    return manifest
+
+
+def write_manifest(sweep_dir: Path, manifest: dict[str, Any]) -> None:
+    """Merged with an existing manifest: one sweep id may be submitted in parts (never the same run twice)."""
+    path = sweep_dir / MANIFEST
+    if path.exists():
+        previous = json.loads(path.read_text())
+        known = {run["run_id"] for run in manifest["runs"]}
+        manifest["arrays"] = previous["arrays"] + manifest["arrays"]
+        manifest["runs"] = [run for run in previous["runs"] if run["run_id"] not in known] + manifest["runs"]
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def read_manifest(sweep: str, runs_dir: Path) -> dict[str, Any]:
+    """A sweep directory, or a sweep id under runs_dir."""
+    candidates = [Path(sweep), runs_dir / sweep]
+    for directory in candidates:
+        if (directory / MANIFEST).is_file():
+            return json.loads((directory / MANIFEST).read_text())
+    raise FileNotFoundError(f"no {MANIFEST} in {' or '.join(str(c) for c in candidates)}")

@@ -117,6 +117,7 @@ def parse_time_limit(limit: str) -> int | None:
     return (int(days) if days else 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
 
 
+@cache  # a sweep plans many jobs against the same partitions
 def _sinfo_rows() -> list[list[str]]:
     command = ["sinfo", "-h", "-o", "%P|%c|%m|%G|%l|%D"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)

@@ -138,7 +138,9 @@ def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, An
         "time": resources.time_min,
         "gres": resources.gres,
         "signal_delay_s": int(cluster.signal_delay_s),
-        "setup": [str(line) for line in cluster.get("setup") or []],
+        # the job's own processes (the verl driver) see cluster.env too, not only verl's Ray workers
+        "setup": [str(line) for line in cluster.get("setup") or []]
+        + [f"export {key}={shlex.quote(str(value))}" for key, value in (cluster.get("env") or {}).items()],
         "additional_parameters": extra,
     }
     optional = {"partition": resources.partition, **{key: cluster.get(key) for key in ("account", "qos", "constraint")}}

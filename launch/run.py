@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
@@ -19,7 +20,7 @@ from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
 from launch.facts import gather_facts
 from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, render
-from launch.schema import register_schemas
+from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
 
@@ -31,13 +32,15 @@ def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
 
 
 def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
-    """Everything needed to reproduce the run, written before anything runs."""
+    """Everything needed to reproduce the run, written before anything runs: the plan, verl's config exactly as verl
+    reads it, and our own roots of the composed config."""
     run_dir = Path(plan.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
     (run_dir / "plan.txt").write_text(render(plan) + "\n")
-    OmegaConf.save(OmegaConf.create(plan.verl), run_dir / f"{VERL_CONFIG_NAME}.yaml")
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.safe_dump(plan.verl, sort_keys=False))
+    ours = {root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS}
+    (run_dir / "rlaunch_config.yaml").write_text(yaml.safe_dump(ours, sort_keys=False))
 
 
 def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:

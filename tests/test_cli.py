@@ -24,7 +24,7 @@ def test_dry_run_json_prints_exactly_one_plan_object(tmp_path: Path):
     assert plan["verl"]["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]["RLAUNCH_PCGRAD_ENABLED"] == "1"
     run_dir = Path(plan["run_dir"])
     assert run_dir.is_relative_to(tmp_path)
-    for name in ("plan.json", "plan.txt", "verl_config.yaml", "config.yaml"):
+    for name in ("plan.json", "plan.txt", "verl_config.yaml", "rlaunch_config.yaml"):
         assert (run_dir / name).is_file(), name
 
 

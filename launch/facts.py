@@ -18,7 +18,19 @@ from pathlib import Path
 from launch.gpu import DetectedGpus, detect_gpus
 from launch.schema import PROJECT_DIR
 
-PACKAGES = ("verl", "torch", "ray", "hydra-core", "omegaconf", "submitit", "wandb", "transformers", "vllm", "sglang")
+PACKAGES = (
+    "verl",
+    "torch",
+    "ray",
+    "hydra-core",
+    "omegaconf",
+    "submitit",
+    "wandb",
+    "transformers",
+    "vllm",
+    "sglang",
+    "flash-attn",  # decides which log-prob kernel verl uses, and so the logits' memory (launch/memory.py)
+)
 
 # config.json key -> our llm.* field
 HF_ARCHITECTURE_KEYS = {

@@ -53,7 +53,7 @@ class Plan:
     worker_env: dict[str, str]
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
-    preflight: dict[str, Any] | None = None  # the memory preflight's verdict (not built yet: see README)
+    preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -242,6 +242,23 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     )
 
 
+def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
+    if verdict is None:
+        return ["  preflight     off"]
+    predicted = verdict["predicted"]
+    head = "fits" if verdict["fits"] else "DOES NOT FIT"
+    lines = [
+        f"  preflight     {head} (policy {verdict['policy']}); predicted MFU {predicted['mfu']:.0%}, "
+        f"{predicted['tokens_per_s_per_gpu']} tokens/s/GPU; host RAM {verdict['host_ram_gib_per_node']} GiB/node"
+    ]
+    lines += [f"                {line}" for line in verdict["arithmetic"]]
+    for key, value in verdict.get("changed", {}).items():
+        lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict['policy']})")
+    if verdict.get("first_fitting_fixes"):
+        lines.append(f"  cheapest fix  {' '.join(verdict['first_fitting_fixes'])}")
+    return lines
+
+
 def render(plan: Plan) -> str:
     """The readable plan (launch.dry_run=true)."""
     verl, res = plan.verl, plan.resources
@@ -266,8 +283,7 @@ def render(plan: Plan) -> str:
         f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
         f"  run dir       {plan.run_dir}",
         f"  verl command  {shlex.join(plan.verl_command)}",
-        "  preflight     "
-        + ("not built yet: no memory verdict (see README)" if plan.preflight is None else str(plan.preflight)),
     ]
+    lines += render_preflight(plan.preflight)
     lines += [f"  WARNING       {warning}" for warning in plan.warnings]
     return "\n".join(lines)

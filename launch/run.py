@@ -9,26 +9,56 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from launch import preflight
 from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
-from launch.facts import gather_facts
-from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, render
+from launch.facts import Facts, gather_facts
+from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, make_slurm_parameters, render
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
 
 def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
+    """facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)."""
     facts = gather_facts(str(cfg.actor_rollout_ref.model.path), str(cfg.cluster.name), cfg.cluster.get("partition"))
     plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
     validate(cfg, plan, facts)
-    return plan
+    if cfg.launch.preflight == "off":
+        return plan
+    verdict = preflight.check_plan(cfg, plan, facts.packages)
+    changes = verdict.pop("apply_overrides")
+    if changes:
+        with open_dict(cfg):
+            for key, value in changes.items():
+                OmegaConf.update(cfg, key, preflight.parse_value(value), merge=False)
+        plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
+        validate(cfg, plan, facts)
+        before = verdict
+        verdict = preflight.check_plan(cfg, plan, facts.packages)
+        verdict.pop("apply_overrides")
+        verdict["changed"] = {key: str(value) for key, value in changes.items()}
+        verdict["before"] = {"fits": before["fits"], "predicted": before["predicted"]}
+    return with_host_memory(cfg, plan, facts, verdict)
+
+
+def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict) -> Plan:
+    """--mem never below 1.2 x the host-RAM estimate; refused only when the node cannot give that."""
+    node_gib = facts.partition.mem_gib_per_node if facts.partition is not None else None
+    if cfg.cluster.get("mem_gb"):
+        return replace(plan, preflight=verdict)
+    mem_gb, problem = preflight.host_memory_gb(plan.resources.mem_gb, verdict["host_ram_gib_per_node"], node_gib)
+    if problem:
+        raise UserError(problem)
+    resources = replace(plan.resources, mem_gb=mem_gb)
+    return replace(plan, resources=resources, slurm=make_slurm_parameters(cfg, resources), preflight=verdict)
 
 
 def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
@@ -55,6 +85,14 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
             f"multi-node jobs ({', '.join(multi_node)}) need the in-job Ray bring-up, which is not built yet: "
             "use trainer.nnodes=1, or launch.dry_run=true to see the plan"
         )
+    if dry_run == "false" and cfg.launch.preflight == "fail":
+        refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
+        if refused:
+            raise UserError(preflight.refusal(refused[0].preflight, refused[0].job_name))
+    if dry_run == "false" and cfg.launch.preflight == "warn":
+        for plan in plans:
+            if plan.preflight is not None and not plan.preflight["fits"]:
+                print(preflight.refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)
     for plan, job_cfg in jobs:
         write_run_dir(plan, job_cfg)
     scripts = {}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -162,18 +161,16 @@ def run_verl_validation(verl: DictConfig) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    chatter = io.StringIO()  # verl prints and warns as it checks; held back so an error is the first line shown
+    # verl prints and warns as it checks ("All configuration checks passed", "Disabled critic"): that chatter is held
+    # back, so the first line a user sees is either the plan or the error
     try:
-        with contextlib.redirect_stdout(chatter), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             validate_config(verl, use_reference_policy=need_reference_policy(verl), use_critic=need_critic(verl))
             omega_conf_to_dataclass(verl.actor_rollout_ref.rollout)
     except (AssertionError, ValueError, TypeError, KeyError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UserError(f"verl rejects the config: {message}") from error
-    notes = [line for line in chatter.getvalue().splitlines() if line.strip()] + [str(w.message) for w in caught]
-    for note in notes:
-        print(f"verl: {note}", file=sys.stderr)
 
 
 def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:

@@ -1,0 +1,99 @@
+"""The fit table: python launch/fit_table.py [llm=...] [algo=...] [any override] [--json]
+
+Runs on: the login node (or anywhere: no GPU, no cluster needed). For one model and algorithm, every gpu profile x
+GPU count with the predicted per-phase peaks, the verdict, the cheapest fix of a misfit and the tuned training
+micro-batch: the seeds' hand-made A40/A100 tables, computed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
+
+from launch import preflight
+from launch.facts import Facts, package_versions
+from launch.gpu import load_profiles
+from launch.plan import make_plan
+from launch.schema import PROJECT_DIR, register_schemas
+
+GPU_COUNTS = (1, 2, 4, 8, 16)
+
+
+def rows(overrides: list[str], gpu_counts: tuple[int, ...] = GPU_COUNTS) -> list[dict[str, Any]]:
+    register_schemas()
+    facts = Facts(packages=package_versions())
+    table = []
+    with initialize_config_dir(config_dir=str(PROJECT_DIR / "conf"), version_base="1.3"):
+        for gpu in sorted(load_profiles()):
+            cfg = compose("config", overrides=[f"gpu={gpu}", "cluster=local", "launch.preflight=tune", *overrides])
+            for count in gpu_counts:
+                with open_dict(cfg):
+                    cfg.trainer.n_gpus_per_node = min(count, 8)
+                    cfg.trainer.nnodes = max(1, count // 8)
+                plan = make_plan(cfg, facts, overrides, working_dir=Path("/tmp"), python=sys.executable)
+                verdict = preflight.check_plan(cfg, plan, facts.packages)
+                tuned = verdict.get("apply_overrides", {})
+                train_key = next((k for k in tuned if "ppo_max_token_len" in k or "ppo_micro_batch" in k), None)
+                table.append(
+                    {
+                        "gpu": gpu,
+                        "gpus": count,
+                        "fits": verdict["fits"],
+                        "peaks_gib": {name: phase["peak_gib"] for name, phase in verdict["phases"].items()},
+                        "capacity_gib": float(cfg.gpu.usable_gib),
+                        "cheapest_fix": " ".join(verdict.get("first_fitting_fixes", [])) or "none on these GPUs",
+                        "tuned": f"{train_key.rsplit('.', 1)[-1]}={tuned[train_key]}" if train_key else "",
+                        "predicted_mfu": verdict["predicted"]["mfu"],
+                    }
+                )
+    return table
+
+
+def short(overrides: str) -> str:
+    """actor_rollout_ref.actor.fsdp_config.param_offload=True -> param_offload=True"""
+    return " ".join(item.rsplit(".", 1)[-1] for item in overrides.split())
+
+
+def print_table(table: list[dict[str, Any]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    view = Table(title=title)
+    for column in ("gpu", "GPUs", "training", "log-prob", "rollout", "capacity", "verdict", "cheapest fix / tuned"):
+        view.add_column(column)
+    for row in table:
+        peaks = row["peaks_gib"]
+        verdict = "[green]fits[/green]" if row["fits"] else "[red]OOM[/red]"
+        view.add_row(
+            row["gpu"],
+            str(row["gpus"]),
+            f"{peaks['training']:.1f}",
+            f"{peaks['log-prob']:.1f}",
+            f"{peaks['rollout']:.1f}",
+            f"{row['capacity_gib']:.1f}",
+            verdict,
+            short(row["cheapest_fix"]) if not row["fits"] else row["tuned"],
+        )
+    Console().print(view)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="fit_table.py", description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. llm=qwen2_5_1_5b algo=mtl_pcgrad")
+    parser.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    args = parser.parse_args(argv)
+    table = rows(args.overrides)
+    if args.json:
+        print(json.dumps(table))
+    else:
+        print_table(table, "predicted per-GPU peak GiB; " + (" ".join(args.overrides) or "defaults"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""Per-GPU memory of each phase of a verl GRPO step with the colocated (hybrid) engine, predicted from the plan.
+
+Runs on: the login node. Pure arithmetic on the model's architecture and the knobs in the verl config; every phase
+is a sum of named terms so the preflight can print the arithmetic (STYLE 3). Sources of each term are in FACTS.md
+("Memory, for the preflight"); the activation and logits coefficients were fit on CPU measurements of HF Qwen2
+steps (bench/calibrate_memory.py -> tests/data/memory_measurements.json) and are tested on held-out ones.
+
+How verl 0.9 uses the card (FSDP engine, hybrid engine): the trainer keeps fp32 master params, fp32 grads and AdamW
+state (4 + 4 + 8 B/param) sharded over the FSDP group; `param_offload` / `optimizer_offload` move params / optimizer
+state to host RAM BETWEEN phases and back for the phase that needs them. The rollout engine sleeps during training
+(weights and KV dropped) and wakes for generation, when whatever trainer state is not offloaded stays resident.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+GIB = 1024**3
+
+# --- coefficients (bytes), fit on CPU measurements; see module docstring -------------------------------------------
+LOGITS_BYTES_PER_TOKEN_VOCAB = 17.7  # bf16 logits, fp32 copy, log-softmax and their grads at backward start (fit)
+LOGITS_FORWARD_BYTES_PER_TOKEN_VOCAB = 10.0  # log-prob pass: bf16 logits + fp32 copy + log-softmax, no grads
+# With flash-attn installed verl uses its Triton cross-entropy (in-place backward into the bf16 logits): an estimate,
+# not a measurement (the kernel needs a GPU): bf16 logits 2 B + the in-place grad's fp32 work 2 B per token·vocab.
+FLASH_CE_BYTES_PER_TOKEN_VOCAB = 4.0
+FLASH_CE_FORWARD_BYTES_PER_TOKEN_VOCAB = 2.5
+FUSED_CHUNK_TOKENS = 512  # use_fused_kernels: verl's FusedLinearForPPO computes log-probs 512 tokens at a time
+ENTROPY_BYTES_PER_TOKEN_VOCAB = 7.0  # entropy from logits (softmax, product, sum) when computed (FACTS, verl#2828)
+CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 4.25  # recomputation keeps each layer's input (FACTS: 2·s·b·h) + casts (fit)
+NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 6.6  # saved activations without recomputation, hidden-sized part (fit)
+NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER = 18.1  # ... and the MLP's intermediate-sized part (fit)
+# --- margins that no CPU measurement shows (stated in README "Memory preflight") ------------------------------------
+NON_TORCH_GIB = 1.0  # CUDA context, cuBLAS workspaces, NCCL buffers per process
+FRAGMENTATION = 0.08  # caching-allocator fragmentation on top of torch's own peak
+ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 24.0  # vLLM/SGLang prefill working set per batched token (profiled by vLLM)
+HOST_BASE_GIB_PER_NODE = 16.0  # Ray head/raylet, the driver, TransferQueue, the data loader
+HOST_GIB_PER_GPU_PROCESS = 6.0  # one worker process per GPU: CUDA/torch/vLLM libraries, pinned buffers
+
+
+@dataclass(frozen=True)
+class Architecture:
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied_embeddings: bool
+
+    @classmethod
+    def from_llm(cls, llm: dict[str, Any]) -> Architecture:
+        return cls(**{name: llm[name] for name in cls.__dataclass_fields__})
+
+    @property
+    def layer_params(self) -> int:
+        q, kv, o = self.hidden * self.heads * self.head_dim, 2 * self.hidden * self.kv_heads * self.head_dim, 0
+        o = self.heads * self.head_dim * self.hidden
+        biases = self.heads * self.head_dim + 2 * self.kv_heads * self.head_dim  # Qwen2's qkv bias; tiny elsewhere
+        return q + kv + o + biases + 3 * self.hidden * self.intermediate + 2 * self.hidden
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+
+    @property
+    def params(self) -> int:
+        return self.layers * self.layer_params + self.embedding_params + self.hidden
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What the verl config decides about memory, in one place (from_verl reads verl's own keys)."""
+
+    n_gpus: int
+    gpus_per_node: int
+    prompt_length: int
+    response_length: int
+    dynamic_bsz: bool
+    train_tokens: int  # tokens per training micro-batch per GPU (token budget, or micro-batch x sequence length)
+    logprob_tokens: int
+    micro_batch: int | None
+    logprob_micro_batch: int | None
+    checkpointing: bool
+    param_offload: bool
+    optimizer_offload: bool
+    ref_model: bool
+    ref_param_offload: bool
+    lora_rank: int
+    entropy: bool
+    fused_kernels: bool
+    engine: str
+    engine_fraction: float
+    rollout_tp: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    pcgrad_tasks: int = 0
+    fsdp_size: int = -1
+    flash_ce: bool = False  # flash-attn importable in the job's venv: verl's log-probs take its cross-entropy
+
+    @classmethod
+    def from_verl(cls, verl: dict[str, Any], pcgrad_tasks: int = 0, flash_ce: bool = False) -> Knobs:
+        arr = verl["actor_rollout_ref"]
+        actor, rollout, ref, model = arr["actor"], arr["rollout"], arr["ref"], arr["model"]
+        trainer, data = verl["trainer"], verl["data"]
+        sequence = data["max_prompt_length"] + data["max_response_length"]
+        dynamic = bool(actor["use_dynamic_bsz"])
+        micro = actor.get("ppo_micro_batch_size_per_gpu")
+        logprob_micro = rollout.get("log_prob_micro_batch_size_per_gpu")
+        return cls(
+            n_gpus=trainer["nnodes"] * trainer["n_gpus_per_node"],
+            gpus_per_node=trainer["n_gpus_per_node"],
+            prompt_length=data["max_prompt_length"],
+            response_length=data["max_response_length"],
+            dynamic_bsz=dynamic,
+            train_tokens=actor["ppo_max_token_len_per_gpu"] if dynamic else (micro or 1) * sequence,
+            logprob_tokens=rollout["log_prob_max_token_len_per_gpu"] if dynamic else (logprob_micro or 1) * sequence,
+            micro_batch=micro,
+            logprob_micro_batch=logprob_micro,
+            checkpointing=bool(model["enable_gradient_checkpointing"]),
+            param_offload=bool(actor["fsdp_config"]["param_offload"]),
+            optimizer_offload=bool(actor["fsdp_config"]["optimizer_offload"]),
+            ref_model=bool(actor["use_kl_loss"] or verl["algorithm"].get("use_kl_in_reward")),
+            ref_param_offload=bool(ref["fsdp_config"]["param_offload"]),
+            lora_rank=int(model.get("lora_rank") or 0),
+            entropy=bool(actor.get("calculate_entropy") or actor.get("entropy_coeff")),
+            fused_kernels=bool(model.get("use_fused_kernels")),
+            engine=rollout["name"],
+            engine_fraction=float(rollout["gpu_memory_utilization"]),
+            rollout_tp=int(rollout["tensor_model_parallel_size"]),
+            max_num_seqs=int(rollout["max_num_seqs"]),
+            max_num_batched_tokens=int(rollout["max_num_batched_tokens"]),
+            pcgrad_tasks=pcgrad_tasks,
+            fsdp_size=int(actor["fsdp_config"].get("fsdp_size", -1)),
+            flash_ce=flash_ce,
+        )
+
+    @property
+    def sequence(self) -> int:
+        return self.prompt_length + self.response_length
+
+    @property
+    def shard_group(self) -> int:
+        return self.n_gpus if self.fsdp_size in (-1, 0, None) else min(self.fsdp_size, self.n_gpus)
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    gib: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    terms: tuple[Term, ...]
+    capacity_gib: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    hard_failure: str = ""  # a failure that is not about the sum (e.g. no room for one sequence's KV cache)
+
+    @property
+    def peak_gib(self) -> float:
+        return sum(term.gib for term in self.terms)
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_gib <= self.capacity_gib and not self.hard_failure
+
+    def arithmetic(self) -> str:
+        parts = " + ".join(f"{term.name} {term.gib:.1f}" for term in self.terms if term.gib >= 0.05)
+        verdict = "fits" if self.fits else "DOES NOT FIT"
+        line = f"{self.name}: {parts} = {self.peak_gib:.1f} GiB vs {self.capacity_gib:.1f} GiB -> {verdict}"
+        return line + (f" ({self.hard_failure})" if self.hard_failure else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "peak_gib": round(self.peak_gib, 2),
+            "capacity_gib": round(self.capacity_gib, 2),
+            "fits": self.fits,
+            "terms": {term.name: round(term.gib, 3) for term in self.terms},
+            "notes": list(self.notes),
+            **({"failure": self.hard_failure} if self.hard_failure else {}),
+        }
+
+
+def _gib(value: float) -> float:
+    return value / GIB
+
+
+def trainable_params(arch: Architecture, lora_rank: int) -> int:
+    if lora_rank <= 0:
+        return arch.params
+    # LoRA on every linear of each layer: q, k, v, o, gate, up, down
+    q_out, kv_out = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+    shapes = [
+        (arch.hidden, q_out),
+        (arch.hidden, kv_out),
+        (arch.hidden, kv_out),
+        (q_out, arch.hidden),
+        (arch.hidden, arch.intermediate),
+        (arch.hidden, arch.intermediate),
+        (arch.intermediate, arch.hidden),
+    ]
+    return arch.layers * sum(lora_rank * (fan_in + fan_out) for fan_in, fan_out in shapes)
+
+
+def model_states(arch: Architecture, knobs: Knobs) -> dict[str, float]:
+    """Bytes per GPU of each model state, sharded over the FSDP group."""
+    shard = knobs.shard_group
+    trainable = trainable_params(arch, knobs.lora_rank)
+    frozen_base = arch.params * 2 / shard if knobs.lora_rank > 0 else 0.0  # bf16 base weights
+    return {
+        "params": (trainable * 4 / shard) + frozen_base,
+        "grads": trainable * 4 / shard,
+        "optimizer": trainable * 8 / shard,
+        "pcgrad": knobs.pcgrad_tasks * trainable * 4 / shard,  # one fp32 gradient shard per task
+    }
+
+
+def gathered_unit(arch: Architecture) -> float:
+    """bf16 parameters FSDP holds unsharded at once: the root unit (embeddings, lm_head) plus the current and the
+    prefetched decoder layer."""
+    return 2.0 * (arch.embedding_params + 2 * arch.layer_params)
+
+
+def saved_activations(arch: Architecture, knobs: Knobs, tokens: int) -> float:
+    if knobs.checkpointing:
+        return CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * tokens * arch.hidden * arch.layers
+    per_layer = (
+        NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * arch.hidden
+        + NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER * arch.intermediate
+    )
+    return per_layer * tokens * arch.layers
+
+
+def layer_working_set(arch: Architecture, tokens: int) -> float:
+    """One decoder layer's activations without recomputation (what recomputing a layer brings back)."""
+    per_token = (
+        NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * arch.hidden
+        + NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER * arch.intermediate
+    )
+    return per_token * tokens
+
+
+def vocab_tokens(knobs: Knobs, tokens: int) -> int:
+    """Tokens whose vocabulary-sized logits exist at once: all of them, or one chunk with fused kernels."""
+    return min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens
+
+
+def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """The larger of two moments: the start of backward (activations and the logits' backward alive, no grads yet)
+    and the optimizer step (all states, activations gone)."""
+    states = model_states(arch, knobs)
+    tokens = knobs.train_tokens
+    per_token_vocab = FLASH_CE_BYTES_PER_TOKEN_VOCAB if knobs.flash_ce else LOGITS_BYTES_PER_TOKEN_VOCAB
+    logits = per_token_vocab * vocab_tokens(knobs, tokens) * arch.vocab
+    entropy = ENTROPY_BYTES_PER_TOKEN_VOCAB * vocab_tokens(knobs, tokens) * arch.vocab if knobs.entropy else 0.0
+    optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
+    backward = {
+        "params": states["params"],
+        "optimizer": optimizer_in_backward,
+        "pcgrad buffers": states["pcgrad"],
+        "gathered unit": gathered_unit(arch),
+        "activations": saved_activations(arch, knobs, tokens),
+        "logits": logits,
+        "entropy": entropy,
+    }
+    step = {
+        "params": states["params"],
+        "grads": states["grads"],
+        "optimizer": states["optimizer"],
+        "pcgrad buffers": states["pcgrad"],
+    }
+    moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
+    torch_peak = sum(chosen.values())
+    terms = [Term(name, _gib(value)) for name, value in chosen.items()]
+    terms += [Term("fragmentation", _gib(torch_peak) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
+    note = f"peak at the {moment}; {tokens} tokens per micro-batch"
+    return Phase("training", tuple(terms), capacity_gib, (note,))
+
+
+def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """Old (and ref) log-prob recomputation: forward only, its own micro-batch."""
+    states = model_states(arch, knobs)
+    tokens = knobs.logprob_tokens
+    ref_resident = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
+    values = {
+        "params": states["params"],
+        "optimizer": 0.0 if knobs.optimizer_offload else states["optimizer"],
+        "ref params": ref_resident,
+        "gathered unit": gathered_unit(arch),
+        "layer working set": layer_working_set(arch, tokens),
+        "logits": (FLASH_CE_FORWARD_BYTES_PER_TOKEN_VOCAB if knobs.flash_ce else LOGITS_FORWARD_BYTES_PER_TOKEN_VOCAB)
+        * vocab_tokens(knobs, tokens)
+        * arch.vocab,
+        "entropy": ENTROPY_BYTES_PER_TOKEN_VOCAB * vocab_tokens(knobs, tokens) * arch.vocab if knobs.entropy else 0.0,
+    }
+    torch_peak = sum(values.values())
+    terms = [Term(name, _gib(value)) for name, value in values.items()]
+    terms += [Term("fragmentation", _gib(torch_peak) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
+    return Phase("log-prob", tuple(terms), capacity_gib, (f"{tokens} tokens per micro-batch",))
+
+
+def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
+    """What the trainer keeps on the card while the engine is awake (grads are freed after each update)."""
+    states = model_states(arch, knobs)
+    params = 0.0 if knobs.param_offload else states["params"]
+    optimizer = 0.0 if knobs.optimizer_offload else states["optimizer"]
+    ref = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
+    return params + optimizer + ref + states["pcgrad"]
+
+
+def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
+    start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
+    always fits and the question is whether the KV cache keeps room for one full sequence."""
+    resident = _gib(resident_trainer_state(arch, knobs))
+    free = capacity_gib - resident - NON_TORCH_GIB
+    reserve = knobs.engine_fraction * (capacity_gib if knobs.engine != "sglang" else max(free, 0.0))
+    weights = _gib(arch.params * 2 / knobs.rollout_tp)
+    activations = _gib(ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * knobs.max_num_batched_tokens * arch.hidden)
+    kv_room = reserve - weights - activations
+    kv_per_sequence = _gib(arch.kv_bytes_per_token / knobs.rollout_tp * knobs.sequence)
+    sequences = kv_room / kv_per_sequence if kv_per_sequence > 0 else 0.0
+    failure = ""
+    if kv_room < kv_per_sequence:
+        failure = (
+            f"the engine's {reserve:.1f} GiB hold weights {weights:.1f} + activations {activations:.1f} but not one "
+            f"{knobs.sequence}-token sequence of KV cache ({kv_per_sequence:.2f} GiB)"
+        )
+    notes = [
+        f"KV cache room {max(kv_room, 0):.1f} GiB = {max(sequences, 0):.0f} full-length sequences "
+        f"(max_num_seqs {knobs.max_num_seqs})"
+    ]
+    terms = (
+        Term("resident trainer state", resident),
+        Term(f"{knobs.engine} reservation", reserve),
+        Term("non-torch", NON_TORCH_GIB),
+    )
+    return Phase("rollout", terms, capacity_gib, tuple(notes), failure)
+
+
+def host_ram_per_node(arch: Architecture, knobs: Knobs) -> float:
+    """GiB of host RAM one node needs: offloaded states, the sleeping engine's weights, processes, loader, Ray."""
+    states = model_states(arch, knobs)
+    per_gpu = 0.0
+    per_gpu += states["params"] if knobs.param_offload else 0.0
+    per_gpu += states["optimizer"] if knobs.optimizer_offload else 0.0
+    per_gpu += arch.params * 2 / knobs.shard_group if knobs.ref_model and knobs.ref_param_offload else 0.0
+    per_gpu += arch.params * 2 / knobs.rollout_tp  # vLLM sleep level 1 keeps the engine's weights in host RAM
+    return knobs.gpus_per_node * (_gib(per_gpu) + HOST_GIB_PER_GPU_PROCESS) + HOST_BASE_GIB_PER_NODE
+
+
+def estimate(arch: Architecture, knobs: Knobs, capacity_gib: float) -> list[Phase]:
+    return [
+        training_phase(arch, knobs, capacity_gib),
+        logprob_phase(arch, knobs, capacity_gib),
+        rollout_phase(arch, knobs, capacity_gib),
+    ]
+
+
+def flops_per_token(arch: Architecture, sequence: int) -> float:
+    """verl's FlopsCounter for dense decoders (verl/utils/flops_counter.py): 6·N per token for the matmuls plus the
+    attention scores, 12·seq·head_dim·heads·layers per token, forward + backward."""
+    dense = 6 * (arch.params - arch.embedding_params + arch.vocab * arch.hidden)
+    attention = 12 * sequence * arch.head_dim * arch.heads * arch.layers
+    return dense + attention
+
+
+def predicted_mfu(knobs: Knobs) -> float:
+    """A heuristic, not a measurement (no GPU here): a training micro-batch of t tokens reaches ~55 % of peak as t
+    grows, half of that at 2k tokens; recomputation spends a third more FLOPs than verl counts."""
+    efficiency = 0.55 * knobs.train_tokens / (knobs.train_tokens + 2048)
+    return efficiency / (1.33 if knobs.checkpointing else 1.0)
+
+
+def with_changes(knobs: Knobs, **changes: Any) -> Knobs:
+    return replace(knobs, **changes)

@@ -1,0 +1,291 @@
+"""The memory preflight: a verdict per phase, the cheapest fixes for a misfit, and tuning for a timid configuration.
+
+Runs on: the login node, between planning and submission. Pure: it reads a Plan (the verl config exactly as verl
+will receive it, the architecture, the GPU profile's usable memory) and returns a verdict plus the verl overrides it
+proposes. Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that
+fits), tune (raise micro-batch / token budget and engine concurrency to the largest that fit with TUNE_HEADROOM
+spare), warn, off. fix and tune never change a key the user set on the command line; they say so instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from launch.memory import (
+    Architecture,
+    Knobs,
+    estimate,
+    flops_per_token,
+    host_ram_per_node,
+    predicted_mfu,
+    rollout_phase,
+    with_changes,
+)
+
+TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
+TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
+MAX_ENGINE_SEQS = 1024
+
+# verl key of each knob a fix or tune may set
+KEYS = {
+    "engine_fraction": "actor_rollout_ref.rollout.gpu_memory_utilization",
+    "checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+    "fused_kernels": "actor_rollout_ref.model.use_fused_kernels",
+    "train_tokens": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "logprob_tokens": "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+    "micro_batch": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "logprob_micro_batch": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    "optimizer_offload": "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+    "param_offload": "actor_rollout_ref.actor.fsdp_config.param_offload",
+    "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "max_num_seqs": "actor_rollout_ref.rollout.max_num_seqs",
+    "nnodes": "trainer.nnodes",
+}
+
+
+@dataclass(frozen=True)
+class Fix:
+    description: str
+    changes: dict[str, Any]  # Knobs field -> new value
+
+
+def user_keys(overrides: list[str]) -> set[str]:
+    return {override.lstrip("+~").partition("=")[0] for override in overrides}
+
+
+def fits(arch: Architecture, knobs: Knobs, capacity: float, headroom: float = 1.0) -> bool:
+    return all(phase.fits and phase.peak_gib <= capacity * headroom for phase in estimate(arch, knobs, capacity))
+
+
+def sequence_per_gpu_limit(knobs: Knobs, mini_batch_sequences: int) -> int:
+    """verl never packs more than a GPU's share of a mini-batch into one micro-batch."""
+    return max(1, mini_batch_sequences // knobs.n_gpus)
+
+
+def with_train_tokens(knobs: Knobs, tokens: int) -> Knobs:
+    """The training micro-batch in the knob that is live: the token budget (dynamic) or the micro-batch size."""
+    if knobs.dynamic_bsz:
+        return with_changes(knobs, train_tokens=tokens)
+    micro = max(1, tokens // knobs.sequence)
+    return with_changes(knobs, micro_batch=micro, train_tokens=micro * knobs.sequence)
+
+
+def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[Fix]:
+    """Cheapest first in lost throughput."""
+    fixes = []
+    rollout = rollout_phase(arch, knobs, capacity)
+    if not rollout.fits and knobs.engine != "sglang":
+        for step in range(int(knobs.engine_fraction * 20) - 1, 1, -1):
+            fraction = step / 20
+            if rollout_phase(arch, with_changes(knobs, engine_fraction=fraction), capacity).fits:
+                fixes.append(Fix(f"lower the engine's memory fraction to {fraction}", {"engine_fraction": fraction}))
+                break
+    if not knobs.fused_kernels:
+        fixes.append(Fix("compute log-probs in 512-token chunks (fused kernels)", {"fused_kernels": True}))
+    if not knobs.checkpointing:
+        fixes.append(Fix("turn on gradient checkpointing", {"checkpointing": True}))
+    halved = max(knobs.train_tokens // 2, knobs.sequence)
+    if halved < knobs.train_tokens:
+        if knobs.dynamic_bsz:
+            changes = {"train_tokens": halved, "logprob_tokens": max(knobs.logprob_tokens // 2, knobs.sequence)}
+            fixes.append(Fix(f"halve the token budget per GPU to {halved}", changes))
+        else:
+            micro = max(1, (knobs.micro_batch or 1) // 2)
+            changes = {
+                "micro_batch": micro,
+                "train_tokens": micro * knobs.sequence,
+                "logprob_micro_batch": max(1, (knobs.logprob_micro_batch or 1) // 2),
+            }
+            fixes.append(Fix(f"halve the micro-batch to {micro}", changes))
+    if not knobs.optimizer_offload:
+        fixes.append(Fix("offload the optimizer state to host RAM between updates", {"optimizer_offload": True}))
+    if not knobs.param_offload:
+        fixes.append(Fix("offload the parameters to host RAM between phases", {"param_offload": True}))
+    if knobs.rollout_tp * 2 <= knobs.gpus_per_node:
+        fixes.append(Fix(f"raise rollout TP to {knobs.rollout_tp * 2}", {"rollout_tp": knobs.rollout_tp * 2}))
+    fixes.append(Fix(f"use twice the GPUs ({knobs.n_gpus * 2})", {"n_gpus": knobs.n_gpus * 2}))
+    return fixes
+
+
+def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
+    """Knobs changes -> verl key overrides."""
+    out = {}
+    for name, value in changes.items():
+        if name == "n_gpus":
+            out[KEYS["nnodes"]] = value // knobs.gpus_per_node if value >= knobs.gpus_per_node else 1
+        elif name == "train_tokens" and not knobs.dynamic_bsz:
+            continue  # follows micro_batch
+        elif name == "logprob_tokens" and not knobs.dynamic_bsz:
+            continue
+        elif name in KEYS:
+            out[KEYS[name]] = value
+    return out
+
+
+def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix]) -> list[str]:
+    """Apply fixes cumulatively, cheapest first, until the plan fits; the overrides of that set (or [])."""
+    current, applied = knobs, {}
+    for fix in fixes:
+        current = with_changes(current, **fix.changes)
+        applied.update(overrides_for(fix.changes, knobs))
+        if fits(arch, current, capacity):
+            return [f"{key}={value}" for key, value in applied.items()]
+    return []
+
+
+def plan_fixes(
+    arch: Architecture, knobs: Knobs, capacity: float, locked: set[str]
+) -> tuple[list[dict], list[str], list[str]]:
+    """Every single fix with its predicted peaks; the first cumulative set that fits (advice: it may touch keys the
+    user set); and the first such set among the fixes that leave the user's keys alone (what `fix` applies)."""
+    fixes = candidate_fixes(arch, knobs, capacity)
+    reports = []
+    for fix in fixes:
+        keys = overrides_for(fix.changes, knobs)
+        phases = estimate(arch, with_changes(knobs, **fix.changes), capacity)
+        reports.append(
+            {
+                "fix": fix.description,
+                "overrides": keys,
+                "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
+                "fits": all(phase.fits for phase in phases),
+                **({"you_set": sorted(locked & set(keys))} if locked & set(keys) else {}),
+            }
+        )
+    allowed = [fix for fix in fixes if not locked & set(overrides_for(fix.changes, knobs))]
+    return reports, first_fitting(arch, knobs, capacity, fixes), first_fitting(arch, knobs, capacity, allowed)
+
+
+def tune(arch: Architecture, knobs: Knobs, capacity: float, locked: set[str], mini_batch_sequences: int) -> dict:
+    """The largest training micro-batch (and engine concurrency) that fits with TUNE_HEADROOM spare."""
+    changes: dict[str, Any] = {}
+    limit_sequences = sequence_per_gpu_limit(knobs, mini_batch_sequences)
+    train_key = KEYS["train_tokens"] if knobs.dynamic_bsz else KEYS["micro_batch"]
+    if train_key not in locked:
+        step = TOKEN_STEP if knobs.dynamic_bsz else knobs.sequence
+        limit = limit_sequences * knobs.sequence
+        best = None
+        tokens = max(knobs.sequence if knobs.dynamic_bsz else step, step)
+        while tokens <= limit:
+            candidate = with_train_tokens(knobs, tokens)
+            if not fits(arch, candidate, capacity, TUNE_HEADROOM):
+                break
+            best = candidate
+            tokens += step
+        if best is not None and best.train_tokens != knobs.train_tokens:
+            changes.update(
+                {"train_tokens": best.train_tokens} if knobs.dynamic_bsz else {"micro_batch": best.micro_batch}
+            )
+            knobs = best
+    if KEYS["max_num_seqs"] not in locked:
+        room_note = rollout_phase(arch, knobs, capacity).notes[0]
+        sequences = int(room_note.split(" = ")[1].split(" ")[0])
+        wanted = max(knobs.max_num_seqs, min(MAX_ENGINE_SEQS, sequences * 4))  # most sequences end far below max length
+        if wanted != knobs.max_num_seqs:
+            changes["max_num_seqs"] = wanted
+    return changes
+
+
+def summarize(arch: Architecture, knobs: Knobs, capacity: float, bf16_tflops: float) -> dict[str, Any]:
+    phases = estimate(arch, knobs, capacity)
+    mfu = predicted_mfu(knobs)
+    return {
+        "fits": all(phase.fits for phase in phases),
+        "phases": {phase.name: phase.to_dict() for phase in phases},
+        "arithmetic": [phase.arithmetic() for phase in phases],
+        "host_ram_gib_per_node": round(host_ram_per_node(arch, knobs), 1),
+        "predicted": {
+            "mfu": round(mfu, 3),
+            "tokens_per_s_per_gpu": round(mfu * bf16_tflops * 1e12 / flops_per_token(arch, knobs.sequence)),
+            "train_tokens_per_micro_batch": knobs.train_tokens,
+        },
+    }
+
+
+def run(
+    arch: Architecture,
+    knobs: Knobs,
+    capacity: float,
+    bf16_tflops: float,
+    policy: str,
+    overrides: list[str],
+    mini_batch_sequences: int,
+) -> dict[str, Any]:
+    """The verdict for the plan as it is, and the overrides the policy proposes (`apply_overrides`)."""
+    locked = user_keys(overrides)
+    verdict = summarize(arch, knobs, capacity, bf16_tflops) | {"policy": policy}
+    applicable: list[str] = []
+    if not verdict["fits"]:
+        verdict["fixes"], verdict["first_fitting_fixes"], applicable = plan_fixes(arch, knobs, capacity, locked)
+        if not applicable:
+            verdict["unfixable_without_your_keys"] = True
+    proposed: dict[str, Any] = {}
+    if policy in ("fix", "tune") and not verdict["fits"]:
+        proposed = dict(item.split("=", 1) for item in applicable)
+    if policy == "tune" and (verdict["fits"] or applicable):
+        tuned = tune(arch, knobs, capacity, locked, mini_batch_sequences)
+        proposed.update(overrides_for(tuned, knobs))
+    verdict["apply_overrides"] = proposed
+    return verdict
+
+
+def parse_value(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and "." not in text else number
+
+
+def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
+    """The preflight of one planned job (cfg: the composed config; plan: launch.plan.Plan; packages: the venv's)."""
+    verl = plan.verl
+    tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
+    knobs = Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce="flash-attn" in packages)
+    mini_batch_sequences = verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * knobs_rollout_n(verl)
+    return run(
+        Architecture.from_llm(plan.llm),
+        knobs,
+        float(cfg.gpu.usable_gib),
+        float(cfg.gpu.bf16_tflops),
+        str(cfg.launch.preflight),
+        plan.overrides,
+        mini_batch_sequences,
+    )
+
+
+def knobs_rollout_n(verl: dict[str, Any]) -> int:
+    return int(verl["actor_rollout_ref"]["rollout"]["n"])
+
+
+def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -> tuple[int, str]:
+    """--mem: the profile's host share (already capped at the node), never below 1.2 x the estimate; an error text
+    when even that exceeds the node."""
+    needed = math.ceil(1.2 * estimate_gib)
+    if node_gib is not None and needed > node_gib:
+        return share_gb, (
+            f"host RAM: 1.2 x the estimate {estimate_gib:.0f} GiB = {needed} GiB exceeds the node's {node_gib:g} GiB: "
+            "turn param/optimizer offload off, use fewer GPUs per node, or a partition with bigger nodes"
+        )
+    return max(share_gb, needed), ""
+
+
+def refusal(verdict: dict[str, Any], job: str) -> str:
+    """The message of a refused submission: the first line names the misfit and the cheapest fix."""
+    misfit = next(line for line in verdict["arithmetic"] if "DOES NOT FIT" in line)
+    fixes = verdict.get("first_fitting_fixes") or []
+    fix_text = " ".join(fixes) if fixes else "none of the fixes below is enough: use a bigger card or shorter lengths"
+    lines = [f"preflight refuses {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix)"]
+    lines += [f"  {line}" for line in verdict["arithmetic"]]
+    for fix in verdict.get("fixes", []):
+        state = "fits" if fix["fits"] else "still too big"
+        mine = f"; you set {', '.join(fix['you_set'])}" if fix.get("you_set") else ""
+        lines.append(f"  fix: {fix['fix']}: {fix['overrides']} -> peaks {fix['peaks_gib']} ({state}{mine})")
+    return "\n".join(lines)

@@ -1,0 +1,407 @@
+"""The memory preflight: each term against hand-computed values, calibration on held-out CPU measurements (one
+re-measured here), the seed scenarios, public must-OOM and must-fit cases, verl's documented minimum configs, the
+policies, and the shipped profiles."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, compose_config, cpu_facts, run_cli
+from memory_measure import Shape, measure_train_step
+from omegaconf import open_dict
+
+from launch import memory, preflight
+from launch.gpu import load_profiles
+from launch.memory import GIB, Architecture, Knobs
+from launch.plan import make_plan
+
+MEASUREMENTS = json.loads((Path(__file__).parent / "data" / "memory_measurements.json").read_text())["rows"]
+QWEN_7B = Architecture(28, 3584, 28, 4, 128, 18944, 152064, False)
+QWEN_1_5B = Architecture(28, 1536, 12, 2, 128, 8960, 151936, True)
+
+
+def knobs(**changes) -> Knobs:
+    base = Knobs(
+        n_gpus=8,
+        gpus_per_node=8,
+        prompt_length=4096,
+        response_length=8192,
+        dynamic_bsz=True,
+        train_tokens=16384,
+        logprob_tokens=32768,
+        micro_batch=None,
+        logprob_micro_batch=None,
+        checkpointing=True,
+        param_offload=False,
+        optimizer_offload=False,
+        ref_model=False,
+        ref_param_offload=False,
+        lora_rank=0,
+        entropy=False,
+        fused_kernels=False,
+        engine="vllm",
+        engine_fraction=0.6,
+        rollout_tp=1,
+        max_num_seqs=256,
+        max_num_batched_tokens=8192,
+    )
+    return replace(base, **changes)
+
+
+def verdict_for(*overrides: str, packages: dict | None = None) -> dict:
+    cfg = compose_config(*overrides)
+    plan = make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python")
+    return preflight.check_plan(cfg, plan, packages or {})
+
+
+# --- terms against hand-computed values -----------------------------------------------------------------------------
+
+
+def test_parameter_counts_match_the_published_models():
+    assert abs(QWEN_7B.params / 7.615e9 - 1) < 0.005  # Qwen2.5-7B: 7.61 B
+    assert abs(QWEN_1_5B.params / 1.544e9 - 1) < 0.005  # Qwen2.5-1.5B: 1.54 B
+    assert QWEN_7B.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2 == 56 * 1024  # FACTS: 56 KiB
+
+
+def test_model_states_are_16_bytes_per_param_sharded():
+    states = memory.model_states(QWEN_7B, knobs(n_gpus=8))
+    assert states["params"] == pytest.approx(QWEN_7B.params * 4 / 8)
+    assert states["grads"] == pytest.approx(QWEN_7B.params * 4 / 8)
+    assert states["optimizer"] == pytest.approx(QWEN_7B.params * 8 / 8)
+    assert memory.model_states(QWEN_7B, knobs(pcgrad_tasks=6))["pcgrad"] == pytest.approx(6 * QWEN_7B.params * 4 / 8)
+    lora = memory.model_states(QWEN_7B, knobs(lora_rank=32))
+    assert lora["params"] == pytest.approx(QWEN_7B.params * 2 / 8 + memory.trainable_params(QWEN_7B, 32) * 4 / 8)
+    # r x (fan_in + fan_out) over q, k, v, o, gate, up, down: (7168 + 4096 + 4096 + 7168 + 3 x 22528) x 32 x 28
+    assert memory.trainable_params(QWEN_7B, 32) == 90112 * 32 * 28 == 80_740_352  # PEFT reports 80.7 M
+
+
+def test_logits_activations_and_kv_terms():
+    tokens = 16384
+    phase = memory.training_phase(QWEN_7B, knobs(train_tokens=tokens), 79.2)
+    terms = {term.name: term.gib for term in phase.terms}
+    assert terms["logits"] == pytest.approx(17.7 * tokens * 152064 / GIB)
+    assert terms["activations"] >= 4.25 * tokens * 3584 * 28 / GIB  # saved layer inputs (plus the recomputed layer)
+    fused = {t.name: t.gib for t in memory.training_phase(QWEN_7B, knobs(fused_kernels=True), 79.2).terms}
+    assert fused.get("logits", 0) == pytest.approx(17.7 * 512 * 152064 / GIB)
+    no_ckpt = memory.saved_activations(QWEN_7B, knobs(checkpointing=False), tokens)
+    assert no_ckpt == pytest.approx((6.6 * 3584 + 18.1 * 18944) * tokens * 28)
+
+
+def test_rollout_reservation_depends_on_the_engine():
+    k = knobs(engine_fraction=0.5, param_offload=False, optimizer_offload=False)
+    vllm = {t.name: t.gib for t in memory.rollout_phase(QWEN_7B, k, 80.0).terms}
+    assert vllm["vllm reservation"] == pytest.approx(0.5 * 80.0)  # of TOTAL memory
+    sglang = {t.name: t.gib for t in memory.rollout_phase(QWEN_7B, replace(k, engine="sglang"), 80.0).terms}
+    free = 80.0 - sglang["resident trainer state"] - memory.NON_TORCH_GIB
+    assert sglang["sglang reservation"] == pytest.approx(0.5 * free)  # of FREE memory
+    # the verdict flips with the engine: vLLM at 0.9 next to the resident trainer state overflows, SGLang cannot
+    assert not memory.rollout_phase(QWEN_7B, replace(k, engine_fraction=0.9), 80.0).fits
+    assert memory.rollout_phase(QWEN_7B, replace(k, engine="sglang", engine_fraction=0.9), 80.0).fits
+
+
+def test_host_ram_counts_offloaded_states_and_sleeping_engine():
+    base = memory.host_ram_per_node(QWEN_7B, knobs())
+    offloaded = memory.host_ram_per_node(QWEN_7B, knobs(param_offload=True, optimizer_offload=True))
+    assert offloaded - base == pytest.approx(8 * QWEN_7B.params * 12 / 8 / GIB)
+    assert base == pytest.approx(
+        8 * (QWEN_7B.params * 2 / GIB + memory.HOST_GIB_PER_GPU_PROCESS) + memory.HOST_BASE_GIB_PER_NODE
+    )
+    assert preflight.host_memory_gb(256, 300.0, 1000.0) == (360, "")
+    assert preflight.host_memory_gb(512, 300.0, 1000.0) == (512, "")
+    mem, problem = preflight.host_memory_gb(256, 900.0, 1000.0)
+    assert problem.startswith("host RAM: 1.2 x the estimate 900 GiB = 1080 GiB exceeds the node's 1000 GiB")
+
+
+# --- calibration on CPU measurements -----------------------------------------------------------------------------
+
+
+def predicted_single_process_bytes(shape: dict) -> float:
+    arch = Architecture(
+        shape["layers"],
+        shape["hidden"],
+        shape["heads"],
+        shape["kv_heads"],
+        shape["hidden"] // shape["heads"],
+        shape["intermediate"],
+        shape["vocab"],
+        False,
+    )
+    k = knobs(
+        n_gpus=1, gpus_per_node=1, train_tokens=shape["batch"] * shape["seq"], checkpointing=shape["checkpointing"]
+    )
+    phase = memory.training_phase(arch, k, 1e9)
+    # the CPU measurement has neither allocator fragmentation nor a CUDA context
+    return sum(t.gib for t in phase.terms if t.name not in ("fragmentation", "non-torch")) * GIB
+
+
+@pytest.mark.parametrize("row", [r for r in MEASUREMENTS if r["split"] == "held_out"], ids=lambda r: str(r["shape"]))
+def test_training_peak_within_15_percent_of_held_out_measurements(row):
+    measured = row["peak"]["total"]
+    activations_and_logits = measured - 12 * row["peak"]["params"]
+    assert activations_and_logits >= 0.5 * measured, "calibration cases must be dominated by activations + logits"
+    assert predicted_single_process_bytes(row["shape"]) == pytest.approx(measured, rel=0.15)
+
+
+def test_training_peak_of_a_model_measured_now():
+    shape = Shape(
+        layers=3, hidden=192, heads=4, kv_heads=2, intermediate=512, vocab=12000, batch=2, seq=384, checkpointing=True
+    )
+    measured = measure_train_step(shape)["total"]
+    assert predicted_single_process_bytes(shape.to_dict()) == pytest.approx(measured, rel=0.15)
+
+
+# --- the seeds' scenario, public must-OOM and must-fit cases -------------------------------------------------------
+
+SEED_A40 = [
+    "gpu=a40",
+    "llm=qwen2_5_1_5b",
+    "dataset=gsm8k",
+    "data.max_prompt_length=512",
+    "data.max_response_length=512",
+    "trainer.n_gpus_per_node=1",
+    "actor_rollout_ref.actor.use_dynamic_bsz=false",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.model.enable_gradient_checkpointing=true",
+    "actor_rollout_ref.model.use_fused_kernels=false",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+]
+RESIDENT = [
+    "actor_rollout_ref.actor.fsdp_config.param_offload=false",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+]
+
+
+def test_seed_a40_engine_at_0_8_with_resident_trainer_ooms_and_names_fixes():
+    verdict = verdict_for(*SEED_A40, *RESIDENT, "actor_rollout_ref.rollout.gpu_memory_utilization=0.8")
+    assert not verdict["fits"] and not verdict["phases"]["rollout"]["fits"]
+    assert verdict["fixes"] and verdict["first_fitting_fixes"]
+    assert "lower the engine's memory fraction" in verdict["fixes"][0]["fix"]  # cheapest first
+
+
+def test_seed_a40_engine_at_0_4_with_offload_fits():
+    verdict = verdict_for(
+        *SEED_A40,
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+    )
+    assert verdict["fits"], verdict["arithmetic"]
+
+
+def test_verl_2828_entropy_on_80gb_ooms():
+    verdict = verdict_for(
+        "gpu=a100_80",
+        "actor_rollout_ref.model.use_fused_kernels=false",
+        "actor_rollout_ref.actor.entropy_coeff=0.001",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=32768",
+    )
+    assert not verdict["phases"]["training"]["fits"]
+    assert verdict["phases"]["training"]["terms"]["entropy"] > 13.9  # verl#2828: a 13.91 GiB entropy allocation
+
+
+def test_7b_full_finetune_unsharded_on_one_80gb_card_ooms():
+    verdict = verdict_for("gpu=a100_80", "trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.n=8")
+    assert not verdict["phases"]["training"]["fits"]  # 16 B/param x 7.6 B = 113 GiB of states alone
+
+
+def test_default_7b_run_on_eight_a100_80_fits():
+    assert verdict_for("gpu=a100_80")["fits"]
+
+
+# verl's docs/perf/device_tuning minimum configs (run in verl's image, which ships flash-attn):
+#   examples/tuning/14b/qwen2_14b_grpo_4_h800_fsdp_vllm.sh, the 7B GRPO row on 2xH800 (actor offload, TP 2,
+#   utilization 0.6, micro-batch 16) and examples/tuning/1.5b/qwen2.5math-1.5b_grpo_1_h100_fsdp_vllm.sh.
+VERL_DOC_COMMON = [
+    "gpu=h100",
+    "dataset=gsm8k",
+    "actor_rollout_ref.model.use_fused_kernels=false",
+    "actor_rollout_ref.actor.use_dynamic_bsz=false",
+]
+VERL_DOC_ROWS = {
+    "qwen2-14b 4xH800": [
+        "llm=qwen2_5_14b",
+        "trainer.n_gpus_per_node=4",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=1024",
+        "data.train_batch_size=1024",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+        "actor_rollout_ref.rollout.n=5",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=true",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+    ],
+    "qwen2-7b 2xH800": [
+        "llm=qwen2_5_7b",
+        "trainer.n_gpus_per_node=2",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=1024",
+        "data.train_batch_size=1024",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+        "actor_rollout_ref.rollout.n=5",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+    ],
+    "qwen2.5-math-1.5b 1xH100": [
+        "llm=qwen2_5_1_5b",
+        "trainer.n_gpus_per_node=1",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=3000",
+        "data.train_batch_size=256",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+        "actor_rollout_ref.rollout.n=8",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
+    ],
+}
+
+
+@pytest.mark.parametrize("row", sorted(VERL_DOC_ROWS))
+def test_verl_documented_minimum_configs_fit(row):
+    verdict = verdict_for(*VERL_DOC_COMMON, *VERL_DOC_ROWS[row], packages={"flash-attn": "2.8"})
+    assert verdict["fits"], verdict["arithmetic"]
+
+
+# --- policies ------------------------------------------------------------------------------------------------------
+
+
+def test_fix_never_changes_a_key_the_user_set():
+    verdict = verdict_for(
+        *SEED_A40, *RESIDENT, "actor_rollout_ref.rollout.gpu_memory_utilization=0.8", "launch.preflight=fix"
+    )
+    assert not any("gpu_memory_utilization" in key for key in verdict["apply_overrides"])
+    assert all("param_offload" not in key for key in verdict["apply_overrides"])  # also set on the command line
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_tune_is_neither_timid_nor_reckless(dynamic):
+    overrides = [
+        "gpu=a100_80",
+        "llm=qwen2_5_1_5b",
+        f"actor_rollout_ref.actor.use_dynamic_bsz={str(dynamic).lower()}",
+        "launch.preflight=tune",
+    ]
+    cfg = compose_config(*overrides)
+    plan = make_plan(cfg, cpu_facts(), overrides, Path("/tmp"), "python")
+    verdict = preflight.check_plan(cfg, plan, {})
+    key = preflight.KEYS["train_tokens" if dynamic else "micro_batch"]
+    tuned = int(verdict["apply_overrides"][key])
+    arch = Architecture.from_llm(plan.llm)
+    base = Knobs.from_verl(plan.verl)
+    step = preflight.TOKEN_STEP if dynamic else base.sequence
+    tuned_tokens = tuned if dynamic else tuned * base.sequence
+    capacity = float(cfg.gpu.usable_gib)
+    assert preflight.fits(arch, preflight.with_train_tokens(base, tuned_tokens), capacity, preflight.TUNE_HEADROOM)
+    limit = preflight.sequence_per_gpu_limit(base, 64 * 16) * base.sequence
+    one_more = preflight.with_train_tokens(base, tuned_tokens + step)
+    assert tuned_tokens + step > limit or not preflight.fits(arch, one_more, capacity, preflight.TUNE_HEADROOM)
+    assert tuned_tokens > base.train_tokens, "the shipped knob leaves memory unused: tune must raise it"
+
+
+def test_fail_policy_refuses_submission_and_queues_nothing(slurm_env, tmp_path: Path):
+    squeue = ["squeue", "-h", "-o", "%i"]
+    before = subprocess.run(
+        squeue, env={**__import__("os").environ, **slurm_env}, capture_output=True, text=True
+    ).stdout
+    result = run_cli(
+        *SEED_A40,
+        *RESIDENT,
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.8",
+        "cluster=slurm",
+        f"cluster.shared_dir={tmp_path}",
+        cwd=tmp_path,
+        env=slurm_env,
+    )
+    assert result.returncode == 2, result.stdout[-2000:]
+    first = result.stderr.strip().splitlines()[0]
+    assert first.startswith("rlaunch: error: preflight refuses") and "cheapest fix:" in first
+    after = subprocess.run(squeue, env={**__import__("os").environ, **slurm_env}, capture_output=True, text=True).stdout
+    assert set(after.split()) <= set(before.split()), "nothing queued"
+    assert not list(tmp_path.rglob("manifest.json"))
+
+
+def test_fix_policy_produces_a_plan_that_fits_and_dry_run_never_refuses(tmp_path: Path):
+    # 1.5B on one A100 80GB with the engine at 0.8 next to the whole resident trainer state: 17 + 63 + 1 > 79 GiB
+    misfit = [
+        "gpu=a100_80",
+        "llm=qwen2_5_1_5b",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.8",
+    ]
+    dry = run_cli(*misfit, "launch.dry_run=json", cwd=tmp_path)
+    assert dry.returncode == 0 and json.loads(dry.stdout)["preflight"]["fits"] is False
+    fixed = run_cli(*misfit, "launch.preflight=fix", "launch.dry_run=json", cwd=tmp_path)
+    plan = json.loads(fixed.stdout)
+    assert plan["preflight"]["fits"] is True and plan["preflight"]["changed"]
+    assert plan["verl"]["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"] == 0.8  # the user's value stays
+
+
+# --- the shipped profiles ------------------------------------------------------------------------------------------
+
+LLMS = sorted(p.stem for p in (PROJECT / "conf" / "llm").glob("*.yaml"))
+PROFILES = load_profiles()
+
+
+@pytest.mark.parametrize("gpu", sorted(PROFILES))
+def test_every_shipped_profile_fits_every_llm_or_states_what_it_needs(gpu):
+    for llm in LLMS:
+        needs = PROFILES[gpu]["large_models"].get(llm)
+        if needs is None:
+            assert verdict_for(f"gpu={gpu}", f"llm={llm}")["fits"], f"{gpu} x {llm} on 8 GPUs"
+            continue
+        tp = f"actor_rollout_ref.rollout.tensor_model_parallel_size={needs['rollout_tp']}"
+        if needs["min_gpus"] is None:
+            assert needs["note"], f"{gpu} x {llm}: say why it cannot fit"
+            assert not verdict_for(f"gpu={gpu}", f"llm={llm}", tp, "trainer.nnodes=16")["fits"]
+            continue
+        nodes = needs["min_gpus"] // 8
+        assert verdict_for(f"gpu={gpu}", f"llm={llm}", tp, f"trainer.nnodes={nodes}")["fits"], f"{gpu} x {llm}"
+        assert not verdict_for(
+            f"gpu={gpu}",
+            f"llm={llm}",
+            tp,
+            f"trainer.nnodes={max(nodes // 2, 1)}",
+            f"trainer.n_gpus_per_node={8 if nodes > 1 else 4}",
+        )["fits"]
+
+
+def test_fit_table_command_prints_json(tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "launch" / "fit_table.py"), "llm=qwen2_5_1_5b", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    table = json.loads(result.stdout)
+    assert {row["gpu"] for row in table} == set(PROFILES) and {row["gpus"] for row in table} == {1, 2, 4, 8, 16}
+    assert all(set(row["peaks_gib"]) == {"training", "log-prob", "rollout"} for row in table)
+
+
+def test_plan_carries_the_verdict(tmp_path: Path):
+    cfg = compose_config("gpu=a40")
+    with open_dict(cfg):
+        cfg.launch.preflight = "warn"
+    plan = make_plan(cfg, cpu_facts(), [], tmp_path, "python")
+    verdict = preflight.check_plan(cfg, plan, {})
+    for phase in ("training", "log-prob", "rollout"):
+        assert {"peak_gib", "capacity_gib", "fits"} <= set(verdict["phases"][phase])
+    assert "mfu" in verdict["predicted"] and "tokens_per_s_per_gpu" in verdict["predicted"]

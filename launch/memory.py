@@ -3,7 +3,7 @@
 Runs on: the login node. Pure arithmetic on the model's architecture and the knobs in the verl config; every phase
 is a sum of named terms so the preflight can print the arithmetic (STYLE 3). Sources of each term are in FACTS.md
 ("Memory, for the preflight"); the activation and logits coefficients were fit on CPU measurements of HF Qwen2
-steps (bench/calibrate_memory.py -> tests/data/memory_measurements.json) and are tested on held-out ones.
+steps (scripts/calibrate_memory.py -> tests/data/memory_measurements.json) and are tested on held-out ones.
 
 How verl 0.9 uses the card (FSDP engine, hybrid engine): the trainer keeps fp32 master params, fp32 grads and AdamW
 state (4 + 4 + 8 B/param) sharded over the FSDP group; `param_offload` / `optimizer_offload` move params / optimizer

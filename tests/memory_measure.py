@@ -2,7 +2,7 @@
 
 Runs on: the test machine (no GPU). Real tensors, bf16 autocast like FSDP's mixed precision, verl's own
 `logprobs_from_logits` for the log-probs, AdamW, and PyTorch's MemTracker for the peak. Used by
-bench/calibrate_memory.py (which fits the estimator's coefficients) and by the calibration tests (which re-measure
+scripts/calibrate_memory.py (which fits the estimator's coefficients) and by the calibration tests (which re-measure
 one configuration themselves). Differences from a GPU: no allocator fragmentation, CPU attention kernels.
 """
 

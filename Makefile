@@ -7,8 +7,21 @@ PIP := $(PY) -m pip
 # The stamp is named after the inputs' content, so editing them re-runs the install and nothing else does.
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints/ci.txt | sha1sum | cut -c1-12)
 
-.PHONY: setup run test bench lint clean
+# Debian packages the tests use: bubblewrap is the codegen reward sandbox. (SLURM, munge and MariaDB are installed by
+# scripts/dev_cluster.sh when the tests first start the dev cluster.)
+SYSTEM_PACKAGES := bubblewrap
+
+.PHONY: setup system-deps run test bench lint clean
 setup: $(STAMP)
+
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "apt-get install$$missing"; apt-get update -q >/dev/null 2>&1; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; fi; \
+	fi
 
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,10 +33,10 @@ $(STAMP): pyproject.toml constraints/ci.txt
 run: setup
 	$(PY) launch/run.py $(ARGS)
 
-test: setup
+test: setup system-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: setup
+bench: setup system-deps
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lint: setup

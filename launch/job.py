@@ -1,15 +1,18 @@
 """The job: what runs inside the allocation (SLURM) or on this machine (cluster=local) once the plan is made.
 
-Runs on: the job's head node (rank 0 of the submitit job), or the cluster=local machine. Both go through
-`run_verl`, so a local run exercises the same code a SLURM job runs. On one node verl's own `ray.init` starts Ray
-with the logical CPUs the plan set (TransferQueue needs ~9 plus 3 per GPU, FACTS); multi-node Ray bring-up is the
-in-job issue's work and is refused at planning until it lands.
+Runs on: every node of a SLURM job (submitit starts one task per node: rank 0 is the head, which brings Ray up,
+runs verl's driver and tears down; the others run a Ray worker until the head says it is done), or on the
+cluster=local machine (a head alone). Both go through `run_head`, so a local run exercises the same code a SLURM
+job runs. On preemption (USR2) or at the time limit submitit calls `RunInAllocation.checkpoint` and requeues the
+same callable; the requeued attempt finds the same run directory and verl resumes with trainer.resume_mode=auto
+from <run_dir>/checkpoints. A job requeued again and again without ever reaching its first checkpoint stops.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -18,6 +21,7 @@ from typing import Any
 
 import submitit
 
+from launch import ray_cluster
 from launch.gpu import detect_gpus
 
 # Variables worth a line in the attempt log; everything else (tokens, keys) stays out of files rlaunch writes.
@@ -31,51 +35,145 @@ LOGGED_VARIABLES = (
     "SLURM_GPUS_ON_NODE",
     "CUDA_VISIBLE_DEVICES",
 )
+DONE_MARKER = ".ray_done-{job}"
+JOB_STARTED = time.monotonic()  # this module is imported when the job's callable is unpickled: the job's start
+VERL_LATEST = "latest_checkpointed_iteration.txt"  # verl writes it next to global_step_N after each save
 
 
 def load_plan(run_dir: str) -> dict[str, Any]:
     return json.loads((Path(run_dir) / "plan.json").read_text())
 
 
-def record_attempt(run_dir: Path) -> dict[str, Any]:
+def attempts(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "attempts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def checkpointed_step(plan: dict[str, Any]) -> int:
+    latest = Path(plan["verl"]["trainer"]["default_local_dir"]) / VERL_LATEST
+    try:
+        return int(latest.read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def record_attempt(plan: dict[str, Any], gpus: int) -> dict[str, Any]:
     """One JSON line per attempt (a requeued job appends another), with the GPUs NVML really sees."""
-    gpus = detect_gpus()
     attempt = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": socket.gethostname(),
-        "gpus": gpus.count,
-        "gpu_name": gpus.name,
+        "gpus": gpus,
+        "checkpointed_step": checkpointed_step(plan),
         **{name: os.environ[name] for name in LOGGED_VARIABLES if name in os.environ},
     }
-    with (run_dir / "attempts.jsonl").open("a") as log:
+    with (Path(plan["run_dir"]) / "attempts.jsonl").open("a") as log:
         log.write(json.dumps(attempt) + "\n")
     return attempt
 
 
-def run_verl(plan: dict[str, Any]) -> int:
-    """verl's own entry point on the planned config, in the run directory, with the worker settings in the env."""
+def logical_cpus(plan: dict[str, Any]) -> int:
+    """Enough logical CPUs for verl's TransferQueue (~9 actors) plus 3 per GPU bundle (FACTS), at least the
+    allocation's."""
+    resources = plan["resources"]
+    return max(int(resources["cpus_per_task"]), 9 + 3 * int(resources["gpus_per_node"]) + 4)
+
+
+def run_driver(plan: dict[str, Any], head_address: str) -> int:
+    """verl's own entry point on the planned config, connected to the job's Ray, its own process group."""
+    env = {**ray_cluster.ray_environment(), **plan["worker_env"], "RAY_ADDRESS": head_address}
+    driver = subprocess.Popen(plan["verl_command"], cwd=plan["run_dir"], env=env, start_new_session=True)
+    try:
+        return driver.wait()
+    finally:
+        if driver.poll() is None:  # preempted: submitit's handler is unwinding us
+            os.killpg(driver.pid, signal.SIGTERM)
+            try:
+                driver.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(driver.pid, signal.SIGKILL)
+
+
+def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: float) -> int:
     run_dir = Path(plan["run_dir"])
-    record_attempt(run_dir)
-    env = {**os.environ, **plan["worker_env"]}
-    result = subprocess.run(plan["verl_command"], cwd=run_dir, env=env, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"verl exited with code {result.returncode} (run {plan['run_id']}, see the job's log)")
-    return result.returncode
+    record_attempt(plan, topology.gpus)
+    head = ray_cluster.start_node(topology, 0, run_dir / f"ray_start-{topology.nodes[0]}-0.log")
+    try:
+        ray_cluster.wait_for_nodes(topology, head, timeout_s)
+        ready = time.monotonic() - JOB_STARTED
+        print(
+            f"rlaunch: Ray up on {len(topology.nodes)} node(s) {ready:.1f} s after the job started "
+            f"({topology.head_address})",
+            flush=True,
+        )
+        with (run_dir / "ray_ready.jsonl").open("a") as log:
+            log.write(json.dumps({"nodes": len(topology.nodes), "seconds_after_job_start": round(ready, 2)}) + "\n")
+        code = run_driver(plan, topology.head_address)
+    finally:
+        (run_dir / DONE_MARKER.format(job=topology.job_id)).touch()
+        ray_cluster.copy_logs(topology, 0, run_dir)
+        ray_cluster.stop_node(head)
+    if code != 0:
+        raise RuntimeError(f"verl exited with code {code} (run {plan['run_id']}; its output is in this job's log)")
+    return code
+
+
+def run_worker(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: float) -> int:
+    """Join the head, then stay until the head marks the job done (or disappears)."""
+    run_dir = Path(plan["run_dir"])
+    done = run_dir / DONE_MARKER.format(job=topology.job_id)
+    ray_cluster.wait_for_head(topology, timeout_s)
+    rank = topology.rank
+    worker = ray_cluster.start_node(topology, rank, run_dir / f"ray_start-{topology.nodes[rank]}-{rank}.log")
+    try:
+        while not done.exists():
+            if worker.poll() is not None:
+                raise RuntimeError(f"the Ray worker on {topology.nodes[rank]} exited with code {worker.returncode}")
+            time.sleep(0.5)
+    finally:
+        ray_cluster.copy_logs(topology, rank, run_dir)
+        ray_cluster.stop_node(worker)
+    return 0
 
 
 class RunInAllocation(submitit.helpers.Checkpointable):
-    """The submitted callable: checkpointable, so submitit requeues it on preemption and at the time limit, and the
-    requeued attempt finds the same run directory (verl resumes with trainer.resume_mode=auto)."""
+    """The submitted callable: checkpointable, so submitit requeues it on preemption and at the time limit."""
 
     def __init__(self, run_dir: str) -> None:
         self.run_dir = run_dir
 
     def __call__(self) -> int:
         plan = load_plan(self.run_dir)
-        if submitit.JobEnvironment().global_rank != 0:
-            return 0  # one task per node; only the head runs the driver
-        return run_verl(plan)
+        cluster = plan["cluster_settings"]
+        topology = ray_cluster.topology_from_slurm(os.environ, logical_cpus(plan), detect_gpus().count)
+        if topology.rank == 0:
+            return run_head(plan, topology, float(cluster["ray_timeout_s"]))
+        return run_worker(plan, topology, float(cluster["ray_timeout_s"]))
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission | None:
+        """Requeue, unless the job keeps being requeued without ever reaching a checkpoint, or ran out of requeues
+        (verl saves its own checkpoints: nothing to save here)."""
+        plan = load_plan(self.run_dir)
+        history = attempts(Path(self.run_dir))
+        with (Path(self.run_dir) / "checkpoint_calls.txt").open("a") as log:  # evidence for the operator and tests
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} attempt {len(history)}\n")
+        limit = int(plan["cluster_settings"]["max_requeues"])
+        reason = ""
+        if len(history) > limit:
+            reason = f"requeued {len(history) - 1} times: cluster.max_requeues={limit} reached"
+        elif len(history) >= 3 and checkpointed_step(plan) == 0:
+            reason = (
+                f"{len(history)} attempts and never a first checkpoint: lower trainer.save_freq "
+                f"(now {plan['verl']['trainer']['save_freq']}) or give the mode more time"
+            )
+        if reason:
+            (Path(self.run_dir) / "not_requeued.txt").write_text(reason + "\n")
+            print(f"rlaunch: not requeued: {reason}", flush=True)
+            return None
+        return super().checkpoint(*args, **kwargs)
 
 
 def run_local(plan: dict[str, Any]) -> int:
-    return run_verl(plan)
+    """cluster=local: the same head path on this machine."""
+    gpus = detect_gpus().count
+    topology = ray_cluster.local_topology(logical_cpus(plan), gpus)
+    return run_head(plan, topology, float(plan["cluster_settings"]["ray_timeout_s"]))

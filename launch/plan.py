@@ -51,6 +51,7 @@ class Plan:
     verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
     verl_command: list[str]
     worker_env: dict[str, str]
+    cluster_settings: dict[str, Any]  # what the job itself reads: max_requeues, ray_timeout_s
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
     preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
@@ -153,29 +154,44 @@ def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, An
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     """What code inside verl's Ray workers must read: Ray workers see neither the job shell's variables nor its cwd
     (FACTS), so it travels in Ray's runtime env."""
+    import json
+
+    from launch.errors import UserError
+
     env = {str(key): str(value) for key, value in (cfg.cluster.get("env") or {}).items()}
     pcgrad = cfg.algo.pcgrad
+    trainer_mode = cfg.trainer.v1.trainer_mode
+    if bool(pcgrad.enabled) != (trainer_mode == "mtl_pcgrad"):
+        # the plugin's trainer is what runs PCGrad; the variables only carry its settings: both or neither
+        raise UserError(
+            f"algo.pcgrad.enabled={pcgrad.enabled} contradicts trainer.v1.trainer_mode={trainer_mode}: PCGrad runs "
+            "only as verl trainer mode mtl_pcgrad; use algo=mtl_pcgrad (sets both) or algo=guru_baseline (neither)"
+        )
     if pcgrad.enabled:
         env.update(
             RLAUNCH_PCGRAD_ENABLED="1",
             RLAUNCH_PCGRAD_TASK_KEY=str(pcgrad.task_key),
             RLAUNCH_PCGRAD_SEED=str(pcgrad.seed),
+            RLAUNCH_PCGRAD_TASK_MAP=json.dumps(dict(sorted((pcgrad.get("task_map") or {}).items()))),
+            RLAUNCH_PCGRAD_STRATIFY="1" if pcgrad.get("stratify", True) else "0",
         )
     return env
 
 
-def ray_logical_cpus(resources: Resources) -> int | None:
-    """On one node verl's own ray.init starts Ray: give it enough logical CPUs, or TransferQueue's controller and 8
-    storage units (1 CPU each) plus 3 per GPU bundle hang silently (FACTS). Across nodes the job starts Ray and verl
-    connects, where num_cpus must stay null."""
-    if resources.nodes > 1:
-        return None
-    return max(resources.cpus_per_task, 9 + 3 * resources.gpus_per_node + 4)
+def tracking_env(cfg: DictConfig, sweep_id: str, run_id: str, run_dir: Path) -> dict[str, str]:
+    """W&B identity for verl's own wandb.init (which passes no id): the same run id on every attempt, resume allowed,
+    so a requeued job continues its W&B run instead of starting a new one (verl#2783)."""
+    return {
+        "WANDB_RUN_ID": run_id,
+        "WANDB_RESUME": "allow",
+        "WANDB_RUN_GROUP": sweep_id,
+        "WANDB_JOB_TYPE": str(cfg.algo.name),
+        "WANDB_TAGS": ",".join(str(cfg[root].name) for root in ("gpu", "mode", "algo", "llm")),
+        "WANDB_DIR": str(run_dir),
+    }
 
 
-def make_verl_config(
-    cfg: DictConfig, run_dir: Path, worker_env: dict[str, str], resources: Resources
-) -> dict[str, Any]:
+def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str]) -> dict[str, Any]:
     """Our roots stripped, interpolations resolved, paths made absolute (Ray actors run elsewhere)."""
     verl = OmegaConf.to_container(cfg, resolve=True)
     for root in (*RLAUNCH_ROOTS, "hydra"):
@@ -186,8 +202,6 @@ def make_verl_config(
     runtime_env = verl["ray_kwargs"]["ray_init"].setdefault("runtime_env", {}) or {}
     verl["ray_kwargs"]["ray_init"]["runtime_env"] = runtime_env
     runtime_env["env_vars"] = {**worker_env, **(runtime_env.get("env_vars") or {})}
-    if verl["ray_kwargs"]["ray_init"].get("num_cpus") is None:
-        verl["ray_kwargs"]["ray_init"]["num_cpus"] = ray_logical_cpus(resources)
     return verl
 
 
@@ -218,7 +232,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
     run_dir = (runs_dir if runs_dir.is_absolute() else working_dir / runs_dir) / sweep_id / run_id
     llm, warnings = llm_architecture(cfg, facts)
-    worker_env = make_worker_env(cfg)
+    worker_env = make_worker_env(cfg) | tracking_env(cfg, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
     resources = make_resources(cfg, facts)
     return Plan(
@@ -234,9 +248,10 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
         llm=llm,
         resources=resources,
         slurm=make_slurm_parameters(cfg, resources),
-        verl=make_verl_config(cfg, run_dir, worker_env, resources),
+        verl=make_verl_config(cfg, run_dir, worker_env),
         verl_command=make_verl_command(python, run_dir),
         worker_env=worker_env,
+        cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s")},
         overrides=list(overrides),
         warnings=warnings,
     )

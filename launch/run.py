@@ -79,12 +79,6 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     plans = [plan for plan, _ in jobs]
     cfg = jobs[0][1]
     dry_run = str(cfg.launch.dry_run).lower()
-    multi_node = [plan.job_name for plan in plans if plan.resources.nodes > 1]
-    if multi_node and dry_run == "false" and plans[0].execution != "plan-only":
-        raise UserError(
-            f"multi-node jobs ({', '.join(multi_node)}) need the in-job Ray bring-up, which is not built yet: "
-            "use trainer.nnodes=1, or launch.dry_run=true to see the plan"
-        )
     if dry_run == "false" and cfg.launch.preflight == "fail":
         refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
         if refused:

@@ -87,6 +87,9 @@ class PcgradSettings:
     enabled: bool = False
     task_key: str = "data_source"  # non-tensor batch field whose domain prefix (<domain>__<dataset>) names the task
     seed: int = 0  # shared by every rank so all ranks visit tasks in the same order
+    # task = task_map[data_source], else task_map[domain], else the domain (e.g. {openai/gsm8k: math})
+    task_map: dict[str, str] = field(default_factory=dict)
+    stratify: bool = True  # order each batch so every mini-batch (and rank) gets its share of every task
 
 
 @dataclass(kw_only=True)
@@ -118,7 +121,8 @@ class ClusterSettings:
     cpus_per_task: int | None = None  # null: the profile's host CPUs per GPU x GPUs per node, capped at the node
     mem_gb: int | None = None  # null: the profile's host RAM per GPU x GPUs per node, capped at the node
     signal_delay_s: int = 120  # SLURM sends USR2 this long before the time limit: time to checkpoint and requeue
-    max_requeues: int = 3
+    max_requeues: int = 3  # preemptions and time limits together; submitit requeues the same run directory
+    ray_timeout_s: int = 180  # every node's Ray must register within this, or the job fails naming the missing node
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers

@@ -114,7 +114,9 @@ def test_algos_differ_only_in_method_switches(all_configs):
     changed = diff_keys(
         all_configs["a100_80", "standard", "guru_baseline"], all_configs["a100_80", "standard", "mtl_pcgrad"]
     )
-    assert changed - NAME_KEYS == {"algo.name", "algo.pcgrad.enabled"}
+    # trainer.v1.trainer_mode is verl's trainer-selection hook: mtl_pcgrad selects the PCGrad plugin's trainer (the
+    # method itself), so it belongs to algo/ like the pcgrad switches
+    assert changed - NAME_KEYS == {"algo.name", "algo.pcgrad.enabled", "trainer.v1.trainer_mode"}
 
 
 def test_verl_keys_sit_at_the_root_as_in_verl_docs():

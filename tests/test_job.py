@@ -1,0 +1,174 @@
+"""Inside the allocation, on the real dev cluster: Ray across virtual nodes with tasks pinned to each, a worker that
+cannot join, requeue + resume on a real preemption, and the real verl driver reaching its GPU check."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import compose_config, run_cli
+from tiny_assets import make_tiny_dataset, make_tiny_model
+
+from launch import slurm
+from launch.facts import gather_facts
+from launch.plan import Plan, make_plan
+from launch.run import write_run_dir
+
+JOBS = Path(__file__).parent / "jobs"
+
+
+def sh(command: list[str], env: dict[str, str]) -> str:
+    return subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=60).stdout
+
+
+def submit(env: dict[str, str], tmp_path: Path, driver: list[str], *overrides: str) -> tuple[Plan, str]:
+    """A real plan whose driver is replaced by a stand-in, submitted through launch/slurm.py."""
+    base = [
+        "cluster=slurm",
+        f"cluster.shared_dir={tmp_path}",
+        "gpu=a40",
+        "mode=quick_test",
+        f"launch.sweep_id=job-{tmp_path.name[-12:]}",
+        *overrides,
+    ]
+    cfg = compose_config(*base)
+    os.environ["SLURM_CONF"] = env["SLURM_CONF"]
+    try:
+        plan = make_plan(cfg, gather_facts("x", "slurm", None), base, tmp_path, sys.executable)
+        plan = dataclasses.replace(plan, verl_command=[sys.executable, *driver])
+        write_run_dir(plan, cfg)
+        manifest = slurm.submit([plan], int(cfg.cluster.max_requeues))
+    finally:
+        os.environ.pop("SLURM_CONF", None)
+    return plan, manifest["runs"][0]["job_id"]
+
+
+def wait_for_state(job_id: str, env: dict[str, str], states: set[str], timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    state = ""
+    while time.monotonic() < deadline:
+        lines = sh(["sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id], env).split()
+        state = lines[-1] if lines else ""
+        if state.split()[0:1] and state.split()[0] in states:
+            return state
+        time.sleep(2)
+    raise AssertionError(f"job {job_id} still {state or 'unknown'} after {timeout_s} s")
+
+
+def ray_processes_of(job_id: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if f"/tmp/rl{job_id}-" in line]
+
+
+def test_two_node_job_brings_ray_up_pins_a_task_to_each_node_and_leaves_nothing(slurm_env, tmp_path: Path):
+    plan, job_id = submit(slurm_env, tmp_path, [str(JOBS / "ray_probe.py")], "trainer.nnodes=2")
+    assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 240) == "COMPLETED"
+    run_dir = Path(plan.run_dir)
+    probe = json.loads((run_dir / "probe.json").read_text())
+    assert sorted(probe["nodes"]) == ["127.0.0.11", "127.0.0.12"]  # each virtual node's own address
+    assert len({task["node_id"] for task in probe["tasks"]}) == 2
+    assert probe["gpus"] == 0  # fake GRES: NVML sees none, and Ray is told so (never CUDA_VISIBLE_DEVICES)
+    assert sorted(p.name for p in (run_dir / "ray_logs").iterdir()) == ["c1-0", "c2-1"]
+    assert not ray_processes_of(job_id), "no Ray process of the job survives it"
+
+
+def kill_worker_task(job_id: str, deadline: float) -> bool:
+    """Failure injection from outside: kill the job's node-1 task (and what it started) whenever it appears."""
+    killed = False
+    while time.monotonic() < deadline:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"SLURM_JOB_ID={job_id}".encode() in environ and b"SLURM_NODEID=1" in environ:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed = True
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.2)
+    return killed
+
+
+def test_worker_that_cannot_join_fails_the_job_naming_the_node(slurm_env, tmp_path: Path):
+    plan, job_id = submit(
+        slurm_env, tmp_path, [str(JOBS / "ray_probe.py")], "trainer.nnodes=2", "cluster.ray_timeout_s=25"
+    )
+    assert kill_worker_task(job_id, time.monotonic() + 45)
+    assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 180) == "FAILED"
+    log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
+    assert "Ray node(s) c2 did not register within 25 s" in log
+    assert not (Path(plan.run_dir) / "probe.json").exists()
+    assert not ray_processes_of(job_id)
+
+
+@pytest.mark.flaky(reruns=1)  # SLURM's signal timing under load: one retry, never more
+def test_preempted_job_checkpoints_requeues_and_resumes(slurm_env, tmp_path: Path):
+    plan, job_id = submit(
+        slurm_env,
+        tmp_path,
+        [str(JOBS / "progress_driver.py"), "40"],
+        "trainer.n_gpus_per_node=1",
+        "cluster.partition=debug",
+        "+cluster.sbatch_extra.nodelist=c1",
+        "cluster.signal_delay_s=60",
+    )
+    run_dir = Path(plan.run_dir)
+    deadline = time.monotonic() + 120
+    while not (run_dir / "progress.txt").exists() or int((run_dir / "progress.txt").read_text() or 0) < 5:
+        assert time.monotonic() < deadline, "the job never made progress"
+        time.sleep(1)
+    # a high-priority job claims the node: SLURM signals (USR2), waits GraceTime, then requeues ours
+    sh(
+        ["sbatch", "-p", "urgent", "-w", "c1", "--exclusive", "--mem=1G", "-o", "/dev/null", "--wrap", "sleep 5"],
+        slurm_env,
+    )
+    assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 420) == "COMPLETED"
+    resumes = [int(line) for line in (run_dir / "resumes.txt").read_text().split()]
+    assert resumes[0] == 0 and len(resumes) >= 2 and resumes[-1] >= 5, resumes  # the second attempt resumed
+    assert int((run_dir / "progress.txt").read_text()) == 40
+    history = sh(["sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j", job_id], slurm_env).split()
+    # submitit's own `scontrol requeue` during the grace time usually beats SLURM's: REQUEUED or PREEMPTED
+    assert len(history) >= 2 and {"PREEMPTED", "REQUEUED"} & set(history[:-1]) and history[-1] == "COMPLETED", history
+    submitit_log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
+    assert "Caught signal SIGUSR2" in submitit_log and "this job is preempted" in submitit_log
+    assert (run_dir / "checkpoint_calls.txt").exists(), "our checkpoint() ran on USR2"
+    assert len((run_dir / "attempts.jsonl").read_text().splitlines()) == len(resumes)
+
+
+def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check(slurm_env, tmp_path: Path):
+    model = make_tiny_model(tmp_path / "model")
+    train, val = make_tiny_dataset(tmp_path / "data", ["math", "logic"])
+    result = run_cli(
+        "cluster=slurm",
+        f"cluster.shared_dir={tmp_path}",
+        "gpu=a40",
+        "mode=quick_test",
+        "algo=guru_baseline",
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.max_prompt_length=256",
+        "data.max_response_length=256",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "trainer.logger=[console]",
+        cwd=tmp_path,
+        env=slurm_env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    job_id = result.stdout.split("queued")[1].split(":")[1].split()[0]
+    assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 420) == "FAILED"
+    log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
+    assert "Total available GPUs 0 is less than total desired GPUs 1" in log, log[-3000:]
+    assert not ray_processes_of(job_id)

@@ -79,11 +79,12 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     plans = [plan for plan, _ in jobs]
     cfg = jobs[0][1]
     dry_run = str(cfg.launch.dry_run).lower()
-    if dry_run == "false" and cfg.launch.preflight == "fail":
+    executes = dry_run == "false" and plans[0].execution != "plan-only"  # planning alone never refuses
+    if executes and cfg.launch.preflight == "fail":
         refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
         if refused:
             raise UserError(preflight.refusal(refused[0].preflight, refused[0].job_name))
-    if dry_run == "false" and cfg.launch.preflight == "warn":
+    if executes and cfg.launch.preflight == "warn":
         for plan in plans:
             if plan.preflight is not None and not plan.preflight["fits"]:
                 print(preflight.refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)

@@ -7,7 +7,6 @@ Usage: python bench/preflight.py [llm=qwen2_5_7b]
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ sys.path.insert(0, str(PROJECT))
 def main() -> None:
     from hydra import compose, initialize_config_dir
 
+    from bench.common import commit_tag
     from launch.fit_table import GPU_COUNTS, rows
     from launch.gpu import load_profiles
     from launch.schema import register_schemas
@@ -34,9 +34,8 @@ def main() -> None:
     started = time.perf_counter()
     table = rows(overrides)
     with_preflight = time.perf_counter() - started
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True)
     print(
-        f"[commit {commit.stdout.strip()}] fit table {' '.join(overrides)}: {len(table)} rows "
+        f"[commit {commit_tag()}] fit table {' '.join(overrides)}: {len(table)} rows "
         f"({len(load_profiles())} profiles x {len(GPU_COUNTS)} GPU counts) in {with_preflight:.2f} s; composing the "
         f"same profiles alone {compose_only:.2f} s; ratio {with_preflight / compose_only:.1f}x"
     )

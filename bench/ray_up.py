@@ -20,6 +20,8 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "tests"))
 
+from bench.common import commit_tag, dev_cluster  # noqa: E402
+
 PREFIX = "/tmp/rlaunch-bench-ray"
 PORT_BASE = "19817"
 
@@ -83,26 +85,18 @@ def job_bring_up(nodes: int, workdir: Path) -> float:
 
 
 def main() -> None:
-    script = PROJECT / "scripts" / "dev_cluster.sh"
-    subprocess.run(
-        ["bash", str(script), "up", "-n", "3", "-g", "8", "--big", "--prefix", PREFIX, "--port-base", PORT_BASE],
-        check=True,
-        capture_output=True,
+    with (
+        dev_cluster(PREFIX, PORT_BASE, "-n", "3", "-g", "8", "--big"),
+        tempfile.TemporaryDirectory(prefix="rl-rayup-") as tmp,
+    ):
+        workdir = Path(tmp)
+        bare = bare_ray_start(workdir)
+        one = job_bring_up(1, workdir)
+        three = job_bring_up(3, workdir)
+    print(
+        f"[commit {commit_tag()}] Ray ready after job start: 1 node {one:.1f} s ({one / bare:.2f}x), "
+        f"3 nodes {three:.1f} s ({three / bare:.2f}x); bare ray start --head + first connection {bare:.1f} s"
     )
-    os.environ["SLURM_CONF"] = f"{PREFIX}/etc/slurm.conf"
-    try:
-        with tempfile.TemporaryDirectory(prefix="rl-rayup-") as tmp:
-            workdir = Path(tmp)
-            bare = bare_ray_start(workdir)
-            one = job_bring_up(1, workdir)
-            three = job_bring_up(3, workdir)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True)
-        print(
-            f"[commit {commit.stdout.strip()}] Ray ready after job start: 1 node {one:.1f} s ({one / bare:.2f}x), "
-            f"3 nodes {three:.1f} s ({three / bare:.2f}x); bare ray start --head + first connection {bare:.1f} s"
-        )
-    finally:
-        subprocess.run(["bash", str(script), "down", "--prefix", PREFIX], check=False, capture_output=True)
 
 
 if __name__ == "__main__":

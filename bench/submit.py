@@ -12,7 +12,6 @@ Usage: python bench/submit.py [--jobs-per-shape 16]    (root; starts and stops i
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -22,15 +21,12 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
+from bench.common import commit_tag, dev_cluster  # noqa: E402
+
 PREFIX = "/tmp/rlaunch-bench-slurm"
 PORT_BASE = "18817"
 # 4 shapes that differ in their resources: (gpu profile, GPUs per node)
 SHAPES = [("a40", 8), ("a100_80", 8), ("h100", 8), ("a100_80", 4)]
-
-
-def commit() -> str:
-    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True)
-    return sha.stdout.strip() or "unknown"
 
 
 def cancel_all(env: dict[str, str]) -> None:
@@ -167,32 +163,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs-per-shape", type=int, default=16)
     args = parser.parse_args()
-    script = PROJECT / "scripts" / "dev_cluster.sh"
-    subprocess.run(
-        ["bash", str(script), "up", "-n", "2", "-g", "8", "--big", "--prefix", PREFIX, "--port-base", PORT_BASE],
-        check=True,
-        capture_output=True,
-    )
-    env = {**os.environ, "SLURM_CONF": f"{PREFIX}/etc/slurm.conf"}
-    os.environ["SLURM_CONF"] = env["SLURM_CONF"]
-    try:
-        with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
-            workdir = Path(tmp)
-            jobs = args.jobs_per_shape * len(SHAPES)
-            plans = make_plans(args.jobs_per_shape, workdir / "plans")
-            ours, raw = bench_submission_stage(plans, env)
-            print(
-                f"[commit {commit()}] (a) submission stage, {jobs} jobs in {len(SHAPES)} arrays: rlaunch {ours:.3f} s, "
-                f"raw sbatch --array x{len(SHAPES)} {raw:.3f} s, ratio {ours / raw:.1f}x"
-            )
-            whole, hydra_submitit = bench_whole_command(args.jobs_per_shape, env, workdir)
-            print(
-                f"[commit {commit()}] (b) whole command, {jobs} jobs: rlaunch returns after {whole:.1f} s (jobs still "
-                f"queued); hydra-submitit-launcher, 4 sequential launches of sleep-30 jobs, returns after "
-                f"{hydra_submitit:.1f} s (when its jobs end); ratio {whole / hydra_submitit:.2f}x"
-            )
-    finally:
-        subprocess.run(["bash", str(script), "down", "--prefix", PREFIX], check=False, capture_output=True)
+    with (
+        dev_cluster(PREFIX, PORT_BASE, "-n", "2", "-g", "8", "--big") as env,
+        tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp,
+    ):
+        workdir = Path(tmp)
+        jobs = args.jobs_per_shape * len(SHAPES)
+        plans = make_plans(args.jobs_per_shape, workdir / "plans")
+        ours, raw = bench_submission_stage(plans, env)
+        print(
+            f"[commit {commit_tag()}] (a) submission stage, {jobs} jobs in {len(SHAPES)} arrays: rlaunch {ours:.3f} s, "
+            f"raw sbatch --array x{len(SHAPES)} {raw:.3f} s, ratio {ours / raw:.1f}x"
+        )
+        whole, hydra_submitit = bench_whole_command(args.jobs_per_shape, env, workdir)
+        print(
+            f"[commit {commit_tag()}] (b) whole command, {jobs} jobs: rlaunch returns after {whole:.1f} s (jobs still "
+            f"queued); hydra-submitit-launcher, 4 sequential launches of sleep-30 jobs, returns after "
+            f"{hydra_submitit:.1f} s (when its jobs end); ratio {whole / hydra_submitit:.2f}x"
+        )
 
 
 if __name__ == "__main__":

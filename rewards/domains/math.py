@@ -69,27 +69,34 @@ def _latex(expression: str) -> str:
     return f"${expression.strip().strip('$')}$"
 
 
+def _parse(text: str, what: str, timeout_s: int) -> tuple[list, str]:
+    """math-verify's parse, with a timeout or an internal error reported as such (never as a wrong answer)."""
+    from math_verify import parse
+    from math_verify.errors import TimeoutException
+
+    try:
+        return parse(_latex(text), parsing_timeout=timeout_s, raise_on_error=True), ""
+    except TimeoutException:
+        return [], f"timeout: math-verify parsing {what}"
+    except Exception as exc:
+        return [], f"math-verify error on {what}: {type(exc).__name__}: {exc}"[:300]
+
+
 def grade(gold: str, answer: str, verify_timeout_s: int) -> dict[str, Any]:
     expected = exact_value(gold)
     if expected is not None and exact_value(answer) == expected:
         return judged(1.0)
-    from math_verify import parse, verify
+    from math_verify import verify
     from math_verify.errors import TimeoutException
 
-    try:
-        gold_parsed = parse(_latex(gold), parsing_timeout=verify_timeout_s, raise_on_error=True)
-    except TimeoutException:
-        return unjudged("timeout: math-verify parsing the ground truth")
-    except Exception as exc:
-        return unjudged(f"math-verify error on the ground truth: {type(exc).__name__}: {exc}"[:300])
+    gold_parsed, error = _parse(gold, "the ground truth", verify_timeout_s)
+    if error:
+        return unjudged(error)
     if not gold_parsed:
         return unjudged(f"ground truth not parseable by math-verify: {gold[:100]!r}")
-    try:
-        answer_parsed = parse(_latex(answer), parsing_timeout=verify_timeout_s, raise_on_error=True)
-    except TimeoutException:
-        return unjudged("timeout: math-verify parsing the answer")
-    except Exception as exc:
-        return unjudged(f"math-verify error on the answer: {type(exc).__name__}: {exc}"[:300])
+    answer_parsed, error = _parse(answer, "the answer", verify_timeout_s)
+    if error:
+        return unjudged(error)
     if not answer_parsed:
         return judged(0.0)
     failures: list[str] = []

@@ -13,6 +13,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from launch.facts import query_partition, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
+from launch.secret_guard import refuse_secret_overrides
 
 # Flags after which Hydra expects no overrides to resolve (completion, help, info about the app itself).
 PASSIVE_FLAGS = ("-sc", "--shell-completion", "-h", "--help", "--hydra-help")
@@ -74,6 +75,7 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     is_override = [not arg.startswith("-") and ("=" in arg or arg.startswith("~")) for arg in argv]
     flags = [arg for arg, override in zip(argv, is_override, strict=True) if not override]
     overrides = [arg for arg, override in zip(argv, is_override, strict=True) if override]
+    refuse_secret_overrides(overrides)  # before Hydra writes them to .hydra/overrides.yaml
     parsed = {o.key_or_group: o for o in OverridesParser.create().parse_overrides(overrides)}
     if "launch.sweep_id" not in parsed:
         overrides.append(f"launch.sweep_id={new_sweep_id(overrides)}")

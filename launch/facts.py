@@ -6,7 +6,10 @@ function; `Facts` itself is plain data, so tests build it by hand and the plan s
 
 from __future__ import annotations
 
+import hashlib
 import json
+import netrc
+import os
 import shutil
 import socket
 import subprocess
@@ -69,7 +72,10 @@ class Facts:
     hostname: str = ""
     git_sha: str = ""
     git_dirty: bool = False
+    git_diff_sha256: str = ""  # of `git diff HEAD` when dirty (the diff itself: git_diff(), written beside the run)
     packages: dict[str, str] = field(default_factory=dict)
+    # where W&B credentials were found when planning ("WANDB_API_KEY", "~/.netrc"), "" for none: never the key
+    wandb_credentials: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -179,19 +185,53 @@ def package_versions() -> dict[str, str]:
 
 
 @cache
-def _machine_facts() -> tuple[DetectedGpus, str, str, bool, tuple[tuple[str, str], ...]]:
+def git_diff() -> str:
+    """The checkout's uncommitted changes to tracked files (once per process: every job of a sweep records the
+    same diff)."""
+    return _git("diff", "HEAD")
+
+
+def wandb_credentials(environ: dict[str, str] | os._Environ[str]) -> str:
+    """Where wandb would find an API key: the variable, or a ~/.netrc entry for the W&B host (`wandb login`)."""
+    if environ.get("WANDB_API_KEY"):
+        return "WANDB_API_KEY"
+    host = environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0].split(":")[0]
+    try:
+        if netrc.netrc(environ.get("NETRC") or None).authenticators(host):
+            return "~/.netrc"
+    except (OSError, netrc.NetrcParseError):
+        pass
+    return ""
+
+
+@cache
+def _machine_facts() -> tuple[DetectedGpus, str, str, bool, str, tuple[tuple[str, str], ...]]:
     # Once per process: a multirun plans many jobs on the same machine.
+    diff = git_diff()
     return (
         detect_gpus(),
         socket.gethostname(),
         _git("rev-parse", "HEAD"),
         bool(_git("status", "--porcelain")),
+        hashlib.sha256(diff.encode()).hexdigest() if diff else "",
         tuple(package_versions().items()),
     )
 
 
+def checkout_facts() -> dict[str, object]:
+    """The code that plans (and so runs) a job: this checkout's commit and changes, and the venv's packages."""
+    _, hostname, sha, dirty, diff_sha256, packages = _machine_facts()
+    return {
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "git_diff_sha256": diff_sha256,
+        "packages": dict(packages),
+        "planned_on": hostname,
+    }
+
+
 def gather_facts(model_path: str, cluster_name: str, partition: str | None) -> Facts:
-    gpus, hostname, sha, dirty, packages = _machine_facts()
+    gpus, hostname, sha, dirty, diff_sha256, packages = _machine_facts()
     on_slurm = cluster_name == "slurm"
     return Facts(
         gpus=gpus,
@@ -201,5 +241,7 @@ def gather_facts(model_path: str, cluster_name: str, partition: str | None) -> F
         hostname=hostname,
         git_sha=sha,
         git_dirty=dirty,
+        git_diff_sha256=diff_sha256,
         packages=dict(packages),
+        wandb_credentials=wandb_credentials(os.environ),
     )

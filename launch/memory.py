@@ -308,12 +308,14 @@ def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
 
 
 def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
-    """What the trainer keeps on the card while the engine is awake (grads are freed after each update)."""
+    """What the trainer keeps on the card while the engine is awake. Gradients and PCGrad's task buffers are not
+    among it: both are freed after the update's last mini-batch (algos/verl_pcgrad.py), and verl empties torch's
+    cache before it wakes the engine (engine_workers update_weights)."""
     states = model_states(arch, knobs)
     params = 0.0 if knobs.param_offload else states["params"]
     optimizer = 0.0 if knobs.optimizer_offload else states["optimizer"]
     ref = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
-    return params + optimizer + ref + states["pcgrad"]
+    return params + optimizer + ref
 
 
 def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:

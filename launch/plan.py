@@ -16,11 +16,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from launch.facts import Facts
+from launch.metrics import attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 
 # Overrides that do not change what is trained: they stay out of the run id and the job name.
 IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
 VERL_CONFIG_NAME = "verl_config"
+WANDB_PROVENANCE = "provenance.wandb.yaml"  # the provenance in W&B's config-file format (launch/provenance.py)
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,10 @@ def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     import json
 
     from launch.errors import UserError
+    from launch.secret_guard import refuse_secret_env
 
     env = {str(key): str(value) for key, value in (cfg.cluster.get("env") or {}).items()}
+    refuse_secret_env(env)
     pcgrad = cfg.algo.pcgrad
     trainer_mode = cfg.trainer.v1.trainer_mode
     if bool(pcgrad.enabled) != (trainer_mode == "mtl_pcgrad"):
@@ -178,9 +182,19 @@ def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     return env
 
 
-def tracking_env(cfg: DictConfig, sweep_id: str, run_id: str, run_dir: Path) -> dict[str, str]:
+def wandb_mode(cfg: DictConfig, facts: Facts) -> str:
+    """launch.wandb_mode=auto: online when the planning shell has W&B credentials (the job inherits that
+    environment), otherwise offline under the run directory."""
+    mode = str(cfg.launch.wandb_mode)
+    if mode != "auto":
+        return mode
+    return "online" if facts.wandb_credentials else "offline"
+
+
+def tracking_env(cfg: DictConfig, facts: Facts, sweep_id: str, run_id: str, run_dir: Path) -> dict[str, str]:
     """W&B identity for verl's own wandb.init (which passes no id): the same run id on every attempt, resume allowed,
-    so a requeued job continues its W&B run instead of starting a new one (verl#2783)."""
+    so a requeued job continues its W&B run instead of starting a new one (verl#2783); the run's provenance joins
+    verl's config in W&B through WANDB_CONFIG_PATHS (rewritten by the job at each attempt)."""
     return {
         "WANDB_RUN_ID": run_id,
         "WANDB_RESUME": "allow",
@@ -188,7 +202,19 @@ def tracking_env(cfg: DictConfig, sweep_id: str, run_id: str, run_dir: Path) -> 
         "WANDB_JOB_TYPE": str(cfg.algo.name),
         "WANDB_TAGS": ",".join(str(cfg[root].name) for root in ("gpu", "mode", "algo", "llm")),
         "WANDB_DIR": str(run_dir),
+        "WANDB_MODE": wandb_mode(cfg, facts),
+        "WANDB_CONFIG_PATHS": str(run_dir / WANDB_PROVENANCE),
+        # the job points this at metrics/attempt-<n>.jsonl per attempt (verl's file logger truncates on start)
+        "VERL_FILE_LOGGER_PATH": str(attempt_log_path(run_dir, 1)),
     }
+
+
+def sync_command(plan: Plan) -> str | None:
+    """The one command that uploads an offline run once the job is done (offline runs of all attempts share the
+    run id, so W&B files them under one run)."""
+    if plan.worker_env.get("WANDB_MODE") != "offline":
+        return None
+    return f"wandb sync {shlex.quote(plan.run_dir)}/wandb/offline-run-*"
 
 
 def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str]) -> dict[str, Any]:
@@ -232,7 +258,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
     run_dir = (runs_dir if runs_dir.is_absolute() else working_dir / runs_dir) / sweep_id / run_id
     llm, warnings = llm_architecture(cfg, facts)
-    worker_env = make_worker_env(cfg) | tracking_env(cfg, sweep_id, run_id, run_dir)
+    worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
     resources = make_resources(cfg, facts)
     return Plan(
@@ -274,6 +300,17 @@ def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def render_tracking(plan: Plan) -> str:
+    env = plan.worker_env
+    mode = env["WANDB_MODE"]
+    where = (
+        f"W&B {mode}, run {env['WANDB_RUN_ID']} in group {env['WANDB_RUN_GROUP']}" if mode != "disabled" else "W&B off"
+    )
+    line = f"  tracking      {where}; metrics/attempt-<n>.jsonl per attempt"
+    sync = sync_command(plan)
+    return line + (f"\n                no W&B credentials: offline; afterwards: {sync}" if sync else "")
+
+
 def render(plan: Plan) -> str:
     """The readable plan (launch.dry_run=true)."""
     verl, res = plan.verl, plan.resources
@@ -297,6 +334,7 @@ def render(plan: Plan) -> str:
         f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
         f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
         f"  run dir       {plan.run_dir}",
+        render_tracking(plan),
         f"  verl command  {shlex.join(plan.verl_command)}",
     ]
     lines += render_preflight(plan.preflight)

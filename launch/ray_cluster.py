@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from launch.secret_guard import copy_redacted, secret_values
 
 # Each job gets a block of ports: its GCS and client ports, then 8 per node. Jobs on one node differ by job id.
 PORT_BASE = 20000
@@ -201,8 +202,9 @@ def wait_for_nodes(topology: Topology, head: subprocess.Popen, timeout_s: float)
 
 
 def copy_logs(topology: Topology, rank: int, run_dir: Path) -> None:
-    """The node-local Ray logs (and the engine's, which live there too) into the shared run directory."""
+    """The node-local Ray logs (and the engine's, which live there too) into the shared run directory, secrets
+    masked."""
     source = Path(topology.temp_dir(rank)) / "session_latest" / "logs"
     if source.is_dir():
         target = run_dir / "ray_logs" / f"{topology.nodes[rank]}-{rank}"
-        shutil.copytree(source, target, dirs_exist_ok=True, ignore_dangling_symlinks=True)
+        copy_redacted(source, target, secret_values())  # Ray's logs may echo the environment its processes got

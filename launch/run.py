@@ -17,7 +17,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from launch import preflight
+from launch import preflight, provenance
 from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
@@ -63,7 +63,7 @@ def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict) -
 
 def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     """Everything needed to reproduce the run, written before anything runs: the plan, verl's config exactly as verl
-    reads it, and our own roots of the composed config."""
+    reads it, our own roots of the composed config, and the provenance (launch/provenance.py)."""
     run_dir = Path(plan.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
@@ -71,6 +71,7 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.safe_dump(plan.verl, sort_keys=False))
     ours = {root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS}
     (run_dir / "rlaunch_config.yaml").write_text(yaml.safe_dump(ours, sort_keys=False))
+    provenance.write_planned(plan)
 
 
 def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:

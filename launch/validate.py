@@ -21,6 +21,7 @@ from launch.plan import Plan, Resources
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
 DRY_RUN_VALUES = ("false", "true", "json")
 PREFLIGHT_POLICIES = ("fail", "fix", "tune", "warn", "off")
+WANDB_MODES = ("auto", "online", "offline", "disabled")
 PLACEHOLDER_VALUES = ("???",)
 
 
@@ -30,6 +31,8 @@ def check_launch_settings(cfg: DictConfig) -> None:
         raise UserError(f"launch.dry_run={cfg.launch.dry_run} is not one of {', '.join(DRY_RUN_VALUES)}")
     if cfg.launch.preflight not in PREFLIGHT_POLICIES:
         raise UserError(f"launch.preflight={cfg.launch.preflight} is not one of {', '.join(PREFLIGHT_POLICIES)}")
+    if cfg.launch.wandb_mode not in WANDB_MODES:
+        raise UserError(f"launch.wandb_mode={cfg.launch.wandb_mode} is not one of {', '.join(WANDB_MODES)}")
 
 
 def check_model(cfg: DictConfig, facts: Facts) -> None:

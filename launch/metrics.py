@@ -1,0 +1,154 @@
+"""A run's metrics as verl logged them, read back from the run directory: the one reader behind compare.py and
+doctor.py.
+
+Runs on: any machine that sees the run directories. verl's file logger (trainer.logger includes `file`) writes JSON
+lines `{"step": N, "data": {...}}` and truncates its file on every start (FACTS), so the job points it at one file per
+attempt: <run_dir>/metrics/attempt-<n>.jsonl (launch/job.py). A requeued attempt resumes from its last checkpoint
+step k and logs k, k+1, ... again; the earlier attempt's steps after k belong to work that was thrown away, so merging
+keeps, for every step, what the LATEST attempt that reached it logged. Other files in metrics/ (e.g. the RFT filter's
+statistics) are merged in after the attempts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+METRICS_DIR = "metrics"
+ATTEMPT_FILE = re.compile(r"attempt-(\d+)\.jsonl$")
+
+# verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; FACTS)
+THROUGHPUT = "perf/throughput"  # tokens / s / GPU
+MFU = "perf/mfu/actor"
+MEMORY_ALLOCATED = "perf/max_memory_allocated_gb"
+MEMORY_RESERVED = "perf/max_memory_reserved_gb"
+STEP_TIME = "timing_s/step"
+VALIDATION = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>reward|acc)/mean@(?P<n>\d+)$")
+
+
+def attempt_log_path(run_dir: Path, attempt: int) -> Path:
+    """Where verl's file logger writes during attempt `attempt` (1-based) of a run."""
+    return run_dir / METRICS_DIR / f"attempt-{attempt}.jsonl"
+
+
+def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(step, data) per line; a line cut short by a kill (the last one of a preempted attempt) is skipped."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "step" in record and isinstance(record.get("data"), dict):
+            records.append((int(record["step"]), record["data"]))
+    return records
+
+
+def merge_attempts(attempt_records: Iterable[list[tuple[int, dict[str, Any]]]]) -> dict[int, dict[str, Any]]:
+    """Attempts in order: each attempt drops what earlier ones logged after the step it resumed from, and the
+    metrics it logs at a step override earlier ones of the same name."""
+    merged: dict[int, dict[str, Any]] = {}
+    for records in attempt_records:
+        if not records:
+            continue
+        resumed_at = min(step for step, _ in records)
+        merged = {step: data for step, data in merged.items() if step <= resumed_at}
+        for step, data in records:
+            merged.setdefault(step, {}).update(data)
+    return dict(sorted(merged.items()))
+
+
+def attempt_files(run_dir: Path) -> list[Path]:
+    files = [path for path in (run_dir / METRICS_DIR).glob("attempt-*.jsonl") if ATTEMPT_FILE.search(path.name)]
+    return sorted(files, key=lambda path: int(ATTEMPT_FILE.search(path.name).group(1)))  # type: ignore[union-attr]
+
+
+def read_history(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """step -> metrics of one run, attempts merged in step order, then the other metric files of the run."""
+    history = merge_attempts(read_records(path) for path in attempt_files(run_dir))
+    attempts = set(attempt_files(run_dir))
+    for path in sorted((run_dir / METRICS_DIR).glob("*.jsonl")):
+        if path not in attempts:
+            for step, data in read_records(path):
+                history.setdefault(step, {}).update(data)
+    return dict(sorted(history.items()))
+
+
+def series(history: dict[int, dict[str, Any]], name: str) -> list[tuple[int, float]]:
+    return [(step, float(data[name])) for step, data in history.items() if isinstance(data.get(name), int | float)]
+
+
+def validation_series(history: dict[int, dict[str, Any]]) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(data source, reward|acc) -> [(step, value)], from verl's val-core/val-aux names at the largest n@."""
+    found: dict[tuple[str, str], dict[int, tuple[int, float]]] = {}
+    for step, data in history.items():
+        for name, value in data.items():
+            match = VALIDATION.match(name)
+            if match is None or not isinstance(value, int | float):
+                continue
+            key = (match["source"], match["var"])
+            n = int(match["n"])
+            if step not in found.setdefault(key, {}) or n > found[key][step][0]:
+                found[key][step] = (n, float(value))
+    return {key: [(step, value) for step, (_, value) in sorted(by_step.items())] for key, by_step in found.items()}
+
+
+@dataclass
+class RunMetrics:
+    """One run directory: what was planned (plan.json) and what verl logged."""
+
+    run_dir: Path
+    plan: dict[str, Any]
+    history: dict[int, dict[str, Any]]
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # attempts.jsonl, one record per job start
+
+    @property
+    def run_id(self) -> str:
+        return str(self.plan.get("run_id", self.run_dir.name))
+
+    @property
+    def algo(self) -> str:
+        return str(self.plan.get("worker_env", {}).get("WANDB_JOB_TYPE") or self.plan.get("job_name", "?"))
+
+    @property
+    def gpu(self) -> str:
+        return str(self.plan.get("gpu_profile", "?"))
+
+    @property
+    def predicted_trainer_peak_gib(self) -> float | None:
+        """The preflight's larger trainer-process peak (training or log-prob); vLLM's reservation is not in torch's
+        counters that verl reports."""
+        phases = (self.plan.get("preflight") or {}).get("phases") or {}
+        peaks = [phases[name]["peak_gib"] for name in ("training", "log-prob") if name in phases]
+        return max(peaks) if peaks else None
+
+    def last(self, name: str) -> float | None:
+        values = series(self.history, name)
+        return values[-1][1] if values else None
+
+    def mean(self, name: str, skip_first: int = 1) -> float | None:
+        """Mean over the run's steps, the first `skip_first` left out (compilation, cache warm-up)."""
+        values = [value for _, value in series(self.history, name)]
+        values = values[skip_first:] if len(values) > skip_first else values
+        return sum(values) / len(values) if values else None
+
+    def peak(self, name: str) -> float | None:
+        values = [value for _, value in series(self.history, name)]
+        return max(values) if values else None
+
+
+def read_run(run_dir: Path) -> RunMetrics:
+    from launch.job import attempts, load_plan
+
+    return RunMetrics(run_dir, load_plan(str(run_dir)), read_history(run_dir), attempts(run_dir))
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """A run directory itself, or every run directory of a sweep directory (those holding a plan.json)."""
+    if (path / "plan.json").exists():
+        return [path]
+    return sorted(child for child in path.iterdir() if (child / "plan.json").exists())

@@ -1,0 +1,101 @@
+"""Provenance: what produced a run, in its run directory and in its W&B config.
+
+Runs on: the login node (written with the plan, before anything is queued) and inside the job (each attempt adds
+where it ran: SLURM job id, array index, node list). The same record goes to two places: provenance.json, and
+provenance.wandb.yaml in W&B's config-file format, which wandb merges into the run's config because the plan sets
+WANDB_CONFIG_PATHS in the environment of verl's workers (verl's own wandb.init passes only verl's config).
+Nothing here reads the environment wholesale: keys and tokens never enter the record (launch/secrets.py).
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launch.facts import checkout_facts, git_diff
+from launch.plan import VERL_CONFIG_NAME, WANDB_PROVENANCE, Plan
+from launch.secret_guard import redact, secret_values
+
+PROVENANCE = "provenance.json"
+GIT_DIFF = "git_diff.patch"
+CONFIG_FILES = (f"{VERL_CONFIG_NAME}.yaml", "rlaunch_config.yaml", "plan.json")
+SLURM_VARIABLES = {
+    "job_id": "SLURM_JOB_ID",
+    "array_job_id": "SLURM_ARRAY_JOB_ID",
+    "array_task_id": "SLURM_ARRAY_TASK_ID",
+    "node_list": "SLURM_JOB_NODELIST",
+    "nodes": "SLURM_NNODES",
+    "restart_count": "SLURM_RESTART_COUNT",
+    "partition": "SLURM_JOB_PARTITION",
+}
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def preflight_summary(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
+    if verdict is None:
+        return None
+    return {
+        "fits": verdict["fits"],
+        "policy": verdict["policy"],
+        "peaks_gib": {name: phase["peak_gib"] for name, phase in verdict["phases"].items()},
+        "capacity_gib": next(iter(verdict["phases"].values()))["capacity_gib"],
+        "predicted": verdict["predicted"],
+        "changed": verdict.get("changed", {}),
+    }
+
+
+def build(plan: Plan, run_dir: Path) -> dict[str, Any]:
+    """The planning side of the record (the config files must already be in the run directory)."""
+    checkout = checkout_facts()
+    return {
+        "run_id": plan.run_id,
+        "sweep_id": plan.sweep_id,
+        "job_name": plan.job_name,
+        "planned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "planned_by": getpass.getuser(),
+        "command": redact(" ".join(sys.argv), secret_values()),
+        "overrides": plan.overrides,
+        **checkout,
+        "git_diff_file": GIT_DIFF if checkout["git_diff_sha256"] else None,
+        "config_files": {name: sha256_of(run_dir / name) for name in CONFIG_FILES if (run_dir / name).exists()},
+        "gpu_profile": plan.gpu_profile,
+        "resources": plan.to_dict()["resources"],
+        "preflight": preflight_summary(plan.preflight),
+        "slurm": None,  # the job fills it in at each attempt
+    }
+
+
+def write(run_dir: Path, record: dict[str, Any]) -> None:
+    (run_dir / PROVENANCE).write_text(json.dumps(record, indent=2) + "\n")
+    # W&B's config-file format: {key: {value: ...}}; one key keeps rlaunch's record apart from verl's config
+    (run_dir / WANDB_PROVENANCE).write_text(yaml.safe_dump({"rlaunch": {"value": record}}, sort_keys=False))
+
+
+def write_planned(plan: Plan) -> None:
+    run_dir = Path(plan.run_dir)
+    record = build(plan, run_dir)
+    if record["git_diff_file"]:
+        (run_dir / GIT_DIFF).write_text(redact(git_diff(), secret_values()))
+    write(run_dir, record)
+
+
+def record_attempt(run_dir: Path, attempt: int) -> dict[str, Any]:
+    """Inside the job: where this attempt runs, added to both copies before verl starts."""
+    record = json.loads((run_dir / PROVENANCE).read_text())
+    record["slurm"] = {
+        name: os.environ[variable] for name, variable in SLURM_VARIABLES.items() if variable in os.environ
+    }
+    record["attempt"] = attempt
+    write(run_dir, record)
+    return record

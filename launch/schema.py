@@ -136,6 +136,9 @@ class LaunchSettings:
     preflight: str = "fail"  # fail | fix | tune | warn | off (the memory preflight's policy)
     runs_dir: str = "${cluster.shared_dir}/rlaunch"
     sweep_id: str = "adhoc"  # set by launch/run.py per invocation: time stamp + short hash
+    # auto: online when WANDB_API_KEY (or a ~/.netrc entry for W&B) is there at planning time, else offline under
+    # the run directory (synced later with the command the plan prints); online | offline | disabled force it
+    wandb_mode: str = "auto"
 
 
 @dataclass(kw_only=True)

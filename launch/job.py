@@ -79,20 +79,24 @@ def logical_cpus(plan: dict[str, Any]) -> int:
     return max(int(resources["cpus_per_task"]), 9 + 3 * int(resources["gpus_per_node"]) + 4)
 
 
-def attempt_command(plan: dict[str, Any], attempt: int) -> tuple[list[str], dict[str, str]]:
+def attempt_command(
+    plan: dict[str, Any], attempt: int, provenance_overrides: list[str]
+) -> tuple[list[str], dict[str, str]]:
     """The driver's command and extra environment for this attempt: verl's file logger truncates its file on every
     start (FACTS), so each attempt logs to its own file. verl's logger runs in its TaskRunner actor, which sees
-    only Ray's runtime env: the path goes there as a Hydra override of the dumped config."""
+    only Ray's runtime env: the path goes there as a Hydra override of the dumped config, next to where this
+    attempt runs (launch/provenance.py)."""
     log_path = str(attempt_log_path(Path(plan["run_dir"]), attempt))
     command = list(plan["verl_command"])
     if command[1:3] == ["-m", "verl.trainer.main_ppo"]:
         command.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={log_path}")
+        command += provenance_overrides
     return command, {"VERL_FILE_LOGGER_PATH": log_path, "RLAUNCH_ATTEMPT": str(attempt)}
 
 
-def run_driver(plan: dict[str, Any], head_address: str, attempt: int) -> int:
+def run_driver(plan: dict[str, Any], head_address: str, attempt: int, provenance_overrides: list[str]) -> int:
     """verl's own entry point on the planned config, connected to the job's Ray, its own process group."""
-    command, attempt_env = attempt_command(plan, attempt)
+    command, attempt_env = attempt_command(plan, attempt, provenance_overrides)
     env = {**ray_cluster.ray_environment(), **plan["worker_env"], **attempt_env, "RAY_ADDRESS": head_address}
     driver = subprocess.Popen(command, cwd=plan["run_dir"], env=env, start_new_session=True)
     try:
@@ -110,7 +114,7 @@ def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: fl
     run_dir = Path(plan["run_dir"])
     record_attempt(plan, topology.gpus)
     attempt = len(attempts(run_dir))
-    provenance.record_attempt(run_dir, attempt)
+    provenance_overrides = provenance.record_attempt(run_dir, attempt)
     head = ray_cluster.start_node(topology, 0, run_dir / f"ray_start-{topology.nodes[0]}-0.log")
     try:
         ray_cluster.wait_for_nodes(topology, head, timeout_s)
@@ -122,7 +126,7 @@ def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: fl
         )
         with (run_dir / "ray_ready.jsonl").open("a") as log:
             log.write(json.dumps({"nodes": len(topology.nodes), "seconds_after_job_start": round(ready, 2)}) + "\n")
-        code = run_driver(plan, topology.head_address, attempt)
+        code = run_driver(plan, topology.head_address, attempt, provenance_overrides)
     finally:
         (run_dir / DONE_MARKER.format(job=topology.job_id)).touch()
         ray_cluster.copy_logs(topology, 0, run_dir)

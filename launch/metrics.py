@@ -27,6 +27,8 @@ MFU = "perf/mfu/actor"
 MEMORY_ALLOCATED = "perf/max_memory_allocated_gb"
 MEMORY_RESERVED = "perf/max_memory_reserved_gb"
 STEP_TIME = "timing_s/step"
+TRAINER_PHASES = ("training", "log-prob")  # the preflight's phases that run in verl's trainer processes
+NON_TORCH_TERM = "non-torch"  # the phase term torch's memory counters never see (launch/memory.py)
 VALIDATION = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>reward|acc)/mean@(?P<n>\d+)$")
 
 
@@ -119,12 +121,16 @@ class RunMetrics:
         return str(self.plan.get("gpu_profile", "?"))
 
     @property
-    def predicted_trainer_peak_gib(self) -> float | None:
-        """The preflight's larger trainer-process peak (training or log-prob); vLLM's reservation is not in torch's
-        counters that verl reports."""
+    def predicted_torch_peak_gib(self) -> float | None:
+        """The preflight's larger trainer-process peak (training or log-prob) as torch's counters see it, i.e. without
+        the non-torch term (CUDA context, NCCL); vLLM's reservation is not in the counters verl reports either."""
         phases = (self.plan.get("preflight") or {}).get("phases") or {}
-        peaks = [phases[name]["peak_gib"] for name in ("training", "log-prob") if name in phases]
-        return max(peaks) if peaks else None
+        peaks = [
+            phases[name]["peak_gib"] - phases[name]["terms"].get(NON_TORCH_TERM, 0.0)
+            for name in TRAINER_PHASES
+            if name in phases
+        ]
+        return round(max(peaks), 2) if peaks else None
 
     def last(self, name: str) -> float | None:
         values = series(self.history, name)

@@ -22,7 +22,6 @@ from launch.schema import RLAUNCH_ROOTS
 # Overrides that do not change what is trained: they stay out of the run id and the job name.
 IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
 VERL_CONFIG_NAME = "verl_config"
-WANDB_PROVENANCE = "provenance.wandb.yaml"  # the provenance in W&B's config-file format (launch/provenance.py)
 
 
 @dataclass(frozen=True)
@@ -193,8 +192,7 @@ def wandb_mode(cfg: DictConfig, facts: Facts) -> str:
 
 def tracking_env(cfg: DictConfig, facts: Facts, sweep_id: str, run_id: str, run_dir: Path) -> dict[str, str]:
     """W&B identity for verl's own wandb.init (which passes no id): the same run id on every attempt, resume allowed,
-    so a requeued job continues its W&B run instead of starting a new one (verl#2783); the run's provenance joins
-    verl's config in W&B through WANDB_CONFIG_PATHS (rewritten by the job at each attempt)."""
+    so a requeued job continues its W&B run instead of starting a new one (verl#2783)."""
     return {
         "WANDB_RUN_ID": run_id,
         "WANDB_RESUME": "allow",
@@ -203,7 +201,6 @@ def tracking_env(cfg: DictConfig, facts: Facts, sweep_id: str, run_id: str, run_
         "WANDB_TAGS": ",".join(str(cfg[root].name) for root in ("gpu", "mode", "algo", "llm")),
         "WANDB_DIR": str(run_dir),
         "WANDB_MODE": wandb_mode(cfg, facts),
-        "WANDB_CONFIG_PATHS": str(run_dir / WANDB_PROVENANCE),
         # the job points this at metrics/attempt-<n>.jsonl per attempt (verl's file logger truncates on start)
         "VERL_FILE_LOGGER_PATH": str(attempt_log_path(run_dir, 1)),
     }

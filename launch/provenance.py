@@ -1,10 +1,11 @@
 """Provenance: what produced a run, in its run directory and in its W&B config.
 
 Runs on: the login node (written with the plan, before anything is queued) and inside the job (each attempt adds
-where it ran: SLURM job id, array index, node list). The same record goes to two places: provenance.json, and
-provenance.wandb.yaml in W&B's config-file format, which wandb merges into the run's config because the plan sets
-WANDB_CONFIG_PATHS in the environment of verl's workers (verl's own wandb.init passes only verl's config).
-Nothing here reads the environment wholesale: keys and tokens never enter the record (launch/secrets.py).
+where it ran: SLURM job id, array index, node list). The same record goes to two places: provenance.json, and the
+`rlaunch` key of the config verl reads (verl_config.yaml, the attempt's part as overrides on verl's command line),
+because verl hands its whole config to wandb.init. (W&B's own route, WANDB_CONFIG_PATHS, fails in wandb 0.31: the
+variable's string is refused where a list is expected.) Nothing here reads the environment wholesale: keys and
+tokens never enter the record (launch/secret_guard.py).
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from launch.facts import checkout_facts, git_diff
-from launch.plan import VERL_CONFIG_NAME, WANDB_PROVENANCE, Plan
+from launch.plan import Plan
 from launch.secret_guard import redact, secret_values
 
 PROVENANCE = "provenance.json"
 GIT_DIFF = "git_diff.patch"
-CONFIG_FILES = (f"{VERL_CONFIG_NAME}.yaml", "rlaunch_config.yaml", "plan.json")
+CONFIG_FILES = ("plan.json", "rlaunch_config.yaml")  # verl_config.yaml carries this record: not hashed here
+VERL_KEY = "rlaunch"  # the key of verl's config (and so of the W&B config) holding the record
 SLURM_VARIABLES = {
     "job_id": "SLURM_JOB_ID",
     "array_job_id": "SLURM_ARRAY_JOB_ID",
@@ -76,26 +76,28 @@ def build(plan: Plan, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def write(run_dir: Path, record: dict[str, Any]) -> None:
-    (run_dir / PROVENANCE).write_text(json.dumps(record, indent=2) + "\n")
-    # W&B's config-file format: {key: {value: ...}}; one key keeps rlaunch's record apart from verl's config
-    (run_dir / WANDB_PROVENANCE).write_text(yaml.safe_dump({"rlaunch": {"value": record}}, sort_keys=False))
-
-
-def write_planned(plan: Plan) -> None:
+def write_planned(plan: Plan) -> dict[str, Any]:
+    """provenance.json (and the dirty diff) beside the config files; returns the record for verl's config."""
     run_dir = Path(plan.run_dir)
     record = build(plan, run_dir)
     if record["git_diff_file"]:
         (run_dir / GIT_DIFF).write_text(redact(git_diff(), secret_values()))
-    write(run_dir, record)
-
-
-def record_attempt(run_dir: Path, attempt: int) -> dict[str, Any]:
-    """Inside the job: where this attempt runs, added to both copies before verl starts."""
-    record = json.loads((run_dir / PROVENANCE).read_text())
-    record["slurm"] = {
-        name: os.environ[variable] for name, variable in SLURM_VARIABLES.items() if variable in os.environ
-    }
-    record["attempt"] = attempt
-    write(run_dir, record)
+    (run_dir / PROVENANCE).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def hydra_quoted(value: str) -> str:
+    """A Hydra override value that stays a string ('c[1-2]' would otherwise parse as a list)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def record_attempt(run_dir: Path, attempt: int) -> list[str]:
+    """Inside the job: where this attempt runs, added to provenance.json; returns the same as overrides of the
+    `rlaunch` key for verl's command line (so the W&B config shows the attempt that is running)."""
+    record = json.loads((run_dir / PROVENANCE).read_text())
+    slurm = {name: os.environ[variable] for name, variable in SLURM_VARIABLES.items() if variable in os.environ}
+    record.update(slurm=slurm, attempt=attempt)
+    (run_dir / PROVENANCE).write_text(json.dumps(record, indent=2) + "\n")
+    overrides = [f"++{VERL_KEY}.attempt={attempt}"]
+    overrides += [f"++{VERL_KEY}.slurm.{name}={hydra_quoted(value)}" for name, value in slurm.items()]
+    return overrides

@@ -21,6 +21,7 @@ from launch import preflight, provenance
 from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
+from launch.metrics import METRICS_DIR
 from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, make_slurm_parameters, render
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
@@ -66,12 +67,15 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     reads it, our own roots of the composed config, and the provenance (launch/provenance.py)."""
     run_dir = Path(plan.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / METRICS_DIR).mkdir(exist_ok=True)  # verl's file logger opens its file there and creates no directory
     (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
     (run_dir / "plan.txt").write_text(render(plan) + "\n")
-    (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.safe_dump(plan.verl, sort_keys=False))
     ours = {root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS}
     (run_dir / "rlaunch_config.yaml").write_text(yaml.safe_dump(ours, sort_keys=False))
-    provenance.write_planned(plan)
+    record = provenance.write_planned(plan)
+    # verl passes its whole config to wandb.init: the record rides along under one key verl does not read
+    verl_config = {**plan.verl, provenance.VERL_KEY: record}
+    (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.safe_dump(verl_config, sort_keys=False))
 
 
 def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 from conftest import compose_config, cpu_facts
 
 from launch import preflight
-from launch.metrics import attempt_log_path
+from launch.job import load_plan
+from launch.metrics import RunMetrics, attempt_log_path
 from launch.plan import make_plan
 from launch.run import write_run_dir
 
@@ -121,11 +122,18 @@ def make_run(
     bonus: float = 0.0,
     last_step: int = 10,
     resumed_from: int | None = None,
+    extra: tuple[str, ...] = (),
+    memory_ratio: float | None = None,
 ) -> Path:
     """One fixture run, steps 0..last_step. With `resumed_from=k`, attempt 1 got to step k+2 (its steps after k
-    carry nonsense values that the merged history must not show) and was killed mid-line; attempt 2 resumed at k."""
-    run_dir = make_plan_dir(sweep_dir, algo, gpu)
+    carry nonsense values that the merged history must not show) and was killed mid-line; attempt 2 resumed at k.
+    `memory_ratio` sets the reserved-memory peak to that share of the preflight's prediction for the run's plan."""
+    run_dir = make_plan_dir(sweep_dir, algo, gpu, *extra)
     profile = profile or StepProfile()
+    if memory_ratio is not None:
+        predicted = RunMetrics(run_dir, load_plan(str(run_dir)), {}).predicted_torch_peak_gib or 0.0
+        reserved = round(memory_ratio * predicted, 2)
+        profile = replace(profile, memory_reserved_gb=reserved, memory_allocated_gb=round(0.9 * reserved, 2))
     if resumed_from is None:
         write_attempt(run_dir, 1, run_records(range(0, last_step + 1), profile, bonus))
         return run_dir
@@ -139,12 +147,14 @@ def make_run(
 
 def make_fixture_sweep(root: Path) -> Path:
     """2 algos x 2 gpus, 6 domains; the mtl_pcgrad run on a40 was preempted once and resumed from step 5.
-    PCGrad's validation rewards are 0.05 higher; a100_80 runs twice as fast as a40."""
+    PCGrad's validation rewards are 0.05 higher; a100_80 runs twice as fast as a40; every run's memory peak is 95 %
+    of its prediction."""
     sweep_dir = root / SWEEP_ID
     for gpu, speed in (("a40", 1.0), ("a100_80", 2.0)):
         profile = StepProfile(
             throughput=1000.0 * speed, mfu=0.2 * speed, gen_s=40 / speed, update_s=40 / speed, other_s=15 / speed
         )
-        make_run(sweep_dir, "guru_baseline", gpu, profile, bonus=0.0)
-        make_run(sweep_dir, "mtl_pcgrad", gpu, profile, bonus=0.05, resumed_from=5 if gpu == "a40" else None)
+        make_run(sweep_dir, "guru_baseline", gpu, profile, bonus=0.0, memory_ratio=0.95)
+        resumed_from = 5 if gpu == "a40" else None
+        make_run(sweep_dir, "mtl_pcgrad", gpu, profile, bonus=0.05, resumed_from=resumed_from, memory_ratio=0.95)
     return sweep_dir

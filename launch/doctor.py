@@ -1,0 +1,576 @@
+"""The run doctor: python launch/doctor.py <run dir | sweep dir> [threshold=value ...]
+
+Runs on: any machine that sees the run directories (the login node, or a laptop with the shared filesystem mounted).
+Reads what the plan expected (plan.json: the preflight's predicted MFU and per-phase peaks, the exact verl config,
+the model's architecture) next to what verl logged (launch.metrics) and what the job recorded (attempts.jsonl,
+not_requeued.txt), and says what holds each run back, most important first, each with the overrides that address
+it. Writes <run_dir>/diagnosis.md, which the sweep's comparison report links to (`diagnosis_path`).
+
+Importance orders the diagnoses: the share of a step's time the problem stands for beyond what a healthy run spends
+there (a run that makes no progress at all: 1.0; a calibration signal, which costs no time itself: 0.0). Thresholds
+and their reasons: conf/doctor.yaml.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from launch.errors import UserError, closest
+from launch.memory import Architecture, Knobs, estimate, predicted_mfu, with_changes
+from launch.metrics import (
+    MEMORY_ALLOCATED,
+    MEMORY_RESERVED,
+    MFU,
+    STEP_TIME,
+    RunMetrics,
+    attempt_log_path,
+    read_records,
+    read_run,
+    run_dirs,
+    series,
+)
+from launch.preflight import (
+    KEYS,
+    TUNE_HEADROOM,
+    fits,
+    knobs_rollout_n,
+    overrides_for,
+    tune,
+    user_keys,
+    with_train_tokens,
+)
+
+THRESHOLDS_FILE = Path(__file__).resolve().parent.parent / "conf" / "doctor.yaml"
+DIAGNOSIS_FILE = "diagnosis.md"
+NOT_REQUEUED_FILE = "not_requeued.txt"  # launch/job.py writes it when it stops requeueing a run
+
+# verl's names (verl/trainer/ppo/ray_trainer.py marked_timer, experimental/agent_loop/agent_loop.py)
+GEN_TIME = "timing_s/gen"
+REWARD_TIME = "timing_s/reward"
+UPDATE_TIME = "timing_s/update_actor"
+# verl 0.9 scores rule-based rewards inside the agent loop as each sample finishes, so generation ends only when the
+# slowest sample is also scored: that sample's scoring time is reward time the step waits for, beside timing_s/reward.
+STREAMED_REWARD_TIME = "agent_loop/slowest/compute_score"
+NON_TORCH_TERM = "non-torch"  # a phase term torch's memory counters never see (launch/memory.py NON_TORCH_GIB)
+TRAINER_PHASES = ("training", "log-prob")  # the trainer process's phases; vLLM's reservation is another process
+
+# Most important first when importance ties.
+KINDS = (
+    "requeue_without_progress",
+    "requeues_exhausted",
+    "low_mfu",
+    "reward_bound",
+    "generation_bound",
+    "memory_calibration",
+)
+
+
+@dataclass(frozen=True)
+class DoctorThresholds:
+    """The schema of conf/doctor.yaml, the only source of the values (each commented there with its reason)."""
+
+    warmup_steps: int
+    min_steps: int
+    mfu_ratio_low: float
+    memory_used_max: float
+    reward_share_high: float
+    reward_cpu_share: float
+    generation_share_high: float
+    memory_over_ratio: float
+    memory_under_ratio: float
+    requeues_without_progress: int
+    saves_per_attempt: int
+
+
+@dataclass
+class Diagnosis:
+    kind: str  # one of KINDS
+    headline: str  # one line: what holds the run back, with its numbers
+    evidence: dict[str, float | int | str]  # the numbers behind it, by name
+    overrides: list[str]  # key=value lines to try (verl's or rlaunch's keys, as python launch/run.py takes them)
+    importance: float  # share of step time beyond a healthy run's; 1.0 = no progress at all; orders the diagnoses
+    alternatives: list[str] = field(default_factory=list)  # another way to the same end (e.g. launch.preflight=tune)
+
+
+def load_thresholds(overrides: Sequence[str] = (), path: Path = THRESHOLDS_FILE) -> DoctorThresholds:
+    """conf/doctor.yaml, typed, with `name=value` overrides on top."""
+    names = [item.name for item in fields(DoctorThresholds)]
+    for item in overrides:
+        name = item.partition("=")[0]
+        if "=" not in item or name not in names:
+            raise UserError(
+                f"unknown doctor threshold '{item}'{closest(name, names)}: write name=value with one of "
+                f"{', '.join(names)} (conf/doctor.yaml)"
+            )
+    try:
+        merged = OmegaConf.merge(
+            OmegaConf.structured(DoctorThresholds), OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides))
+        )
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except OmegaConfBaseException as error:
+        first_line = str(error).strip().splitlines()[0]
+        key = getattr(error, "full_key", None) or "?"
+        message = f"bad doctor threshold {key}: {first_line} (conf/doctor.yaml holds every name with its reason)"
+        raise UserError(message) from error
+
+
+# --- what the plan expected ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The preflight's view of the run, rebuilt from plan.json with the preflight's own functions."""
+
+    arch: Architecture
+    knobs: Knobs
+    capacity_gib: float
+    mfu: float  # plan["preflight"]["predicted"]["mfu"]
+    torch_peak_gib: float  # predicted trainer peak without what torch's counters never see
+    torch_peak_phase: str
+    mini_batch_sequences: int
+
+
+def rlaunch_config(run: RunMetrics) -> dict[str, Any]:
+    path = run.run_dir / "rlaunch_config.yaml"
+    return yaml.safe_load(path.read_text()) if path.exists() else {}
+
+
+def planned_knobs(run: RunMetrics, arch: Architecture, capacity: float) -> Knobs:
+    """The knobs the preflight saw. plan.json does not record whether flash-attn was in the planning venv (it picks
+    the log-prob kernel, and so the logits' memory), so the candidate that reproduces the recorded peaks is taken."""
+    ours = rlaunch_config(run)
+    pcgrad = bool(ours.get("algo", {}).get("pcgrad", {}).get("enabled"))
+    tasks = len(ours.get("dataset", {}).get("domains") or []) if pcgrad else 0
+    recorded = run.plan["preflight"]["phases"]
+    candidates = [Knobs.from_verl(run.plan["verl"], pcgrad_tasks=tasks, flash_ce=flash) for flash in (False, True)]
+    for knobs in candidates:
+        predicted = {phase.name: phase.peak_gib for phase in estimate(arch, knobs, capacity)}
+        if all(abs(predicted[name] - recorded[name]["peak_gib"]) < 0.01 for name in TRAINER_PHASES if name in recorded):
+            return knobs
+    return candidates[0]
+
+
+def expectation(run: RunMetrics) -> Expectation | None:
+    """None when the run was planned with launch.preflight=off (no prediction to compare with)."""
+    verdict = run.plan.get("preflight")
+    if not verdict:
+        return None
+    phases = verdict["phases"]
+    arch = Architecture.from_llm(run.plan["llm"])
+    capacity = float(phases["training"]["capacity_gib"])
+    torch_peaks = {
+        name: phases[name]["peak_gib"] - phases[name]["terms"].get(NON_TORCH_TERM, 0.0)
+        for name in TRAINER_PHASES
+        if name in phases
+    }
+    peak_phase = max(torch_peaks, key=torch_peaks.__getitem__)
+    verl = run.plan["verl"]
+    return Expectation(
+        arch=arch,
+        knobs=planned_knobs(run, arch, capacity),
+        capacity_gib=capacity,
+        mfu=float(verdict["predicted"]["mfu"]),
+        torch_peak_gib=round(torch_peaks[peak_phase], 2),
+        torch_peak_phase=peak_phase,
+        mini_batch_sequences=int(verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"]) * knobs_rollout_n(verl),
+    )
+
+
+# --- what verl measured ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Mean seconds per training step after the warm-up."""
+
+    steps: int  # training steps after the warm-up
+    step_s: float
+    gen_s: float
+    reward_s: float  # timing_s/reward + the streamed scoring of the slowest sample
+    update_s: float
+
+    def share(self, seconds: float) -> float:
+        return seconds / self.step_s if self.step_s > 0 else 0.0
+
+
+def step_times(run: RunMetrics, thresholds: DoctorThresholds) -> StepTimes | None:
+    """None when the run has too few training steps to say anything about its speed."""
+    steps = len(series(run.history, STEP_TIME)) - thresholds.warmup_steps
+    if steps < thresholds.min_steps:
+        return None
+
+    def mean(name: str) -> float:
+        return run.mean(name, skip_first=thresholds.warmup_steps) or 0.0
+
+    return StepTimes(
+        steps=steps,
+        step_s=mean(STEP_TIME),
+        gen_s=mean(GEN_TIME),
+        reward_s=mean(REWARD_TIME) + mean(STREAMED_REWARD_TIME),
+        update_s=mean(UPDATE_TIME),
+    )
+
+
+def override(key: str, value: Any) -> str:
+    """key=value as Hydra parses it back (booleans lower-case)."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return f"{key}={text}"
+
+
+def rounded(value: float, digits: int = 3) -> float:
+    return round(value, digits)
+
+
+# --- the diagnoses ---------------------------------------------------------------------------------------------------
+
+
+def diagnose_low_mfu(
+    run: RunMetrics, times: StepTimes, expected: Expectation, thresholds: DoctorThresholds
+) -> Diagnosis | None:
+    """MFU far below the prediction while the card has room: the micro-batch (or token budget) `tune` would choose."""
+    measured = run.mean(MFU, skip_first=thresholds.warmup_steps)
+    if measured is None or expected.mfu <= 0:
+        return None
+    ratio = measured / expected.mfu
+    measured_peak = run.peak(MEMORY_RESERVED)
+    memory_gib = measured_peak if measured_peak is not None else expected.torch_peak_gib
+    memory_used = memory_gib / expected.capacity_gib
+    if ratio >= thresholds.mfu_ratio_low or memory_used > thresholds.memory_used_max:
+        return None
+    knobs, arch, capacity = expected.knobs, expected.arch, expected.capacity_gib
+    # only the training micro-batch here: engine concurrency is generation's business
+    tuned = tune(arch, knobs, capacity, {KEYS["max_num_seqs"]}, expected.mini_batch_sequences)
+    evidence: dict[str, float | int | str] = {
+        "mfu": rounded(measured),
+        "predicted_mfu": rounded(expected.mfu),
+        "mfu_ratio": rounded(ratio),
+        "update_share": rounded(times.share(times.update_s)),
+        "memory_gib": rounded(memory_gib, 2),
+        "capacity_gib": capacity,
+        "memory_used": rounded(memory_used),
+        "train_tokens_per_micro_batch": knobs.train_tokens,
+    }
+    alternatives: list[str] = []
+    if tuned:
+        better = with_train_tokens(knobs, tuned.get("train_tokens") or tuned["micro_batch"] * knobs.sequence)
+        tuned_keys = overrides_for(tuned, knobs)
+        overrides = [override(key, value) for key, value in tuned_keys.items()]
+        if not user_keys(run.plan.get("overrides", [])) & set(tuned_keys):  # tune never changes a key the user set
+            alternatives = ["launch.preflight=tune"]
+        remedy = f"the largest micro-batch that fits with {1 - TUNE_HEADROOM:.0%} spare: {better.train_tokens} tokens"
+    elif knobs.checkpointing and fits(arch, with_changes(knobs, checkpointing=False), capacity, TUNE_HEADROOM):
+        # the micro-batch is already as large as it gets: recomputation's extra third of FLOPs is what is left
+        better = with_changes(knobs, checkpointing=False)
+        overrides = [override(KEYS["checkpointing"], False)]
+        remedy = "the micro-batch is already the largest that fits; gradient checkpointing can go"
+    else:
+        better = knobs
+        overrides = []
+        remedy = "the preflight finds no larger micro-batch that fits: look at the data (short sequences?) or kernels"
+    evidence["tuned_train_tokens_per_micro_batch"] = better.train_tokens
+    evidence["tuned_predicted_mfu"] = rounded(predicted_mfu(better))
+    headline = (
+        f"MFU {measured:.1%} is {ratio:.0%} of the predicted {expected.mfu:.1%} while the trainer uses "
+        f"{memory_gib:.1f} of {capacity:.1f} GiB: {remedy}"
+    )
+    importance = times.share(times.update_s) * (1 - ratio)  # the update at the predicted MFU takes `ratio` of it
+    return Diagnosis("low_mfu", headline, evidence, overrides, rounded(importance), alternatives)
+
+
+def diagnose_reward_bound(run: RunMetrics, times: StepTimes, thresholds: DoctorThresholds) -> Diagnosis | None:
+    """Reward scoring a large share of the step: more reward workers, and scoring processes up to the CPU budget."""
+    share = times.share(times.reward_s)
+    if share <= thresholds.reward_share_high:
+        return None
+    reward = run.plan["verl"]["reward"]
+    workers = int(reward["num_workers"])
+    procs = reward["custom_reward_function"].get("reward_kwargs", {}).get("procs")
+    resources = run.plan["resources"]
+    cpus = int(resources["cpus_per_task"]) * int(resources["nodes"])  # one task per node holds the node's CPUs
+    more_workers = 2 * workers
+    overrides = [override("reward.num_workers", more_workers)]
+    budget_procs = max(1, math.floor(cpus * thresholds.reward_cpu_share / more_workers))
+    if procs is not None and budget_procs > int(procs):  # null already scales with the node's cores (rewards/)
+        overrides.append(override("reward.custom_reward_function.reward_kwargs.procs", budget_procs))
+    evidence: dict[str, float | int | str] = {
+        "reward_share": rounded(share),
+        "reward_s": rounded(times.reward_s, 2),
+        "streamed_reward_s": rounded(run.mean(STREAMED_REWARD_TIME, skip_first=thresholds.warmup_steps) or 0.0, 2),
+        "step_s": rounded(times.step_s, 2),
+        "reward_workers": workers,
+        "procs_per_worker": "null" if procs is None else int(procs),
+        "cpus": cpus,
+    }
+    headline = (
+        f"reward scoring takes {share:.0%} of the step ({times.reward_s:.1f} of {times.step_s:.1f} s) while the GPUs "
+        f"wait: score with {more_workers} reward workers instead of {workers}"
+    )
+    importance = share - thresholds.reward_share_high
+    return Diagnosis("reward_bound", headline, evidence, overrides, rounded(importance))
+
+
+def diagnose_generation_bound(
+    run: RunMetrics, times: StepTimes, expected: Expectation | None, thresholds: DoctorThresholds
+) -> Diagnosis | None:
+    """Generation dominating the step: the engine concurrency the KV cache allows, then a larger rollout TP."""
+    share = times.share(times.gen_s)
+    if share <= thresholds.generation_share_high:
+        return None
+    rollout = run.plan["verl"]["actor_rollout_ref"]["rollout"]
+    evidence: dict[str, float | int | str] = {
+        "generation_share": rounded(share),
+        "gen_s": rounded(times.gen_s, 2),
+        "step_s": rounded(times.step_s, 2),
+        "max_num_seqs": int(rollout["max_num_seqs"]),
+        "rollout_tp": int(rollout["tensor_model_parallel_size"]),
+        "gpu_memory_utilization": float(rollout["gpu_memory_utilization"]),
+    }
+    overrides: list[str] = []
+    remedies: list[str] = []
+    if expected is not None:
+        knobs = expected.knobs
+        train_keys = {KEYS["train_tokens"], KEYS["micro_batch"]}  # only the engine's concurrency here
+        concurrency = tune(expected.arch, knobs, expected.capacity_gib, train_keys, expected.mini_batch_sequences)
+        if concurrency:
+            overrides += [override(key, value) for key, value in overrides_for(concurrency, knobs).items()]
+            wanted = concurrency["max_num_seqs"]
+            remedies.append(f"max_num_seqs {knobs.max_num_seqs} -> {wanted} (the KV cache holds them)")
+        wider = knobs.rollout_tp * 2
+        if wider <= knobs.gpus_per_node and fits(
+            expected.arch, with_changes(knobs, rollout_tp=wider), expected.capacity_gib
+        ):
+            overrides.append(override(KEYS["rollout_tp"], wider))
+            remedies.append(f"rollout TP {knobs.rollout_tp} -> {wider} (each sequence decodes faster: the long tail)")
+    headline = f"generation takes {share:.0%} of the step ({times.gen_s:.1f} of {times.step_s:.1f} s)" + (
+        f": {'; '.join(remedies)}" if remedies else ": the preflight finds no engine setting that fits better"
+    )
+    importance = share - thresholds.generation_share_high
+    return Diagnosis("generation_bound", headline, evidence, overrides, rounded(importance))
+
+
+def diagnose_memory_calibration(
+    run: RunMetrics, expected: Expectation, thresholds: DoctorThresholds
+) -> Diagnosis | None:
+    """Measured trainer peak far from the preflight's prediction: a calibration signal, no override."""
+    measured = run.peak(MEMORY_RESERVED)
+    if measured is None or expected.torch_peak_gib <= 0:
+        return None
+    ratio = measured / expected.torch_peak_gib
+    if thresholds.memory_under_ratio <= ratio <= thresholds.memory_over_ratio:
+        return None
+    evidence: dict[str, float | int | str] = {
+        "measured_reserved_gib": rounded(measured, 2),
+        "measured_allocated_gib": rounded(run.peak(MEMORY_ALLOCATED) or 0.0, 2),
+        "predicted_gib": expected.torch_peak_gib,
+        "predicted_phase": expected.torch_peak_phase,
+        "ratio": rounded(ratio),
+        "capacity_gib": expected.capacity_gib,
+    }
+    if ratio > thresholds.memory_over_ratio:
+        consequence = "the preflight under-predicts: its 'fits' and tune's headroom are optimistic for this setup"
+    else:
+        consequence = "the preflight over-predicts: tune stops at micro-batches smaller than what fits"
+    headline = (
+        f"measured trainer peak {measured:.1f} GiB is {ratio:.2f}x the preflight's {expected.torch_peak_gib:.1f} GiB "
+        f"({expected.torch_peak_phase}, torch-visible): {consequence}; a calibration signal "
+        "(scripts/calibrate_memory.py)"
+    )
+    return Diagnosis("memory_calibration", headline, evidence, [], 0.0)
+
+
+def steps_reached(run: RunMetrics, starts: list[int]) -> list[int]:
+    """Training steps each attempt logged beyond the checkpoint it started from (0 for an attempt with no log)."""
+    reached = []
+    for number, start in enumerate(starts, start=1):
+        path = attempt_log_path(run.run_dir, number)
+        steps = [step for step, _ in read_records(path)] if path.exists() else []
+        reached.append(max(0, max(steps, default=start) - start))
+    return reached
+
+
+def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosis | None:
+    """Attempts that restart from the same checkpoint again and again, or a run the job stopped requeueing."""
+    starts = [int(attempt.get("checkpointed_step") or 0) for attempt in run.attempts]
+    stalled = 0
+    for before, after in zip(reversed(starts[:-1]), reversed(starts[1:]), strict=True):
+        if after > before:
+            break
+        stalled += 1
+    stop_file = run.run_dir / NOT_REQUEUED_FILE
+    stop_reason = stop_file.read_text().strip() if stop_file.exists() else ""
+    if stalled < thresholds.requeues_without_progress and not stop_reason:
+        return None
+    trainer = run.plan["verl"]["trainer"]
+    reached = steps_reached(run, starts)
+    last_step = max(run.history, default=0)
+    evidence: dict[str, float | int | str] = {
+        "attempts": len(starts),
+        "checkpointed_steps": ",".join(map(str, starts)),
+        "steps_reached": ",".join(map(str, reached)),
+        "requeues_without_progress": stalled,
+        "last_step": last_step,
+        "save_freq": int(trainer["save_freq"]),
+    }
+    if stop_reason:
+        evidence["not_requeued"] = stop_reason
+    if stalled == 0:  # stopped after making progress: it ran out of requeues
+        limit = int(run.plan.get("cluster_settings", {}).get("max_requeues", 0))
+        headline = f"the job stopped requeueing at step {last_step}: {stop_reason}"
+        return Diagnosis("requeues_exhausted", headline, evidence, [override("cluster.max_requeues", 2 * limit)], 1.0)
+    stalled_reach = max(reached[-(stalled + 1) :])
+    overrides: list[str] = []
+    if 0 < stalled_reach and stalled_reach // thresholds.saves_per_attempt < int(trainer["save_freq"]):
+        save_freq = max(1, stalled_reach // thresholds.saves_per_attempt)
+        overrides.append(override("trainer.save_freq", save_freq))
+        remedy = f"an attempt reaches {stalled_reach} steps but saves every {trainer['save_freq']}"
+    elif stalled_reach == 0 and trainer.get("val_before_train"):
+        overrides.append(override("trainer.val_before_train", False))
+        remedy = "no attempt reaches a training step: every start validates first"
+    else:
+        remedy = "no attempt reaches a checkpoint"
+    headline = (
+        f"{stalled} requeue(s) in a row restarted from checkpoint step {starts[-1]} (last logged step {last_step}): "
+        f"{remedy}" + (f"; not requeued again: {stop_reason}" if stop_reason else "")
+    )
+    return Diagnosis("requeue_without_progress", headline, evidence, overrides, 1.0)
+
+
+def diagnose(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> list[Diagnosis]:
+    """What holds the run back, most important first (an empty list: nothing by the thresholds)."""
+    thresholds = thresholds or load_thresholds()
+    expected = expectation(run)
+    times = step_times(run, thresholds)
+    found = [diagnose_requeues(run, thresholds)]
+    if times is not None:
+        if expected is not None:
+            found.append(diagnose_low_mfu(run, times, expected, thresholds))
+        found.append(diagnose_reward_bound(run, times, thresholds))
+        found.append(diagnose_generation_bound(run, times, expected, thresholds))
+    if expected is not None:
+        found.append(diagnose_memory_calibration(run, expected, thresholds))
+    diagnoses = [item for item in found if item is not None]
+    return sorted(diagnoses, key=lambda item: (-item.importance, KINDS.index(item.kind)))
+
+
+# --- output ----------------------------------------------------------------------------------------------------------
+
+
+def diagnosis_path(run_dir: Path) -> Path:
+    """Where `write_diagnosis` puts a run's diagnosis (for links: compare.py)."""
+    return run_dir / DIAGNOSIS_FILE
+
+
+def retry_command(run: RunMetrics, item: Diagnosis) -> str:
+    """The run's own overrides plus the diagnosis's, as one command line."""
+    return " ".join(["python launch/run.py", *run.plan.get("overrides", []), *item.overrides])
+
+
+def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis]) -> str:
+    lines = [
+        f"# Diagnosis of run {run.run_id}",
+        "",
+        f"{run.plan.get('job_name', '')} · algo {run.algo} · gpu {run.gpu} · `{run.run_dir}`",
+        "",
+    ]
+    if not diagnoses:
+        lines.append("Nothing holds this run back by the doctor's thresholds (conf/doctor.yaml).")
+    for number, item in enumerate(diagnoses, start=1):
+        lines += [f"## {number}. {item.kind} (importance {item.importance:.3f})", "", item.headline, ""]
+        lines += ["| evidence | value |", "|---|---|"]
+        lines += [f"| {name} | {value} |" for name, value in item.evidence.items()]
+        lines.append("")
+        if item.overrides:
+            lines += ["Try:", "", "    " + retry_command(run, item), ""]
+        for alternative in item.alternatives:
+            lines += [f"or `{alternative}`.", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_diagnosis(run: RunMetrics, diagnoses: list[Diagnosis]) -> Path:
+    path = diagnosis_path(run.run_dir)
+    path.write_text(render_markdown(run, diagnoses))
+    return path
+
+
+def render_text(run: RunMetrics, diagnoses: list[Diagnosis], written: Path) -> str:
+    lines = [f"run {run.run_id}  {run.algo}  {run.gpu}  ({run.run_dir})"]
+    if not diagnoses:
+        lines.append("  no diagnosis: nothing holds this run back by the doctor's thresholds")
+    for number, item in enumerate(diagnoses, start=1):
+        lines.append(f"  {number}. [{item.kind}] {item.headline}")
+        lines.append("     evidence: " + ", ".join(f"{name} {value}" for name, value in item.evidence.items()))
+        if item.overrides:
+            alternatives = "".join(f"   (or {alternative})" for alternative in item.alternatives)
+            lines.append(f"     try: {' '.join(item.overrides)}{alternatives}")
+    lines.append(f"  -> {written}")
+    return "\n".join(lines)
+
+
+def has_metrics(run: RunMetrics) -> bool:
+    return bool(run.history or run.attempts)
+
+
+def runs_under(path: Path) -> list[Path]:
+    """The run directories to diagnose, or a UserError naming what is wrong with `path`."""
+    if not path.is_dir():
+        raise UserError(f"no such directory: {path}: give a run directory or a sweep directory")
+    found = run_dirs(path)
+    if not found:
+        raise UserError(
+            f"{path} holds no plan.json and no run directory with one: give a run directory "
+            "(<launch.runs_dir>/<sweep id>/<run id>) or its sweep directory"
+        )
+    return found
+
+
+def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
+    """Diagnose every run under `path`, write each diagnosis.md; the text to print."""
+    runs = [read_run(run_dir) for run_dir in runs_under(path)]
+    measured = [run for run in runs if has_metrics(run)]
+    if not measured:
+        raise UserError(
+            f"no metrics under {path}: verl's file logger writes <run_dir>/metrics/attempt-<n>.jsonl once the run "
+            "has started (trainer.logger must include file)"
+        )
+    out = []
+    for run in runs:
+        if not has_metrics(run):
+            out.append(f"run {run.run_id}  ({run.run_dir}): no metrics yet, skipped")
+            continue
+        diagnoses = diagnose(run, thresholds)
+        out.append(render_text(run, diagnoses, write_diagnosis(run, diagnoses)))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from launch.run import exit_with_message  # the same one-line exit as the launcher's
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(arg in ("-h", "--help") for arg in args):
+        print(__doc__)
+        return
+    try:
+        paths = [arg for arg in args if "=" not in arg]
+        if len(paths) != 1:
+            raise UserError(
+                "usage: python launch/doctor.py <run dir | sweep dir> [threshold=value ...]: "
+                f"give exactly one directory (got {len(paths)})"
+            )
+        thresholds = load_thresholds([arg for arg in args if "=" in arg])
+        for block in doctor(Path(paths[0]), thresholds):
+            print(block, flush=True)
+    except Exception as error:
+        exit_with_message(error)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+"""The sweep's runs side by side: python launch/compare.py <sweep dir | W&B group> [--out DIR] [--project P]
+
+Runs on: any machine that sees the run directories (local metrics, the default), or any machine with W&B
+credentials (a W&B group: the sweep id, which rlaunch uses as every run's group). Per run: the per-domain
+validation reward and accuracy (final and best), throughput (tokens/s/GPU), MFU, time per step, and the measured
+memory peak beside the preflight's prediction; per PCGrad run, the change in mean final reward against the GURU
+baseline on the same GPU profile. Output: a terminal table (rich), <out>/report.md, and <out>/reward_<domain>.png
+(each run's validation reward curve, baseline and PCGrad overlaid). Each run's diagnosis (launch/doctor.py) is
+written next to it and linked from the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launch import doctor
+from launch.errors import UserError
+from launch.metrics import (
+    MEMORY_ALLOCATED,
+    MEMORY_RESERVED,
+    MFU,
+    STEP_TIME,
+    THROUGHPUT,
+    RunMetrics,
+    read_run,
+    run_dirs,
+    validation_series,
+)
+
+BASELINE_ALGO = "guru_baseline"
+
+
+def domain_of(data_source: str) -> str:
+    """GURU's data sources are <domain>__<dataset>; others (openai/gsm8k) stand for themselves."""
+    return data_source.split("__", 1)[0]
+
+
+def domain_curves(run: RunMetrics, var: str) -> dict[str, list[tuple[int, float]]]:
+    """domain -> [(step, value)]: the mean over the domain's data sources validated at that step."""
+    by_domain: dict[str, dict[int, list[float]]] = {}
+    for (source, name), points in validation_series(run.history).items():
+        if name != var:
+            continue
+        for step, value in points:
+            by_domain.setdefault(domain_of(source), {}).setdefault(step, []).append(value)
+    return {
+        domain: [(step, sum(values) / len(values)) for step, values in sorted(steps.items())]
+        for domain, steps in sorted(by_domain.items())
+    }
+
+
+@dataclass
+class DomainScore:
+    final: float
+    best: float
+    best_step: int
+
+
+def scores(curves: dict[str, list[tuple[int, float]]]) -> dict[str, DomainScore]:
+    result = {}
+    for domain, points in curves.items():
+        best_step, best = max(points, key=lambda point: (point[1], -point[0]))
+        result[domain] = DomainScore(final=points[-1][1], best=best, best_step=best_step)
+    return result
+
+
+@dataclass
+class RunSummary:
+    run: RunMetrics
+    label: str
+    reward: dict[str, DomainScore]
+    accuracy: dict[str, DomainScore]
+    throughput: float | None
+    mfu: float | None
+    step_s: float | None
+    peak_gib: float | None
+    predicted_gib: float | None
+    last_step: int | None
+    diagnoses: list[str] = field(default_factory=list)
+    diagnosis_file: Path | None = None
+    reward_vs_baseline: float | None = None
+
+    @property
+    def mean_final_reward(self) -> float | None:
+        finals = [score.final for score in self.reward.values()]
+        return sum(finals) / len(finals) if finals else None
+
+
+def label_of(run: RunMetrics) -> str:
+    """algo · gpu, plus whatever else the job's overrides vary (the job name without algo and gpu)."""
+    rest = [part for part in str(run.plan.get("job_name", "")).split(".") if part not in (run.algo, run.gpu)]
+    return " · ".join([run.algo, run.gpu, *rest[:2]])
+
+
+def summarize(run: RunMetrics) -> RunSummary:
+    peak = run.peak(MEMORY_RESERVED)
+    return RunSummary(
+        run=run,
+        label=label_of(run),
+        reward=scores(domain_curves(run, "reward")),
+        accuracy=scores(domain_curves(run, "acc")),
+        throughput=run.mean(THROUGHPUT),
+        mfu=run.mean(MFU),
+        step_s=run.mean(STEP_TIME),
+        peak_gib=peak if peak is not None else run.peak(MEMORY_ALLOCATED),
+        predicted_gib=run.predicted_torch_peak_gib,
+        last_step=max(run.history) if run.history else None,
+    )
+
+
+def against_baseline(summaries: list[RunSummary]) -> None:
+    """Each non-baseline run's mean final reward minus the baseline's on the same GPU profile (when there is one)."""
+    baselines = {s.run.gpu: s.mean_final_reward for s in summaries if s.run.algo == BASELINE_ALGO}
+    for summary in summaries:
+        baseline = baselines.get(summary.run.gpu)
+        if summary.run.algo != BASELINE_ALGO and baseline is not None and summary.mean_final_reward is not None:
+            summary.reward_vs_baseline = summary.mean_final_reward - baseline
+
+
+def diagnose_local(summary: RunSummary) -> None:
+    if not summary.run.history:
+        return
+    diagnoses = doctor.diagnose(summary.run)
+    summary.diagnoses = [item.kind for item in diagnoses]
+    summary.diagnosis_file = doctor.write_diagnosis(summary.run, diagnoses)
+
+
+# --- sources ---------------------------------------------------------------------------------------------------------
+
+
+def local_runs(sweep_dir: Path) -> list[RunMetrics]:
+    found = run_dirs(sweep_dir)
+    if not found:
+        raise UserError(f"{sweep_dir} holds no run directory (with a plan.json): give <launch.runs_dir>/<sweep id>")
+    return [read_run(run_dir) for run_dir in found]
+
+
+def wandb_runs(group: str, project: str, entity: str | None) -> list[RunMetrics]:
+    """The group's runs from the W&B API, in the same shape as local runs: the history from W&B, the plan's parts
+    the report needs from the run's config (rlaunch's provenance) and tags."""
+    import wandb
+
+    api = wandb.Api()
+    path = f"{entity or api.default_entity}/{project}"
+    found = list(api.runs(path, filters={"group": group}))
+    if not found:
+        raise UserError(f"W&B has no run in group {group} of {path}: check --project/--entity or the sweep id")
+    runs = []
+    for remote in found:
+        provenance: dict[str, Any] = remote.config.get("rlaunch") or {}
+        history: dict[int, dict[str, Any]] = {}
+        for row in remote.scan_history():
+            step = row.get("_step")
+            if step is not None:
+                history.setdefault(int(step), {}).update({k: v for k, v in row.items() if not k.startswith("_")})
+        plan = {
+            "run_id": remote.id,
+            "job_name": provenance.get("job_name", remote.name),
+            "gpu_profile": provenance.get("gpu_profile", "?"),
+            "worker_env": {"WANDB_JOB_TYPE": remote.job_type},
+            "preflight": {"phases": (provenance.get("preflight") or {}).get("phases") or {}},
+        }
+        runs.append(RunMetrics(Path(remote.id), plan, dict(sorted(history.items()))))
+    return runs
+
+
+def load_runs(target: str, project: str, entity: str | None) -> tuple[list[RunMetrics], bool]:
+    """(runs, local?): a directory is read from disk; anything else is a W&B group, when W&B credentials exist."""
+    from launch.facts import wandb_credentials
+
+    path = Path(target)
+    if path.is_dir():
+        return local_runs(path), True
+    if not wandb_credentials(os.environ):
+        raise UserError(
+            f"no such sweep directory: {target}; and without W&B credentials (WANDB_API_KEY or `wandb login`) it "
+            "cannot be looked up as a W&B group either"
+        )
+    return wandb_runs(target, project, entity), False
+
+
+# --- output ----------------------------------------------------------------------------------------------------------
+
+
+def number(value: float | None, form: str) -> str:
+    return "—" if value is None else format(value, form)
+
+
+def memory_cell(summary: RunSummary) -> str:
+    if summary.peak_gib is None:
+        return "—"
+    if summary.predicted_gib is None:
+        return f"{summary.peak_gib:.1f}"
+    return f"{summary.peak_gib:.1f} / {summary.predicted_gib:.1f} ({summary.peak_gib / summary.predicted_gib:.0%})"
+
+
+def overview_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "run",
+        "id",
+        "steps",
+        "attempts",
+        "tokens/s/GPU",
+        "MFU",
+        "s/step",
+        "peak GiB / predicted",
+        "mean final reward",
+        "vs baseline",
+        "doctor",
+    ]
+    rows = [
+        [
+            s.label,
+            s.run.run_id,
+            number(s.last_step, "d"),
+            str(len(s.run.attempts) or "—"),
+            number(s.throughput, ".0f"),
+            number(s.mfu, ".1%"),
+            number(s.step_s, ".1f"),
+            memory_cell(s),
+            number(s.mean_final_reward, ".3f"),
+            number(s.reward_vs_baseline, "+.3f"),
+            ", ".join(s.diagnoses) or ("healthy" if s.diagnosis_file else "—"),
+        ]
+        for s in summaries
+    ]
+    return header, rows
+
+
+def domain_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str]]]:
+    """One row per domain, one column per run: reward final / best (step), accuracy final / best."""
+    domains = sorted({domain for s in summaries for domain in s.reward} | {d for s in summaries for d in s.accuracy})
+    header = ["domain", *[s.label for s in summaries]]
+
+    def cell(summary: RunSummary, domain: str) -> str:
+        reward, accuracy = summary.reward.get(domain), summary.accuracy.get(domain)
+        parts = []
+        if reward is not None:
+            parts.append(f"reward {reward.final:.3f} / best {reward.best:.3f} @{reward.best_step}")
+        if accuracy is not None:
+            parts.append(f"acc {accuracy.final:.3f} / best {accuracy.best:.3f}")
+        return "; ".join(parts) or "—"
+
+    return header, [[domain, *[cell(s, domain) for s in summaries]] for domain in domains]
+
+
+def print_tables(summaries: list[RunSummary]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(160, Console().width))
+    for title, (header, rows) in (
+        ("runs", overview_rows(summaries)),
+        ("validation per domain: final / best", domain_rows(summaries)),
+    ):
+        table = Table(title=title)
+        for column in header:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], out_dir: Path) -> str:
+    header, rows = overview_rows(summaries)
+    for summary, row in zip(summaries, rows, strict=True):
+        if summary.diagnosis_file is not None:
+            link = os.path.relpath(summary.diagnosis_file, out_dir)
+            row[-1] = f"[{row[-1]}]({link})"
+    parts = [
+        f"# {title}",
+        "",
+        "Throughput, MFU and s/step are means over the logged steps after the first; peak memory is torch's "
+        "reserved peak (perf/max_memory_reserved_gb) beside the preflight's predicted trainer peak without its "
+        "non-torch term. A resumed run's steps come from the attempt that reached them last.",
+        "",
+        markdown_table(header, rows),
+        "",
+        "## Validation per domain",
+        "",
+        markdown_table(*domain_rows(summaries)),
+        "",
+        "## Reward curves",
+        "",
+        *[f"![{plot.stem}]({os.path.relpath(plot, out_dir)})" for plot in plots],
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def plot_rewards(summaries: list[RunSummary], out_dir: Path) -> list[Path]:
+    """One PNG per domain: every run's validation reward curve; colour per GPU profile, line style per algorithm,
+    so baseline and PCGrad on the same card sit on top of each other."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on a login node
+    import matplotlib.pyplot as plt
+
+    gpus = sorted({s.run.gpu for s in summaries})
+    algos = sorted({s.run.algo for s in summaries})
+    colours = {gpu: plt.get_cmap("tab10")(index) for index, gpu in enumerate(gpus)}
+    styles = {algo: ("-", "--", ":", "-.")[index % 4] for index, algo in enumerate(algos)}
+    domains = sorted({domain for s in summaries for domain in s.reward})
+    plots = []
+    for domain in domains:
+        figure, axes = plt.subplots(figsize=(6, 4))
+        for summary in summaries:
+            points = domain_curves(summary.run, "reward").get(domain)
+            if points:
+                steps, values = zip(*points, strict=True)
+                axes.plot(
+                    steps,
+                    values,
+                    styles[summary.run.algo],
+                    color=colours[summary.run.gpu],
+                    marker="o",
+                    label=summary.label,
+                )
+        axes.set(title=f"{domain}: validation reward", xlabel="step", ylabel="reward (mean@n)")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        path = out_dir / f"reward_{domain}.png"
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+        plots.append(path)
+    return plots
+
+
+def compare(target: str, out_dir: Path | None, project: str, entity: str | None) -> Path:
+    runs, local = load_runs(target, project, entity)
+    summaries = [summarize(run) for run in runs]
+    summaries.sort(key=lambda s: (s.run.gpu, s.run.algo != BASELINE_ALGO, s.label))
+    against_baseline(summaries)
+    if local:
+        for summary in summaries:
+            diagnose_local(summary)
+    out_dir = out_dir or (Path(target) / "report" if local else Path(f"report-{target}"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = plot_rewards(summaries, out_dir)
+    title = f"Sweep {Path(target).name if local else target}: {len(summaries)} runs"
+    report = out_dir / "report.md"
+    report.write_text(markdown_report(title, summaries, plots, out_dir))
+    print_tables(summaries)
+    print(f"report: {report} ({len(plots)} plot(s))", flush=True)
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from launch.run import exit_with_message  # the same one-line exit as the launcher's
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python launch/compare.py")
+    parser.add_argument("target", help="a sweep directory (<launch.runs_dir>/<sweep id>) or a W&B group (sweep id)")
+    parser.add_argument("--out", type=Path, default=None, help="report directory (default: <sweep dir>/report)")
+    parser.add_argument("--project", default="rlaunch", help="W&B project (trainer.project_name)")
+    parser.add_argument("--entity", default=os.environ.get("WANDB_ENTITY"), help="W&B entity")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        compare(args.target, args.out, args.project, args.entity)
+    except Exception as error:
+        exit_with_message(error)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""launch/compare.py on a fixture sweep (2 algos x 2 GPU profiles, 6 domains, one run preempted and resumed) whose
+metric files use verl's real names: the report's numbers, the merged history, the PNGs and the doctor's links."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT
+from metric_fixtures import DOMAINS, make_fixture_sweep, validation_reward
+from PIL import Image
+
+from launch.compare import compare, summarize
+from launch.metrics import read_run, run_dirs
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    return make_fixture_sweep(tmp_path_factory.mktemp("compare"))
+
+
+@pytest.fixture(scope="module")
+def report(sweep: Path) -> Path:
+    return compare(str(sweep), None, "rlaunch", None)
+
+
+def summaries_by_label(sweep: Path) -> dict[str, object]:
+    return {summary.label: summary for summary in (summarize(read_run(d)) for d in run_dirs(sweep))}
+
+
+def test_numbers_per_run_and_domain(sweep: Path, report: Path):
+    summaries = summaries_by_label(sweep)
+    algos, gpus = ("guru_baseline", "mtl_pcgrad"), ("a40", "a100_80")
+    assert set(summaries) == {f"{algo} · {gpu}" for algo in algos for gpu in gpus}
+    pcgrad_a40 = summaries["mtl_pcgrad · a40"]
+    assert pcgrad_a40.throughput == 1000.0 and pcgrad_a40.mfu == pytest.approx(0.2)  # attempt 1's lost steps excluded
+    assert pcgrad_a40.step_s == pytest.approx(100.0) and pcgrad_a40.last_step == 10
+    assert len(pcgrad_a40.run.attempts) == 2
+    assert summaries["guru_baseline · a100_80"].throughput == 2000.0
+    assert summaries["guru_baseline · a100_80"].step_s == pytest.approx(52.5)
+    for index, domain in enumerate(DOMAINS):
+        reward = pcgrad_a40.reward[domain]
+        assert reward.final == pytest.approx(validation_reward(index, 10, 0.05))
+        best_step = 5 if index % 2 else 10
+        assert (reward.best, reward.best_step) == (pytest.approx(validation_reward(index, best_step, 0.05)), best_step)
+        assert pcgrad_a40.accuracy[domain].final == pytest.approx(validation_reward(index, 10, 0.05) / 2)
+    peak, predicted = pcgrad_a40.peak_gib, pcgrad_a40.predicted_gib
+    assert predicted == pcgrad_a40.run.predicted_torch_peak_gib and peak == pytest.approx(0.95 * predicted, abs=0.01)
+
+
+def test_report_markdown_compares_pcgrad_with_the_baseline_on_the_same_gpu(sweep: Path, report: Path):
+    text = report.read_text()
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in text.splitlines() if " · " in line[:30]}
+    baseline_mean = sum(validation_reward(i, 10, 0.0) for i in range(6)) / 6
+    assert rows["guru_baseline · a40"][8] == f"{baseline_mean:.3f}"
+    assert rows["mtl_pcgrad · a40"][9] == "+0.050" and rows["mtl_pcgrad · a100_80"][9] == "+0.050"
+    assert rows["mtl_pcgrad · a40"][3] == "2"  # attempts
+    assert rows["mtl_pcgrad · a40"][4] == "1000" and rows["mtl_pcgrad · a40"][5] == "20.0%"
+    assert "reward 0.200 / best 0.250 @5; acc 0.100 / best 0.125" in text  # codegen, PCGrad: dipped at step 10
+    for run_dir in run_dirs(sweep):  # each run's diagnosis, written and linked
+        assert (run_dir / "diagnosis.md").exists()
+        assert f"(../{run_dir.name}/diagnosis.md)" in text
+    assert "[healthy]" in text  # fixture runs are consistent with their plans
+
+
+def test_plots_are_valid_pngs_one_per_domain(report: Path):
+    plots = sorted(report.parent.glob("reward_*.png"))
+    assert [plot.stem for plot in plots] == [f"reward_{domain}" for domain in sorted(DOMAINS)]
+    for plot in plots:
+        with Image.open(plot) as image:
+            image.verify()
+        with Image.open(plot) as image:
+            assert image.format == "PNG" and image.size == (600, 400)
+            colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
+            assert colours is not None and len(colours) > 20  # curves drawn, not a blank canvas
+        assert f"![{plot.stem}]({plot.name})" in report.read_text()
+
+
+def test_cli_prints_the_tables_and_rejects_a_missing_sweep(sweep: Path, tmp_path: Path):
+    script = str(PROJECT / "launch" / "compare.py")
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, script, str(sweep), "--out", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "mtl_pcgrad · a40" in result.stdout and (out / "report.md").exists()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no W&B credentials
+    missing = subprocess.run(
+        [sys.executable, script, "no-such-sweep"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
+    assert missing.stderr.startswith("rlaunch: error: no such sweep directory: no-such-sweep")

@@ -146,7 +146,20 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm_env, tmp_path: Pat
     assert len((run_dir / "attempts.jsonl").read_text().splitlines()) == len(resumes)
 
 
-def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check(slurm_env, tmp_path: Path):
+FAKE_KEYS = {"WANDB_API_KEY": "fakewandb0123456789abcdef0123456789abcdef", "HF_TOKEN": "hf_fakeToken0123456789abcdef"}
+
+
+def files_containing(root: Path, secrets: list[str]) -> list[str]:
+    """Every file under root (text or binary: submitit's pickles too) holding one of the secrets."""
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            found += [f"{path}: {secret[:8]}..." for secret in secrets if secret.encode() in data]
+    return found
+
+
+def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check_and_leaves_no_secret(slurm_env, tmp_path: Path):
     model = make_tiny_model(tmp_path / "model")
     train, val = make_tiny_dataset(tmp_path / "data", ["math", "logic"])
     result = run_cli(
@@ -162,13 +175,21 @@ def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check(slurm_env, tmp_p
         "data.max_response_length=256",
         "trainer.n_gpus_per_node=1",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "trainer.logger=[console]",
         cwd=tmp_path,
-        env=slurm_env,
+        env={**slurm_env, **FAKE_KEYS},  # planted: they reach the job only through SLURM's environment
     )
     assert result.returncode == 0, result.stderr[-3000:]
     job_id = result.stdout.split("queued")[1].split(":")[1].split()[0]
     assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 420) == "FAILED"
     log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
+    # verl took the dumped config with rlaunch's provenance key and this attempt's overrides, and got this far:
     assert "Total available GPUs 0 is less than total desired GPUs 1" in log, log[-3000:]
     assert not ray_processes_of(job_id)
+    run_dir = next(Path(tmp_path).rglob("provenance.json")).parent
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    assert provenance["slurm"]["job_id"] == job_id and provenance["attempt"] == 1
+    assert (run_dir / "ray_logs").is_dir() and any((run_dir / "ray_logs").rglob("*.log"))
+    sweep_dir = run_dir.parent
+    assert {"submitit", ".hydra"} <= {path.name for path in sweep_dir.iterdir()}
+    # run and sweep dirs, submitit's folder (pickles, sbatch script, SLURM output), .hydra/, copied Ray logs
+    assert files_containing(tmp_path, list(FAKE_KEYS.values())) == []

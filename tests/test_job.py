@@ -146,6 +146,32 @@ def test_preempted_job_checkpoints_requeues_and_resumes(slurm_env, tmp_path: Pat
     assert len((run_dir / "attempts.jsonl").read_text().splitlines()) == len(resumes)
 
 
+@pytest.mark.flaky(reruns=1)  # SLURM's signal timing under load: one retry, never more
+def test_job_at_its_time_limit_checkpoints_requeues_and_resumes(slurm_env, tmp_path: Path):
+    # --time=2 with USR2 60 s before it: attempt 1 (1 step/s towards 300) cannot finish; the resumed one can
+    plan, job_id = submit(
+        slurm_env,
+        tmp_path,
+        [str(JOBS / "progress_driver.py"), "300", "0.02"],
+        "trainer.n_gpus_per_node=1",
+        "mode.time_budget_min=1",
+        "cluster.time_margin_min=1",
+        "cluster.signal_delay_s=60",
+    )
+    assert plan.resources.time_min == 2
+    assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, 420) == "COMPLETED"
+    run_dir = Path(plan.run_dir)
+    resumes = [int(line) for line in (run_dir / "resumes.txt").read_text().split()]
+    assert resumes[0] == 0 and len(resumes) >= 2 and resumes[1] > 0, resumes  # attempt 2 resumed from saved steps
+    assert int((run_dir / "progress.txt").read_text()) == 300
+    history = sh(["sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j", job_id], slurm_env).split()
+    assert len(history) >= 2 and "REQUEUED" in history[:-1] and history[-1] == "COMPLETED", history
+    assert "TIMEOUT" not in history  # requeued before SLURM's kill
+    submitit_log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
+    assert "Caught signal SIGUSR2" in submitit_log and "this job is timed-out" in submitit_log
+    assert (run_dir / "checkpoint_calls.txt").exists(), "our checkpoint() ran on USR2"
+
+
 FAKE_KEYS = {"WANDB_API_KEY": "fakewandb0123456789abcdef0123456789abcdef", "HF_TOKEN": "hf_fakeToken0123456789abcdef"}
 
 

@@ -73,10 +73,11 @@ def record_attempt(plan: dict[str, Any], gpus: int) -> dict[str, Any]:
 
 
 def logical_cpus(plan: dict[str, Any]) -> int:
-    """Enough logical CPUs for verl's TransferQueue (~9 actors) plus 3 per GPU bundle (FACTS), at least the
-    allocation's."""
+    """Enough logical CPUs for verl's TransferQueue (~9 actors) plus 3 per GPU bundle (FACTS), or 10 per GPU for
+    verl's Ray SFT trainer (its workers ask for {CPU: 10, GPU: 1}: algo=rft's stage 3), at least the allocation's."""
     resources = plan["resources"]
-    return max(int(resources["cpus_per_task"]), 9 + 3 * int(resources["gpus_per_node"]) + 4)
+    per_gpu = 10 if "algos.rft.pipeline" in plan["verl_command"] else 3
+    return max(int(resources["cpus_per_task"]), 9 + per_gpu * int(resources["gpus_per_node"]) + 4)
 
 
 def attempt_command(

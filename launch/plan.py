@@ -240,6 +240,16 @@ def make_verl_command(python: str, run_dir: Path) -> list[str]:
     ]
 
 
+def make_driver_command(cfg: DictConfig, python: str, run_dir: Path) -> list[str]:
+    """What the job runs once Ray is up: verl's PPO driver, or for algo=rft the three-stage pipeline (algos/rft/)
+    that runs verl's generation server and SFT trainer."""
+    if cfg.algo.name == "rft":
+        from algos.rft import pipeline_command
+
+        return pipeline_command(python, run_dir)
+    return make_verl_command(python, run_dir)
+
+
 def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
     if cfg.cluster.name == "slurm":
         partition = facts.partition.name if facts.partition is not None else cfg.cluster.partition
@@ -272,7 +282,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
         resources=resources,
         slurm=make_slurm_parameters(cfg, resources),
         verl=make_verl_config(cfg, run_dir, worker_env),
-        verl_command=make_verl_command(python, run_dir),
+        verl_command=make_driver_command(cfg, python, run_dir),
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s")},
         overrides=list(overrides),

@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from launch.secret_guard import copy_redacted, secret_values
 
@@ -90,9 +91,21 @@ def topology_from_slurm(env: Mapping[str, str], cpus: int, gpus: int) -> Topolog
     )
 
 
+def import_ray() -> ModuleType:
+    """ray, imported with this process's auth mode set first (Ray reads RAY_AUTH_MODE when it is imported)."""
+    os.environ["RAY_AUTH_MODE"] = RAY_AUTH_MODE
+    import ray
+    import ray.util
+
+    return ray
+
+
 def local_topology(cpus: int, gpus: int) -> Topology:
+    """This machine alone, at the address Ray itself picks for it (given 127.0.0.1, Ray registers the node under
+    the host's address instead, and the head would wait for a node that never appears)."""
+    address = import_ray().util.get_node_ip_address()
     return Topology(
-        job_id=os.getpid(), nodes=(socket.gethostname(),), addresses=("127.0.0.1",), rank=0, cpus=cpus, gpus=gpus
+        job_id=os.getpid(), nodes=(socket.gethostname(),), addresses=(address,), rank=0, cpus=cpus, gpus=gpus
     )
 
 
@@ -176,9 +189,7 @@ def wait_for_head(topology: Topology, timeout_s: float) -> None:
 
 def wait_for_nodes(topology: Topology, head: subprocess.Popen, timeout_s: float) -> float:
     """Poll the head until every node of the allocation has registered (with its GPUs); name the missing ones."""
-    os.environ["RAY_AUTH_MODE"] = RAY_AUTH_MODE  # read when ray is imported: set first
-    import ray
-
+    ray = import_ray()
     started = time.monotonic()
     wait_for_head(topology, timeout_s)
     ray.init(address=topology.head_address, logging_level="ERROR", log_to_driver=False)

@@ -14,8 +14,10 @@ from pathlib import Path
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from algos.rft.settings import RftSettings
+
 # Our roots in the composed config; they are stripped before verl sees it.
-RLAUNCH_ROOTS = ("gpu", "llm", "mode", "algo", "dataset", "cluster", "launch")
+RLAUNCH_ROOTS = ("gpu", "llm", "mode", "algo", "dataset", "cluster", "launch", "rft")
 
 
 @dataclass(kw_only=True)
@@ -150,6 +152,7 @@ class RlaunchSchema:
     dataset: DatasetSettings = field(default_factory=DatasetSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
+    rft: RftSettings = field(default_factory=RftSettings)
 
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent

@@ -51,15 +51,9 @@ def check_model(cfg: DictConfig, facts: Facts) -> None:
         )
 
 
-def check_batches(verl: DictConfig, max_position_embeddings: int) -> None:
-    """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all."""
-    trainer, data = verl.trainer, verl.data
-    actor, rollout = verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
-    n_gpus = trainer.nnodes * trainer.n_gpus_per_node
-    gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
-    if n_gpus < 1:
-        raise UserError(f"{gpus}: set trainer.nnodes and trainer.n_gpus_per_node to at least 1")
-
+def check_ppo_batches(verl: DictConfig, gpus: str, n_gpus: int, sequence_tokens: int) -> None:
+    """PPO's update arithmetic: batch into mini-batches, mini-batches over the GPUs, micro-batches or token budgets."""
+    data, actor, rollout = verl.data, verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
     batch, mini = data.train_batch_size, actor.ppo_mini_batch_size
     if batch % mini:
         raise UserError(
@@ -72,7 +66,6 @@ def check_batches(verl: DictConfig, max_position_embeddings: int) -> None:
             f"a mini-batch of {sequences} sequences (ppo_mini_batch_size {mini} x rollout.n {rollout.n}) does not "
             f"split over {gpus}: {sequences} % {n_gpus} = {sequences % n_gpus}; change the mini-batch or the GPU count"
         )
-    sequence_tokens = data.max_prompt_length + data.max_response_length
     if actor.use_dynamic_bsz:
         budgets = {
             "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": actor.ppo_max_token_len_per_gpu,
@@ -99,6 +92,19 @@ def check_batches(verl: DictConfig, max_position_embeddings: int) -> None:
                 f"of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({micro}): {per_gpu} % {micro} = "
                 f"{per_gpu % micro}; pick a micro-batch that divides {per_gpu}"
             )
+
+
+def check_batches(verl: DictConfig, max_position_embeddings: int, ppo_updates: bool = True) -> None:
+    """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all. `ppo_updates` false (RFT:
+    the PPO config only generates; algos/rft/validate.py checks its SFT batches) skips the mini-batch arithmetic."""
+    trainer, data, rollout = verl.trainer, verl.data, verl.actor_rollout_ref.rollout
+    n_gpus = trainer.nnodes * trainer.n_gpus_per_node
+    gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
+    if n_gpus < 1:
+        raise UserError(f"{gpus}: set trainer.nnodes and trainer.n_gpus_per_node to at least 1")
+    sequence_tokens = data.max_prompt_length + data.max_response_length
+    if ppo_updates:
+        check_ppo_batches(verl, gpus, n_gpus, sequence_tokens)
     tp = rollout.tensor_model_parallel_size
     if trainer.n_gpus_per_node % tp and n_gpus % tp:
         raise UserError(
@@ -231,5 +237,9 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     verl = OmegaConf.create(plan.verl)
     check_rollout_engine(verl)
     check_reward_function(verl)
-    check_batches(verl, int(plan.llm["max_position_embeddings"]))
+    check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
     run_verl_validation(verl)
+    if cfg.algo.name == "rft":  # its stages' own configs: verl's generation (PPO rollout) and SFT config code
+        from algos.rft import validate_rft
+
+        validate_rft(cfg)

@@ -219,3 +219,22 @@ def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check_and_leaves_no_se
     assert {"submitit", ".hydra"} <= {path.name for path in sweep_dir.iterdir()}
     # run and sweep dirs, submitit's folder (pickles, sbatch script, SLURM output), .hydra/, copied Ray logs
     assert files_containing(tmp_path, list(FAKE_KEYS.values())) == []
+
+
+def test_cluster_local_runs_the_same_head_path_on_this_machine(tmp_path: Path):
+    """cluster=local: Ray at the address Ray itself picks for this host, the driver against it, logs, teardown."""
+    overrides = ["cluster=local", f"cluster.shared_dir={tmp_path}", "gpu=a40", "launch.sweep_id=local"]
+    cfg = compose_config(*overrides)
+    plan = make_plan(cfg, gather_facts("x", "local", None), overrides, tmp_path, sys.executable)
+    plan = dataclasses.replace(plan, verl_command=[sys.executable, str(JOBS / "ray_probe.py")])
+    write_run_dir(plan, cfg)
+    run_dir = Path(plan.run_dir)
+    # in a process of its own, as launch/run.py runs it (Ray reads its auth mode when first imported)
+    code = "import sys; from launch.job import load_plan, run_local; sys.exit(run_local(load_plan(sys.argv[1])))"
+    result = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    probe = json.loads((run_dir / "probe.json").read_text())
+    assert len(probe["nodes"]) == 1 and probe["gpus"] == 0
+    assert json.loads((run_dir / "provenance.json").read_text())["attempt"] == 1
+    assert any((run_dir / "ray_logs").iterdir())
+    assert not ray_processes_of(str(os.getpid()))

@@ -1,0 +1,26 @@
+"""The typed schema of the `rft` root: rejection-sampling fine-tuning (conf/algo/rft.yaml sets the values).
+
+Runs on: the login node (compose time; launch/schema.py registers it) and the job head (the pipeline reads the
+resolved values back from <run_dir>/rlaunch_config.yaml). Dataclasses and omegaconf only: launch/ imports this.
+Every algo has an `rft` root with these defaults; only algo=rft runs the pipeline that reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(kw_only=True)
+class RftSettings:
+    # stage 1 (generate): samples per prompt; conf/algo/rft.yaml sets actor_rollout_ref.rollout.n from it, because
+    # verl's generation server reads rollout.n (seed 002: 15-50)
+    oversample: int = 16
+    # stage 1 sampling temperature; rollout.temperature follows it (seed 002: 0.7, diverse but mostly on-topic)
+    temperature: float = 0.7
+    # stage 2 (filter): at most this many correct, distinct samples per prompt go to fine-tuning
+    k: int = 4
+    # stage 3 (sft): keys of verl's sft_trainer_engine config (verl/trainer/config/sft_trainer_engine.yaml), given
+    # as in that tree (e.g. {optim: {lr: 1e-5}}) and composed over it; the data files, model, GPU count and
+    # checkpoint directory come from the run itself
+    sft: dict[str, Any] = field(default_factory=dict)

@@ -102,6 +102,9 @@ class Knobs:
     pcgrad_tasks: int = 0
     fsdp_size: int = -1
     flash_ce: bool = False  # flash-attn importable in the job's venv: verl's log-probs take its cross-entropy
+    # PPO's hybrid engine generates while the trainer's state stays on the card; RFT generates (stage 1) before
+    # any trainer exists and trains (stage 3) with no engine awake
+    trainer_beside_engine: bool = True
 
     @classmethod
     def from_verl(cls, verl: dict[str, Any], pcgrad_tasks: int = 0, flash_ce: bool = False) -> Knobs:
@@ -311,6 +314,8 @@ def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
     """What the trainer keeps on the card while the engine is awake. Gradients and PCGrad's task buffers are not
     among it: both are freed after the update's last mini-batch (algos/verl_pcgrad.py), and verl empties torch's
     cache before it wakes the engine (engine_workers update_weights)."""
+    if not knobs.trainer_beside_engine:
+        return 0.0
     states = model_states(arch, knobs)
     params = 0.0 if knobs.param_offload else states["params"]
     optimizer = 0.0 if knobs.optimizer_offload else states["optimizer"]

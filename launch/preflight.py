@@ -249,6 +249,8 @@ def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
     verl = plan.verl
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
     knobs = Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce="flash-attn" in packages)
+    if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
+        knobs = with_changes(knobs, trainer_beside_engine=False)
     mini_batch_sequences = verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * knobs_rollout_n(verl)
     return run(
         Architecture.from_llm(plan.llm),

@@ -397,7 +397,7 @@ def test_stage3_after_a_real_filter_stops_at_verls_gpu_check(tmp_path: Path, tin
     """Stage 1 done (generated candidates): the job's driver skips it, runs stage 2 for real, composes and writes
     stage 3's config, and stops at verl's resource check (ResourcePoolManager, the check verl's PPO trainer and
     generation server run) before verl's SFT trainer would wait for GPUs that Ray does not have."""
-    run_dir = make_run_dir(tmp_path, tiny_model)
+    run_dir = make_run_dir(tmp_path, tiny_model, "trainer.logger=[console,wandb,file]")
     generate_candidates(run_dir)
     result = run_pipeline_process(run_dir)
     output = result.stdout + result.stderr
@@ -411,6 +411,10 @@ def test_stage3_after_a_real_filter_stops_at_verls_gpu_check(tmp_path: Path, tin
     sft_config = yaml.safe_load((run_dir / "rft" / "sft" / "sft_config.yaml").read_text())
     assert sft_config["data"]["train_files"] == str(run_dir / "rft" / "filter" / rft_filter.SFT_FILE)
     assert (run_dir / "rft" / "filter" / "done.json").exists() and not (run_dir / "rft" / "sft" / "done.json").exists()
+    # the filter's statistics also went to the run's W&B run (offline here: no credentials), under the run's id
+    run_id = json.loads((run_dir / "plan.json").read_text())["run_id"]
+    offline = list((run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+    assert len(offline) == 1 and b"rft/kept/math" in offline[0].read_bytes()
 
 
 def wait_for_gpu_node(address: str, head: subprocess.Popen, timeout_s: float = 120) -> None:

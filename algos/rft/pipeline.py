@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import traceback
@@ -109,6 +110,22 @@ def run_generate(stage: Stage, run: RunFiles) -> dict[str, Any]:
     return counts
 
 
+def log_to_wandb(run: RunFiles, record: dict[str, Any]) -> None:
+    """The filter's statistics in the run's W&B run as well: the plan's W&B identity is in this process's
+    environment (WANDB_RUN_ID, resume allowed, group, tags, mode), so stage 3's trainer continues the same run."""
+    trainer = run.verl["trainer"]
+    wandb_on = "wandb" in trainer["logger"] and os.environ.get("WANDB_MODE") != "disabled"
+    if not wandb_on or "WANDB_RUN_ID" not in os.environ:
+        return
+    import wandb
+
+    tracked = wandb.init(project=trainer["project_name"], name=trainer["experiment_name"])
+    try:
+        tracked.log(record["data"], step=record["step"])
+    finally:
+        tracked.finish()
+
+
 def run_filter(stage: Stage, run: RunFiles, upstream: Stage) -> dict[str, Any]:
     stats = rft_filter.run_filter(
         upstream.output(generate.CANDIDATES_FILE),
@@ -118,6 +135,7 @@ def run_filter(stage: Stage, run: RunFiles, upstream: Stage) -> dict[str, Any]:
         prompt_key=str(run.verl["data"]["prompt_key"]),
         reward_settings=run.verl["reward"]["custom_reward_function"].get("reward_kwargs") or {},
     )
+    log_to_wandb(run, rft_filter.metric_line(stats))
     total = stats["total"]
     say(
         f"stage filter: kept {total['kept']} of {total['candidates']} candidates "

@@ -31,8 +31,10 @@ from launch.metrics import (
     MEMORY_RESERVED,
     MFU,
     STEP_TIME,
+    TRAINER_PHASES,
     RunMetrics,
     attempt_log_path,
+    predicted_torch_peaks,
     read_records,
     read_run,
     run_dirs,
@@ -60,8 +62,6 @@ UPDATE_TIME = "timing_s/update_actor"
 # verl 0.9 scores rule-based rewards inside the agent loop as each sample finishes, so generation ends only when the
 # slowest sample is also scored: that sample's scoring time is reward time the step waits for, beside timing_s/reward.
 STREAMED_REWARD_TIME = "agent_loop/slowest/compute_score"
-NON_TORCH_TERM = "non-torch"  # a phase term torch's memory counters never see (launch/memory.py NON_TORCH_GIB)
-TRAINER_PHASES = ("training", "log-prob")  # the trainer process's phases; vLLM's reservation is another process
 
 # Most important first when importance ties.
 KINDS = (
@@ -167,11 +167,7 @@ def expectation(run: RunMetrics) -> Expectation | None:
     phases = verdict["phases"]
     arch = Architecture.from_llm(run.plan["llm"])
     capacity = float(phases["training"]["capacity_gib"])
-    torch_peaks = {
-        name: phases[name]["peak_gib"] - phases[name]["terms"].get(NON_TORCH_TERM, 0.0)
-        for name in TRAINER_PHASES
-        if name in phases
-    }
+    torch_peaks = predicted_torch_peaks(run.plan)
     peak_phase = max(torch_peaks, key=torch_peaks.__getitem__)
     verl = run.plan["verl"]
     return Expectation(

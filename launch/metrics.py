@@ -99,6 +99,17 @@ def validation_series(history: dict[int, dict[str, Any]]) -> dict[tuple[str, str
     return {key: [(step, value) for step, (_, value) in sorted(by_step.items())] for key, by_step in found.items()}
 
 
+def predicted_torch_peaks(plan: dict[str, Any]) -> dict[str, float]:
+    """The preflight's trainer-process phases (training, log-prob) as torch's counters see them, i.e. without the
+    non-torch term (CUDA context, NCCL); vLLM's reservation is not in the counters verl reports either."""
+    phases = (plan.get("preflight") or {}).get("phases") or {}
+    return {
+        name: phases[name]["peak_gib"] - phases[name]["terms"].get(NON_TORCH_TERM, 0.0)
+        for name in TRAINER_PHASES
+        if name in phases
+    }
+
+
 @dataclass
 class RunMetrics:
     """One run directory: what was planned (plan.json) and what verl logged."""
@@ -122,15 +133,9 @@ class RunMetrics:
 
     @property
     def predicted_torch_peak_gib(self) -> float | None:
-        """The preflight's larger trainer-process peak (training or log-prob) as torch's counters see it, i.e. without
-        the non-torch term (CUDA context, NCCL); vLLM's reservation is not in the counters verl reports either."""
-        phases = (self.plan.get("preflight") or {}).get("phases") or {}
-        peaks = [
-            phases[name]["peak_gib"] - phases[name]["terms"].get(NON_TORCH_TERM, 0.0)
-            for name in TRAINER_PHASES
-            if name in phases
-        ]
-        return round(max(peaks), 2) if peaks else None
+        """The preflight's larger trainer-process peak as torch's counters see it (predicted_torch_peaks)."""
+        peaks = predicted_torch_peaks(self.plan)
+        return round(max(peaks.values()), 2) if peaks else None
 
     def last(self, name: str) -> float | None:
         values = series(self.history, name)

@@ -197,6 +197,9 @@ def run_sharded(rank: int, strategy: str) -> None:
 
 
 @pytest.mark.slow
+# once in a clean-clone CI run under load (another test session on the 2 cores), rank 0 aborted inside gloo with
+# "terminate called without an active exception" (no Python error, 1 of ~20 runs seen): one retry, never more
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("strategy", ["fsdp2", "fsdp1"])
 def test_sharded_update_equals_single_process_pcgrad(strategy: str):
     mp.spawn(sharded_rank, args=(free_port(), strategy), nprocs=WORLD, join=True)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from launch.metrics import read_history
 from launch.slurm import read_manifest
 
 DEFAULT_RUNS_DIR = Path("~/rlaunch/rlaunch").expanduser()
@@ -62,9 +63,11 @@ def status(manifest: dict[str, Any]) -> str:
         attempts = accounted.get(run["job_id"], pending_array)
         state = queued.get(run["job_id"]) or (attempts[-1]["State"] if attempts else "UNKNOWN")
         history = " > ".join(a["State"] for a in attempts) if len(attempts) > 1 else ""
+        logged = read_history(Path(run["run_dir"]))  # verl's file logger: how far training got
+        progress = f"step {max(logged)}" if logged else "no step yet"
         lines.append(
-            f"  {run['job_id']:>10}  {state:<28} attempts {max(len(attempts), 1)}  {run['run_id']}  {run['job_name']}"
-            + (f"  [{history}]" if history else "")
+            f"  {run['job_id']:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress:<12} {run['run_id']}  "
+            f"{run['job_name']}" + (f"  [{history}]" if history else "")
         )
     return "\n".join(lines)
 

@@ -62,7 +62,7 @@ def test_sweep_becomes_one_array_per_shape_and_returns_while_jobs_run(slurm_env,
     assert returned_after < 120
 
     status = sweep_cli("status", sweep_dir, slurm_env)
-    assert status.returncode == 0 and len(re.findall(r"attempts \d", status.stdout)) == 4, status.stdout
+    assert status.returncode == 0 and len(re.findall(r"attempts \d  no step yet", status.stdout)) == 4, status.stdout
     for _ in range(60):  # a job's log appears once SLURM started it
         logs = sweep_cli("logs", sweep_dir, slurm_env, "-n", "5")
         if "submitit INFO" in logs.stdout:
@@ -159,3 +159,27 @@ def test_partition_limits_from_facts():
         check(partition(), "gpu=h100", "mode=quick_test")
     with pytest.raises(UserError, match=r"trainer.nnodes=8 but partition gpu has 4 nodes"):
         check(partition(), "gpu=a100_80", "mode=quick_test", "trainer.nnodes=8")
+
+
+def test_status_shows_how_far_each_run_trained(slurm_env, tmp_path: Path):
+    """The step comes from verl's own metric files (merged over attempts), the state from SLURM."""
+    from metric_fixtures import make_run
+
+    run_dir = make_run(tmp_path / "sweep", "guru_baseline", "a40", last_step=7, resumed_from=3)
+    manifest = {
+        "sweep_id": "fixture-sweep",
+        "sweep_dir": str(run_dir.parent),
+        "arrays": [{"job_id": "999990", "tasks": 1}],
+        "runs": [
+            {
+                "job_id": "999990_0",
+                "array_job_id": "999990",
+                "run_id": run_dir.name,
+                "job_name": "x",
+                "run_dir": str(run_dir),
+            }
+        ],
+    }
+    (run_dir.parent / "manifest.json").write_text(json.dumps(manifest))
+    status = sweep_cli("status", str(run_dir.parent), slurm_env)
+    assert status.returncode == 0 and re.search(rf"attempts 1  step 7 +{run_dir.name}", status.stdout), status.stdout

@@ -318,10 +318,30 @@ def render_tracking(plan: Plan) -> str:
     return line + (f"\n                no W&B credentials: offline; afterwards: {sync}" if sync else "")
 
 
+def render_batch(plan: Plan) -> str:
+    """PPO's batch arithmetic; for algo=rft, what its generation stage does (its SFT config is rft/sft/ in the run
+    dir once stage 3 starts)."""
+    verl = plan.verl
+    actor, rollout = verl["actor_rollout_ref"]["actor"], verl["actor_rollout_ref"]["rollout"]
+    if any("algos.rft.pipeline" in part for part in plan.verl_command):
+        return (
+            f"  rft           generate {rollout['n']} samples per prompt at temperature {rollout['temperature']} "
+            f"({verl['data']['train_batch_size']}-prompt batches), keep the correct ones, fine-tune (algos/rft)"
+        )
+    micro = (
+        f" {actor['ppo_max_token_len_per_gpu']} tokens/GPU per micro-batch (dynamic)"
+        if actor["use_dynamic_bsz"]
+        else f" micro-batch {actor['ppo_micro_batch_size_per_gpu']}/GPU"
+    )
+    return (
+        f"  batch         {verl['data']['train_batch_size']} prompts x {rollout['n']} rollouts;"
+        f" mini-batch {actor['ppo_mini_batch_size']};{micro}"
+    )
+
+
 def render(plan: Plan) -> str:
     """The readable plan (launch.dry_run=true)."""
     verl, res = plan.verl, plan.resources
-    actor = verl["actor_rollout_ref"]["actor"]
     rollout = verl["actor_rollout_ref"]["rollout"]
     lines = [
         f"rlaunch plan  {plan.job_name}   run {plan.run_id}  (sweep {plan.sweep_id})",
@@ -331,13 +351,7 @@ def render(plan: Plan) -> str:
         f"  resources     {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = {res.nodes * res.gpus_per_node} GPUs;"
         f" --gres={res.gres} --cpus-per-task={res.cpus_per_task} --mem={res.mem_gb}G --time={res.time_min}"
         + (f" --partition={res.partition}" if res.partition else ""),
-        f"  batch         {verl['data']['train_batch_size']} prompts x {rollout['n']} rollouts;"
-        f" mini-batch {actor['ppo_mini_batch_size']};"
-        + (
-            f" {actor['ppo_max_token_len_per_gpu']} tokens/GPU per micro-batch (dynamic)"
-            if actor["use_dynamic_bsz"]
-            else f" micro-batch {actor['ppo_micro_batch_size_per_gpu']}/GPU"
-        ),
+        render_batch(plan),
         f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
         f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
         f"  run dir       {plan.run_dir}",

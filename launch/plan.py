@@ -228,16 +228,21 @@ def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str])
     return verl
 
 
-def make_verl_command(python: str, run_dir: Path) -> list[str]:
-    """verl's own entry point on the dumped config: verl receives exactly the config the plan validated."""
+def hydra_entry_command(python: str, module: str, config_dir: Path, config_name: str, hydra_dir: str) -> list[str]:
+    """A verl entry point (a Hydra app) on a config file rlaunch dumped, its Hydra bookkeeping in `hydra_dir`."""
     return [
         python,
         "-m",
-        "verl.trainer.main_ppo",
-        f"--config-path={run_dir}",
-        f"--config-name={VERL_CONFIG_NAME}",
-        f"hydra.run.dir={run_dir / 'verl_hydra'}",
+        module,
+        f"--config-path={config_dir}",
+        f"--config-name={config_name}",
+        f"hydra.run.dir={hydra_dir}",
     ]
+
+
+def make_verl_command(python: str, run_dir: Path) -> list[str]:
+    """verl's own entry point on the dumped config: verl receives exactly the config the plan validated."""
+    return hydra_entry_command(python, "verl.trainer.main_ppo", run_dir, VERL_CONFIG_NAME, str(run_dir / "verl_hydra"))
 
 
 def make_driver_command(cfg: DictConfig, python: str, run_dir: Path) -> list[str]:

@@ -194,11 +194,7 @@ def check_ray_cluster(nnodes: int, gpus_per_node: int) -> None:
 
 
 def sft_command(python: str, stage_dir: Path) -> list[str]:
-    return [
-        python,
-        "-m",
-        "verl.trainer.sft_trainer_ray",
-        f"--config-path={stage_dir}",
-        f"--config-name={SFT_CONFIG_NAME}",
-        f"hydra.run.dir={render_value(str(stage_dir / 'hydra'))}",
-    ]
+    from launch.plan import hydra_entry_command
+
+    hydra_dir = render_value(str(stage_dir / "hydra"))
+    return hydra_entry_command(python, "verl.trainer.sft_trainer_ray", stage_dir, SFT_CONFIG_NAME, hydra_dir)

@@ -26,16 +26,7 @@ from launch.gpu import detect_gpus
 from launch.metrics import attempt_log_path
 
 # Variables worth a line in the attempt log; everything else (tokens, keys) stays out of files rlaunch writes.
-LOGGED_VARIABLES = (
-    "SLURM_JOB_ID",
-    "SLURM_ARRAY_JOB_ID",
-    "SLURM_ARRAY_TASK_ID",
-    "SLURM_JOB_NODELIST",
-    "SLURM_NNODES",
-    "SLURM_RESTART_COUNT",
-    "SLURM_GPUS_ON_NODE",
-    "CUDA_VISIBLE_DEVICES",
-)
+LOGGED_VARIABLES = (*provenance.SLURM_VARIABLES.values(), "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES")
 DONE_MARKER = ".ray_done-{job}"
 JOB_STARTED = time.monotonic()  # this module is imported when the job's callable is unpickled: the job's start
 VERL_LATEST = "latest_checkpointed_iteration.txt"  # verl writes it next to global_step_N after each save

@@ -41,8 +41,8 @@ def refuse_secret_overrides(overrides: Iterable[str], environ: Mapping[str, str]
     values = secret_values(environ)
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
-        if is_secret_name(key.rsplit(".", 1)[-1]) or any(secret in value for secret in values):
-            name = key.rsplit(".", 1)[-1]
+        name = key.rsplit(".", 1)[-1]
+        if is_secret_name(name) or any(secret in value for secret in values):
             raise UserError(
                 f"{key}: a secret on the command line would be written into the run directory and the sbatch script; "
                 f"export {name if is_secret_name(name) else 'it'} in your shell instead (SLURM passes the "

@@ -63,8 +63,10 @@ def require_or_skip(reason: str) -> None:
     pytest.skip(reason)
 
 
-SLURM_PREFIX = "/tmp/rlaunch-test-slurm"  # short: Unix socket paths under it must stay < 107 bytes
-SLURM_PORT_BASE = "17817"  # not the dev default (16817): a developer's own dev cluster keeps running
+# Short: Unix socket paths under it must stay < 107 bytes. Not the dev default port (16817), so a developer's own dev
+# cluster keeps running; both can be moved so that two checkouts can run their suites side by side.
+SLURM_PREFIX = os.environ.get("RLAUNCH_TEST_SLURM_PREFIX", "/tmp/rlaunch-test-slurm")
+SLURM_PORT_BASE = os.environ.get("RLAUNCH_TEST_SLURM_PORT_BASE", "17817")
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,9 @@ PORT_BASE = "19817"
 
 
 def bare_ray_start(workdir: Path) -> float:
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    from launch import ray_cluster
+
+    env = ray_cluster.ray_environment(ray_cluster.ensure_auth_token(workdir, None))  # nothing from ~/.ray
     started = time.perf_counter()
     head = subprocess.Popen(
         [

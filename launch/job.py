@@ -86,10 +86,15 @@ def attempt_command(
     return command, {"VERL_FILE_LOGGER_PATH": log_path, "RLAUNCH_ATTEMPT": str(attempt)}
 
 
+def token_path_of(plan: dict[str, Any]) -> Path:
+    return ray_cluster.auth_token_path(Path(plan["run_dir"]), plan["cluster_settings"].get("ray_auth_token_file"))
+
+
 def run_driver(plan: dict[str, Any], head_address: str, attempt: int, provenance_overrides: list[str]) -> int:
     """verl's own entry point on the planned config, connected to the job's Ray, its own process group."""
     command, attempt_env = attempt_command(plan, attempt, provenance_overrides)
-    env = {**ray_cluster.ray_environment(), **plan["worker_env"], **attempt_env, "RAY_ADDRESS": head_address}
+    environment = ray_cluster.ray_environment(token_path_of(plan))
+    env = {**environment, **plan["worker_env"], **attempt_env, "RAY_ADDRESS": head_address}
     driver = subprocess.Popen(command, cwd=plan["run_dir"], env=env, start_new_session=True)
     try:
         return driver.wait()
@@ -104,12 +109,15 @@ def run_driver(plan: dict[str, Any], head_address: str, attempt: int, provenance
 
 def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: float) -> int:
     run_dir = Path(plan["run_dir"])
+    token_path = token_path_of(plan)
     record_attempt(plan, topology.gpus)
     attempt = len(attempts(run_dir))
     provenance_overrides = provenance.record_attempt(run_dir, attempt)
-    head = ray_cluster.start_node(topology, 0, run_dir / f"ray_start-{topology.nodes[0]}-0.log")
+    head = None
     try:
-        ray_cluster.wait_for_nodes(topology, head, timeout_s)
+        ray_cluster.check_ports(topology, 0)
+        head = ray_cluster.start_node(topology, 0, run_dir / f"ray_start-{topology.nodes[0]}-0.log", token_path)
+        ray_cluster.wait_for_nodes(topology, head, run_dir, token_path, timeout_s)
         ready = time.monotonic() - JOB_STARTED
         print(
             f"rlaunch: Ray up on {len(topology.nodes)} node(s) {ready:.1f} s after the job started "
@@ -120,29 +128,45 @@ def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: fl
             log.write(json.dumps({"nodes": len(topology.nodes), "seconds_after_job_start": round(ready, 2)}) + "\n")
         code = run_driver(plan, topology.head_address, attempt, provenance_overrides)
     finally:
-        (run_dir / DONE_MARKER.format(job=topology.job_id)).touch()
-        ray_cluster.copy_logs(topology, 0, run_dir)
-        ray_cluster.stop_node(head)
+        (run_dir / DONE_MARKER.format(job=topology.job_id)).touch()  # the workers stop waiting, whatever happened
+        ray_cluster.copy_logs(topology, 0, run_dir, token_path)
+        if head is not None:
+            ray_cluster.stop_node(head.process)
     if code != 0:
         raise RuntimeError(f"verl exited with code {code} (run {plan['run_id']}; its output is in this job's log)")
     return code
 
 
 def run_worker(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: float) -> int:
-    """Join the head, then stay until the head marks the job done (or disappears)."""
+    """Join the head, then stay until the head marks the job done (or disappears). A worker that cannot start
+    reports why to the head (which fails the job with it) and fails its own task."""
     run_dir = Path(plan["run_dir"])
+    token_path = token_path_of(plan)
     done = run_dir / DONE_MARKER.format(job=topology.job_id)
-    ray_cluster.wait_for_head(topology, timeout_s)
     rank = topology.rank
-    worker = ray_cluster.start_node(topology, rank, run_dir / f"ray_start-{topology.nodes[rank]}-{rank}.log")
+
+    def head_gave_up() -> str | None:
+        return "the head ended the job before Ray came up (its error is in the head's log)" if done.exists() else None
+
+    try:  # its own ports first, while the head boots: a taken port then fails the job seconds after it started
+        ray_cluster.check_ports(topology, rank)
+    except RuntimeError as error:
+        ray_cluster.report_worker_failure(topology, run_dir, str(error))
+        raise
+    ray_cluster.wait_for_head(topology, timeout_s, head_gave_up)
+    worker = ray_cluster.start_node(
+        topology, rank, run_dir / f"ray_start-{topology.nodes[rank]}-{rank}.log", token_path
+    )
     try:
         while not done.exists():
-            if worker.poll() is not None:
-                raise RuntimeError(f"the Ray worker on {topology.nodes[rank]} exited with code {worker.returncode}")
+            reason = worker.failure()
+            if reason:
+                ray_cluster.report_worker_failure(topology, run_dir, reason)
+                raise RuntimeError(reason)
             time.sleep(0.5)
     finally:
-        ray_cluster.copy_logs(topology, rank, run_dir)
-        ray_cluster.stop_node(worker)
+        ray_cluster.copy_logs(topology, rank, run_dir, token_path)
+        ray_cluster.stop_node(worker.process)
     return 0
 
 
@@ -184,7 +208,8 @@ class RunInAllocation(submitit.helpers.Checkpointable):
 
 
 def run_local(plan: dict[str, Any]) -> int:
-    """cluster=local: the same head path on this machine."""
+    """cluster=local: the same head path on this machine, with the run's own Ray token made here."""
+    ray_cluster.ensure_auth_token(Path(plan["run_dir"]), plan["cluster_settings"].get("ray_auth_token_file"))
     gpus = detect_gpus().count
-    topology = ray_cluster.local_topology(logical_cpus(plan), gpus)
+    topology = ray_cluster.local_topology(logical_cpus(plan), gpus, token_path_of(plan))
     return run_head(plan, topology, float(plan["cluster_settings"]["ray_timeout_s"]))

@@ -52,7 +52,7 @@ class Plan:
     verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
     verl_command: list[str]
     worker_env: dict[str, str]
-    cluster_settings: dict[str, Any]  # what the job itself reads: max_requeues, ray_timeout_s
+    cluster_settings: dict[str, Any]  # what the job itself reads: max_requeues, ray_timeout_s, ray_auth_token_file
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
     preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
@@ -289,7 +289,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
         verl=make_verl_config(cfg, run_dir, worker_env),
         verl_command=make_driver_command(cfg, python, run_dir),
         worker_env=worker_env,
-        cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s")},
+        cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),
         warnings=warnings,
     )

@@ -6,22 +6,34 @@ a worker), or on the cluster=local machine (a head alone). The topology is compu
 (`topology_from_slurm` is pure given its inputs); only `start_*` touch processes. Facts this follows (FACTS.md):
 fixed ports per job (random ones collide when jobs share a node), a short temp dir (Unix sockets break past 107
 bytes), each node's own address (Ray rewrites 127.0.0.1), `RAY_AUTH_MODE` set explicitly, never `ray stop --force`.
+
+Authentication: each run has its own Ray token, generated at submission into a 0600 file in the run directory (the
+shared filesystem every node reads), or a site-managed file (`cluster.ray_auth_token_file`). Every `ray start`, the
+driver and, through the raylets they inherit from, verl's workers find it by RAY_AUTH_TOKEN_PATH: the value itself is
+never in an environment SLURM records, a command line, the plan or a log. Nothing depends on ~/.ray.
+
+Failing fast: a node whose planned ports are taken, or whose `ray start` exits, ends the job within seconds with the
+node's name and the last error line of its log; a worker's failure reaches the head through a marker file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import resource
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from launch.errors import UserError
 from launch.secret_guard import copy_redacted, secret_values
 
 # Each job gets a block of ports: its GCS and client ports, then 8 per node. Jobs on one node differ by job id.
@@ -30,8 +42,10 @@ PORT_BLOCK = 160
 PORT_BLOCKS = 250  # 20000 .. 60000
 PORTS_PER_NODE = 8
 MAX_NODES_PER_BLOCK = (PORT_BLOCK - 8) // PORTS_PER_NODE
-# token auth: every process of the job reads the same ~/.ray/auth_token (home is shared); decided, not inherited
+# token auth, decided here and never inherited: every process of the job reads the run's own token file
 RAY_AUTH_MODE = "token"
+AUTH_TOKEN_FILE = "ray_auth_token"  # in the run directory, mode 0600
+START_FAILED_MARKER = "ray_start_failed-{job}-{rank}.txt"  # a worker's failure, for the head to report
 
 
 @dataclass(frozen=True)
@@ -64,7 +78,9 @@ class Topology:
         return {name: first + offset for offset, name in enumerate(names)}
 
     def temp_dir(self, rank: int) -> str:
-        return f"/tmp/rl{self.job_id % 10**7}-{rank}"  # <= 45 characters (FACTS)
+        # <= 45 characters (FACTS); the node's address keeps two SLURM clusters on one host (dev copies, whose job ids
+        # both start at 1) out of each other's sessions
+        return f"/tmp/rl{self.job_id % 10**7}-{rank}-{self.addresses[rank]}"
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
@@ -91,26 +107,61 @@ def topology_from_slurm(env: Mapping[str, str], cpus: int, gpus: int) -> Topolog
     )
 
 
-def import_ray() -> ModuleType:
-    """ray, imported with this process's auth mode set first (Ray reads RAY_AUTH_MODE when it is imported)."""
-    os.environ["RAY_AUTH_MODE"] = RAY_AUTH_MODE
+def import_ray(token_path: Path) -> ModuleType:
+    """ray, imported with this process's auth settings in place first (Ray reads them when it is imported, and its
+    token loader caches what it read: reset, so that a second run in one process uses its own token)."""
+    os.environ.update(auth_environment(token_path))
+    os.environ.pop("RAY_AUTH_TOKEN", None)
     import ray
     import ray.util
+    from ray._raylet import AuthenticationTokenLoader
 
+    AuthenticationTokenLoader.instance().reset_cache()
     return ray
 
 
-def local_topology(cpus: int, gpus: int) -> Topology:
+def local_topology(cpus: int, gpus: int, token_path: Path) -> Topology:
     """This machine alone, at the address Ray itself picks for it (given 127.0.0.1, Ray registers the node under
     the host's address instead, and the head would wait for a node that never appears)."""
-    address = import_ray().util.get_node_ip_address()
+    address = import_ray(token_path).util.get_node_ip_address()
     return Topology(
         job_id=os.getpid(), nodes=(socket.gethostname(),), addresses=(address,), rank=0, cpus=cpus, gpus=gpus
     )
 
 
-def ray_environment() -> dict[str, str]:
-    return {**os.environ, "RAY_AUTH_MODE": RAY_AUTH_MODE, "RAY_USAGE_STATS_ENABLED": "0"}
+def ensure_auth_token(run_dir: Path, site_token_file: str | None) -> Path:
+    """The token file this run's Ray uses: the site's own when it manages one, else a new random token written once
+    (a requeued job finds the same file) into the run directory, readable by its owner alone."""
+    if site_token_file:
+        if not os.access(site_token_file, os.R_OK) or not Path(site_token_file).is_file():
+            raise UserError(
+                f"cluster.ray_auth_token_file={site_token_file}: no readable file there; point it at the site's Ray "
+                "token on the shared filesystem, or remove it and rlaunch makes a token per run"
+            )
+        return Path(site_token_file)
+    path = run_dir / AUTH_TOKEN_FILE
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path
+    with os.fdopen(descriptor, "w") as token:
+        token.write(secrets.token_hex(32))
+    return path
+
+
+def auth_token_path(run_dir: Path, site_token_file: str | None) -> Path:
+    return Path(site_token_file) if site_token_file else run_dir / AUTH_TOKEN_FILE
+
+
+def auth_environment(token_path: Path) -> dict[str, str]:
+    return {"RAY_AUTH_MODE": RAY_AUTH_MODE, "RAY_AUTH_TOKEN_PATH": str(token_path)}
+
+
+def ray_environment(token_path: Path) -> dict[str, str]:
+    """This process's environment for Ray's processes and the driver: the run's token by path (an inherited
+    RAY_AUTH_TOKEN would win over it, so it is dropped)."""
+    inherited = {name: value for name, value in os.environ.items() if name != "RAY_AUTH_TOKEN"}
+    return {**inherited, **auth_environment(token_path), "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def raise_open_files_limit() -> None:
@@ -145,12 +196,89 @@ def ray_start_command(topology: Topology, rank: int) -> list[str]:
     return command
 
 
-def start_node(topology: Topology, rank: int, log_path: Path) -> subprocess.Popen:
+@dataclass
+class StartedNode:
+    """One `ray start --block` of this job: which node, in which role, and where its output goes."""
+
+    node: str
+    role: str  # head | worker
+    process: subprocess.Popen
+    log_path: Path
+
+    def failure(self) -> str | None:
+        """None while `ray start` runs; once it has exited, why (for the job's error)."""
+        if self.process.poll() is None:
+            return None
+        return start_failure(self.node, self.role, last_error_line(self.log_path, self.process.returncode))
+
+
+def start_failure(node: str, role: str, reason: str) -> str:
+    return f"ray start failed on node {node} ({role}): {reason}"
+
+
+ERROR_LINE = re.compile(r"(Error|Exception|error:|failed|Failed|Check failed|refused|denied)")
+
+
+def last_error_line(log_path: Path, returncode: int | None = None) -> str:
+    """The last line of a node's log that says what went wrong (else its last line)."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    errors = [line for line in lines if ERROR_LINE.search(line) and not line.startswith("File ")]
+    reason = (errors or lines or [f"exited with code {returncode} and wrote nothing"])[-1]
+    return reason[:500]
+
+
+def planned_ports(topology: Topology, rank: int) -> list[int]:
+    ports = list(topology.node_ports(rank).values())
+    return [topology.base_port, topology.base_port + 1, *ports] if rank == 0 else ports
+
+
+def ports_in_use(address: str, ports: list[int]) -> list[int]:
+    """Ports of the plan that something else already holds on this node's address (the port plan is fixed per job
+    id, so a stale Ray or another job can own one: Ray would then retry for ~40 s before saying so)."""
+    taken = []
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # as servers bind: a listener conflicts, a closed connection in TIME_WAIT (a requeued job's own last
+            # attempt) does not
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((address, port))
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    taken.append(port)
+    return taken
+
+
+def check_ports(topology: Topology, rank: int) -> None:
+    """Fail at once, naming the node, when one of its planned ports is taken."""
+    taken = ports_in_use(topology.addresses[rank], planned_ports(topology, rank))
+    if taken:
+        raise RuntimeError(
+            start_failure(
+                topology.nodes[rank],
+                "head" if rank == 0 else "worker",
+                f"port(s) {', '.join(map(str, taken))} on {topology.addresses[rank]} already in use by another "
+                f"process (this job's port block starts at {topology.base_port}); free them or run on other nodes",
+            )
+        )
+
+
+def start_node(topology: Topology, rank: int, log_path: Path, token_path: Path) -> StartedNode:
+    """Start this node's Ray (`check_ports` first: Ray itself retries a taken port for ~40 s before it says so)."""
+    node, role = topology.nodes[rank], "head" if rank == 0 else "worker"
     raise_open_files_limit()
-    log = log_path.open("ab")
-    return subprocess.Popen(
-        ray_start_command(topology, rank), env=ray_environment(), stdout=log, stderr=log, start_new_session=True
-    )
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            ray_start_command(topology, rank),
+            env=ray_environment(token_path),
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    return StartedNode(node, role, process, log_path)
 
 
 def stop_node(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
@@ -176,9 +304,14 @@ def port_open(address: str) -> bool:
         return False
 
 
-def wait_for_head(topology: Topology, timeout_s: float) -> None:
+def wait_for_head(topology: Topology, timeout_s: float, gave_up: Callable[[], str | None]) -> None:
+    """Poll the head's port; stop early with the reason `gave_up` returns (the head's own failure, or the head
+    marking the job done)."""
     deadline = time.monotonic() + timeout_s
     while not port_open(topology.head_address):
+        reason = gave_up()
+        if reason:
+            raise RuntimeError(reason)
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"the Ray head on {topology.nodes[0]} ({topology.head_address}) did not come up "
@@ -187,12 +320,46 @@ def wait_for_head(topology: Topology, timeout_s: float) -> None:
         time.sleep(0.2)
 
 
-def wait_for_nodes(topology: Topology, head: subprocess.Popen, timeout_s: float) -> float:
-    """Poll the head until every node of the allocation has registered (with its GPUs); name the missing ones."""
-    ray = import_ray()
+def worker_failures(topology: Topology, run_dir: Path) -> str | None:
+    """The first worker failure this job's workers reported through the shared run directory."""
+    for rank in range(1, len(topology.nodes)):
+        marker = run_dir / START_FAILED_MARKER.format(job=topology.job_id, rank=rank)
+        if marker.exists():
+            return marker.read_text().strip()
+    return None
+
+
+def report_worker_failure(topology: Topology, run_dir: Path, reason: str) -> None:
+    (run_dir / START_FAILED_MARKER.format(job=topology.job_id, rank=topology.rank)).write_text(reason + "\n")
+
+
+def connect(ray: ModuleType, topology: Topology, failed: Callable[[], str | None], deadline: float) -> None:
+    """ray.init against the head, polled: its GCS port opens before its own raylet has registered, and a driver
+    connecting in between is refused ("No node info found ...")."""
+    while True:
+        try:
+            ray.init(address=topology.head_address, logging_level="ERROR", log_to_driver=False)
+            return
+        except (ConnectionError, RuntimeError) as error:
+            reason = failed()
+            if reason:
+                raise RuntimeError(reason) from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"could not connect to the Ray head on {topology.nodes[0]}: {error}") from None
+            time.sleep(0.5)
+
+
+def wait_for_nodes(topology: Topology, head: StartedNode, run_dir: Path, token_path: Path, timeout_s: float) -> float:
+    """Poll the head until every node of the allocation has registered (with its GPUs); name the missing ones.
+    A head whose `ray start` exited, or a worker that reported its own failure, ends the wait at once."""
+
+    def failed() -> str | None:
+        return head.failure() or worker_failures(topology, run_dir)
+
     started = time.monotonic()
-    wait_for_head(topology, timeout_s)
-    ray.init(address=topology.head_address, logging_level="ERROR", log_to_driver=False)
+    wait_for_head(topology, timeout_s, failed)
+    ray = import_ray(token_path)
+    connect(ray, topology, failed, started + timeout_s)
     try:
         expected = dict(zip(topology.addresses, topology.nodes, strict=True))
         while True:
@@ -200,8 +367,9 @@ def wait_for_nodes(topology: Topology, head: subprocess.Popen, timeout_s: float)
             missing = [name for address, name in expected.items() if address not in alive]
             if not missing and len(alive) >= len(expected):
                 return time.monotonic() - started
-            if head.poll() is not None:
-                raise RuntimeError(f"the Ray head on {topology.nodes[0]} exited with code {head.returncode}")
+            reason = failed()
+            if reason:
+                raise RuntimeError(reason)
             if time.monotonic() - started > timeout_s:
                 raise RuntimeError(
                     f"Ray node(s) {', '.join(missing)} did not register within {timeout_s:.0f} s "
@@ -212,10 +380,20 @@ def wait_for_nodes(topology: Topology, head: subprocess.Popen, timeout_s: float)
         ray.shutdown()
 
 
-def copy_logs(topology: Topology, rank: int, run_dir: Path) -> None:
+def copy_logs(topology: Topology, rank: int, run_dir: Path, token_path: Path) -> None:
     """The node-local Ray logs (and the engine's, which live there too) into the shared run directory, secrets
     masked."""
     source = Path(topology.temp_dir(rank)) / "session_latest" / "logs"
     if source.is_dir():
         target = run_dir / "ray_logs" / f"{topology.nodes[rank]}-{rank}"
-        copy_redacted(source, target, secret_values())  # Ray's logs may echo the environment its processes got
+        # Ray's logs may echo the environment its processes got; the token is masked too, should Ray ever print it
+        masked = [*secret_values(), *token_values(token_path)]
+        copy_redacted(source, target, sorted(masked, key=len, reverse=True))
+
+
+def token_values(token_path: Path) -> list[str]:
+    try:
+        token = token_path.read_text().strip()
+    except OSError:
+        return []
+    return [token] if token else []

@@ -125,6 +125,8 @@ class ClusterSettings:
     signal_delay_s: int = 120  # SLURM sends USR2 this long before the time limit: time to checkpoint and requeue
     max_requeues: int = 3  # preemptions and time limits together; submitit requeues the same run directory
     ray_timeout_s: int = 180  # every node's Ray must register within this, or the job fails naming the missing node
+    # a Ray token file the site manages (on the shared filesystem); null: a new token per run, 0600, in its run dir
+    ray_auth_token_file: str | None = None
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers

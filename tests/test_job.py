@@ -7,6 +7,8 @@ import dataclasses
 import json
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ import pytest
 from conftest import compose_config, run_cli
 from tiny_assets import make_tiny_dataset, make_tiny_model
 
-from launch import slurm
+from launch import ray_cluster, slurm
 from launch.facts import gather_facts
 from launch.plan import Plan, make_plan
 from launch.run import write_run_dir
@@ -62,6 +64,13 @@ def wait_for_state(job_id: str, env: dict[str, str], states: set[str], timeout_s
     raise AssertionError(f"job {job_id} still {state or 'unknown'} after {timeout_s} s")
 
 
+def node_address(node: str, env: dict[str, str]) -> str:
+    fields = dict(
+        part.split("=", 1) for part in sh(["scontrol", "show", "node", node, "-o"], env).split() if "=" in part
+    )
+    return fields["NodeAddr"]
+
+
 def ray_processes_of(job_id: str) -> list[str]:
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if f"/tmp/rl{job_id}-" in line]
@@ -72,7 +81,8 @@ def test_two_node_job_brings_ray_up_pins_a_task_to_each_node_and_leaves_nothing(
     assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 240) == "COMPLETED"
     run_dir = Path(plan.run_dir)
     probe = json.loads((run_dir / "probe.json").read_text())
-    assert sorted(probe["nodes"]) == ["127.0.0.11", "127.0.0.12"]  # each virtual node's own address
+    # each virtual node's own address (as SLURM's NodeAddr gives it)
+    assert sorted(probe["nodes"]) == [node_address("c1", slurm_env), node_address("c2", slurm_env)]
     assert len({task["node_id"] for task in probe["tasks"]}) == 2
     assert probe["gpus"] == 0  # fake GRES: NVML sees none, and Ray is told so (never CUDA_VISIBLE_DEVICES)
     assert sorted(p.name for p in (run_dir / "ray_logs").iterdir()) == ["c1-0", "c2-1"]
@@ -175,6 +185,15 @@ def test_job_at_its_time_limit_checkpoints_requeues_and_resumes(slurm_env, tmp_p
 FAKE_KEYS = {"WANDB_API_KEY": "fakewandb0123456789abcdef0123456789abcdef", "HF_TOKEN": "hf_fakeToken0123456789abcdef"}
 
 
+def assert_token_only_in_its_file(run_dir: Path, root: Path) -> None:
+    """The run's Ray token: made at submission, 0600, and in no other file the run or its sweep leaves."""
+    token_file = run_dir / ray_cluster.AUTH_TOKEN_FILE
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    token = token_file.read_text().strip()
+    assert len(token) == 64
+    assert files_containing(root, [token]) == [f"{token_file}: {token[:8]}..."]
+
+
 def files_containing(root: Path, secrets: list[str]) -> list[str]:
     """Every file under root (text or binary: submitit's pickles too) holding one of the secrets."""
     found = []
@@ -219,6 +238,7 @@ def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check_and_leaves_no_se
     assert {"submitit", ".hydra"} <= {path.name for path in sweep_dir.iterdir()}
     # run and sweep dirs, submitit's folder (pickles, sbatch script, SLURM output), .hydra/, copied Ray logs
     assert files_containing(tmp_path, list(FAKE_KEYS.values())) == []
+    assert_token_only_in_its_file(run_dir, tmp_path)
 
 
 def test_cluster_local_runs_the_same_head_path_on_this_machine(tmp_path: Path):
@@ -238,3 +258,49 @@ def test_cluster_local_runs_the_same_head_path_on_this_machine(tmp_path: Path):
     assert json.loads((run_dir / "provenance.json").read_text())["attempt"] == 1
     assert any((run_dir / "ray_logs").iterdir())
     assert not ray_processes_of(str(os.getpid()))
+    assert_token_only_in_its_file(run_dir, tmp_path)
+
+
+def test_a_worker_whose_ports_are_taken_fails_the_job_within_seconds_naming_the_node(slurm_env, tmp_path: Path):
+    """Something else holds one of the ports the job's plan gives node c2: the job fails fast, saying which node and
+    why, instead of waiting out cluster.ray_timeout_s (180 s by default)."""
+    plan, job_id = submit(
+        slurm_env, tmp_path, [str(JOBS / "ray_probe.py")], "trainer.nnodes=2", "+cluster.sbatch_extra.begin=now+10"
+    )
+    addresses = (node_address("c1", slurm_env), node_address("c2", slurm_env))
+    topology = ray_cluster.Topology(job_id=int(job_id), nodes=("c1", "c2"), addresses=addresses, rank=1, cpus=1, gpus=0)
+    port = topology.node_ports(1)["node-manager-port"]
+    with socket.socket() as squatter:  # held from before the job starts until after it ended
+        squatter.bind((addresses[1], port))
+        squatter.listen()
+        assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 240) == "FAILED"
+    start, end = sh(["sacct", "-X", "-n", "-P", "-o", "Start,End", "-j", job_id], slurm_env).split()[-1].split("|")
+    elapsed = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S")) - time.mktime(
+        time.strptime(start, "%Y-%m-%dT%H:%M:%S")
+    )
+    assert elapsed < 30, f"the job took {elapsed:.0f} s to fail"
+    log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
+    assert f"ray start failed on node c2 (worker): port(s) {port} on {addresses[1]} already in use" in log, log[-3000:]
+    assert not ray_processes_of(job_id)
+
+
+def test_a_ray_start_that_exits_fails_the_head_at_once_quoting_its_log(tmp_path: Path, monkeypatch):
+    """`ray start` itself dies (here: the token file is missing, the fresh-machine failure): the wait ends within
+    seconds with the node and the last error line of its log, not after the timeout."""
+    topology = ray_cluster.Topology(
+        job_id=os.getpid(), nodes=("n1",), addresses=("127.0.0.33",), rank=0, cpus=2, gpus=0
+    )
+    missing_token = tmp_path / "no-such-token"
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):  # whatever the code under test sets, undone afterwards
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    head = ray_cluster.start_node(topology, 0, tmp_path / "ray_start.log", missing_token)
+    started = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError) as error:
+            ray_cluster.wait_for_nodes(topology, head, tmp_path, missing_token, timeout_s=120)
+    finally:
+        ray_cluster.stop_node(head.process)
+    assert time.monotonic() - started < 30
+    message = str(error.value)
+    assert message.startswith("ray start failed on node n1 (head): ")
+    assert "ray.exceptions.AuthenticationError: RAY_AUTH_TOKEN_PATH is set but file cannot be" in message

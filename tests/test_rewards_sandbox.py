@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -245,15 +248,35 @@ def world_usable(path: str) -> bool:
     return all(os.stat(d).st_mode & 0o001 for d in real.parents) and bool(os.stat(real).st_mode & 0o001)
 
 
-def interpreter_for_nobody() -> tuple[str, str]:
-    """A Python uid 65534 can run, and the PYTHONPATH that gives it this project and the venv's packages: the venv's
-    own interpreter when others may run it, else the system's of the same version."""
-    packages = sysconfig.get_paths()["purelib"]
-    for python in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
-        if os.path.exists(python) and world_usable(python) and world_usable(packages):
-            return python, os.pathsep.join([str(PROJECT), packages])
-    require_or_skip("no Python interpreter of this version that uid 65534 may run")
-    raise AssertionError("unreachable")
+def readable_by_nobody(path: Path, scratch: Path) -> str:
+    """`path` itself when uid 65534 can reach it, else a copy in a world-readable scratch folder: a fresh clone often
+    sits under a private directory (mktemp -d, a home), which the unprivileged user cannot traverse."""
+    if world_usable(str(path)):
+        return str(path)
+    copy = scratch / path.name
+    shutil.copytree(path, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return str(copy)
+
+
+@contextmanager
+def interpreter_for_nobody() -> Iterator[tuple[str, str]]:
+    """A Python uid 65534 can run, and the PYTHONPATH that gives it rewards/: the venv's own interpreter when others
+    may run it, else the system's of the same version (Debian ships it). The corpus's scoring imports nothing beyond
+    rewards and the standard library, so the venv's packages are added only where nobody can already read them."""
+    candidates = (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    python = next((p for p in candidates if os.path.exists(p) and world_usable(p)), None)
+    if python is None:
+        require_or_skip("no Python interpreter of this version that uid 65534 may run")
+    scratch = Path(tempfile.mkdtemp(prefix="rlaunch-nobody-", dir="/tmp"))
+    try:
+        scratch.chmod(0o755)
+        path = [str(Path(readable_by_nobody(PROJECT / "rewards", scratch)).parent)]
+        packages = sysconfig.get_paths()["purelib"]
+        if world_usable(packages):
+            path.append(packages)
+        yield str(python), os.pathsep.join(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def check_corpus(corpus: Corpus, results: list[dict]) -> None:
@@ -295,20 +318,20 @@ def test_hostile_corpus_contained_as_unprivileged_user(monkeypatch, listener, se
     nonce, key, secret_file = secret
     before = sandbox_processes()
     corpus, outside = hostile_corpus(nonce, port, key, secret_file)
-    python, path = interpreter_for_nobody()
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "RLAUNCH_FAKE_API_KEY": key, "PYTHONPATH": path}
-    run = subprocess.run(
-        [python, "-c", RUN_AS_NOBODY],
-        input=json.dumps([[item for _, item, _ in corpus], {**CODE, "code_procs": 24}]),
-        capture_output=True,
-        text=True,
-        user=NOBODY,
-        group=NOBODY,
-        extra_groups=[],
-        env=env,
-        cwd=PROJECT,
-        timeout=120,
-    )
+    with interpreter_for_nobody() as (python, path):
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "RLAUNCH_FAKE_API_KEY": key, "PYTHONPATH": path}
+        run = subprocess.run(
+            [python, "-c", RUN_AS_NOBODY],
+            input=json.dumps([[item for _, item, _ in corpus], {**CODE, "code_procs": 24}]),
+            capture_output=True,
+            text=True,
+            user=NOBODY,
+            group=NOBODY,
+            extra_groups=[],
+            env=env,
+            cwd="/tmp",  # the checkout may be private to its owner
+            timeout=120,
+        )
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(run.stdout)
     check_corpus(corpus, report["results"])

@@ -417,7 +417,7 @@ def test_stage3_after_a_real_filter_stops_at_verls_gpu_check(tmp_path: Path, tin
     assert len(offline) == 1 and b"rft/kept/math" in offline[0].read_bytes()
 
 
-def wait_for_gpu_node(address: str, head: subprocess.Popen, timeout_s: float = 120) -> None:
+def wait_for_gpu_node(address: str, head: subprocess.Popen, token: Path, timeout_s: float = 120) -> None:
     """`ray status` in a child process until the head lists its GPU: Ray fixes its auth mode when it is first
     imported, and this test process may have imported it earlier with another mode."""
     from launch import ray_cluster
@@ -427,7 +427,10 @@ def wait_for_gpu_node(address: str, head: subprocess.Popen, timeout_s: float = 1
     while time.monotonic() < deadline:
         assert head.poll() is None, "the Ray head exited"
         status = subprocess.run(
-            [ray, "status", f"--address={address}"], env=ray_cluster.ray_environment(), capture_output=True, text=True
+            [ray, "status", f"--address={address}"],
+            env=ray_cluster.ray_environment(token),
+            capture_output=True,
+            text=True,
         )
         if status.returncode == 0 and "GPU" in status.stdout:
             return
@@ -448,14 +451,15 @@ def test_stage3_on_a_ray_cluster_with_a_gpu_runs_verls_sft_trainer_to_its_nccl_s
     topology = ray_cluster.Topology(
         job_id=os.getpid(), nodes=("rft-test",), addresses=("127.0.0.31",), rank=0, cpus=16, gpus=1
     )
-    head = ray_cluster.start_node(topology, 0, tmp_path / "ray_start.log")
+    token = ray_cluster.ensure_auth_token(tmp_path, None)
+    head = ray_cluster.start_node(topology, 0, tmp_path / "ray_start.log", token)
     try:
-        wait_for_gpu_node(topology.head_address, head)
+        wait_for_gpu_node(topology.head_address, head.process, token)
         result = run_pipeline_process(
-            run_dir, env={"RAY_ADDRESS": topology.head_address, "RAY_AUTH_MODE": ray_cluster.RAY_AUTH_MODE}
+            run_dir, env={"RAY_ADDRESS": topology.head_address, **ray_cluster.auth_environment(token)}
         )
     finally:
-        ray_cluster.stop_node(head)
+        ray_cluster.stop_node(head.process)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-3000:]
     assert "rlaunch rft: stage filter: kept 5 of 24 candidates" in result.stdout

@@ -13,7 +13,12 @@ interleaved so that load from other processes on the machine hits them alike; ra
 the same-round ratio to plain, for wall time and for the process's CPU time. Peak memory: the largest RSS above the
 update's starting RSS, sampled every millisecond. Target: pcgrad <= 1.15 x plain.
 
-Usage: python bench/pcgrad.py [--rounds 3] [--mini-batches 2]
+On a CUDA machine (`--device cuda`, needs only torch and transformers) the same three methods run on the GPU, timed
+with synchronisation, and the peak is torch's allocated memory above the update's start; `--model qwen2_5_0_5b`
+takes Qwen2.5-0.5B's shape (random weights, no download) with longer micro-batches. Results of such a run are
+recorded in bench/results/.
+
+Usage: python bench/pcgrad.py [--rounds 3] [--mini-batches 2] [--device cpu|cuda] [--model tiny|qwen2_5_0_5b]
 """
 
 from __future__ import annotations
@@ -37,7 +42,13 @@ from algos.sharded import TaskGradientBuffers, sharded_pcgrad  # noqa: E402
 
 TASKS = 6
 MICRO_PER_TASK = 2
-MICRO_BATCH, SEQ, VOCAB = 2, 256, 32_000
+# name -> (Qwen2 shape, micro-batch, sequence length)
+MODELS = {
+    "tiny": (dict(vocab_size=32_000, hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
+                  num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=False), 2, 256),
+    "qwen2_5_0_5b": (dict(vocab_size=151_936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                          num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True), 4, 1024),
+}  # fmt: skip
 
 
 def commit() -> str:
@@ -77,29 +88,37 @@ class PeakRss:
         return (self.peak - self.start) / 2**20
 
 
-def build_model() -> torch.nn.Module:
+class PeakCuda:
+    """Peak of torch's allocated CUDA memory above the update's start (and the work synchronised at both ends)."""
+
+    def __enter__(self) -> PeakCuda:
+        torch.cuda.synchronize()
+        self.start = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        torch.cuda.synchronize()
+        self.peak = torch.cuda.max_memory_allocated()
+
+    @property
+    def extra_mib(self) -> float:
+        return (self.peak - self.start) / 2**20
+
+
+def build_model(shape: dict, seq: int, device: str) -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=256,
-        intermediate_size=1024,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=SEQ,
-        tie_word_embeddings=False,
-        attn_implementation="sdpa",
-    )
+    config = Qwen2Config(**shape, max_position_embeddings=seq, attn_implementation="sdpa")
     torch.manual_seed(0)
-    return Qwen2ForCausalLM(config)
+    return Qwen2ForCausalLM(config).to(device)
 
 
-def make_batch() -> list[list[torch.Tensor]]:
+def make_batch(vocab: int, micro_batch: int, seq: int, device: str) -> list[list[torch.Tensor]]:
     """task -> its micro-batches of token ids."""
     generator = torch.Generator().manual_seed(0)
     return [
-        [torch.randint(0, VOCAB, (MICRO_BATCH, SEQ), generator=generator) for _ in range(MICRO_PER_TASK)]
+        [torch.randint(0, vocab, (micro_batch, seq), generator=generator).to(device) for _ in range(MICRO_PER_TASK)]
         for _ in range(TASKS)
     ]
 
@@ -159,12 +178,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3, help="measured updates per method (after one warm-up)")
     parser.add_argument("--mini-batches", type=int, default=2, help="optimizer steps per update (GURU: 8)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--model", choices=tuple(MODELS), default="tiny")
     args = parser.parse_args()
 
-    model = build_model()
+    shape, micro_batch, seq = MODELS[args.model]
+    model = build_model(shape, seq, args.device)
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    batch = make_batch()
+    batch = make_batch(shape["vocab_size"], micro_batch, seq, args.device)
+    meter = PeakCuda if args.device == "cuda" else PeakRss
 
     def pcgrad_update(round_: int) -> None:
         # the step's lifecycle in verl: one allocation per update, freed after its last mini-batch
@@ -183,7 +206,7 @@ def main() -> None:
     peaks: dict[str, list[float]] = {name: [] for name in methods}
     for round_ in range(args.rounds + 1):
         for name, update in methods.items():
-            with PeakRss() as peak:
+            with meter() as peak:
                 start, cpu_start = time.perf_counter(), time.process_time()
                 update(round_)
                 elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
@@ -200,18 +223,21 @@ def main() -> None:
         }
 
     paired, paired_cpu = paired_ratios(times), paired_ratios(cpu_times)
-    print(f"bench/pcgrad.py  commit {commit()}  torch {torch.__version__}  threads {torch.get_num_threads()}")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu, threads {torch.get_num_threads()}"
+    print(f"bench/pcgrad.py  commit {commit()}  torch {torch.__version__}  {where}")
     print(
-        f"model: Qwen2 4 layers, hidden 256, vocab {VOCAB} ({params / 1e6:.1f} M parameters); "
-        f"{TASKS * MICRO_PER_TASK} micro-batches of {MICRO_BATCH} x {SEQ} tokens, {MICRO_PER_TASK} per task, "
-        f"T = {TASKS}; {args.rounds} updates of {args.mini_batches} optimizer steps per method"
+        f"model: Qwen2 {shape['num_hidden_layers']} layers, hidden {shape['hidden_size']}, vocab "
+        f"{shape['vocab_size']} ({params / 1e6:.1f} M parameters, fp32); {TASKS * MICRO_PER_TASK} micro-batches of "
+        f"{micro_batch} x {seq} tokens, {MICRO_PER_TASK} per task, T = {TASKS}; {args.rounds} updates of "
+        f"{args.mini_batches} optimizer steps per method"
     )
     print("  (wall: step time; cpu: this process's CPU time, which other processes on a shared machine disturb less)")
     for name in methods:
         print(
             f"  {name:7s} wall {statistics.median(times[name]):6.2f} s  x{paired[name]:5.3f} plain   "
             f"cpu {statistics.median(cpu_times[name]):6.2f} s  x{paired_cpu[name]:5.3f} plain   "
-            f"peak RSS above the update's start {max(peaks[name]):7.1f} MiB   "
+            f"peak {'CUDA allocated' if args.device == 'cuda' else 'RSS'} above the update's start "
+            f"{max(peaks[name]):7.1f} MiB   "
             f"wall per round {' '.join(f'{t:.2f}' for t in times[name])}"
         )
     buffers_mib = TASKS * params * 4 / 2**20

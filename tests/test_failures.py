@@ -1,0 +1,151 @@
+"""The failure classifier (launch/failures.py) on real logs: the corpus under tests/data/failures/<kind>/ holds excerpts
+from public verl, vLLM, SGLang, Ray, NCCL and SLURM reports and from dev-cluster runs, noise included (Ray's
+`(WorkerDict pid=...)` prefixes, tracebacks, submitit's lines), each with its source in its header."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT
+
+from launch import failures
+
+CORPUS = Path(__file__).parent / "data" / "failures"
+EXCERPTS = sorted(CORPUS.glob("*/*.log"))
+
+
+def body(path: Path) -> str:
+    """The excerpt without its header lines (# source: ..., # note: ...)."""
+    lines = path.read_text().splitlines()
+    return "\n".join(line for line in lines if not line.startswith(("# source:", "# note:")))
+
+
+def test_every_kind_has_two_real_excerpts_with_their_source():
+    per_kind = {kind: [path for path in EXCERPTS if path.parent.name == kind] for kind in failures.KINDS}
+    assert {path.parent.name for path in EXCERPTS} <= set(failures.KINDS), "a corpus directory names no kind"
+    assert {kind: len(paths) for kind, paths in per_kind.items() if len(paths) < 2} == {}
+    for path in EXCERPTS:
+        source = path.read_text().splitlines()[0]
+        assert source.startswith("# source: https://github.com/") or source.startswith("# source: dev cluster run, ")
+
+
+@pytest.mark.parametrize("path", EXCERPTS, ids=[f"{p.parent.name}/{p.stem}" for p in EXCERPTS])
+def test_each_excerpt_is_classified_as_its_kind_with_evidence_from_the_log(path: Path):
+    text = body(path)
+    failure = failures.classify(text)
+    assert failure.kind == path.parent.name, failure
+    assert failure.evidence, "a classified failure shows the lines that prove it"
+    for line in failure.evidence:
+        assert line.removesuffix("...") in text, f"evidence not in the log: {line}"
+        assert "verl exited with code" not in line  # rlaunch's own wrapper line is never the cause
+    assert failure.fix
+
+
+NODES = {
+    "ray_start_failed/devcluster-head-not-up": "c1",
+    "ray_start_failed/ray-22326-gcs-unreachable": "100.96.191.45",
+    "ray_node_lost/ray-15128-missed-heartbeats": "10.4.4.107",
+    "ray_node_lost/easyr1-324-owner-node-crashed": "172.21.160.9",
+    "host_oom/wmpo-3-raylet-memory-pressure": "172.24.0.226",
+    "config_error/verl-4672-hfmodelconfig": "10.82.138.15",
+}
+
+
+@pytest.mark.parametrize(("name", "node"), NODES.items())
+def test_the_node_the_evidence_names(name: str, node: str):
+    assert failures.classify(body(CORPUS / f"{name}.log")).node == node
+
+
+def test_a_cuda_oom_reads_its_sizes_and_the_phase_its_traceback_was_in():
+    text = body(CORPUS / "cuda_oom" / "verl-2828-entropy-logprob.log")
+    failure = failures.with_plan_fix(failures.classify(text), None, text)
+    assert failure.details == {
+        "tried_gib": 13.91,
+        "capacity_gib": 79.11,
+        "in_use_gib": 70.25,
+        "torch_allocated_gib": 60.49,
+        "phase": "log-prob",
+    }
+    old = failures.classify(body(CORPUS / "cuda_oom" / "pytorch-18853-old-format.log"))
+    assert old.details == {"tried_gib": 1.0, "capacity_gib": 15.9, "in_use_gib": 14.25}
+
+
+def test_the_engine_oom_is_not_taken_for_the_trainers():
+    """vLLM's worker OOM carries PyTorch's CUDA OOM text: the engine's own prefix decides."""
+    failure = failures.classify(body(CORPUS / "engine_memory" / "vllm-backport-24-worker-oom.log"))
+    assert failure.kind == "engine_memory"
+
+
+def test_a_root_cause_wins_over_the_errors_it_causes():
+    """An OOM'd rank makes the others' collectives time out and Ray report dead actors: the OOM is the cause."""
+    oom = body(CORPUS / "cuda_oom" / "verl-2828-entropy-logprob.log")
+    nccl = body(CORPUS / "nccl_timeout" / "vllm-6042-rayworker.log")
+    dead = body(CORPUS / "unknown" / "verl-4921-worker-died.log")
+    assert failures.classify("\n".join([nccl, oom, dead])).kind == "cuda_oom"
+    assert failures.classify("\n".join([dead, nccl])).kind == "nccl_timeout"
+
+
+def test_unknown_shows_the_last_real_error_never_rlaunchs_wrapper():
+    text = body(CORPUS / "unknown" / "verl-4921-worker-died.log") + (
+        '\nTraceback (most recent call last):\n  File "/x/launch/job.py", line 120, in run_head\n'
+        "RuntimeError: verl exited with code 1 (run abc; its output is in this job's log)\n"
+    )
+    failure = failures.classify(text)
+    assert failure.kind == "unknown"
+    assert failure.evidence == [
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    ]
+
+
+SUBMITIT_START = (
+    "submitit INFO (2026-11-22 19:50:{s:02d},000) - Starting with JobEnvironment(job_id=7_0, hostname={host}, "
+    "local_rank=0(1), node=0(1), global_rank=0(1))"
+)
+
+
+def test_a_requeued_log_is_split_into_attempts_each_with_its_cause():
+    """Attempt 1 preempted (SLURM's own line), attempt 2 OOM'd: the log says both, in order."""
+    first = SUBMITIT_START.format(s=1, host="c1") + "\n" + body(CORPUS / "preempted" / "gemmaker-242-slurmstepd.log")
+    second = "\n".join(
+        [
+            SUBMITIT_START.format(s=40, host="c2"),
+            body(CORPUS / "cuda_oom" / "verl-2828-entropy-logprob.log"),
+            "submitit ERROR (2026-11-22 19:52:00,000) - Submitted job triggered an exception",
+        ]
+    )
+    attempts = failures.split_attempts(first + "\n" + second + "\n")
+    assert [(a.number, a.host, a.ended) for a in attempts] == [(1, "c1", "interrupted"), (2, "c2", "failed")]
+    found = [failures.classify(a.text, a.number, a.host) for a in attempts]
+    assert [(f.kind, f.attempt) for f in found] == [("preempted", 1), ("cuda_oom", 2)]
+    assert found[0].node == "cn119" and found[1].node == "c2"  # SLURM names the node; else the attempt's host
+    assert failures.summary(found).startswith("preempted > cuda_oom: torch.OutOfMemoryError: CUDA out of memory")
+
+
+def run_doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(PROJECT / "launch" / "doctor.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_doctor_log_json_names_kind_evidence_and_fix():
+    result = run_doctor("--log", str(CORPUS / "gpu_unavailable" / "verl-2515-desired-16.log"), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    failure = json.loads(result.stdout)["failure"]
+    assert failure["kind"] == "gpu_unavailable"
+    assert failure["evidence"] == ["ValueError: Total available GPUs 8.0 is less than total desired GPUs 16"]
+    assert "GPUs" in failure["fix"]
+
+
+def test_doctor_log_text_and_a_missing_file():
+    result = run_doctor("--log", str(CORPUS / "host_oom" / "flingbot-11-task-killed.log"))
+    assert result.returncode == 0 and result.stdout.startswith("[host_oom] (node 192.168.0.107)"), result.stdout
+    assert "evidence: ray.exceptions.OutOfMemoryError: Task was killed" in result.stdout
+    missing = run_doctor("--log", "/nonexistent/job.err")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such log file" in missing.stderr

@@ -588,7 +588,7 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
     failed = {run.run_id: run_failures(run, thresholds) for run in runs}
     if not any(has_metrics(run) or failed[run.run_id] for run in runs):
         raise UserError(
-            f"no metrics and no failed attempt under {path}: verl's file logger writes "
+            f"no metrics under {path} and no failed attempt: verl's file logger writes "
             "<run_dir>/metrics/attempt-<n>.jsonl once the run has started (trainer.logger must include file)"
         )
     out = []

@@ -103,7 +103,6 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Ray did not come up",
         r"Ray node\(s\) .* did not register",
         r"the Ray head on \S+ .*did not come up|the Ray head on \S+ exited with code",
-        r"the Ray worker on \S+ exited with code",
         r"Could not find any running Ray instance",
         r"Failed to connect to GCS|Failed to send request to gcs",
         r"Token authentication is enabled but no authentication token was found",
@@ -126,6 +125,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"its node has died|node \S+ (?:has )?died|The node .* has been marked dead",
         r"health check failed due to missing too many heartbeats",
         r"raylet (?:has )?died|RayletDied|Owner's node has crashed",
+        r"the Ray worker on \S+ exited with code",  # rlaunch's worker task: its `ray start --block` died mid-run
     ),
     "nccl_timeout": (
         r"Watchdog caught collective operation timeout",
@@ -610,8 +610,11 @@ def run_failures(run_dir: Path, context: FixContext | None = None) -> list[Failu
     return failures
 
 
-def run_state(run_dir: Path) -> str:
-    """COMPLETED / FAILED / RUNNING / REQUEUED / PENDING from the job's own log (no sacct needed)."""
+def run_state(run_dir: Path) -> str | None:
+    """COMPLETED / FAILED / RUNNING / REQUEUED / PENDING from the job's own log (no sacct needed); None for a run that
+    no manifest lists (cluster=local, or a directory copied without its sweep)."""
+    if manifest_entry(run_dir) is None:
+        return None
     attempts = read_attempts(run_dir)
     if not attempts:
         return PENDING_STATE

@@ -577,17 +577,53 @@ def ray_texts(run_dir: Path) -> str:
     return "\n".join(parts)
 
 
+TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")  # submitit's, slurmstepd's, Ray's
+
+
+def stamp(line: str) -> str | None:
+    match = TIMESTAMP.search(line)
+    return f"{match.group(1)} {match.group(2)}" if match else None
+
+
+def lines_by_attempt(text: str, starts: list[str]) -> dict[int, list[str]]:
+    """A job log's lines by the attempt that wrote them. submitit writes its INFO lines (the attempt starts) to
+    stdout and WARNING/ERROR to stderr, so a stderr file has no start marker: each line belongs to the attempt of
+    the next time-stamped line at or after it (a traceback precedes submitit's ERROR line, slurmstepd stamps its
+    cancellation), the lines after the last stamp to the attempt of that stamp."""
+    lines = text.splitlines()
+    stamps: list[str | None] = [None] * len(lines)
+    following = None
+    for index in reversed(range(len(lines))):
+        following = stamp(lines[index]) or following
+        stamps[index] = following
+    last = next((value for value in reversed([stamp(line) for line in lines]) if value), None)
+    grouped: dict[int, list[str]] = {}
+    for line, value in zip(lines, stamps, strict=True):
+        value = value or last
+        number = max(1, sum(start <= value for start in starts)) if value else max(1, len(starts))
+        grouped.setdefault(number, []).append(line)
+    return grouped
+
+
 def read_attempts(run_dir: Path) -> list[Attempt]:
-    """The run's attempts from its job logs: task 0's stderr splits them; the other tasks' text joins them by number."""
+    """The run's attempts from its job logs (stdout and stderr of every task), split at task 0's attempt starts."""
     logs = job_logs(run_dir)
-    if not logs:
+    texts = [read_tail(path) for path in logs]
+    head = [text for path, text in zip(logs, texts, strict=True) if path.name.endswith("_0_log.out")]
+    matches = list(ATTEMPT_START.finditer(head[0])) if head else []
+    starts = [stamp(match.group(0)) or "" for match in matches]
+    hosts = [re.search(r"hostname=([^,\s)]+)", match.group("env")) for match in matches]
+    if not any(text.strip() for text in texts):
         return []
-    per_file = [split_attempts(read_tail(path)) for path in logs]
-    base = max(per_file, key=len)
+    per_attempt: dict[int, list[str]] = {}
+    for text in texts:
+        for number, lines in lines_by_attempt(text, starts).items():
+            per_attempt.setdefault(number, []).extend(lines)
     attempts = []
-    for attempt in base:
-        text = "\n".join(found[attempt.number - 1].text for found in per_file if len(found) >= attempt.number)
-        attempts.append(Attempt(attempt.number, text, attempt.host, ending(text)))
+    for number in range(1, max(len(starts), max(per_attempt)) + 1):
+        text = "\n".join(per_attempt.get(number, []))
+        host = hosts[number - 1].group(1) if number <= len(hosts) and hosts[number - 1] else None
+        attempts.append(Attempt(number, text, host, ending(text)))
     return attempts
 
 

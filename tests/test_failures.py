@@ -13,6 +13,7 @@ import pytest
 from conftest import PROJECT
 
 from launch import failures
+from launch.metrics import read_run
 
 CORPUS = Path(__file__).parent / "data" / "failures"
 EXCERPTS = sorted(CORPUS.glob("*/*.log"))
@@ -149,3 +150,116 @@ def test_doctor_log_text_and_a_missing_file():
     assert "evidence: ray.exceptions.OutOfMemoryError: Task was killed" in result.stdout
     missing = run_doctor("--log", "/nonexistent/job.err")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such log file" in missing.stderr
+
+
+# --- fixes from the run's plan ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory) -> Path:
+    """A real run directory (composed, planned, preflighted) on an A40 profile."""
+    from metric_fixtures import make_plan_dir
+
+    return make_plan_dir(tmp_path_factory.mktemp("failures") / "sweep", "guru_baseline", "a40")
+
+
+def plan_fix(run_dir: Path, kind: str, name: str, steps_reached: dict[int, int] | None = None) -> failures.Failure:
+    from dataclasses import replace
+
+    from launch.doctor import failure_context, load_thresholds
+
+    text = body(CORPUS / kind / f"{name}.log")
+    context = failure_context(read_run(run_dir), load_thresholds())
+    if steps_reached is not None:
+        context = replace(context, steps_reached=steps_reached, checkpointed_step={1: 0})
+    failure = failures.classify(text, attempt=1)
+    return failures.with_plan_fix(failure, context, text)
+
+
+def test_cuda_oom_fix_names_the_phase_the_prediction_and_the_preflights_next_fix(planned: Path):
+    plan = read_run(planned).plan
+    predicted = plan["preflight"]["phases"]["log-prob"]["peak_gib"]
+    failure = plan_fix(planned, "cuda_oom", "verl-2828-entropy-logprob")
+    needed = 70.25 + 13.91
+    assert failure.fix.startswith("log-prob phase ran out of GPU memory")
+    assert f"at least {needed:.1f} GiB where the preflight predicted {predicted:.1f} GiB" in failure.fix
+    assert f"({needed / predicted:.2f}x)" in failure.fix
+    assert "the preflight's next fix for it: " in failure.fix and "=" in failure.fix.split("next fix for it: ")[1]
+
+
+def test_engine_memory_fix_moves_the_engine_fraction_the_way_the_error_asks(planned: Path):
+    fraction = read_run(planned).plan["verl"]["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"]
+    too_small = plan_fix(planned, "engine_memory", "vllm-10439-cache-blocks")
+    assert f"gpu_memory_utilization={round(min(0.9, fraction + 0.1), 2)} (now {fraction})" in too_small.fix
+    too_big = plan_fix(planned, "engine_memory", "vllm-backport-24-worker-oom")
+    assert f"gpu_memory_utilization={round(max(0.1, fraction - 0.1), 2)} (now {fraction})" in too_big.fix
+
+
+def test_host_oom_fix_raises_mem_from_the_plan(planned: Path):
+    mem = read_run(planned).plan["resources"]["mem_gb"]
+    assert (
+        f"cluster.mem_gb={2 * mem} (now --mem={mem}G)" in plan_fix(planned, "host_oom", "flingbot-11-task-killed").fix
+    )
+
+
+def test_time_limit_fix_is_the_save_freq_that_fits(planned: Path):
+    failure = plan_fix(planned, "time_limit", "zetta-671-slurmstepd", steps_reached={1: 7})
+    save_freq = read_run(planned).plan["verl"]["trainer"]["save_freq"]
+    if save_freq > 7:
+        assert failure.fix.endswith("trainer.save_freq=3 saves 2x per attempt"), failure.fix
+    none = plan_fix(planned, "time_limit", "zetta-671-slurmstepd", steps_reached={1: 0})
+    assert "reached no training step" in none.fix
+
+
+# --- a run directory: doctor, compare and status read the job's own logs ----------------------------------------------
+
+
+def job_log_layout(run_dir: Path, job_id: str, err: str, out: str) -> None:
+    """The files submitit and SLURM write for a job (<sweep>/submitit/<job>/<job>_<task>_log.{err,out}) and the
+    manifest that points at them, as launch/slurm.py writes it."""
+    folder = run_dir.parent / "submitit" / job_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{job_id}_0_log.err").write_text(err)
+    (folder / f"{job_id}_0_log.out").write_text(out)
+    manifest = {
+        "sweep_id": "s",
+        "runs": [
+            {
+                "run_id": run_dir.name,
+                "run_dir": str(run_dir),
+                "job_id": job_id,
+                "stderr": str(folder / f"{job_id}_0_log.err"),
+                "stdout": str(folder / f"{job_id}_0_log.out"),
+            }
+        ],
+    }
+    (run_dir.parent / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_failed_run_without_metrics_gets_its_cause_in_doctor_and_compare(tmp_path: Path):
+    from metric_fixtures import make_plan_dir
+
+    from launch.compare import compare
+
+    run_dir = make_plan_dir(tmp_path / "sweep", "guru_baseline", "a40")
+    out = SUBMITIT_START.format(s=1, host="c1") + "\n"
+    err = "\n".join(
+        [
+            body(CORPUS / "gpu_unavailable" / "verl-2515-desired-16.log"),
+            "submitit ERROR (2026-11-22 19:50:09,000) - Submitted job triggered an exception",
+            "Traceback (most recent call last):",
+            '  File "/x/launch/job.py", line 120, in run_head',
+            "RuntimeError: verl exited with code 1 (run x; its output is in this job's log)",
+        ]
+    )
+    job_log_layout(run_dir, "9", err, out)
+    result = run_doctor(str(run_dir))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "failed [gpu_unavailable] (attempt 1, node c1)" in result.stdout
+    assert "no diagnosis" not in result.stdout
+    diagnosis = (run_dir / "diagnosis.md").read_text()
+    assert "## Attempt 1 failed: gpu_unavailable" in diagnosis and "Nothing holds" not in diagnosis
+    report = compare(str(run_dir.parent), None, "rlaunch", None).read_text()
+    assert "| FAILED (gpu_unavailable: ValueError: Total available GPUs 8.0 is ) |" in report
+    assert "## Failed runs" in report and "fix: verl found fewer GPUs" in report
+    assert failures.run_state(run_dir) == "FAILED"

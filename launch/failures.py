@@ -155,8 +155,8 @@ NODE_PATTERNS = (
     re.compile(r"Local node IP: (\S+)"),
 )
 
-# submitit logs one of these when an attempt starts, and one of the end markers when it ends (open-mode=append:
-# a requeued job's attempts follow each other in the same file).
+# submitit logs this (on stdout) when an attempt starts; with open-mode=append a requeued job's attempts follow each
+# other in the same files.
 ATTEMPT_START = re.compile(r"submitit INFO \([^)]*\) - Starting with JobEnvironment\((?P<env>[^)]*)\)")
 MAX_LOG_BYTES = 4 << 20  # a log's tail this large holds the cause; Ray's logs can grow to gigabytes
 EVIDENCE_CHARS = 300
@@ -243,7 +243,7 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
 
 
 def match_kind(kind: str, lines: list[str]) -> list[str]:
-    """The lines that show `kind`, first the first one that matched (the cause comes before its echoes)."""
+    """The lines that show `kind`, in log order: the first is the cause, the later ones mostly its echoes."""
     if kind == "reward_error":
         hits = [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
         for frames, exception in tracebacks(lines):
@@ -321,17 +321,21 @@ def parse_details(kind: str, hits: list[str]) -> dict[str, float | str]:
     return details
 
 
-PHASE_FRAMES = (  # verl's names in a traceback -> the preflight's phase
-    ("log-prob", re.compile(r"compute_(?:ref_)?log_prob|compute_log_prob|infer_batch|logprob")),
+PHASE_FRAMES = (  # verl's function and Ray task names -> the preflight's phase
+    ("log-prob", re.compile(r"compute_(?:ref_)?log_prob|infer_batch|logprob")),
     ("training", re.compile(r"update_actor|update_policy|train_batch|train_mini_batch|forward_backward|backward")),
-    ("rollout", re.compile(r"generate_sequences|wake_up|rollout|vllm|sglang")),
+    ("rollout", re.compile(r"generate_sequences|wake_up|rollout")),
 )
+# only names from tracebacks and Ray's task names: a log also prints overrides such as actor_rollout_ref.* that
+# name every phase
+CALL_NAMES = re.compile(r'File "[^"]*", line \d+, in (\w+)|ray::\w+\.(\w+)\(')
 
 
 def phase_of(text: str) -> str | None:
-    """The preflight phase an OOM happened in, from the function names of its traceback."""
+    """The preflight phase an OOM happened in, from the function names of its traceback (None: it names none)."""
+    names = [first or second for first, second in CALL_NAMES.findall(text)]
     for phase, pattern in PHASE_FRAMES:
-        if pattern.search(text):
+        if any(pattern.search(name) for name in names):
             return phase
     return None
 
@@ -404,21 +408,24 @@ def verl_value(plan: dict[str, Any], dotted: str) -> Any:
 
 
 def fix_cuda_oom(failure: Failure, context: FixContext, log_text: str) -> str:
-    phase = phase_of(log_text) or "training"
-    failure.details["phase"] = phase
-    parts = [f"{phase} phase ran out of GPU memory"]
+    phase = phase_of(log_text)
+    peaks = context.predicted_peaks_gib
+    # no phase in the traceback: compare with the phase the preflight expected to peak
+    phase_or_peak = phase or (max(peaks, key=peaks.__getitem__) if peaks else None)
+    failure.details["phase"] = phase or "?"
+    parts = [f"{phase} phase ran out of GPU memory" if phase else "a GPU ran out of memory (no verl phase in the log)"]
     needed = float(failure.details.get("in_use_gib", failure.details.get("torch_allocated_gib", 0.0))) + float(
         failure.details.get("tried_gib", 0.0)
     )
-    predicted = context.predicted_peaks_gib.get(phase)
+    predicted = peaks.get(phase_or_peak) if phase_or_peak else None
     if predicted and needed > 0:
         failure.details["predicted_gib"] = round(predicted, 2)
         failure.details["needed_gib"] = round(needed, 2)
         parts.append(
             f"it needed at least {needed:.1f} GiB where the preflight predicted {predicted:.1f} GiB "
-            f"({needed / predicted:.2f}x)"
+            f"for {phase_or_peak} ({needed / predicted:.2f}x)"
         )
-    overrides = context.next_fixes.get(phase)
+    overrides = context.next_fixes.get(phase_or_peak) if phase_or_peak else None
     if overrides:
         parts.append("the preflight's next fix for it: " + " ".join(overrides))
     else:
@@ -498,7 +505,7 @@ def with_plan_fix(failure: Failure, context: FixContext | None, log_text: str) -
     if context is not None and failure.kind in PLAN_FIXES:
         failure.fix = PLAN_FIXES[failure.kind](failure, context, log_text)
     elif failure.kind == "cuda_oom":
-        failure.details["phase"] = phase_of(log_text) or "training"
+        failure.details["phase"] = phase_of(log_text) or "?"
     return failure
 
 

@@ -182,7 +182,7 @@ def test_cuda_oom_fix_names_the_phase_the_prediction_and_the_preflights_next_fix
     failure = plan_fix(planned, "cuda_oom", "verl-2828-entropy-logprob")
     needed = 70.25 + 13.91
     assert failure.fix.startswith("log-prob phase ran out of GPU memory")
-    assert f"at least {needed:.1f} GiB where the preflight predicted {predicted:.1f} GiB" in failure.fix
+    assert f"at least {needed:.1f} GiB where the preflight predicted {predicted:.1f} GiB for log-prob" in failure.fix
     assert f"({needed / predicted:.2f}x)" in failure.fix
     assert "the preflight's next fix for it: " in failure.fix and "=" in failure.fix.split("next fix for it: ")[1]
 

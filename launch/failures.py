@@ -116,7 +116,6 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"ConfigAttributeError|ConfigKeyError|MissingMandatoryValue",
         r"Key '[^']+' is not in struct",
         r"Could not override '[^']+'",
-        r"Error executing job with overrides",
         r"\bmust be divisible by\b|\bis not divisible by\b",
     ),
     "ray_node_lost": (

@@ -22,9 +22,9 @@ from launch.metrics import attempt_log_path, read_records, read_run
 DRIVER = str(JOBS / "failing_driver.py")
 
 
-def sweep_status(sweep_dir: Path, env: dict[str, str]) -> str:
+def sweep_cli(command: str, sweep_dir: Path, env: dict[str, str]) -> str:
     result = subprocess.run(
-        [sys.executable, str(PROJECT / "launch" / "sweep.py"), "status", str(sweep_dir)],
+        [sys.executable, str(PROJECT / "launch" / "sweep.py"), command, str(sweep_dir)],
         env={**os.environ, **env},
         capture_output=True,
         text=True,
@@ -42,17 +42,25 @@ def test_time_limit_before_the_first_checkpoint_says_which_save_freq_fits(slurm_
         "trainer.n_gpus_per_node=1",
         "mode.time_budget_min=1",
         "cluster.time_margin_min=0",
-        "cluster.max_requeues=0",  # not requeued: the attempt runs into SLURM's kill
+        "cluster.signal_delay_s=30",  # USR2 30 s before the 1 min limit: the driver has logged some steps by then
+        "cluster.max_requeues=0",  # not requeued: submitit ends the job at the USR2 (or SLURM at the limit)
         "trainer.save_freq=1000",
     )
-    assert wait_for_state(job_id, slurm_env, {"TIMEOUT", "FAILED", "COMPLETED", "CANCELLED"}, 240) == "TIMEOUT"
+    assert wait_for_state(job_id, slurm_env, {"TIMEOUT", "FAILED", "COMPLETED", "CANCELLED"}, 240) in (
+        "TIMEOUT",
+        "FAILED",
+    )
     run_dir = Path(plan.run_dir)
     reached = max(step for step, _ in read_records(attempt_log_path(run_dir, 1)))
     found = doctor.run_failures(read_run(run_dir))
     assert [(f.kind, f.attempt) for f in found] == [("time_limit", 1)], found
     assert f"trainer.save_freq={reached // 2}" in found[0].fix and "before the first checkpoint" in found[0].fix
     assert any("DUE TO TIME LIMIT" in line or "timed-out" in line for line in found[0].evidence)
-    assert re.search(rf"{job_id} .* cause time_limit: ", sweep_status(run_dir.parent, slurm_env))
+    assert re.search(rf"{job_id} .* cause time_limit: ", sweep_cli("status", run_dir.parent, slurm_env))
+    logs = sweep_cli("logs", run_dir.parent, slurm_env).splitlines()
+    # the evidence and the fix come first, above the tails of the job's files
+    assert logs[0].endswith("cause:") and logs[1].startswith("[time_limit] (attempt 1") and "stderr:" not in logs[1]
+    assert any(line.startswith("  fix: ") and "trainer.save_freq=" in line for line in logs[:6])
     assert failures.run_state(run_dir) == failures.FAILED_STATE  # not requeued (not_requeued.txt)
 
 

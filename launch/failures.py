@@ -536,12 +536,23 @@ def split_attempts(text: str) -> list[Attempt]:
     return attempts
 
 
+# how an attempt that left no submitit ERROR line ended: srun reports a task that died (SIGKILL from the OOM killer,
+# a non-zero exit), SLURM a cancellation
+TASK_DIED = re.compile(
+    r"(?m)srun: error: \S+: tasks? [\d,-]+: (?:Killed|Exited with exit code [1-9])|\bCANCELLED\b|^Killed$"
+)
+
+
 def ending(text: str) -> str:
     if "Job completed successfully" in text:
         return "completed"
     if any(p.search(text) for p in COMPILED["preempted"] + COMPILED["time_limit"]):
         return "interrupted"
-    if "Submitted job triggered an exception" in text or re.search(r"\bCANCELLED\b|^Killed$", text, re.M):
+    if (
+        "Submitted job triggered an exception" in text
+        or TASK_DIED.search(text)
+        or match_kind("host_oom", text.splitlines())
+    ):
         return "failed"
     return "running"
 

@@ -5,12 +5,10 @@ from public verl, vLLM, SGLang, Ray, NCCL and SLURM reports and from dev-cluster
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT
+from test_doctor import run_doctor
 
 from launch import failures
 from launch.metrics import read_run
@@ -124,15 +122,6 @@ def test_a_requeued_log_is_split_into_attempts_each_with_its_cause():
     assert [(f.kind, f.attempt) for f in found] == [("preempted", 1), ("cuda_oom", 2)]
     assert found[0].node == "cn119" and found[1].node == "c2"  # SLURM names the node; else the attempt's host
     assert failures.summary(found).startswith("preempted > cuda_oom: torch.OutOfMemoryError: CUDA out of memory")
-
-
-def run_doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(PROJECT / "launch" / "doctor.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_doctor_log_json_names_kind_evidence_and_fix():

@@ -93,3 +93,15 @@ def test_a_node_that_loses_ray_mid_run_is_named(slurm_env, tmp_path: Path):
     assert not ray_processes_of(job_id)
     text = doctor.classify_log(next(tmp_path.rglob(f"{job_id}_1_log.err")), as_json=True)
     assert json.loads(text)["failure"]["kind"] == "ray_node_lost"
+
+
+def test_a_job_past_its_memory_limit_is_host_oom(slurm_env, tmp_path: Path):
+    """SLURM's memory enforcement (OverMemoryKill on the dev cluster) kills the driver that outgrows --mem=2G."""
+    plan, job_id = submit(slurm_env, tmp_path, [DRIVER, "host_memory"], "trainer.n_gpus_per_node=1", "cluster.mem_gb=2")
+    assert wait_for_state(job_id, slurm_env, {"FAILED", "OUT_OF_MEMORY", "COMPLETED", "CANCELLED"}, 300) in (
+        "FAILED",
+        "OUT_OF_MEMORY",
+    )
+    found = doctor.run_failures(read_run(Path(plan.run_dir)))
+    assert [f.kind for f in found] == ["host_oom"], found
+    assert "cluster.mem_gb=4 (now --mem=2G)" in found[0].fix

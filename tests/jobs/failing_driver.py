@@ -4,7 +4,8 @@ usage:
   failing_driver.py steps        log one training step a second to verl's file-logger path, never checkpoint: an
                                  attempt that a time limit ends before its first checkpoint
   failing_driver.py node_lost    hold an actor on every Ray node of the job and call them until one fails: the
-                                 Ray error a driver sees when a node goes away mid-run, raised as verl would"""
+                                 Ray error a driver sees when a node goes away mid-run, raised as verl would
+  failing_driver.py host_memory  grow to 3 GiB of host RAM, 128 MiB at a time: past a small --mem SLURM kills it"""
 
 import json
 import os
@@ -44,5 +45,13 @@ def node_lost() -> None:
         time.sleep(0.5)
 
 
+def host_memory() -> None:
+    held = []
+    for _ in range(24):
+        held.append(bytearray(128 << 20))  # bytearray zero-fills: the pages are really resident
+        time.sleep(0.5)
+    time.sleep(120)  # still alive: the kill never came
+
+
 if __name__ == "__main__":
-    {"steps": steps, "node_lost": node_lost}[sys.argv[1]]()
+    {"steps": steps, "node_lost": node_lost, "host_memory": host_memory}[sys.argv[1]]()

@@ -124,6 +124,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"its node has died|node \S+ (?:has )?died|The node .* has been marked dead",
         r"health check failed due to missing too many heartbeats",
         r"raylet (?:has )?died|RayletDied|Owner's node has crashed",
+        r"ActorUnavailableError: .*(?:failed to connect|Failed to connect)",  # the actor's node no longer answers
         r"the Ray worker on \S+ exited with code",  # rlaunch's worker task: its `ray start --block` died mid-run
     ),
     "nccl_timeout": (
@@ -147,7 +148,8 @@ NODE_PATTERNS = (
     re.compile(r"on node (\S+?)[\s:(]"),
     re.compile(r"Ray node\(s\) (\S+)"),
     re.compile(r"node name: (\S+?)[,\s]"),
-    re.compile(r"the Ray (?:head|worker) on (\S+)"),
+    re.compile(r"the Ray (?:head|worker) on ([\w.-]+)"),
+    re.compile(r"ipv4:([\d.]+\d):\d+"),
     re.compile(r"\bip[=:] ?([\d.]+\d)"),
     re.compile(r"\bIP: ([\d.]+\d)"),
     re.compile(r"JOB \d+ ON (\S+) CANCELLED"),
@@ -211,8 +213,10 @@ def evidence_line(line: str) -> str:
 
 
 def node_of(lines: Iterable[str]) -> str | None:
-    for line in lines:
-        for pattern in NODE_PATTERNS:
+    """The first node named, host names (rlaunch's, SLURM's) before Ray's IP addresses: NODE_PATTERNS' order."""
+    lines = list(lines)
+    for pattern in NODE_PATTERNS:
+        for line in lines:
             match = pattern.search(line + " ")
             if match:
                 return match.group(1).rstrip(".,:;)")
@@ -241,8 +245,15 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
     return found
 
 
+def is_source(line: str) -> bool:
+    """A traceback's source line (`raise RuntimeError(f"the Ray worker on {...}`) quotes a message without being it."""
+    body = strip_prefix(line)
+    return body.startswith(("raise ", "return ")) or 'f"' in body or "f'" in body
+
+
 def match_kind(kind: str, lines: list[str]) -> list[str]:
     """The lines that show `kind`, in log order: the first is the cause, the later ones mostly its echoes."""
+    lines = [line for line in lines if not is_source(line)]
     if kind == "reward_error":
         hits = [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
         for frames, exception in tracebacks(lines):
@@ -276,6 +287,9 @@ def node_near(lines: list[str], hits: list[str], window: int = 12) -> str | None
     return node_of(lines[i] for i in around)
 
 
+INTERRUPTIONS = ("preempted", "time_limit")
+
+
 def classify(text: str, attempt: int | None = None, host: str | None = None) -> Failure:
     """The cause of one attempt's failure from its log text (a bare log is one attempt)."""
     lines = [clean(line) for line in text.splitlines()]
@@ -285,12 +299,24 @@ def classify(text: str, attempt: int | None = None, host: str | None = None) -> 
             evidence = list(dict.fromkeys(evidence_line(line) for line in hits))[:3]
             failure = Failure(kind, evidence, attempt, node_near(lines, hits) or host)
             failure.details = parse_details(kind, hits)
+            if kind in INTERRUPTIONS:
+                failure.details |= before_interruption(lines[: lines.index(hits[0])])
             failure.fix = generic_fix(failure)
             return failure
     errors = last_error(lines)
     failure = Failure("unknown", [evidence_line(line) for line in errors], attempt, node_near(lines, errors) or host)
     failure.fix = generic_fix(failure)
     return failure
+
+
+def before_interruption(lines: list[str]) -> dict[str, float | str]:
+    """What the attempt was stuck on when SLURM interrupted it (Ray that never came up, a hung collective): the
+    interruption is the cause of the kill, this is why no progress was made before it."""
+    for kind in KINDS[len(INTERRUPTIONS) : -1]:
+        hits = match_kind(kind, lines)
+        if hits:
+            return {"before": f"{kind}: {strip_prefix(evidence_line(hits[0]))[:120]}"}
+    return {}
 
 
 # --- numbers in the evidence ------------------------------------------------------------------------------------------
@@ -377,7 +403,8 @@ GENERIC_FIXES = {
 
 
 def generic_fix(failure: Failure) -> str:
-    return GENERIC_FIXES[failure.kind]
+    before = failure.details.get("before")
+    return GENERIC_FIXES[failure.kind] + (f" (before it, the log shows {before})" if before else "")
 
 
 @dataclass(frozen=True)
@@ -502,7 +529,9 @@ PLAN_FIXES: dict[str, Callable[[Failure, FixContext, str], str]] = {
 def with_plan_fix(failure: Failure, context: FixContext | None, log_text: str) -> Failure:
     """The failure with its fix computed from the run's plan where the kind has one."""
     if context is not None and failure.kind in PLAN_FIXES:
+        before = failure.details.get("before")
         failure.fix = PLAN_FIXES[failure.kind](failure, context, log_text)
+        failure.fix += f" (before it, the log shows {before})" if before else ""
     elif failure.kind == "cuda_oom":
         failure.details["phase"] = phase_of(log_text) or "?"
     return failure

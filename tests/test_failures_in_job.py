@@ -89,7 +89,7 @@ def test_a_node_that_loses_ray_mid_run_is_named(slurm_env, tmp_path: Path):
     assert wait_for_state(job_id, slurm_env, {"FAILED", "COMPLETED", "CANCELLED"}, 240) == "FAILED"
     found = doctor.run_failures(read_run(run_dir))
     assert [f.kind for f in found] == ["ray_node_lost"], found
-    assert found[0].node in ("c2", "127.0.0.12"), found[0]
+    assert found[0].node == "c2", found[0]  # the host name rlaunch gives, before the IP Ray gives
     assert not ray_processes_of(job_id)
     text = doctor.classify_log(next(tmp_path.rglob(f"{job_id}_1_log.err")), as_json=True)
     assert json.loads(text)["failure"]["kind"] == "ray_node_lost"

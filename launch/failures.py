@@ -147,6 +147,7 @@ NODE_PATTERNS = (
     re.compile(r"\[node (\S+)\]\s*$"),  # ray_texts marks each line of a node's copied logs
     re.compile(r"on node (\S+?)[\s:(]"),
     re.compile(r"Ray node\(s\) (\S+)"),
+    re.compile(r"Ray did not come up\b.*?\bnode(?:\(s\)|s)? ([\w.-]+)"),  # launch/job.py's fail-fast message
     re.compile(r"node name: (\S+?)[,\s]"),
     re.compile(r"the Ray (?:head|worker) on ([\w.-]+)"),
     re.compile(r"ipv4:([\d.]+\d):\d+"),

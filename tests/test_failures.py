@@ -60,6 +60,19 @@ def test_the_node_the_evidence_names(name: str, node: str):
     assert failures.classify(body(CORPUS / f"{name}.log")).node == node
 
 
+@pytest.mark.parametrize(
+    ("line", "node"),
+    [
+        ("RuntimeError: ray start failed on node c2 (worker): ray.exceptions.AuthenticationError: Token auth", "c2"),
+        ("RuntimeError: Ray did not come up within 60 s: node c2 never registered (head 127.0.0.11:20160)", "c2"),
+    ],
+)
+def test_the_job_fail_fast_messages_are_ray_start_failed_naming_the_node(line: str, node: str):
+    """The forms launch/job.py's fail-fast raises when a node's `ray start` exits or the head waits in vain."""
+    failure = failures.classify("Traceback (most recent call last):\n" + line)
+    assert (failure.kind, failure.node) == ("ray_start_failed", node)
+
+
 def test_a_cuda_oom_reads_its_sizes_and_the_phase_its_traceback_was_in():
     text = body(CORPUS / "cuda_oom" / "verl-2828-entropy-logprob.log")
     failure = failures.with_plan_fix(failures.classify(text), None, text)

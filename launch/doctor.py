@@ -603,24 +603,26 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
 
 
 def classify_log(path: Path, as_json: bool) -> str:
-    """--log FILE: the cause of a bare log's failure (each attempt's, when it is a requeued job's submitit log)."""
+    """--log FILE: the cause of a log's failure (each attempt's, for a requeued job's submitit log: its stdout,
+    which holds the attempt starts, is read beside a stderr file)."""
     if not path.is_file():
         raise UserError(f"no such log file: {path}: give the path of a job's log (e.g. submitit's <job>_0_log.err)")
-    attempts = failures.split_attempts(failures.read_tail(path))
+    attempts = failures.attempts_in(failures.log_with_sibling(path))
+    numbered = len(attempts) > 1
     found = [
         failures.with_plan_fix(
-            failures.classify(attempt.text, attempt.number if len(attempts) > 1 else None, attempt.host),
-            None,
-            attempt.text,
+            failures.classify(attempt.text, attempt.number if numbered else None, attempt.host), None, attempt.text
         )
         for attempt in attempts
         if attempt.ended != "completed"
-    ] or [failures.classify("")]
+    ]
     if as_json:
-        record: dict[str, Any] = {"failure": found[-1].to_json()}
+        record: dict[str, Any] = {"failure": found[-1].to_json() if found else None}
         if len(found) > 1:
             record["attempts"] = [item.to_json() for item in found]
         return json.dumps(record, indent=2)
+    if not found:
+        return "no failure: the job's log ends with submitit's 'Job completed successfully'"
     return "\n".join(line for item in found for line in failures.render(item))
 
 

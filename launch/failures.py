@@ -549,23 +549,6 @@ def read_tail(path: Path, limit: int = MAX_LOG_BYTES) -> str:
         return handle.read().decode(errors="replace")
 
 
-def split_attempts(text: str) -> list[Attempt]:
-    """A submitit log (stdout or stderr of task 0, append mode) into the attempts that wrote it."""
-    starts = list(ATTEMPT_START.finditer(text))
-    if not starts:
-        return [Attempt(1, text, None, ending(text))] if text.strip() else []
-    attempts = []
-    for number, match in enumerate(starts, start=1):
-        end = starts[number].start() if number < len(starts) else len(text)
-        host = re.search(r"hostname=([^,\s)]+)", match.group("env"))
-        # what precedes the first start (sbatch's own lines) belongs to the first attempt; slurmstepd's cancellation
-        # line of an attempt lands before the next start, so inside the attempt it ended
-        begin = 0 if number == 1 else match.start()
-        body = text[begin:end]
-        attempts.append(Attempt(number, body, host.group(1) if host else None, ending(body)))
-    return attempts
-
-
 # how an attempt that left no submitit ERROR line ended: srun reports a task that died (SIGKILL from the OOM killer,
 # a non-zero exit), SLURM a cancellation
 TASK_DIED = re.compile(
@@ -652,16 +635,16 @@ def lines_by_attempt(text: str, starts: list[str]) -> dict[int, list[str]]:
     return grouped
 
 
-def read_attempts(run_dir: Path) -> list[Attempt]:
-    """The run's attempts from its job logs (stdout and stderr of every task), split at task 0's attempt starts."""
-    logs = job_logs(run_dir)
+def attempts_in(logs: list[Path]) -> list[Attempt]:
+    """The attempts in a job's log files (stdout and stderr of its tasks), split at the attempt starts submitit wrote
+    to task 0's stdout (else the first file that has any)."""
     texts = [read_tail(path) for path in logs]
-    head = [text for path, text in zip(logs, texts, strict=True) if path.name.endswith("_0_log.out")]
-    matches = list(ATTEMPT_START.finditer(head[0])) if head else []
-    starts = [stamp(match.group(0)) or "" for match in matches]
-    hosts = [re.search(r"hostname=([^,\s)]+)", match.group("env")) for match in matches]
     if not any(text.strip() for text in texts):
         return []
+    ordered = sorted(zip(logs, texts, strict=True), key=lambda item: not item[0].name.endswith("_0_log.out"))
+    matches = next((found for _, text in ordered if (found := list(ATTEMPT_START.finditer(text)))), [])
+    starts = [stamp(match.group(0)) or "" for match in matches]
+    hosts = [re.search(r"hostname=([^,\s)]+)", match.group("env")) for match in matches]
     per_attempt: dict[int, list[str]] = {}
     for text in texts:
         for number, lines in lines_by_attempt(text, starts).items():
@@ -672,6 +655,18 @@ def read_attempts(run_dir: Path) -> list[Attempt]:
         host = hosts[number - 1].group(1) if number <= len(hosts) and hosts[number - 1] else None
         attempts.append(Attempt(number, text, host, ending(text)))
     return attempts
+
+
+def read_attempts(run_dir: Path) -> list[Attempt]:
+    """The run's attempts from its job logs."""
+    return attempts_in(job_logs(run_dir))
+
+
+def log_with_sibling(path: Path) -> list[Path]:
+    """A submitit log and its other half (<job>_<task>_log.err / .out): the attempt starts are on stdout."""
+    other = {".err": ".out", ".out": ".err"}.get(path.suffix)
+    sibling = path.with_suffix(other) if other else None
+    return [path, sibling] if sibling is not None and sibling.is_file() else [path]
 
 
 def run_failures(run_dir: Path, context: FixContext | None = None) -> list[Failure]:

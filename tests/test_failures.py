@@ -120,7 +120,7 @@ SUBMITIT_START = (
 )
 
 
-def test_a_requeued_log_is_split_into_attempts_each_with_its_cause():
+def test_a_requeued_log_is_split_into_attempts_each_with_its_cause(tmp_path: Path):
     """Attempt 1 preempted (SLURM's own line), attempt 2 OOM'd: the log says both, in order."""
     first = SUBMITIT_START.format(s=1, host="c1") + "\n" + body(CORPUS / "preempted" / "gemmaker-242-slurmstepd.log")
     second = "\n".join(
@@ -130,7 +130,9 @@ def test_a_requeued_log_is_split_into_attempts_each_with_its_cause():
             "submitit ERROR (2026-11-22 19:52:00,000) - Submitted job triggered an exception",
         ]
     )
-    attempts = failures.split_attempts(first + "\n" + second + "\n")
+    log = tmp_path / "7_0_log.err"
+    log.write_text(first + "\n" + second + "\n")
+    attempts = failures.attempts_in([log])
     assert [(a.number, a.host, a.ended) for a in attempts] == [(1, "c1", "interrupted"), (2, "c2", "failed")]
     found = [failures.classify(a.text, a.number, a.host) for a in attempts]
     assert [(f.kind, f.attempt) for f in found] == [("preempted", 1), ("cuda_oom", 2)]
@@ -266,3 +268,15 @@ def test_a_failed_run_without_metrics_gets_its_cause_in_doctor_and_compare(tmp_p
     assert "| FAILED (gpu_unavailable: ValueError: Total available GPUs 8.0 is ) |" in report
     assert "## Failed runs" in report and "fix: verl found fewer GPUs" in report
     assert failures.run_state(run_dir) == "FAILED"
+
+
+def test_doctor_log_splits_a_real_requeued_jobs_stderr_with_its_stdout():
+    """submitit's attempt starts are on stdout: --log on the stderr file reads its sibling and finds that only
+    attempt 1 failed (preempted); attempt 2 completed."""
+    job = Path(__file__).parent / "data" / "failure_jobs" / "preempted-then-completed"
+    result = run_doctor("--log", str(job / "3_0_log.err"), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads(result.stdout)
+    assert (record["failure"]["kind"], record["failure"]["attempt"]) == ("preempted", 1)
+    assert "attempts" not in record  # the second attempt has no failure
+    assert record["failure"]["node"] == "c1"  # slurmstepd-c1 names the node (submitit says hostname=vm)

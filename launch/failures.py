@@ -56,7 +56,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"OutOfMemoryError: Task was killed due to the node running low on memory",
         r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
         r"Detected \d+ oom[-_]kill event",
-        r"Exceeded job memory limit",
+        r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit",
         r"oom-kill event\(s\)|Out of memory: Killed process",
     ),
     "engine_memory": (
@@ -154,6 +154,7 @@ NODE_PATTERNS = (
     re.compile(r"\bip[=:] ?([\d.]+\d)"),
     re.compile(r"\bIP: ([\d.]+\d)"),
     re.compile(r"JOB \d+ ON (\S+) CANCELLED"),
+    re.compile(r"^slurmstepd-([\w.-]+): "),  # slurmd -N <node> prefixes its step daemon's lines
     re.compile(r"Local node IP: (\S+)"),
 )
 

@@ -51,6 +51,7 @@ NODES = {
     "ray_node_lost/devcluster-raylet-killed": "c2",  # rlaunch's host name wins over Ray's ipv4:127.0.0.12
     "ray_node_lost/easyr1-324-owner-node-crashed": "172.21.160.9",
     "host_oom/wmpo-3-raylet-memory-pressure": "172.24.0.226",
+    "host_oom/devcluster-exceeded-mem": "c1",
     "config_error/verl-4672-hfmodelconfig": "10.82.138.15",
 }
 

@@ -104,4 +104,4 @@ def test_a_job_past_its_memory_limit_is_host_oom(slurm_env, tmp_path: Path):
     )
     found = doctor.run_failures(read_run(Path(plan.run_dir)))
     assert [f.kind for f in found] == ["host_oom"], found
-    assert "cluster.mem_gb=4 (now --mem=2G)" in found[0].fix
+    assert "cluster.mem_gb=4 (now --mem=2G)" in found[0].fix and found[0].node == "c1"

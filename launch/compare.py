@@ -6,7 +6,9 @@ validation reward and accuracy (final and best), throughput (tokens/s/GPU), MFU,
 memory peak beside the preflight's prediction; per PCGrad run, the change in mean final reward against the GURU
 baseline on the same GPU profile. Output: a terminal table (rich), <out>/report.md, and <out>/reward_<domain>.png
 (each run's validation reward curve, baseline and PCGrad overlaid). Each run's diagnosis (launch/doctor.py) is
-written next to it and linked from the report.
+written next to it and linked from the report. Each run's state (COMPLETED / FAILED / RUNNING / REQUEUED, from its
+job log; W&B's run state for a W&B group) carries the cause of its failed attempts, and the failed runs are listed
+with their evidence and fix (launch/failures.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch import doctor
+from launch import doctor, failures
 from launch.errors import UserError
 from launch.metrics import (
     MEMORY_ALLOCATED,
@@ -85,6 +87,13 @@ class RunSummary:
     diagnoses: list[str] = field(default_factory=list)
     diagnosis_file: Path | None = None
     reward_vs_baseline: float | None = None
+    state: str | None = None  # COMPLETED / FAILED / RUNNING / REQUEUED / PENDING; None when nothing says
+    failed: list[failures.Failure] = field(default_factory=list)  # each failed or interrupted attempt's cause
+
+    @property
+    def state_cell(self) -> str:
+        cause = failures.summary(self.failed, chars=40)
+        return " ".join(part for part in (self.state or "—", cause and f"({cause})") if part)
 
     @property
     def mean_final_reward(self) -> float | None:
@@ -98,8 +107,12 @@ def label_of(run: RunMetrics) -> str:
     return " · ".join([run.algo, run.gpu, *rest[:2]])
 
 
+WANDB_STATES = {"finished": "COMPLETED", "crashed": "FAILED", "failed": "FAILED", "killed": "FAILED"}
+
+
 def summarize(run: RunMetrics) -> RunSummary:
     peak = run.peak(MEMORY_RESERVED)
+    wandb_state = run.plan.get("wandb_state")  # wandb_runs records W&B's own state of the run
     return RunSummary(
         run=run,
         label=label_of(run),
@@ -111,6 +124,7 @@ def summarize(run: RunMetrics) -> RunSummary:
         peak_gib=peak if peak is not None else run.peak(MEMORY_ALLOCATED),
         predicted_gib=run.predicted_torch_peak_gib,
         last_step=max(run.history) if run.history else None,
+        state=WANDB_STATES.get(wandb_state, str(wandb_state).upper()) if wandb_state else None,
     )
 
 
@@ -124,11 +138,13 @@ def against_baseline(summaries: list[RunSummary]) -> None:
 
 
 def diagnose_local(summary: RunSummary) -> None:
-    if not summary.run.history:
+    summary.state = failures.run_state(summary.run.run_dir)
+    summary.failed = doctor.run_failures(summary.run)
+    if not summary.run.history and not summary.failed:
         return
-    diagnoses = doctor.diagnose(summary.run)
+    diagnoses = doctor.diagnose(summary.run) if summary.run.history else []
     summary.diagnoses = [item.kind for item in diagnoses]
-    summary.diagnosis_file = doctor.write_diagnosis(summary.run, diagnoses)
+    summary.diagnosis_file = doctor.write_diagnosis(summary.run, diagnoses, summary.failed)
 
 
 # --- sources ---------------------------------------------------------------------------------------------------------
@@ -165,6 +181,7 @@ def wandb_runs(group: str, project: str, entity: str | None) -> list[RunMetrics]
             "gpu_profile": provenance.get("gpu_profile", "?"),
             "worker_env": {"WANDB_JOB_TYPE": remote.job_type},
             "preflight": {"phases": (provenance.get("preflight") or {}).get("phases") or {}},
+            "wandb_state": remote.state,
         }
         runs.append(RunMetrics(Path(remote.id), plan, dict(sorted(history.items()))))
     return runs
@@ -204,6 +221,7 @@ def overview_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str
     header = [
         "run",
         "id",
+        "state",
         "steps",
         "attempts",
         "tokens/s/GPU",
@@ -218,6 +236,7 @@ def overview_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str
         [
             s.label,
             s.run.run_id,
+            s.state_cell,
             number(s.last_step, "d"),
             str(len(s.run.attempts) or "—"),
             number(s.throughput, ".0f"),
@@ -226,7 +245,7 @@ def overview_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str
             memory_cell(s),
             number(s.mean_final_reward, ".3f"),
             number(s.reward_vs_baseline, "+.3f"),
-            ", ".join(s.diagnoses) or ("healthy" if s.diagnosis_file else "—"),
+            ", ".join([*(f.kind for f in s.failed), *s.diagnoses]) or ("healthy" if s.diagnosis_file else "—"),
         ]
         for s in summaries
     ]
@@ -250,6 +269,16 @@ def domain_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str]]
     return header, [[domain, *[cell(s, domain) for s in summaries]] for domain in domains]
 
 
+def failed_runs(summaries: list[RunSummary]) -> list[str]:
+    """Each run with a failed or interrupted attempt: its state, then every attempt's cause, evidence and fix."""
+    lines = []
+    for summary in summaries:
+        if summary.failed:
+            lines.append(f"{summary.label} ({summary.run.run_id}): {summary.state or '—'}")
+            lines += ["    " + line for failure in summary.failed for line in failures.render(failure)]
+    return lines
+
+
 def print_tables(summaries: list[RunSummary]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -265,6 +294,10 @@ def print_tables(summaries: list[RunSummary]) -> None:
         for row in rows:
             table.add_row(*row)
         console.print(table)
+    causes = failed_runs(summaries)
+    if causes:
+        console.print("failed runs", style="bold")
+        console.print("\n".join(causes), markup=False, highlight=False)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -288,6 +321,7 @@ def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], 
         "",
         markdown_table(header, rows),
         "",
+        *(["## Failed runs", "", "```", *failed_runs(summaries), "```", ""] if failed_runs(summaries) else []),
         "## Validation per domain",
         "",
         markdown_table(*domain_rows(summaries)),

@@ -4,7 +4,10 @@ Runs on: any machine that sees the run directories (the login node, or a laptop 
 Reads what the plan expected (plan.json: the preflight's predicted MFU and per-phase peaks, the exact verl config,
 the model's architecture) next to what verl logged (launch.metrics) and what the job recorded (attempts.jsonl,
 not_requeued.txt), and says what holds each run back, most important first, each with the overrides that address
-it. Writes <run_dir>/diagnosis.md, which the sweep's comparison report links to (`diagnosis_path`).
+it. A run whose attempts failed gets the cause of each (launch/failures.py: kind, evidence, fix from the plan) before
+anything else. Writes <run_dir>/diagnosis.md, which the sweep's comparison report links to (`diagnosis_path`).
+
+    python launch/doctor.py --log FILE [--json]   classifies one bare log file (no run directory needed)
 
 Importance orders the diagnoses: the share of a step's time the problem stands for beyond what a healthy run spends
 there (a run that makes no progress at all: 1.0; a calibration signal, which costs no time itself: 0.0). Thresholds
@@ -13,6 +16,7 @@ and their reasons: conf/doctor.yaml.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Sequence
@@ -24,6 +28,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from launch import failures
 from launch.errors import UserError, closest
 from launch.memory import Architecture, Knobs, estimate, predicted_mfu, with_changes
 from launch.metrics import (
@@ -43,6 +48,7 @@ from launch.metrics import (
 from launch.preflight import (
     KEYS,
     TUNE_HEADROOM,
+    candidate_fixes,
     fits,
     knobs_rollout_n,
     overrides_for,
@@ -425,7 +431,7 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
     stalled_reach = max(reached[-(stalled + 1) :])
     overrides: list[str] = []
     if 0 < stalled_reach and stalled_reach // thresholds.saves_per_attempt < int(trainer["save_freq"]):
-        save_freq = max(1, stalled_reach // thresholds.saves_per_attempt)
+        save_freq = failures.save_freq_that_fits(stalled_reach, thresholds.saves_per_attempt)
         overrides.append(override("trainer.save_freq", save_freq))
         remedy = f"an attempt reaches {stalled_reach} steps but saves every {trainer['save_freq']}"
     elif stalled_reach == 0 and trainer.get("val_before_train"):
@@ -457,6 +463,43 @@ def diagnose(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> lis
     return sorted(diagnoses, key=lambda item: (-item.importance, KINDS.index(item.kind)))
 
 
+# --- failed attempts -------------------------------------------------------------------------------------------------
+
+
+def next_fix_per_phase(expected: Expectation) -> dict[str, list[str]]:
+    """phase -> the overrides of the cheapest preflight fix that lowers that phase's predicted peak."""
+    arch, knobs, capacity = expected.arch, expected.knobs, expected.capacity_gib
+    now = {phase.name: phase.peak_gib for phase in estimate(arch, knobs, capacity)}
+    found: dict[str, list[str]] = {}
+    for fix in candidate_fixes(arch, knobs, capacity):
+        for phase in estimate(arch, with_changes(knobs, **fix.changes), capacity):
+            if phase.name not in found and phase.peak_gib < now[phase.name] - 0.01:
+                found[phase.name] = [override(key, value) for key, value in overrides_for(fix.changes, knobs).items()]
+    return found
+
+
+def failure_context(run: RunMetrics, thresholds: DoctorThresholds) -> failures.FixContext:
+    """The plan's numbers a failure's fix quotes: predicted peaks, the preflight's next fixes, each attempt's reach."""
+    phases = (run.plan.get("preflight") or {}).get("phases") or {}
+    expected = expectation(run) if phases else None
+    starts = [int(attempt.get("checkpointed_step") or 0) for attempt in run.attempts]
+    reached = steps_reached(run, starts) if starts else []
+    return failures.FixContext(
+        plan=run.plan,
+        predicted_peaks_gib={name: float(phase["peak_gib"]) for name, phase in phases.items()},
+        next_fixes=next_fix_per_phase(expected) if expected is not None else {},
+        steps_reached=dict(enumerate(reached, start=1)),
+        checkpointed_step=dict(enumerate(starts, start=1)),
+        saves_per_attempt=thresholds.saves_per_attempt,
+    )
+
+
+def run_failures(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> list[failures.Failure]:
+    """The cause of each failed or interrupted attempt of the run, with fixes from its plan."""
+    context = failure_context(run, thresholds or load_thresholds())
+    return failures.run_failures(run.run_dir, context)
+
+
 # --- output ----------------------------------------------------------------------------------------------------------
 
 
@@ -470,14 +513,19 @@ def retry_command(run: RunMetrics, item: Diagnosis) -> str:
     return " ".join(["python launch/run.py", *run.plan.get("overrides", []), *item.overrides])
 
 
-def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis]) -> str:
+def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequence[failures.Failure] = ()) -> str:
     lines = [
         f"# Diagnosis of run {run.run_id}",
         "",
         f"{run.plan.get('job_name', '')} · algo {run.algo} · gpu {run.gpu} · `{run.run_dir}`",
         "",
     ]
-    if not diagnoses:
+    for item in failed:
+        lines += [
+            f"## Attempt {item.attempt or '?'} failed: {item.kind}" + (f" (node {item.node})" if item.node else "")
+        ]
+        lines += ["", "```", *item.evidence, "```", "", f"Fix: {item.fix}", ""]
+    if not diagnoses and not failed:
         lines.append("Nothing holds this run back by the doctor's thresholds (conf/doctor.yaml).")
     for number, item in enumerate(diagnoses, start=1):
         lines += [f"## {number}. {item.kind} (importance {item.importance:.3f})", "", item.headline, ""]
@@ -491,15 +539,21 @@ def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_diagnosis(run: RunMetrics, diagnoses: list[Diagnosis]) -> Path:
+def write_diagnosis(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequence[failures.Failure] = ()) -> Path:
     path = diagnosis_path(run.run_dir)
-    path.write_text(render_markdown(run, diagnoses))
+    path.write_text(render_markdown(run, diagnoses, failed))
     return path
 
 
-def render_text(run: RunMetrics, diagnoses: list[Diagnosis], written: Path) -> str:
+def render_text(
+    run: RunMetrics, diagnoses: list[Diagnosis], written: Path, failed: Sequence[failures.Failure] = ()
+) -> str:
     lines = [f"run {run.run_id}  {run.algo}  {run.gpu}  ({run.run_dir})"]
-    if not diagnoses:
+    for item in failed:
+        lines += [
+            "  failed " + line if number == 0 else "  " + line for number, line in enumerate(failures.render(item))
+        ]
+    if not diagnoses and not failed:
         lines.append("  no diagnosis: nothing holds this run back by the doctor's thresholds")
     for number, item in enumerate(diagnoses, start=1):
         lines.append(f"  {number}. [{item.kind}] {item.headline}")
@@ -531,20 +585,45 @@ def runs_under(path: Path) -> list[Path]:
 def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
     """Diagnose every run under `path`, write each diagnosis.md; the text to print."""
     runs = [read_run(run_dir) for run_dir in runs_under(path)]
-    measured = [run for run in runs if has_metrics(run)]
-    if not measured:
+    failed = {run.run_id: run_failures(run, thresholds) for run in runs}
+    if not any(has_metrics(run) or failed[run.run_id] for run in runs):
         raise UserError(
-            f"no metrics under {path}: verl's file logger writes <run_dir>/metrics/attempt-<n>.jsonl once the run "
-            "has started (trainer.logger must include file)"
+            f"no metrics under {path} and no failed attempt: verl's file logger writes "
+            "<run_dir>/metrics/attempt-<n>.jsonl once the run has started (trainer.logger must include file)"
         )
     out = []
     for run in runs:
-        if not has_metrics(run):
+        if not has_metrics(run) and not failed[run.run_id]:
             out.append(f"run {run.run_id}  ({run.run_dir}): no metrics yet, skipped")
             continue
-        diagnoses = diagnose(run, thresholds)
-        out.append(render_text(run, diagnoses, write_diagnosis(run, diagnoses)))
+        diagnoses = diagnose(run, thresholds) if has_metrics(run) else []
+        written = write_diagnosis(run, diagnoses, failed[run.run_id])
+        out.append(render_text(run, diagnoses, written, failed[run.run_id]))
     return out
+
+
+def classify_log(path: Path, as_json: bool) -> str:
+    """--log FILE: the cause of a log's failure (each attempt's, for a requeued job's submitit log: its stdout,
+    which holds the attempt starts, is read beside a stderr file)."""
+    if not path.is_file():
+        raise UserError(f"no such log file: {path}: give the path of a job's log (e.g. submitit's <job>_0_log.err)")
+    attempts = failures.attempts_in(failures.log_with_sibling(path))
+    numbered = len(attempts) > 1
+    found = [
+        failures.with_plan_fix(
+            failures.classify(attempt.text, attempt.number if numbered else None, attempt.host), None, attempt.text
+        )
+        for attempt in attempts
+        if attempt.ended != "completed"
+    ]
+    if as_json:
+        record: dict[str, Any] = {"failure": found[-1].to_json() if found else None}
+        if len(found) > 1:
+            record["attempts"] = [item.to_json() for item in found]
+        return json.dumps(record, indent=2)
+    if not found:
+        return "no failure: the job's log ends with submitit's 'Job completed successfully'"
+    return "\n".join(line for item in found for line in failures.render(item))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -555,6 +634,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(__doc__)
         return
     try:
+        if "--log" in args:
+            rest = [arg for arg in args if arg not in ("--log", "--json")]
+            if len(rest) != 1:
+                raise UserError("usage: python launch/doctor.py --log FILE [--json]: give exactly one log file")
+            print(classify_log(Path(rest[0]), "--json" in args), flush=True)
+            return
         paths = [arg for arg in args if "=" not in arg]
         if len(paths) != 1:
             raise UserError(

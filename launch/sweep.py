@@ -2,6 +2,8 @@
 
 Runs on: the login node. Reads the manifest that submission wrote; asks squeue/sacct (every attempt of a requeued
 job included) and scancel. A sweep id is looked up under --runs-dir (default: the slurm cluster's shared_dir/rlaunch).
+`status` names the cause of each failed or interrupted attempt and `logs` shows its evidence and fix before the
+tail (launch/failures.py, through the doctor for the plan's numbers).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launch.metrics import read_history
+from launch import doctor, failures
+from launch.metrics import read_history, read_run
 from launch.slurm import read_manifest
 
 DEFAULT_RUNS_DIR = Path("~/rlaunch/rlaunch").expanduser()
@@ -65,9 +68,10 @@ def status(manifest: dict[str, Any]) -> str:
         history = " > ".join(a["State"] for a in attempts) if len(attempts) > 1 else ""
         logged = read_history(Path(run["run_dir"]))  # verl's file logger: how far training got
         progress = f"step {max(logged)}" if logged else "no step yet"
+        cause = failures.summary(failures.run_failures(Path(run["run_dir"])))
         lines.append(
             f"  {run['job_id']:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress:<12} {run['run_id']}  "
-            f"{run['job_name']}" + (f"  [{history}]" if history else "")
+            f"{run['job_name']}" + (f"  [{history}]" if history else "") + (f"  cause {cause}" if cause else "")
         )
     return "\n".join(lines)
 
@@ -79,6 +83,11 @@ def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
         raise SystemExit(f"sweep: no run {run} in this sweep: choose one of {known}")
     out = []
     for record in chosen:
+        run_dir = Path(record["run_dir"])
+        found = doctor.run_failures(read_run(run_dir)) if (run_dir / "plan.json").exists() else []
+        if found:  # the lines that show the cause first: they sit far above the tail
+            out.append(f"==> {record['job_id']} {record['run_id']} cause:")
+            out.extend(line for failure in found for line in failures.render(failure))
         for stream in ("stdout", "stderr"):
             path = Path(record[stream])
             text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else ["(not written yet)"]

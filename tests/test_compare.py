@@ -54,10 +54,11 @@ def test_report_markdown_compares_pcgrad_with_the_baseline_on_the_same_gpu(sweep
     text = report.read_text()
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in text.splitlines() if " · " in line[:30]}
     baseline_mean = sum(validation_reward(i, 10, 0.0) for i in range(6)) / 6
-    assert rows["guru_baseline · a40"][8] == f"{baseline_mean:.3f}"
-    assert rows["mtl_pcgrad · a40"][9] == "+0.050" and rows["mtl_pcgrad · a100_80"][9] == "+0.050"
-    assert rows["mtl_pcgrad · a40"][3] == "2"  # attempts
-    assert rows["mtl_pcgrad · a40"][4] == "1000" and rows["mtl_pcgrad · a40"][5] == "20.0%"
+    assert rows["guru_baseline · a40"][9] == f"{baseline_mean:.3f}"
+    assert rows["mtl_pcgrad · a40"][10] == "+0.050" and rows["mtl_pcgrad · a100_80"][10] == "+0.050"
+    assert rows["mtl_pcgrad · a40"][2] == "—"  # state: no manifest lists the fixture runs, no job log says
+    assert rows["mtl_pcgrad · a40"][4] == "2"  # attempts
+    assert rows["mtl_pcgrad · a40"][5] == "1000" and rows["mtl_pcgrad · a40"][6] == "20.0%"
     assert "reward 0.200 / best 0.250 @5; acc 0.100 / best 0.125" in text  # codegen, PCGrad: dipped at step 10
     for run_dir in run_dirs(sweep):  # each run's diagnosis, written and linked
         assert (run_dir / "diagnosis.md").exists()

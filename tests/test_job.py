@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, run_cli
+from conftest import PROJECT, compose_config, run_cli
 from tiny_assets import make_tiny_dataset, make_tiny_model
 
 from launch import ray_cluster, slurm
@@ -238,7 +238,25 @@ def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check_and_leaves_no_se
     assert {"submitit", ".hydra"} <= {path.name for path in sweep_dir.iterdir()}
     # run and sweep dirs, submitit's folder (pickles, sbatch script, SLURM output), .hydra/, copied Ray logs
     assert files_containing(tmp_path, list(FAKE_KEYS.values())) == []
-    assert_token_only_in_its_file(run_dir, tmp_path)
+    assert_cause_everywhere(sweep_dir, run_dir, "gpu_unavailable", slurm_env)
+    assert_token_only_in_its_file(run_dir, tmp_path)  # after status, doctor and compare wrote theirs
+
+
+def assert_cause_everywhere(sweep_dir: Path, run_dir: Path, kind: str, env: dict[str, str]) -> None:
+    """What a user sees of a failed run: sweep status, the doctor and compare all name its cause."""
+
+    def cli(script: str, *args: str) -> str:
+        command = [sys.executable, str(PROJECT / "launch" / script), *args]
+        result = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+    assert f"cause {kind}: " in cli("sweep.py", "status", str(sweep_dir))
+    assert f"[{kind}]" in cli("doctor.py", str(run_dir))
+    diagnosis = (run_dir / "diagnosis.md").read_text()
+    assert f"failed: {kind}" in diagnosis and "Nothing holds this run back" not in diagnosis
+    cli("compare.py", str(sweep_dir))
+    assert f"FAILED ({kind}: " in (sweep_dir / "report" / "report.md").read_text()
 
 
 def test_cluster_local_runs_the_same_head_path_on_this_machine(tmp_path: Path):

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rewards.sources import domain_of
+
 
 @dataclass(frozen=True)
 class PcgradWorkerSettings:
@@ -42,11 +44,11 @@ class PcgradWorkerSettings:
 
 
 def task_of(data_source: str, task_map: Mapping[str, str]) -> str:
-    """GURU names data sources <domain>__<dataset> (math__deepscaler -> math). task_map overrides, first for the
-    whole data_source (e.g. openai/gsm8k -> math), then for the domain (e.g. simulation -> codegen)."""
+    """A sample's task is its data source's domain, as rewards/ defines it (math__deepscaler -> math, openai/gsm8k ->
+    math). task_map overrides, first for the whole data_source, then for the domain (e.g. simulation -> codegen)."""
     if data_source in task_map:
         return task_map[data_source]
-    domain = data_source.split("__", 1)[0] if "__" in data_source else data_source
+    domain = domain_of(data_source)
     return task_map.get(domain, domain)
 
 

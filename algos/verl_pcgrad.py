@@ -340,8 +340,3 @@ class PcgradTrainer(PPOTrainerSync):
         if order is not None:
             batch.reorder(order)
         return batch
-
-
-def plugin_summary() -> dict[str, Any]:
-    """What the plugin registered, for the start-up line and tests."""
-    return {"trainer": TRAINER_NAME, "trainer_cls": PcgradTrainer, "worker_cls": PcgradActorRolloutRefWorker}

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import time
+from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
 from launch.facts import query_partition, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
@@ -41,6 +43,20 @@ def choose_cluster(overrides: list[str]) -> tuple[str, str]:
     return "local", "cluster=auto: no SLURM controller answers here (sinfo)"
 
 
+def site_gres_types(overrides: list[str], cluster: str) -> dict[str, str]:
+    """cluster.gres_types as Hydra will compose it: the cluster file's mapping, then the command line's entries
+    (`cluster.gres_types.a100_80=a100-80g`, with or without +, or the whole dict)."""
+    conf = Path(__file__).resolve().parent.parent / "conf" / "cluster" / f"{cluster}.yaml"
+    types = dict(OmegaConf.load(conf).get("cluster", {}).get("gres_types") or {}) if conf.is_file() else {}
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        if key == "cluster.gres_types" and isinstance(override.value(), dict):
+            types.update(override.value())
+        elif key.startswith("cluster.gres_types."):
+            types[key.removeprefix("cluster.gres_types.")] = str(override.value())
+    return {str(profile): str(gres_type) for profile, gres_type in types.items()}
+
+
 def choose_gpu(overrides: list[str], cluster: str) -> ProfileChoice:
     profiles = load_profiles()
     if cluster == "slurm":
@@ -49,7 +65,7 @@ def choose_gpu(overrides: list[str], cluster: str) -> ProfileChoice:
         hint = _value_of(overrides, "cluster.gpu_type")
         gres_type = partition.gres_type if partition is not None and partition.gres_type else hint
         if gres_type:
-            profile = profile_for_gres_type(gres_type, profiles, {})
+            profile = profile_for_gres_type(gres_type, profiles, site_gres_types(overrides, cluster))
             if profile is not None:
                 where = f"partition {partition.name}" if partition is not None else "cluster.gpu_type"
                 return ProfileChoice(profile, f"GPU type '{gres_type}' of {where}")

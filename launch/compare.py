@@ -34,13 +34,9 @@ from launch.metrics import (
     run_dirs,
     validation_series,
 )
+from rewards.sources import domain_of
 
 BASELINE_ALGO = "guru_baseline"
-
-
-def domain_of(data_source: str) -> str:
-    """GURU's data sources are <domain>__<dataset>; others (openai/gsm8k) stand for themselves."""
-    return data_source.split("__", 1)[0]
 
 
 def domain_curves(run: RunMetrics, var: str) -> dict[str, list[tuple[int, float]]]:

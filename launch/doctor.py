@@ -38,7 +38,6 @@ from launch.metrics import (
     STEP_TIME,
     TRAINER_PHASES,
     RunMetrics,
-    attempt_log_path,
     predicted_torch_peaks,
     read_records,
     read_run,
@@ -56,6 +55,7 @@ from launch.preflight import (
     user_keys,
     with_train_tokens,
 )
+from launch.rundir import attempt_log_path
 
 THRESHOLDS_FILE = Path(__file__).resolve().parent.parent / "conf" / "doctor.yaml"
 DIAGNOSIS_FILE = "diagnosis.md"

@@ -23,22 +23,13 @@ import submitit
 
 from launch import provenance, ray_cluster
 from launch.gpu import detect_gpus
-from launch.metrics import attempt_log_path
+from launch.rundir import append_attempt, attempt_log_path, attempts, load_plan
 
 # Variables worth a line in the attempt log; everything else (tokens, keys) stays out of files rlaunch writes.
 LOGGED_VARIABLES = (*provenance.SLURM_VARIABLES.values(), "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES")
 DONE_MARKER = ".ray_done-{job}"
 JOB_STARTED = time.monotonic()  # this module is imported when the job's callable is unpickled: the job's start
 VERL_LATEST = "latest_checkpointed_iteration.txt"  # verl writes it next to global_step_N after each save
-
-
-def load_plan(run_dir: str) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / "plan.json").read_text())
-
-
-def attempts(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "attempts.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def checkpointed_step(plan: dict[str, Any]) -> int:
@@ -58,8 +49,7 @@ def record_attempt(plan: dict[str, Any], gpus: int) -> dict[str, Any]:
         "checkpointed_step": checkpointed_step(plan),
         **{name: os.environ[name] for name in LOGGED_VARIABLES if name in os.environ},
     }
-    with (Path(plan["run_dir"]) / "attempts.jsonl").open("a") as log:
-        log.write(json.dumps(attempt) + "\n")
+    append_attempt(Path(plan["run_dir"]), attempt)
     return attempt
 
 

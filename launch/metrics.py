@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-METRICS_DIR = "metrics"
-ATTEMPT_FILE = re.compile(r"attempt-(\d+)\.jsonl$")
+from launch.rundir import ATTEMPT_METRICS, METRICS_DIR, attempts, is_run_dir, load_plan
 
 # verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; FACTS)
 THROUGHPUT = "perf/throughput"  # tokens / s / GPU
@@ -30,11 +29,6 @@ STEP_TIME = "timing_s/step"
 TRAINER_PHASES = ("training", "log-prob")  # the preflight's phases that run in verl's trainer processes
 NON_TORCH_TERM = "non-torch"  # the phase term torch's memory counters never see (launch/memory.py)
 VALIDATION = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>reward|acc)/mean@(?P<n>\d+)$")
-
-
-def attempt_log_path(run_dir: Path, attempt: int) -> Path:
-    """Where verl's file logger writes during attempt `attempt` (1-based) of a run."""
-    return run_dir / METRICS_DIR / f"attempt-{attempt}.jsonl"
 
 
 def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -65,8 +59,8 @@ def merge_attempts(attempt_records: Iterable[list[tuple[int, dict[str, Any]]]]) 
 
 
 def attempt_files(run_dir: Path) -> list[Path]:
-    files = [path for path in (run_dir / METRICS_DIR).glob("attempt-*.jsonl") if ATTEMPT_FILE.search(path.name)]
-    return sorted(files, key=lambda path: int(ATTEMPT_FILE.search(path.name).group(1)))  # type: ignore[union-attr]
+    files = [path for path in (run_dir / METRICS_DIR).glob("attempt-*.jsonl") if ATTEMPT_METRICS.search(path.name)]
+    return sorted(files, key=lambda path: int(ATTEMPT_METRICS.search(path.name).group(1)))  # type: ignore[union-attr]
 
 
 def read_history(run_dir: Path) -> dict[int, dict[str, Any]]:
@@ -153,13 +147,11 @@ class RunMetrics:
 
 
 def read_run(run_dir: Path) -> RunMetrics:
-    from launch.job import attempts, load_plan
-
-    return RunMetrics(run_dir, load_plan(str(run_dir)), read_history(run_dir), attempts(run_dir))
+    return RunMetrics(run_dir, load_plan(run_dir), read_history(run_dir), attempts(run_dir))
 
 
 def run_dirs(path: Path) -> list[Path]:
     """A run directory itself, or every run directory of a sweep directory (those holding a plan.json)."""
-    if (path / "plan.json").exists():
+    if is_run_dir(path):
         return [path]
-    return sorted(child for child in path.iterdir() if (child / "plan.json").exists())
+    return sorted(child for child in path.iterdir() if is_run_dir(child))

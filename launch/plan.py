@@ -15,13 +15,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from algos.verl_entry_points import hydra_entry_command
 from launch.facts import Facts
-from launch.metrics import attempt_log_path
+from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 
 # Overrides that do not change what is trained: they stay out of the run id and the job name.
 IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
-VERL_CONFIG_NAME = "verl_config"
 
 
 @dataclass(frozen=True)
@@ -226,18 +226,6 @@ def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str])
     verl["ray_kwargs"]["ray_init"]["runtime_env"] = runtime_env
     runtime_env["env_vars"] = {**worker_env, **(runtime_env.get("env_vars") or {})}
     return verl
-
-
-def hydra_entry_command(python: str, module: str, config_dir: Path, config_name: str, hydra_dir: str) -> list[str]:
-    """A verl entry point (a Hydra app) on a config file rlaunch dumped, its Hydra bookkeeping in `hydra_dir`."""
-    return [
-        python,
-        "-m",
-        module,
-        f"--config-path={config_dir}",
-        f"--config-name={config_name}",
-        f"hydra.run.dir={hydra_dir}",
-    ]
 
 
 def make_verl_command(python: str, run_dir: Path) -> list[str]:

@@ -21,11 +21,12 @@ from typing import Any
 
 from launch.facts import checkout_facts, git_diff
 from launch.plan import Plan
+from launch.rundir import PLAN_FILE, RLAUNCH_CONFIG_FILE
 from launch.secret_guard import redact, secret_values
 
 PROVENANCE = "provenance.json"
 GIT_DIFF = "git_diff.patch"
-CONFIG_FILES = ("plan.json", "rlaunch_config.yaml")  # verl_config.yaml carries this record: not hashed here
+CONFIG_FILES = (PLAN_FILE, RLAUNCH_CONFIG_FILE)  # verl_config.yaml carries this record: not hashed here
 VERL_KEY = "rlaunch"  # the key of verl's config (and so of the W&B config) holding the record
 SLURM_VARIABLES = {
     "job_id": "SLURM_JOB_ID",

@@ -21,8 +21,8 @@ from launch import preflight, provenance
 from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
-from launch.metrics import METRICS_DIR
-from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, make_slurm_parameters, render
+from launch.plan import Plan, make_plan, make_slurm_parameters, render
+from launch.rundir import METRICS_DIR, PLAN_FILE, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
@@ -68,10 +68,10 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     run_dir = Path(plan.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / METRICS_DIR).mkdir(exist_ok=True)  # verl's file logger opens its file there and creates no directory
-    (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
-    (run_dir / "plan.txt").write_text(render(plan) + "\n")
+    (run_dir / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    (run_dir / PLAN_TEXT_FILE).write_text(render(plan) + "\n")
     ours = {root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS}
-    (run_dir / "rlaunch_config.yaml").write_text(yaml.safe_dump(ours, sort_keys=False))
+    (run_dir / RLAUNCH_CONFIG_FILE).write_text(yaml.safe_dump(ours, sort_keys=False))
     record = provenance.write_planned(plan)
     # verl passes its whole config to wandb.init: the record rides along under one key verl does not read
     verl_config = {**plan.verl, provenance.VERL_KEY: record}

@@ -17,6 +17,7 @@ from typing import Any
 
 from launch import doctor, failures
 from launch.metrics import read_history, read_run
+from launch.rundir import is_run_dir
 from launch.slurm import read_manifest
 
 DEFAULT_RUNS_DIR = Path("~/rlaunch/rlaunch").expanduser()
@@ -84,7 +85,7 @@ def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
     out = []
     for record in chosen:
         run_dir = Path(record["run_dir"])
-        found = doctor.run_failures(read_run(run_dir)) if (run_dir / "plan.json").exists() else []
+        found = doctor.run_failures(read_run(run_dir)) if is_run_dir(run_dir) else []
         if found:  # the lines that show the cause first: they sit far above the tail
             out.append(f"==> {record['job_id']} {record['run_id']} cause:")
             out.extend(line for failure in found for line in failures.render(failure))

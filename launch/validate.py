@@ -240,6 +240,9 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
     run_verl_validation(verl)
     if cfg.algo.name == "rft":  # its stages' own configs: verl's generation (PPO rollout) and SFT config code
-        from algos.rft import validate_rft
+        from algos.rft import RftConfigError, validate_rft
 
-        validate_rft(cfg)
+        try:
+            validate_rft(plan.verl, OmegaConf.to_container(cfg.rft, resolve=True))
+        except RftConfigError as error:
+            raise UserError(str(error)) from None

@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rewards.result import RESULT_KEYS
-from rewards.scorer import DOMAINS, Scorer, domain_of, scorer_for
+from rewards.scorer import DOMAINS, Scorer, scorer_for
 from rewards.settings import RewardSettings
+from rewards.sources import domain_of
 
 __all__ = [
     "DOMAINS",

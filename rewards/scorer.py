@@ -25,6 +25,7 @@ from rewards.domains import math as math_domain
 from rewards.domains.stem import Judge
 from rewards.pool import Pool
 from rewards.settings import RewardSettings
+from rewards.sources import MATH_SOURCES, domain_of
 from rewards.task import Task
 
 log = logging.getLogger(__name__)
@@ -39,19 +40,8 @@ DOMAINS: dict[str, Prepare] = {
     "table": table.prepare,
     "stem": stem.prepare,
 }
-# verl's own math sets, named without a domain prefix
-MATH_SOURCES = ("openai/gsm8k", "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
 # every error kind is logged this many times, then every LOG_EVERY-th time
 LOG_FIRST, LOG_EVERY = 10, 100
-
-
-def domain_of(data_source: str) -> str:
-    """GURU names data sources <domain>__<dataset>; verl's own math sets are plain names."""
-    if "__" in data_source:
-        return data_source.split("__", 1)[0]
-    if data_source in MATH_SOURCES:
-        return "math"
-    return data_source
 
 
 def prepare(data_source: str, solution: str, ground_truth: Any, extra_info: dict, settings: RewardSettings) -> Task:

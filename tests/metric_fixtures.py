@@ -12,10 +12,10 @@ from typing import Any
 from conftest import compose_config, cpu_facts
 
 from launch import preflight
-from launch.job import load_plan
-from launch.metrics import RunMetrics, attempt_log_path
+from launch.metrics import RunMetrics
 from launch.plan import make_plan
 from launch.run import write_run_dir
+from launch.rundir import attempt_log_path, load_plan
 
 DOMAINS = ("math", "codegen", "logic", "simulation", "table", "stem")
 DATA_SOURCES = {domain: f"{domain}__fixture" for domain in DOMAINS}  # GURU's <domain>__<dataset> names

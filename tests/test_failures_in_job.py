@@ -18,7 +18,8 @@ from conftest import PROJECT
 from test_job import JOBS, ray_processes_of, submit, wait_for_state
 
 from launch import doctor, failures
-from launch.metrics import attempt_log_path, read_records, read_run
+from launch.metrics import read_records, read_run
+from launch.rundir import attempt_log_path
 
 DRIVER = str(JOBS / "failing_driver.py")
 

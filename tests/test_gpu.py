@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from launch.auto import resolve_auto_choices
 from launch.facts import parse_gres, parse_time_limit
 from launch.gpu import DEFAULT_PROFILE, DetectedGpus, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
 
@@ -77,3 +78,25 @@ def test_sinfo_field_parsers():
     assert parse_time_limit("2:30:00") == 150
     assert parse_time_limit("30:00") == 30
     assert parse_time_limit("infinite") is None
+
+
+@pytest.mark.parametrize(
+    "site_override",
+    [
+        "cluster.gres_types.a100_40=ampere-small",
+        "+cluster.gres_types.a100_40=ampere-small",
+        "cluster.gres_types={a100_40: ampere-small}",
+    ],
+)
+def test_gpu_auto_on_a_login_node_reads_the_sites_gres_names(monkeypatch, site_override):
+    """A site that calls its A100 40 GB 'ampere-small': with its mapping on the command line, gpu=auto picks
+    a100_40 (it used to ignore cluster.gres_types and fall back to the default profile)."""
+    monkeypatch.delenv("SLURM_CONF", raising=False)  # no controller answers: cluster.gpu_type is the partition's card
+    argv = ["cluster=slurm", "cluster.gpu_type=ampere-small", site_override, "launch.sweep_id=x"]
+    resolved = resolve_auto_choices(argv)
+    assert "gpu=a100_40" in resolved
+    assert any(
+        "ampere-small" in arg and "of cluster.gpu_type" in arg for arg in resolved if arg.startswith("gpu.selected_by=")
+    )
+    without = resolve_auto_choices(["cluster=slurm", "cluster.gpu_type=ampere-small", "launch.sweep_id=x"])
+    assert "gpu=a100_40" not in without

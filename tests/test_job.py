@@ -268,7 +268,10 @@ def test_cluster_local_runs_the_same_head_path_on_this_machine(tmp_path: Path):
     write_run_dir(plan, cfg)
     run_dir = Path(plan.run_dir)
     # in a process of its own, as launch/run.py runs it (Ray reads its auth mode when first imported)
-    code = "import sys; from launch.job import load_plan, run_local; sys.exit(run_local(load_plan(sys.argv[1])))"
+    code = (
+        "import sys; from launch.job import run_local; from launch.rundir import load_plan; "
+        "sys.exit(run_local(load_plan(sys.argv[1])))"
+    )
     result = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     probe = json.loads((run_dir / "probe.json").read_text())

@@ -19,15 +19,16 @@ import yaml
 from conftest import PROJECT, compose_config, cpu_facts, require_or_skip
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
 from tiny_assets import make_tiny_model
 
+from algos.rft import RftConfigError, generate, pipeline, pipeline_command, validate_rft
 from algos.rft import filter as rft_filter
-from algos.rft import generate, pipeline, pipeline_command, validate_rft
 from algos.rft.sft import compose_sft_config
-from launch.errors import UserError
 from launch.facts import read_model_config
 from launch.plan import make_plan
 from launch.run import write_run_dir
+from launch.schema import RLAUNCH_ROOTS
 
 MODES = {"quick_test": (1, 10), "standard": (1, None), "production": (3, None), "extended": (10, None)}
 MATH, LOGIC = "math__deepscaler", "logic__graph_logical_dataset"
@@ -75,11 +76,18 @@ def test_every_algo_has_an_inert_rft_root_that_verl_never_sees():
     assert "rft" not in plan.verl
 
 
+def validate_composed(cfg) -> None:
+    """As launch/validate.py calls it: verl's part of the composed config and the rft settings, as plain dicts."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    verl = {key: value for key, value in resolved.items() if key not in (*RLAUNCH_ROOTS, "hydra")}
+    validate_rft(verl, resolved["rft"])
+
+
 def test_validate_rft_accepts_the_shipped_config_inside_a_running_hydra_app(tiny_model: Path):
     cfg = compose_config(*rft_overrides(tiny_model))
     # launch/run.py calls validation from inside its Hydra app: composing verl's SFT tree must not disturb it
     with initialize_config_dir(config_dir=str(PROJECT / "conf"), version_base="1.3"):
-        validate_rft(cfg)
+        validate_composed(cfg)
         assert GlobalHydra.instance().is_initialized()
         assert compose("config", overrides=["algo=rft", "launch.sweep_id=x"]).algo.name == "rft"
 
@@ -107,8 +115,8 @@ def test_validate_rft_accepts_the_shipped_config_inside_a_running_hydra_app(tiny
 )
 def test_validate_rft_refuses_in_one_line_naming_the_key(tiny_model: Path, overrides: list[str], message: str):
     cfg = compose_config(*rft_overrides(tiny_model, *overrides))
-    with pytest.raises(UserError) as caught:
-        validate_rft(cfg)
+    with pytest.raises(RftConfigError) as caught:
+        validate_composed(cfg)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -217,7 +225,7 @@ def make_run_dir(tmp_path: Path, model: Path, *extra: str) -> Path:
         *extra,
     )
     cfg = compose_config(*overrides)
-    validate_rft(cfg)
+    validate_composed(cfg)
     plan = make_plan(cfg, cpu_facts(model_config=read_model_config(str(model))), overrides, tmp_path, sys.executable)
     plan = dataclasses.replace(plan, verl_command=pipeline_command(sys.executable, Path(plan.run_dir)))
     write_run_dir(plan, cfg)

@@ -15,19 +15,19 @@ instead of verl's PPO driver: `python -m algos.rft.pipeline --run-dir <run_dir>`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from omegaconf import DictConfig
+from algos.rft.settings import RftConfigError
 
-__all__ = ["pipeline_command", "validate_rft"]
+__all__ = ["RftConfigError", "pipeline_command", "validate_rft"]
 
 
-def validate_rft(cfg: DictConfig) -> None:
-    """Plan-time checks of the three stages (algos/rft/validate.py); raises launch.errors.UserError."""
+def validate_rft(verl: dict[str, Any], rft: dict[str, Any]) -> None:
+    """Plan-time checks of the three stages (algos/rft/validate.py) on verl's part of the config and the rft
+    settings, as plain dicts; raises RftConfigError."""
     from algos.rft.validate import validate_rft as validate
 
-    validate(cfg)
+    validate(verl, rft)
 
 
 def pipeline_command(python: str, run_dir: Path) -> list[str]:

@@ -34,7 +34,3 @@ def flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield from flatten(value, dotted + ".")
         else:
             yield dotted, value
-
-
-def overrides_of(mapping: Mapping[str, Any]) -> list[str]:
-    return [f"{key}={render_value(value)}" for key, value in flatten(mapping)]

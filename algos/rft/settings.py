@@ -24,3 +24,7 @@ class RftSettings:
     # as in that tree (e.g. {optim: {lr: 1e-5}}) and composed over it; the data files, model, GPU count and
     # checkpoint directory come from the run itself
     sft: dict[str, Any] = field(default_factory=dict)
+
+
+class RftConfigError(ValueError):
+    """A setting of algo=rft that its stages would fail on; the message is one line naming the key and the fix."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from algos.rft.overrides import flatten, render_value
+from algos.verl_entry_points import hydra_entry_command
 
 SFT_CONFIG_NAME = "sft_config"
 OWNED_KEYS = (
@@ -194,7 +195,5 @@ def check_ray_cluster(nnodes: int, gpus_per_node: int) -> None:
 
 
 def sft_command(python: str, stage_dir: Path) -> list[str]:
-    from launch.plan import hydra_entry_command
-
     hydra_dir = render_value(str(stage_dir / "hydra"))
     return hydra_entry_command(python, "verl.trainer.sft_trainer_ray", stage_dir, SFT_CONFIG_NAME, hydra_dir)

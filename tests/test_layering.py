@@ -1,0 +1,136 @@
+"""The shape of the code: dependencies point one way (launch -> algos, rewards; never back) and no module imports
+itself in a circle, counting imports inside functions (DESIGN.md, "Layout")."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import PROJECT
+
+PACKAGES = ("launch", "rewards", "algos", "hydra_plugins")
+
+
+def project_modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (PROJECT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(PROJECT).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every absolute import of the file, wherever it stands (module level or inside a function): `from a import b`
+    names a.b, which `import_graph` reads as the module a.b where there is one, else as a."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = {owner(name) for name in imported_names(path)}
+        graph[module] = {target for target in targets if target and target != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_cycle_among_the_projects_modules():
+    graph = import_graph()
+    assert "launch.job" in graph and "algos.rft.validate" in graph  # the walk saw the tree
+    assert cycles(graph) == [], "modules that import each other (directly or round a circle)"
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_rewards_and_algos_never_import_the_launcher():
+    offenders = {
+        module: sorted(name for name in imported_names(path) if name.split(".")[0] == "launch")
+        for module, path in project_modules().items()
+        if module.split(".")[0] in ("rewards", "algos")
+    }
+    assert {module: names for module, names in offenders.items() if names} == {}
+
+
+BLOCK_LAUNCH = """
+import importlib, pkgutil, sys
+
+class NoLauncher:
+    def find_spec(self, name, path=None, target=None):
+        if name == "launch" or name.startswith("launch."):
+            raise ImportError(f"{name}: the launcher is not importable here")
+        return None
+
+sys.meta_path.insert(0, NoLauncher())
+imported = []
+for package in ("rewards", "algos"):
+    root = importlib.import_module(package)
+    imported.append(package)
+    for module in pkgutil.walk_packages(root.__path__, package + "."):
+        importlib.import_module(module.name)
+        imported.append(module.name)
+import rewards
+from algos.tasks import task_of
+assert rewards.domain_of("openai/gsm8k") == task_of("openai/gsm8k", {}) == "math"
+print(" ".join(imported))
+"""
+
+
+def test_rewards_and_algos_import_where_the_launcher_cannot_be_imported():
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_LAUNCH], cwd=PROJECT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported = result.stdout.split()
+    assert {"rewards.scorer", "rewards.sources", "algos.tasks", "algos.rft.validate", "algos.verl_pcgrad"} <= set(
+        imported
+    )

@@ -378,7 +378,7 @@ def diagnose_memory_calibration(
     headline = (
         f"measured trainer peak {measured:.1f} GiB is {ratio:.2f}x the preflight's {expected.torch_peak_gib:.1f} GiB "
         f"({expected.torch_peak_phase}, torch-visible): {consequence}; a calibration signal "
-        "(scripts/calibrate_memory.py)"
+        "(bench/gpu_memory.py)"
     )
     return Diagnosis("memory_calibration", headline, evidence, [], 0.0)
 

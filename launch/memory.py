@@ -2,8 +2,8 @@
 
 Runs on: the login node. Pure arithmetic on the model's architecture and the knobs in the verl config; every phase
 is a sum of named terms so the preflight can print the arithmetic (STYLE 3). Sources of each term are in FACTS.md
-("Memory, for the preflight"); the activation and logits coefficients were fit on CPU measurements of HF Qwen2
-steps (scripts/calibrate_memory.py -> tests/data/memory_measurements.json) and are tested on held-out ones.
+("Memory, for the preflight"); the activation and logits coefficients and the margins were measured on an H100 with
+bench/gpu_memory.py (HF Qwen2 steps; tests/data/gpu_memory_h100.json) and are tested against those measurements.
 
 How verl 0.9 uses the card (FSDP engine, hybrid engine): the trainer keeps fp32 master params, fp32 grads and AdamW
 state (4 + 4 + 8 B/param) sharded over the FSDP group; `param_offload` / `optimizer_offload` move params / optimizer
@@ -18,21 +18,34 @@ from typing import Any
 
 GIB = 1024**3
 
-# --- coefficients (bytes), fit on CPU measurements; see module docstring -------------------------------------------
-LOGITS_BYTES_PER_TOKEN_VOCAB = 17.7  # bf16 logits, fp32 copy, log-softmax and their grads at backward start (fit)
-LOGITS_FORWARD_BYTES_PER_TOKEN_VOCAB = 10.0  # log-prob pass: bf16 logits + fp32 copy + log-softmax, no grads
-# With flash-attn installed verl uses its Triton cross-entropy (in-place backward into the bf16 logits): an estimate,
-# not a measurement (the kernel needs a GPU): bf16 logits 2 B + the in-place grad's fp32 work 2 B per token·vocab.
-FLASH_CE_BYTES_PER_TOKEN_VOCAB = 4.0
-FLASH_CE_FORWARD_BYTES_PER_TOKEN_VOCAB = 2.5
+# --- coefficients (bytes), measured on an H100 by bench/gpu_memory.py (tests/data/gpu_memory_h100.json) -------------
+# What one micro-batch adds above the model states: HF Qwen2 in bf16 (FSDP's compute copy), each gradient dropped
+# once accumulated (FSDP's reduce-scatter), verl's log-prob code paths.
+# The log-prob computation from the logits, per token x vocabulary entry, by the path verl takes (logits_path):
+# (training: at the start of backward, after verl's forward step has dropped the model output; log-prob pass).
+LOGITS_BYTES_PER_TOKEN_VOCAB = {
+    # pure torch: bf16 logits, a log_softmax per row saved for backward, then the rows' grads (measured 4.0 / 2.0)
+    "torch": (4.0, 2.0),
+    # flash-attn's Triton cross-entropy: keeps only the bf16 logits and writes their grad in place (its code; the
+    # bf16 logits themselves measured 2.0 on the torch path). A temperature other than 1 adds a scaled copy.
+    "flash": (2.0, 2.0),
+    # use_fused_kernels: verl's FusedLinearForPPO, per 512-token chunk upcast to fp32 (measured 12.0 / 8.0)
+    "fused": (12.0, 8.0),
+}
 FUSED_CHUNK_TOKENS = 512  # use_fused_kernels: verl's FusedLinearForPPO computes log-probs 512 tokens at a time
+# the fused backward accumulates lm_head's gradient in its own buffer next to each chunk's (bf16 + fp32)
+FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN = 6.0
 ENTROPY_BYTES_PER_TOKEN_VOCAB = 7.0  # entropy from logits (softmax, product, sum) when computed (FACTS, verl#2828)
-CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 4.25  # recomputation keeps each layer's input (FACTS: 2·s·b·h) + casts (fit)
-NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 6.6  # saved activations without recomputation, hidden-sized part (fit)
-NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER = 18.1  # ... and the MLP's intermediate-sized part (fit)
-# --- margins that no CPU measurement shows (stated in README "Memory preflight") ------------------------------------
-NON_TORCH_GIB = 1.0  # CUDA context, cuBLAS workspaces, NCCL buffers per process
-FRAGMENTATION = 0.08  # caching-allocator fragmentation on top of torch's own peak
+CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.3  # recomputation keeps each layer's bf16 input (FACTS: 2·s·b·h; measured 2.24)
+# saved activations of one decoder layer without recomputation, per token: a x hidden + b x intermediate (measured)
+LAYER_BYTES_PER_TOKEN = (29.0, 7.3)
+# one layer recomputed and back-propagated (its activations and their grads), per token (measured)
+RECOMPUTE_BYTES_PER_TOKEN = (29.0, 10.6)
+FORWARD_BYTES_PER_TOKEN = (2.4, 6.8)  # log-prob pass: one layer's transients without grad, gate + up + act (measured)
+OUTPUT_BYTES_PER_TOKEN_HIDDEN = 4.0  # the final hidden states and their norm, alive while log-probs are computed
+# --- margins (README "Memory preflight") ------------------------------------------------------------------------------
+NON_TORCH_GIB = 1.0  # CUDA context + cuBLAS workspaces (measured 0.75 GiB on one process) + NCCL buffers
+FRAGMENTATION = 0.15  # caching allocator on a phase's transient bytes: reserved / allocated measured 1.15 (max 1.29)
 ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 24.0  # vLLM/SGLang prefill working set per batched token (profiled by vLLM)
 HOST_BASE_GIB_PER_NODE = 16.0  # Ray head/raylet, the driver, TransferQueue, the data loader
 HOST_GIB_PER_GPU_PROCESS = 6.0  # one worker process per GPU: CUDA/torch/vLLM libraries, pinned buffers
@@ -232,28 +245,79 @@ def gathered_unit(arch: Architecture) -> float:
     return 2.0 * (arch.embedding_params + 2 * arch.layer_params)
 
 
-def saved_activations(arch: Architecture, knobs: Knobs, tokens: int) -> float:
-    if knobs.checkpointing:
+def saved_activations(arch: Architecture, checkpointing: bool, tokens: int) -> float:
+    """What the forward leaves for backward: each layer's input with recomputation, else every layer's activations."""
+    if checkpointing:
         return CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * tokens * arch.hidden * arch.layers
-    per_layer = (
-        NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * arch.hidden
-        + NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER * arch.intermediate
+    return per_token(LAYER_BYTES_PER_TOKEN, arch) * tokens * arch.layers
+
+
+def per_token(coefficients: tuple[float, float], arch: Architecture) -> float:
+    by_hidden, by_intermediate = coefficients
+    return by_hidden * arch.hidden + by_intermediate * arch.intermediate
+
+
+def recomputed_layer(arch: Architecture, tokens: int) -> float:
+    """One layer brought back by recomputation and back-propagated: after the logits' backward, never with it."""
+    return per_token(RECOMPUTE_BYTES_PER_TOKEN, arch) * tokens
+
+
+def forward_working_set(arch: Architecture, tokens: int) -> float:
+    """A layer's transients in a forward without grad (the log-prob pass), before the logits exist."""
+    return per_token(FORWARD_BYTES_PER_TOKEN, arch) * tokens
+
+
+def training_dynamic(arch: Architecture, checkpointing: bool, path: str, tokens: int, entropy: float) -> dict:
+    """Bytes one training micro-batch adds above the model states, by term. With recomputation the logits' backward
+    and the recomputed layer come one after the other (the larger counts); without it everything is saved at once."""
+    logits = logits_bytes(path, tokens, arch.vocab, backward=True)
+    if path == "fused":
+        logits += FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN * arch.vocab * arch.hidden
+    terms = {"activations": saved_activations(arch, checkpointing, tokens)}
+    layer = recomputed_layer(arch, tokens) if checkpointing else 0.0
+    if layer > logits + entropy:
+        return terms | {"recomputed layer": layer}
+    return terms | {"logits": logits, "entropy": entropy}
+
+
+def logprob_dynamic(arch: Architecture, path: str, tokens: int, entropy: float) -> dict:
+    """Bytes one log-prob micro-batch adds above the model states: the output hidden states, then the larger of a
+    layer's transients and the logits."""
+    logits = logits_bytes(path, tokens, arch.vocab, backward=False)
+    layer = forward_working_set(arch, tokens)
+    output = {"output hidden states": OUTPUT_BYTES_PER_TOKEN_HIDDEN * arch.hidden * tokens}
+    return output | (
+        {"layer working set": layer} if layer > logits + entropy else {"logits": logits, "entropy": entropy}
     )
-    return per_layer * tokens * arch.layers
 
 
-def layer_working_set(arch: Architecture, tokens: int) -> float:
-    """One decoder layer's activations without recomputation (what recomputing a layer brings back)."""
-    per_token = (
-        NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * arch.hidden
-        + NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER * arch.intermediate
-    )
-    return per_token * tokens
+def logits_path(knobs: Knobs) -> str:
+    """Which log-prob code verl runs: its fused chunks when asked, else flash-attn's cross-entropy when the job's
+    environment has flash-attn (verl/utils/torch_functional.py), else pure torch."""
+    return "fused" if knobs.fused_kernels else "flash" if knobs.flash_ce else "torch"
 
 
-def vocab_tokens(knobs: Knobs, tokens: int) -> int:
-    """Tokens whose vocabulary-sized logits exist at once: all of them, or one chunk with fused kernels."""
-    return min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens
+def logits_bytes(path: str, tokens: int, vocab: int, backward: bool) -> float:
+    """The log-prob computation's bytes above the model: one chunk's worth with fused kernels, else every token's."""
+    training, forward = LOGITS_BYTES_PER_TOKEN_VOCAB[path]
+    counted = min(tokens, FUSED_CHUNK_TOKENS) if path == "fused" else tokens
+    return (training if backward else forward) * counted * vocab
+
+
+def entropy_bytes(knobs: Knobs, tokens: int, vocab: int) -> float:
+    if not knobs.entropy:
+        return 0.0
+    return ENTROPY_BYTES_PER_TOKEN_VOCAB * (min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens) * vocab
+
+
+STATE_TERMS = ("params", "grads", "optimizer", "pcgrad buffers", "ref params")
+
+
+def margin_terms(values: dict[str, float]) -> list[Term]:
+    """Fragmentation of what a phase allocates and frees (micro-batch tensors, gathered units), measured as reserved
+    over allocated at the peak; the model states are allocated once and add none. Then the memory outside torch."""
+    transient = sum(value for name, value in values.items() if name not in STATE_TERMS)
+    return [Term("fragmentation", _gib(transient) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
 
 
 def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
@@ -261,18 +325,14 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
     and the optimizer step (all states, activations gone)."""
     states = model_states(arch, knobs)
     tokens = knobs.train_tokens
-    per_token_vocab = FLASH_CE_BYTES_PER_TOKEN_VOCAB if knobs.flash_ce else LOGITS_BYTES_PER_TOKEN_VOCAB
-    logits = per_token_vocab * vocab_tokens(knobs, tokens) * arch.vocab
-    entropy = ENTROPY_BYTES_PER_TOKEN_VOCAB * vocab_tokens(knobs, tokens) * arch.vocab if knobs.entropy else 0.0
+    entropy = entropy_bytes(knobs, tokens, arch.vocab)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
     backward = {
         "params": states["params"],
         "optimizer": optimizer_in_backward,
         "pcgrad buffers": states["pcgrad"],
         "gathered unit": gathered_unit(arch),
-        "activations": saved_activations(arch, knobs, tokens),
-        "logits": logits,
-        "entropy": entropy,
+        **training_dynamic(arch, knobs.checkpointing, logits_path(knobs), tokens, entropy),
     }
     step = {
         "params": states["params"],
@@ -281,9 +341,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
         "pcgrad buffers": states["pcgrad"],
     }
     moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
-    torch_peak = sum(chosen.values())
-    terms = [Term(name, _gib(value)) for name, value in chosen.items()]
-    terms += [Term("fragmentation", _gib(torch_peak) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
+    terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen)
     note = f"peak at the {moment}; {tokens} tokens per micro-batch"
     return Phase("training", tuple(terms), capacity_gib, (note,))
 
@@ -298,15 +356,9 @@ def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
         "optimizer": 0.0 if knobs.optimizer_offload else states["optimizer"],
         "ref params": ref_resident,
         "gathered unit": gathered_unit(arch),
-        "layer working set": layer_working_set(arch, tokens),
-        "logits": (FLASH_CE_FORWARD_BYTES_PER_TOKEN_VOCAB if knobs.flash_ce else LOGITS_FORWARD_BYTES_PER_TOKEN_VOCAB)
-        * vocab_tokens(knobs, tokens)
-        * arch.vocab,
-        "entropy": ENTROPY_BYTES_PER_TOKEN_VOCAB * vocab_tokens(knobs, tokens) * arch.vocab if knobs.entropy else 0.0,
+        **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab)),
     }
-    torch_peak = sum(values.values())
-    terms = [Term(name, _gib(value)) for name, value in values.items()]
-    terms += [Term("fragmentation", _gib(torch_peak) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
+    terms = [Term(name, _gib(value)) for name, value in values.items()] + margin_terms(values)
     return Phase("log-prob", tuple(terms), capacity_gib, (f"{tokens} tokens per micro-batch",))
 
 

@@ -114,7 +114,8 @@ class Knobs:
     max_num_batched_tokens: int
     pcgrad_tasks: int = 0
     fsdp_size: int = -1
-    flash_ce: bool = False  # flash-attn importable in the job's venv: verl's log-probs take its cross-entropy
+    flash_ce: bool = False  # flash-attn in the job's environment: verl's log-probs take its cross-entropy
+    engine_weights_in_host_ram: bool = True  # the sleeping engine keeps its weights in host RAM (launch/job_software)
     # PPO's hybrid engine generates while the trainer's state stays on the card; RFT generates (stage 1) before
     # any trainer exists and trains (stage 3) with no engine awake
     trainer_beside_engine: bool = True
@@ -412,7 +413,8 @@ def host_ram_per_node(arch: Architecture, knobs: Knobs) -> float:
     per_gpu += states["params"] if knobs.param_offload else 0.0
     per_gpu += states["optimizer"] if knobs.optimizer_offload else 0.0
     per_gpu += arch.params * 2 / knobs.shard_group if knobs.ref_model and knobs.ref_param_offload else 0.0
-    per_gpu += arch.params * 2 / knobs.rollout_tp  # vLLM sleep level 1 keeps the engine's weights in host RAM
+    if knobs.engine_weights_in_host_ram:  # sleep level 1 (older vLLM, SGLang); level 2 drops them
+        per_gpu += arch.params * 2 / knobs.rollout_tp
     return knobs.gpus_per_node * (_gib(per_gpu) + HOST_GIB_PER_GPU_PROCESS) + HOST_BASE_GIB_PER_NODE
 
 

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from launch.job_software import job_software
 from launch.memory import (
     Architecture,
     Knobs,
@@ -23,10 +24,12 @@ from launch.memory import (
     rollout_phase,
     with_changes,
 )
+from launch.validate import skipped_engine_check
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
 TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
 MAX_ENGINE_SEQS = 1024
+TYPICAL_FRACTION = 0.5  # "typical" sequences: half the maximum prompt + response length (README: worst case vs typical)
 
 # verl key of each knob a fix or tune may set
 KEYS = {
@@ -228,7 +231,31 @@ def run(
         tuned = tune(arch, knobs, capacity, locked, mini_batch_sequences)
         proposed.update(overrides_for(tuned, knobs))
     verdict["apply_overrides"] = proposed
+    verdict["typical"] = typical(arch, knobs, capacity, mini_batch_sequences)
     return verdict
+
+
+def typical(arch: Architecture, knobs: Knobs, capacity: float, mini_batch_sequences: int) -> dict[str, Any]:
+    """The peaks when every sequence is TYPICAL_FRACTION of its maximum length: what a run usually sees. The verdict
+    stays on the worst case (full-length sequences filling the micro-batch or the token budget); a token budget is
+    filled by typical sequences too, up to the GPU's share of a mini-batch."""
+    length = max(1, int(knobs.sequence * TYPICAL_FRACTION))
+    if knobs.dynamic_bsz:
+        share = sequence_per_gpu_limit(knobs, mini_batch_sequences) * length
+        usual = with_changes(knobs, train_tokens=min(knobs.train_tokens, share))
+    else:
+        usual = with_changes(
+            knobs,
+            train_tokens=(knobs.micro_batch or 1) * length,
+            logprob_tokens=(knobs.logprob_micro_batch or 1) * length,
+        )
+    phases = estimate(arch, usual, capacity)
+    return {
+        "sequence_tokens": length,
+        "fraction_of_max": TYPICAL_FRACTION,
+        "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
+        "fits": all(phase.fits for phase in phases),
+    }
 
 
 def parse_value(text: Any) -> Any:
@@ -248,11 +275,15 @@ def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
     """The preflight of one planned job (cfg: the composed config; plan: launch.plan.Plan; packages: the venv's)."""
     verl = plan.verl
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
-    knobs = Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce="flash-attn" in packages)
+    software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
+    knobs = with_changes(
+        Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce=software.flash_attn),
+        engine_weights_in_host_ram=software.engine_weights_in_host_ram,
+    )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)
     mini_batch_sequences = verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * knobs_rollout_n(verl)
-    return run(
+    verdict = run(
         Architecture.from_llm(plan.llm),
         knobs,
         float(cfg.gpu.usable_gib),
@@ -261,6 +292,9 @@ def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
         plan.overrides,
         mini_batch_sequences,
     )
+    skipped = skipped_engine_check(verl)
+    verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}
+    return verdict
 
 
 def knobs_rollout_n(verl: dict[str, Any]) -> int:

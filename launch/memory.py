@@ -376,17 +376,27 @@ def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
     return params + optimizer + ref
 
 
-def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
-    """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
-    start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
-    always fits and the question is whether the KV cache keeps room for one full sequence."""
+def engine_memory(arch: Architecture, knobs: Knobs, capacity_gib: float) -> tuple[float, float, float, float]:
+    """GiB of the engine's reservation, its weights, its prefill activations and the KV cache room left."""
     resident = _gib(resident_trainer_state(arch, knobs))
     free = capacity_gib - resident - NON_TORCH_GIB
     reserve = knobs.engine_fraction * (capacity_gib if knobs.engine != "sglang" else max(free, 0.0))
     weights = _gib(arch.params * 2 / knobs.rollout_tp)
     activations = _gib(ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * knobs.max_num_batched_tokens * arch.hidden)
-    kv_room = reserve - weights - activations
-    kv_per_sequence = _gib(arch.kv_bytes_per_token / knobs.rollout_tp * knobs.sequence)
+    return reserve, weights, activations, reserve - weights - activations
+
+
+def kv_per_sequence_gib(arch: Architecture, knobs: Knobs, tokens: int) -> float:
+    return _gib(arch.kv_bytes_per_token / knobs.rollout_tp * tokens)
+
+
+def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
+    start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
+    always fits and the question is whether the KV cache keeps room for one full sequence."""
+    resident = _gib(resident_trainer_state(arch, knobs))
+    reserve, weights, activations, kv_room = engine_memory(arch, knobs, capacity_gib)
+    kv_per_sequence = kv_per_sequence_gib(arch, knobs, knobs.sequence)
     sequences = kv_room / kv_per_sequence if kv_per_sequence > 0 else 0.0
     failure = ""
     if kv_room < kv_per_sequence:

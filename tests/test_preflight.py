@@ -320,29 +320,106 @@ def test_fix_never_changes_a_key_the_user_set():
     assert all("param_offload" not in key for key in verdict["apply_overrides"])  # also set on the command line
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_tune_is_neither_timid_nor_reckless(dynamic):
-    overrides = [
-        "gpu=a100_80",
-        "llm=qwen2_5_1_5b",
-        f"actor_rollout_ref.actor.use_dynamic_bsz={str(dynamic).lower()}",
-        "launch.preflight=tune",
-    ]
-    cfg = compose_config(*overrides)
-    plan = make_plan(cfg, cpu_facts(), overrides, Path("/tmp"), "python")
+def tuned_plan(*overrides: str) -> tuple[dict, Architecture, Knobs, float, int, int]:
+    cfg = compose_config(*overrides, "launch.preflight=tune")
+    plan = make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python")
     verdict = preflight.check_plan(cfg, plan, {})
-    key = preflight.KEYS["train_tokens" if dynamic else "micro_batch"]
-    tuned = int(verdict["apply_overrides"][key])
-    arch = Architecture.from_llm(plan.llm)
+    rollout = plan.verl["actor_rollout_ref"]["rollout"]
+    mini = plan.verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * rollout["n"]
+    batch = plan.verl["data"]["train_batch_size"] * rollout["n"]
     base = Knobs.from_verl(plan.verl)
-    step = preflight.TOKEN_STEP if dynamic else base.sequence
-    tuned_tokens = tuned if dynamic else tuned * base.sequence
-    capacity = float(cfg.gpu.usable_gib)
-    assert preflight.fits(arch, preflight.with_train_tokens(base, tuned_tokens), capacity, preflight.TUNE_HEADROOM)
-    limit = preflight.sequence_per_gpu_limit(base, 64 * 16) * base.sequence
-    one_more = preflight.with_train_tokens(base, tuned_tokens + step)
-    assert tuned_tokens + step > limit or not preflight.fits(arch, one_more, capacity, preflight.TUNE_HEADROOM)
-    assert tuned_tokens > base.train_tokens, "the shipped knob leaves memory unused: tune must raise it"
+    return verdict["apply_overrides"], Architecture.from_llm(plan.llm), base, float(cfg.gpu.usable_gib), mini, batch
+
+
+def knobs_after(base: Knobs, tuned: dict) -> Knobs:
+    """The knobs verl will run with once tune's overrides are applied."""
+    dynamic, keys = base.dynamic_bsz, preflight.KEYS
+    changes = {"engine_fraction": float(tuned.get(keys["engine_fraction"], base.engine_fraction))}
+    if dynamic:
+        changes["train_tokens"] = int(tuned.get(keys["train_tokens"], base.train_tokens))
+        changes["logprob_tokens"] = int(tuned.get(keys["logprob_tokens"], base.logprob_tokens))
+    else:
+        micro = int(tuned.get(keys["micro_batch"], base.micro_batch))
+        logprob_micro = int(tuned.get(keys["logprob_micro_batch"], base.logprob_micro_batch))
+        changes |= {"micro_batch": micro, "train_tokens": micro * base.sequence}
+        changes |= {"logprob_micro_batch": logprob_micro, "logprob_tokens": logprob_micro * base.sequence}
+    return replace(base, **changes)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_tune_fills_what_is_idle_and_one_step_more_does_not_fit(dynamic):
+    """The training and log-prob micro-batches (or token budgets) and the engine fraction each go to the largest
+    value that fits with TUNE_HEADROOM spare: the tuned plan fits, and one step more of any of them does not (or
+    passes what verl can use: the GPU's share of a mini-batch, of the batch)."""
+    tuned, arch, base, capacity, mini, batch = tuned_plan(
+        "gpu=a100_80", "llm=qwen2_5_1_5b", f"actor_rollout_ref.actor.use_dynamic_bsz={str(dynamic).lower()}"
+    )
+    keys = preflight.KEYS
+    train_key = keys["train_tokens" if dynamic else "micro_batch"]
+    logprob_key = keys["logprob_tokens" if dynamic else "logprob_micro_batch"]
+    assert {train_key, logprob_key, keys["engine_fraction"]} <= set(tuned), tuned
+    after = knobs_after(base, tuned)
+    headroom = preflight.TUNE_HEADROOM
+    assert preflight.fits(arch, after, capacity, headroom)
+    assert after.train_tokens > base.train_tokens and after.logprob_tokens > base.logprob_tokens
+    assert after.engine_fraction > base.engine_fraction, "the rollout phase left memory unused"
+    share = mini // base.n_gpus
+    if dynamic:
+        more_train = replace(after, train_tokens=after.train_tokens + preflight.TOKEN_STEP)
+        more_logprob = replace(after, logprob_tokens=after.logprob_tokens + preflight.TOKEN_STEP)
+        train_limit, logprob_limit = share * base.sequence, batch // base.n_gpus * base.sequence
+    else:
+        bigger = [m for m in range(after.micro_batch + 1, share + 1) if share % m == 0]
+        more_micro = bigger[0] if bigger else share + 1
+        more_train = preflight.with_train_tokens(after, more_micro * base.sequence)
+        more_logprob = replace(
+            after,
+            logprob_micro_batch=after.logprob_micro_batch + 1,
+            logprob_tokens=after.logprob_tokens + base.sequence,
+        )
+        train_limit, logprob_limit = share * base.sequence, batch // base.n_gpus * base.sequence
+    assert more_train.train_tokens > train_limit or not preflight.fits(arch, more_train, capacity, headroom)
+    assert more_logprob.logprob_tokens > logprob_limit or not preflight.fits(arch, more_logprob, capacity, headroom)
+    more_engine = replace(after, engine_fraction=round(after.engine_fraction + 0.05, 2))
+    assert not preflight.fits(arch, more_engine, capacity, headroom)
+    if not dynamic:
+        assert share % after.micro_batch == 0, "verl needs a micro-batch that divides the GPU's share"
+
+
+def test_tune_raises_engine_concurrency_to_what_its_kv_cache_holds():
+    _, arch, base, capacity, mini, batch = tuned_plan("gpu=a100_80", "llm=qwen2_5_1_5b")
+    timid = replace(base, max_num_seqs=64)
+    changes = preflight.tune(arch, timid, capacity, set(), mini, batch)
+    after = replace(timid, **changes)
+    seqs = changes["max_num_seqs"]
+    room = memory.engine_memory(arch, after, capacity)[3]
+    typical = memory.kv_per_sequence_gib(arch, after, int(after.sequence * preflight.TYPICAL_FRACTION))
+    assert seqs == preflight.MAX_ENGINE_SEQS or seqs * typical <= room < (seqs + 1) * typical
+    assert after.engine_fraction == changes["engine_fraction"] > base.engine_fraction  # raised first, then filled
+    locked = preflight.tune(arch, timid, capacity, {preflight.KEYS["max_num_seqs"]}, mini, batch)
+    assert "max_num_seqs" not in locked, "a key the user set stays"
+
+
+def test_tune_on_a40_raises_the_engine_fraction_the_issue_saw_idle():
+    """a40 ships the engine at 0.45 with the trainer offloaded: ~23 GiB sat idle during rollout."""
+    tuned, *_ = tuned_plan("gpu=a40")
+    assert float(tuned[preflight.KEYS["engine_fraction"]]) > 0.45
+
+
+def test_tuned_plan_passes_verls_checks(tmp_path: Path):
+    """The tuned micro-batches go through the same validation (ours and verl's) as any plan."""
+    for dynamic in ("true", "false"):
+        result = run_cli(
+            "gpu=a100_80",
+            "llm=qwen2_5_1_5b",
+            f"actor_rollout_ref.actor.use_dynamic_bsz={dynamic}",
+            "launch.preflight=tune",
+            "launch.dry_run=json",
+            cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        plan = json.loads(result.stdout)
+        assert plan["preflight"]["fits"] and plan["preflight"]["changed"]
 
 
 def test_fail_policy_refuses_submission_and_queues_nothing(slurm_env, tmp_path: Path):

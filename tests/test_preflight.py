@@ -501,6 +501,25 @@ def test_fit_table_command_prints_json(tmp_path: Path):
     table = json.loads(result.stdout)
     assert {row["gpu"] for row in table} == set(PROFILES) and {row["gpus"] for row in table} == {1, 2, 4, 8, 16}
     assert all(set(row["peaks_gib"]) == {"training", "log-prob", "rollout"} for row in table)
+    assert all(row["cheapest_fix"] is None for row in table if row["fits"]), "a row that fits needs no fix"
+    fractions = [item for row in table for item in row["tuned"] if "gpu_memory_utilization" in item]
+    assert fractions and all(0 < float(item.split("=")[1]) < 1 for item in fractions), fractions
+
+
+def test_fit_table_piped_shows_every_override_in_full(tmp_path: Path):
+    env = {key: value for key, value in __import__("os").environ.items() if key != "COLUMNS"}
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "launch" / "fit_table.py"), "llm=qwen2_5_1_5b"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "…" not in result.stdout
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0." in result.stdout
+    assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=" in result.stdout
 
 
 def test_plan_carries_the_verdict(tmp_path: Path):

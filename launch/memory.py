@@ -32,6 +32,7 @@ LOGITS_BYTES_PER_TOKEN_VOCAB = {
     # use_fused_kernels: verl's FusedLinearForPPO, per 512-token chunk upcast to fp32 (measured 12.0 / 8.0)
     "fused": (12.0, 8.0),
 }
+FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB = 2.0  # ... whose grad then gets its own bf16 buffer
 FUSED_CHUNK_TOKENS = 512  # use_fused_kernels: verl's FusedLinearForPPO computes log-probs 512 tokens at a time
 # the fused backward accumulates lm_head's gradient in its own buffer next to each chunk's (bf16 + fp32)
 FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN = 6.0
@@ -116,6 +117,8 @@ class Knobs:
     fsdp_size: int = -1
     flash_ce: bool = False  # flash-attn in the job's environment: verl's log-probs take its cross-entropy
     engine_weights_in_host_ram: bool = True  # the sleeping engine keeps its weights in host RAM (launch/job_software)
+    sequence_parallel: int = 1  # Ulysses: each GPU of a group holds 1/sp of every sequence's tokens
+    model_dtype_bytes: int = 4  # actor.fsdp_config.model_dtype: what FSDP stores the parameters in (fp32 default)
     # PPO's hybrid engine generates while the trainer's state stays on the card; RFT generates (stage 1) before
     # any trainer exists and trains (stage 3) with no engine awake
     trainer_beside_engine: bool = True
@@ -154,6 +157,10 @@ class Knobs:
             max_num_batched_tokens=int(rollout["max_num_batched_tokens"]),
             pcgrad_tasks=pcgrad_tasks,
             fsdp_size=int(actor["fsdp_config"].get("fsdp_size", -1)),
+            sequence_parallel=max(1, int(actor.get("ulysses_sequence_parallel_size") or 1)),
+            model_dtype_bytes=2
+            if str(actor["fsdp_config"].get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16")
+            else 4,
             flash_ce=flash_ce,
         )
 
@@ -231,7 +238,8 @@ def model_states(arch: Architecture, knobs: Knobs) -> dict[str, float]:
     """Bytes per GPU of each model state, sharded over the FSDP group."""
     shard = knobs.shard_group
     trainable = trainable_params(arch, knobs.lora_rank)
-    frozen_base = arch.params * 2 / shard if knobs.lora_rank > 0 else 0.0  # bf16 base weights
+    # the frozen base in verl's model_dtype (fp32 by default: FSDP keeps the loaded dtype; bf16 is the compute copy)
+    frozen_base = arch.params * knobs.model_dtype_bytes / shard if knobs.lora_rank > 0 else 0.0
     return {
         "params": (trainable * 4 / shard) + frozen_base,
         "grads": trainable * 4 / shard,
@@ -272,6 +280,8 @@ def training_dynamic(arch: Architecture, checkpointing: bool, path: str, tokens:
     """Bytes one training micro-batch adds above the model states, by term. With recomputation the logits' backward
     and the recomputed layer come one after the other (the larger counts); without it everything is saved at once."""
     logits = logits_bytes(path, tokens, arch.vocab, backward=True)
+    if path == "flash" and entropy:  # verl turns the in-place backward off when entropy needs the logits
+        logits += FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB * tokens * arch.vocab
     if path == "fused":
         logits += FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN * arch.vocab * arch.hidden
     terms = {"activations": saved_activations(arch, checkpointing, tokens)}
@@ -325,7 +335,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
     """The larger of two moments: the start of backward (activations and the logits' backward alive, no grads yet)
     and the optimizer step (all states, activations gone)."""
     states = model_states(arch, knobs)
-    tokens = knobs.train_tokens
+    tokens = knobs.train_tokens // knobs.sequence_parallel  # a micro-batch's tokens on one GPU
     entropy = entropy_bytes(knobs, tokens, arch.vocab)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
     backward = {
@@ -350,7 +360,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
 def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
     """Old (and ref) log-prob recomputation: forward only, its own micro-batch."""
     states = model_states(arch, knobs)
-    tokens = knobs.logprob_tokens
+    tokens = knobs.logprob_tokens // knobs.sequence_parallel
     ref_resident = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
     values = {
         "params": states["params"],

@@ -283,6 +283,7 @@ def run(
     overrides: list[str],
     mini_batch_sequences: int,
     batch_sequences: int = 0,
+    length_fraction: float = TYPICAL_FRACTION,
 ) -> dict[str, Any]:
     """The verdict for the plan as it is, and the overrides the policy proposes (`apply_overrides`): `fix` the
     cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned from the fixed plan)."""
@@ -303,15 +304,17 @@ def run(
         tuned = tune(arch, fixed, capacity, locked, mini_batch_sequences, batch_sequences)
         proposed.update(overrides_for(tuned, fixed))
     verdict["apply_overrides"] = proposed
-    verdict["typical"] = typical(arch, knobs, capacity, mini_batch_sequences)
+    verdict["typical"] = typical(arch, knobs, capacity, mini_batch_sequences, length_fraction)
     return verdict
 
 
-def typical(arch: Architecture, knobs: Knobs, capacity: float, mini_batch_sequences: int) -> dict[str, Any]:
-    """The peaks when every sequence is TYPICAL_FRACTION of its maximum length: what a run usually sees. The verdict
+def typical(
+    arch: Architecture, knobs: Knobs, capacity: float, mini_batch_sequences: int, fraction: float = TYPICAL_FRACTION
+) -> dict[str, Any]:
+    """The peaks when every sequence is `fraction` of its maximum length: what a run usually sees. The verdict
     stays on the worst case (full-length sequences filling the micro-batch or the token budget); a token budget is
     filled by typical sequences too, up to the GPU's share of a mini-batch."""
-    length = max(1, int(knobs.sequence * TYPICAL_FRACTION))
+    length = max(1, int(knobs.sequence * fraction))
     if knobs.dynamic_bsz:
         share = sequence_per_gpu_limit(knobs, mini_batch_sequences) * length
         usual = with_changes(knobs, train_tokens=min(knobs.train_tokens, share))
@@ -324,7 +327,7 @@ def typical(arch: Architecture, knobs: Knobs, capacity: float, mini_batch_sequen
     phases = estimate(arch, usual, capacity)
     return {
         "sequence_tokens": length,
-        "fraction_of_max": TYPICAL_FRACTION,
+        "fraction_of_max": fraction,
         "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
         "fits": all(phase.fits for phase in phases),
     }
@@ -343,8 +346,11 @@ def parse_value(text: Any) -> Any:
     return int(number) if number.is_integer() and "." not in text else number
 
 
-def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
-    """The preflight of one planned job (cfg: the composed config; plan: launch.plan.Plan; packages: the venv's)."""
+def check_plan(
+    cfg: Any, plan: Any, packages: dict[str, str], length_fraction: float = TYPICAL_FRACTION
+) -> dict[str, Any]:
+    """The preflight of one planned job (cfg: the composed config; plan: launch.plan.Plan; packages: the venv's;
+    length_fraction: the sequences' share of their maximum length for the `typical` figures)."""
     verl = plan.verl
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
     software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
@@ -364,6 +370,7 @@ def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
         plan.overrides,
         mini_batch_sequences,
         int(verl["data"]["train_batch_size"]) * knobs_rollout_n(verl),
+        length_fraction,
     )
     skipped = skipped_engine_check(verl)
     verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}

@@ -14,6 +14,7 @@ import pytest
 from conftest import PROJECT, compose_config, cpu_facts, run_cli
 from omegaconf import open_dict
 
+from bench.preflight_accuracy import load_cases
 from launch import memory, preflight
 from launch.gpu import load_profiles
 from launch.memory import GIB, Architecture, Knobs
@@ -245,69 +246,17 @@ def test_every_shipped_profile_fits_every_shipped_algorithm(gpu):
         assert baseline["phases"]["rollout"]["terms"]["resident trainer state"] > 10
 
 
-# verl's docs/perf/device_tuning minimum configs (run in verl's image, which ships flash-attn):
-#   examples/tuning/14b/qwen2_14b_grpo_4_h800_fsdp_vllm.sh, the 7B GRPO row on 2xH800 (actor offload, TP 2,
-#   utilization 0.6, micro-batch 16) and examples/tuning/1.5b/qwen2.5math-1.5b_grpo_1_h100_fsdp_vllm.sh.
-VERL_DOC_COMMON = [
-    "gpu=h100",
-    "dataset=gsm8k",
-    "actor_rollout_ref.model.use_fused_kernels=false",
-    "actor_rollout_ref.actor.use_dynamic_bsz=false",
-]
-VERL_DOC_ROWS = {
-    "qwen2-14b 4xH800": [
-        "llm=qwen2_5_14b",
-        "trainer.n_gpus_per_node=4",
-        "data.max_prompt_length=1024",
-        "data.max_response_length=1024",
-        "data.train_batch_size=1024",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
-        "actor_rollout_ref.rollout.n=5",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.actor.use_kl_loss=true",
-        "actor_rollout_ref.ref.fsdp_config.param_offload=true",
-        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
-        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
-    ],
-    "qwen2-7b 2xH800": [
-        "llm=qwen2_5_7b",
-        "trainer.n_gpus_per_node=2",
-        "data.max_prompt_length=1024",
-        "data.max_response_length=1024",
-        "data.train_batch_size=1024",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
-        "actor_rollout_ref.rollout.n=5",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
-        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
-    ],
-    "qwen2.5-math-1.5b 1xH100": [
-        "llm=qwen2_5_1_5b",
-        "trainer.n_gpus_per_node=1",
-        "data.max_prompt_length=1024",
-        "data.max_response_length=3000",
-        "data.train_batch_size=256",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
-        "actor_rollout_ref.rollout.n=8",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
-    ],
+# verl's documented minimum configurations (tests/data/public_cases.yaml, run in verl's image, which ships flash-attn)
+VERL_MIN = {
+    case["name"]: case for case in load_cases() if "(verl MIN)" in case["name"] or "tuning example" in case["name"]
 }
 
 
-@pytest.mark.parametrize("row", sorted(VERL_DOC_ROWS))
-def test_verl_documented_minimum_configs_fit(row):
-    verdict = verdict_for(*VERL_DOC_COMMON, *VERL_DOC_ROWS[row], packages={"flash-attn": "2.8"})
-    assert verdict["fits"], verdict["arithmetic"]
+@pytest.mark.parametrize("name", sorted(VERL_MIN))
+def test_verl_documented_minimum_configs_fit_when_auto_finds_flash_attn(name):
+    """cluster.flash_attn=auto on a login node that shares the job's venv (flash-attn installed)."""
+    verdict = verdict_for(*VERL_MIN[name]["overrides"], packages={"flash-attn": "2.8"})
+    assert verdict["job_software"]["flash_attn"] and verdict["fits"], verdict["arithmetic"]
 
 
 # --- policies ------------------------------------------------------------------------------------------------------

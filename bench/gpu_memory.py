@@ -183,6 +183,47 @@ def logits_case(meter: Meter, tokens: int, hidden: int, vocab: int, method: str,
     }
 
 
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """verl's entropy_from_logits: logsumexp minus the softmax-weighted logits, in the logits' dtype."""
+    probabilities = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - (probabilities * logits).sum(-1)
+
+
+def logprobs_with_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    logits = F.linear(hidden, weight)
+    return logprobs_torch(logits, labels) + 0.001 * entropy_from_logits(logits)
+
+
+def entropy_case(meter: Meter, tokens: int, hidden: int, vocab: int, backward: bool) -> dict[str, Any]:
+    """Pure-torch log-probs plus the entropy (entropy_coeff != 0): what the entropy adds per token x vocab is this
+    row's measurement less the torch row's at the same size."""
+    device = meter.device
+    torch.manual_seed(0)
+    states = torch.randn(tokens, hidden, dtype=torch.bfloat16, device=device, requires_grad=backward)
+    weight = (torch.randn(vocab, hidden, dtype=torch.bfloat16, device=device) * 0.02).requires_grad_(backward)
+    labels = torch.randint(0, vocab, (tokens,), device=device)
+    result: dict[str, float] = {}
+    with torch.set_grad_enabled(backward), meter.measure(result):
+        objective = logprobs_with_entropy(states, weight, labels)
+        if backward:
+            objective.sum().backward()
+    grads = sum(t.grad.numel() * t.grad.element_size() for t in (states, weight) if t.grad is not None)
+    measured = result["peak"] - grads
+    per_entropy = memory.ENTROPY_BYTES_PER_TOKEN_VOCAB[0 if backward else 1]
+    predicted = memory.logits_bytes("torch", tokens, vocab, backward) + per_entropy * tokens * vocab
+    return {
+        "phase": "logits+entropy" + ("+backward" if backward else ""),
+        "method": "torch",
+        "tokens": tokens,
+        "hidden": hidden,
+        "vocab": vocab,
+        "measured_bytes": measured,
+        "predicted_bytes": predicted,
+        "bytes_per_token_vocab": round(measured / (tokens * vocab), 3),
+        **fragmentation(result),
+    }
+
+
 def fragmentation(result: dict[str, float]) -> dict[str, float]:
     if "reserved_over_allocated" not in result:
         return {}
@@ -328,6 +369,8 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
     the other terms at the estimator's own values."""
     per_path: dict[str, dict[str, float]] = {}
     for row in rows:
+        if row["phase"].startswith("logits+entropy"):
+            continue
         if row["phase"].startswith("logits"):
             kind = "training" if row["phase"].endswith("backward") else "forward"
             slot = per_path.setdefault(row["method"], {})
@@ -343,7 +386,14 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def recomputed_per_token(row: dict[str, Any]) -> float:
         return (row["measured_bytes"] - row["predicted_terms"]["activations"]) / row["tokens"]
 
+    entropy: dict[str, float] = {}
+    for row in rows:
+        if row["phase"].startswith("logits+entropy"):
+            kind = "training" if row["phase"].endswith("backward") else "forward"
+            alone = per_path.get("torch", {}).get(kind, 0.0)
+            entropy[kind] = round(max(entropy.get(kind, 0.0), row["bytes_per_token_vocab"] - alone), 3)
     return {
+        "entropy_bytes_per_token_vocab": entropy,
         "logits_bytes_per_token_vocab": per_path,
         "layer_bytes_per_token": lstsq([r for r in layer_rows if not r["checkpointing"]], per_layer_token),
         "recompute_bytes_per_token": lstsq([r for r in layer_rows if r["checkpointing"]], recomputed_per_token),
@@ -398,6 +448,8 @@ def run_all(sizes: Sizes, device: torch.device, log: Callable[[str], None]) -> d
         for method in methods:
             for backward in (False, True):
                 record(partial(logits_case, meter, tokens, hidden, vocab, method, backward))
+        for backward in (False, True):
+            record(partial(entropy_case, meter, tokens, hidden, vocab, backward))
     for shape in sizes.layer_fit:
         for checkpointing in (True, False):
             record(partial(model_case, meter, shape, "train", "torch", checkpointing), fit=True)

@@ -36,7 +36,9 @@ FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB = 2.0  # ... whose grad then gets its own 
 FUSED_CHUNK_TOKENS = 512  # use_fused_kernels: verl's FusedLinearForPPO computes log-probs 512 tokens at a time
 # the fused backward accumulates lm_head's gradient in its own buffer next to each chunk's (bf16 + fp32)
 FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN = 6.0
-ENTROPY_BYTES_PER_TOKEN_VOCAB = 7.0  # entropy from logits (softmax, product, sum) when computed (FACTS, verl#2828)
+# verl's entropy_from_logits beside the log-probs when computed (softmax, product, logsumexp; their grads in training):
+# (training, log-prob pass), measured on top of the pure-torch log-probs
+ENTROPY_BYTES_PER_TOKEN_VOCAB = (12.0, 4.0)
 CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.3  # recomputation keeps each layer's bf16 input (FACTS: 2·s·b·h; measured 2.24)
 # saved activations of one decoder layer without recomputation, per token: a x hidden + b x intermediate (measured)
 LAYER_BYTES_PER_TOKEN = (29.0, 7.3)
@@ -315,10 +317,12 @@ def logits_bytes(path: str, tokens: int, vocab: int, backward: bool) -> float:
     return (training if backward else forward) * counted * vocab
 
 
-def entropy_bytes(knobs: Knobs, tokens: int, vocab: int) -> float:
+def entropy_bytes(knobs: Knobs, tokens: int, vocab: int, backward: bool) -> float:
     if not knobs.entropy:
         return 0.0
-    return ENTROPY_BYTES_PER_TOKEN_VOCAB * (min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens) * vocab
+    training, forward = ENTROPY_BYTES_PER_TOKEN_VOCAB
+    counted = min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens
+    return (training if backward else forward) * counted * vocab
 
 
 STATE_TERMS = ("params", "grads", "optimizer", "pcgrad buffers", "ref params")
@@ -336,7 +340,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
     and the optimizer step (all states, activations gone)."""
     states = model_states(arch, knobs)
     tokens = knobs.train_tokens // knobs.sequence_parallel  # a micro-batch's tokens on one GPU
-    entropy = entropy_bytes(knobs, tokens, arch.vocab)
+    entropy = entropy_bytes(knobs, tokens, arch.vocab, backward=True)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
     backward = {
         "params": states["params"],
@@ -367,7 +371,7 @@ def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
         "optimizer": 0.0 if knobs.optimizer_offload else states["optimizer"],
         "ref params": ref_resident,
         "gathered unit": gathered_unit(arch),
-        **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab)),
+        **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab, backward=False)),
     }
     terms = [Term(name, _gib(value)) for name, value in values.items()] + margin_terms(values)
     return Phase("log-prob", tuple(terms), capacity_gib, (f"{tokens} tokens per micro-batch",))

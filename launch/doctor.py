@@ -250,7 +250,7 @@ def diagnose_low_mfu(
         return None
     knobs, arch, capacity = expected.knobs, expected.arch, expected.capacity_gib
     # only the training micro-batch here: engine concurrency is generation's business
-    tuned = tune(arch, knobs, capacity, {KEYS["max_num_seqs"]}, expected.mini_batch_sequences)
+    tuned = tune(arch, knobs, capacity, set(), expected.mini_batch_sequences, what=("train",))
     evidence: dict[str, float | int | str] = {
         "mfu": rounded(measured),
         "predicted_mfu": rounded(expected.mfu),
@@ -340,8 +340,10 @@ def diagnose_generation_bound(
     remedies: list[str] = []
     if expected is not None:
         knobs = expected.knobs
-        train_keys = {KEYS["train_tokens"], KEYS["micro_batch"]}  # only the engine's concurrency here
-        concurrency = tune(expected.arch, knobs, expected.capacity_gib, train_keys, expected.mini_batch_sequences)
+        # only the engine's concurrency here
+        concurrency = tune(
+            expected.arch, knobs, expected.capacity_gib, set(), expected.mini_batch_sequences, what=("max_num_seqs",)
+        )
         if concurrency:
             overrides += [override(key, value) for key, value in overrides_for(concurrency, knobs).items()]
             wanted = concurrency["max_num_seqs"]
@@ -384,7 +386,7 @@ def diagnose_memory_calibration(
     headline = (
         f"measured trainer peak {measured:.1f} GiB is {ratio:.2f}x the preflight's {expected.torch_peak_gib:.1f} GiB "
         f"({expected.torch_peak_phase}, torch-visible): {consequence}; a calibration signal "
-        "(scripts/calibrate_memory.py)"
+        "(bench/gpu_memory.py)"
     )
     return Diagnosis("memory_calibration", headline, evidence, [], 0.0)
 

@@ -1,8 +1,8 @@
 """The fit table: python launch/fit_table.py [llm=...] [algo=...] [any override] [--json]
 
 Runs on: the login node (or anywhere: no GPU, no cluster needed). For one model and algorithm, every gpu profile x
-GPU count with the predicted per-phase peaks, the verdict, the cheapest fix of a misfit and the tuned training
-micro-batch: the seeds' hand-made A40/A100 tables, computed.
+GPU count with the predicted per-phase peaks (worst case; typical lengths in the JSON), the verdict, the cheapest
+fix of a misfit and what tune would set for a row that fits: the seeds' hand-made A40/A100 tables, computed.
 """
 
 from __future__ import annotations
@@ -39,37 +39,38 @@ def rows(overrides: list[str], gpu_counts: tuple[int, ...] = GPU_COUNTS) -> list
                 plan = make_plan(cfg, facts, overrides, working_dir=Path("/tmp"), python=sys.executable)
                 verdict = preflight.check_plan(cfg, plan, facts.packages)
                 tuned = verdict.get("apply_overrides", {})
-                train_key = next((k for k in tuned if "ppo_max_token_len" in k or "ppo_micro_batch" in k), None)
+                fixes = verdict.get("first_fitting_fixes", [])
                 table.append(
                     {
                         "gpu": gpu,
                         "gpus": count,
                         "fits": verdict["fits"],
                         "peaks_gib": {name: phase["peak_gib"] for name, phase in verdict["phases"].items()},
+                        "typical_peaks_gib": verdict["typical"]["peaks_gib"],
                         "capacity_gib": float(cfg.gpu.usable_gib),
-                        "cheapest_fix": " ".join(verdict.get("first_fitting_fixes", [])) or "none on these GPUs",
-                        "tuned": f"{train_key.rsplit('.', 1)[-1]}={tuned[train_key]}" if train_key else "",
+                        # a row that fits needs no fix; one that does not names the set, or says none is enough
+                        "cheapest_fix": None if verdict["fits"] else " ".join(fixes) or "none fits on these GPUs",
+                        "tuned": [f"{key}={value}" for key, value in tuned.items()],
                         "predicted_mfu": verdict["predicted"]["mfu"],
                     }
                 )
     return table
 
 
-def short(overrides: str) -> str:
-    """actor_rollout_ref.actor.fsdp_config.param_offload=True -> param_offload=True"""
-    return " ".join(item.rsplit(".", 1)[-1] for item in overrides.split())
-
-
 def print_table(table: list[dict[str, Any]], title: str) -> None:
+    """Every override in full, one per line in its cell; piped, the table is as wide as its content (rich would
+    otherwise cut it to 80 columns)."""
     from rich.console import Console
     from rich.table import Table
 
     view = Table(title=title)
-    for column in ("gpu", "GPUs", "training", "log-prob", "rollout", "capacity", "verdict", "cheapest fix / tuned"):
-        view.add_column(column)
+    for column in ("gpu", "GPUs", "training", "log-prob", "rollout", "capacity", "verdict"):
+        view.add_column(column, no_wrap=True)
+    view.add_column("cheapest fix (misfit) / tuned (fits)", overflow="fold")
     for row in table:
         peaks = row["peaks_gib"]
         verdict = "[green]fits[/green]" if row["fits"] else "[red]OOM[/red]"
+        advice = row["tuned"] if row["fits"] else (row["cheapest_fix"] or "").split()
         view.add_row(
             row["gpu"],
             str(row["gpus"]),
@@ -78,9 +79,9 @@ def print_table(table: list[dict[str, Any]], title: str) -> None:
             f"{peaks['rollout']:.1f}",
             f"{row['capacity_gib']:.1f}",
             verdict,
-            short(row["cheapest_fix"]) if not row["fits"] else row["tuned"],
+            "\n".join(advice),
         )
-    Console().print(view)
+    Console(width=None if sys.stdout.isatty() else 100_000).print(view)
 
 
 def main(argv: list[str] | None = None) -> None:

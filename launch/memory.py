@@ -2,8 +2,8 @@
 
 Runs on: the login node. Pure arithmetic on the model's architecture and the knobs in the verl config; every phase
 is a sum of named terms so the preflight can print the arithmetic (STYLE 3). Sources of each term are in FACTS.md
-("Memory, for the preflight"); the activation and logits coefficients were fit on CPU measurements of HF Qwen2
-steps (scripts/calibrate_memory.py -> tests/data/memory_measurements.json) and are tested on held-out ones.
+("Memory, for the preflight"); the activation and logits coefficients and the margins were measured on an H100 with
+bench/gpu_memory.py (HF Qwen2 steps; tests/data/gpu_memory_h100.json) and are tested against those measurements.
 
 How verl 0.9 uses the card (FSDP engine, hybrid engine): the trainer keeps fp32 master params, fp32 grads and AdamW
 state (4 + 4 + 8 B/param) sharded over the FSDP group; `param_offload` / `optimizer_offload` move params / optimizer
@@ -18,21 +18,37 @@ from typing import Any
 
 GIB = 1024**3
 
-# --- coefficients (bytes), fit on CPU measurements; see module docstring -------------------------------------------
-LOGITS_BYTES_PER_TOKEN_VOCAB = 17.7  # bf16 logits, fp32 copy, log-softmax and their grads at backward start (fit)
-LOGITS_FORWARD_BYTES_PER_TOKEN_VOCAB = 10.0  # log-prob pass: bf16 logits + fp32 copy + log-softmax, no grads
-# With flash-attn installed verl uses its Triton cross-entropy (in-place backward into the bf16 logits): an estimate,
-# not a measurement (the kernel needs a GPU): bf16 logits 2 B + the in-place grad's fp32 work 2 B per token·vocab.
-FLASH_CE_BYTES_PER_TOKEN_VOCAB = 4.0
-FLASH_CE_FORWARD_BYTES_PER_TOKEN_VOCAB = 2.5
+# --- coefficients (bytes), measured on an H100 by bench/gpu_memory.py (tests/data/gpu_memory_h100.json) -------------
+# What one micro-batch adds above the model states: HF Qwen2 in bf16 (FSDP's compute copy), each gradient dropped
+# once accumulated (FSDP's reduce-scatter), verl's log-prob code paths.
+# The log-prob computation from the logits, per token x vocabulary entry, by the path verl takes (logits_path):
+# (training: at the start of backward, after verl's forward step has dropped the model output; log-prob pass).
+LOGITS_BYTES_PER_TOKEN_VOCAB = {
+    # pure torch: bf16 logits, a log_softmax per row saved for backward, then the rows' grads (measured 4.0 / 2.0)
+    "torch": (4.0, 2.0),
+    # flash-attn's Triton cross-entropy: keeps only the bf16 logits and writes their grad in place (its code; the
+    # bf16 logits themselves measured 2.0 on the torch path). A temperature other than 1 adds a scaled copy.
+    "flash": (2.0, 2.0),
+    # use_fused_kernels: verl's FusedLinearForPPO, per 512-token chunk upcast to fp32 (measured 12.0 / 8.0)
+    "fused": (12.0, 8.0),
+}
+FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB = 2.0  # ... whose grad then gets its own bf16 buffer
 FUSED_CHUNK_TOKENS = 512  # use_fused_kernels: verl's FusedLinearForPPO computes log-probs 512 tokens at a time
-ENTROPY_BYTES_PER_TOKEN_VOCAB = 7.0  # entropy from logits (softmax, product, sum) when computed (FACTS, verl#2828)
-CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 4.25  # recomputation keeps each layer's input (FACTS: 2·s·b·h) + casts (fit)
-NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 6.6  # saved activations without recomputation, hidden-sized part (fit)
-NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER = 18.1  # ... and the MLP's intermediate-sized part (fit)
-# --- margins that no CPU measurement shows (stated in README "Memory preflight") ------------------------------------
-NON_TORCH_GIB = 1.0  # CUDA context, cuBLAS workspaces, NCCL buffers per process
-FRAGMENTATION = 0.08  # caching-allocator fragmentation on top of torch's own peak
+# the fused backward accumulates lm_head's gradient in its own buffer next to each chunk's (bf16 + fp32)
+FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN = 6.0
+# verl's entropy_from_logits beside the log-probs when computed (softmax, product, logsumexp; their grads in training):
+# (training, log-prob pass), measured on top of the pure-torch log-probs
+ENTROPY_BYTES_PER_TOKEN_VOCAB = (12.0, 4.0)
+CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.3  # recomputation keeps each layer's bf16 input (FACTS: 2·s·b·h; measured 2.24)
+# saved activations of one decoder layer without recomputation, per token: a x hidden + b x intermediate (measured)
+LAYER_BYTES_PER_TOKEN = (29.0, 7.3)
+# one layer recomputed and back-propagated (its activations and their grads), per token (measured)
+RECOMPUTE_BYTES_PER_TOKEN = (29.0, 10.6)
+FORWARD_BYTES_PER_TOKEN = (2.4, 6.8)  # log-prob pass: one layer's transients without grad, gate + up + act (measured)
+OUTPUT_BYTES_PER_TOKEN_HIDDEN = 4.0  # the final hidden states and their norm, alive while log-probs are computed
+# --- margins (README "Memory preflight") ------------------------------------------------------------------------------
+NON_TORCH_GIB = 1.0  # CUDA context + cuBLAS workspaces (measured 0.75 GiB on one process) + NCCL buffers
+FRAGMENTATION = 0.15  # caching allocator on a phase's transient bytes: reserved / allocated measured 1.15 (max 1.29)
 ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 24.0  # vLLM/SGLang prefill working set per batched token (profiled by vLLM)
 HOST_BASE_GIB_PER_NODE = 16.0  # Ray head/raylet, the driver, TransferQueue, the data loader
 HOST_GIB_PER_GPU_PROCESS = 6.0  # one worker process per GPU: CUDA/torch/vLLM libraries, pinned buffers
@@ -101,7 +117,10 @@ class Knobs:
     max_num_batched_tokens: int
     pcgrad_tasks: int = 0
     fsdp_size: int = -1
-    flash_ce: bool = False  # flash-attn importable in the job's venv: verl's log-probs take its cross-entropy
+    flash_ce: bool = False  # flash-attn in the job's environment: verl's log-probs take its cross-entropy
+    engine_weights_in_host_ram: bool = True  # the sleeping engine keeps its weights in host RAM (launch/job_software)
+    sequence_parallel: int = 1  # Ulysses: each GPU of a group holds 1/sp of every sequence's tokens
+    model_dtype_bytes: int = 4  # actor.fsdp_config.model_dtype: what FSDP stores the parameters in (fp32 default)
     # PPO's hybrid engine generates while the trainer's state stays on the card; RFT generates (stage 1) before
     # any trainer exists and trains (stage 3) with no engine awake
     trainer_beside_engine: bool = True
@@ -140,6 +159,10 @@ class Knobs:
             max_num_batched_tokens=int(rollout["max_num_batched_tokens"]),
             pcgrad_tasks=pcgrad_tasks,
             fsdp_size=int(actor["fsdp_config"].get("fsdp_size", -1)),
+            sequence_parallel=max(1, int(actor.get("ulysses_sequence_parallel_size") or 1)),
+            model_dtype_bytes=2
+            if str(actor["fsdp_config"].get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16")
+            else 4,
             flash_ce=flash_ce,
         )
 
@@ -217,7 +240,8 @@ def model_states(arch: Architecture, knobs: Knobs) -> dict[str, float]:
     """Bytes per GPU of each model state, sharded over the FSDP group."""
     shard = knobs.shard_group
     trainable = trainable_params(arch, knobs.lora_rank)
-    frozen_base = arch.params * 2 / shard if knobs.lora_rank > 0 else 0.0  # bf16 base weights
+    # the frozen base in verl's model_dtype (fp32 by default: FSDP keeps the loaded dtype; bf16 is the compute copy)
+    frozen_base = arch.params * knobs.model_dtype_bytes / shard if knobs.lora_rank > 0 else 0.0
     return {
         "params": (trainable * 4 / shard) + frozen_base,
         "grads": trainable * 4 / shard,
@@ -232,47 +256,98 @@ def gathered_unit(arch: Architecture) -> float:
     return 2.0 * (arch.embedding_params + 2 * arch.layer_params)
 
 
-def saved_activations(arch: Architecture, knobs: Knobs, tokens: int) -> float:
-    if knobs.checkpointing:
+def saved_activations(arch: Architecture, checkpointing: bool, tokens: int) -> float:
+    """What the forward leaves for backward: each layer's input with recomputation, else every layer's activations."""
+    if checkpointing:
         return CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * tokens * arch.hidden * arch.layers
-    per_layer = (
-        NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * arch.hidden
-        + NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER * arch.intermediate
+    return per_token(LAYER_BYTES_PER_TOKEN, arch) * tokens * arch.layers
+
+
+def per_token(coefficients: tuple[float, float], arch: Architecture) -> float:
+    by_hidden, by_intermediate = coefficients
+    return by_hidden * arch.hidden + by_intermediate * arch.intermediate
+
+
+def recomputed_layer(arch: Architecture, tokens: int) -> float:
+    """One layer brought back by recomputation and back-propagated: after the logits' backward, never with it."""
+    return per_token(RECOMPUTE_BYTES_PER_TOKEN, arch) * tokens
+
+
+def forward_working_set(arch: Architecture, tokens: int) -> float:
+    """A layer's transients in a forward without grad (the log-prob pass), before the logits exist."""
+    return per_token(FORWARD_BYTES_PER_TOKEN, arch) * tokens
+
+
+def training_dynamic(arch: Architecture, checkpointing: bool, path: str, tokens: int, entropy: float) -> dict:
+    """Bytes one training micro-batch adds above the model states, by term. With recomputation the logits' backward
+    and the recomputed layer come one after the other (the larger counts); without it everything is saved at once."""
+    logits = logits_bytes(path, tokens, arch.vocab, backward=True)
+    if path == "flash" and entropy:  # verl turns the in-place backward off when entropy needs the logits
+        logits += FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB * tokens * arch.vocab
+    if path == "fused":
+        logits += FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN * arch.vocab * arch.hidden
+    terms = {"activations": saved_activations(arch, checkpointing, tokens)}
+    layer = recomputed_layer(arch, tokens) if checkpointing else 0.0
+    if layer > logits + entropy:
+        return terms | {"recomputed layer": layer}
+    return terms | {"logits": logits, "entropy": entropy}
+
+
+def logprob_dynamic(arch: Architecture, path: str, tokens: int, entropy: float) -> dict:
+    """Bytes one log-prob micro-batch adds above the model states: the output hidden states, then the larger of a
+    layer's transients and the logits."""
+    logits = logits_bytes(path, tokens, arch.vocab, backward=False)
+    layer = forward_working_set(arch, tokens)
+    output = {"output hidden states": OUTPUT_BYTES_PER_TOKEN_HIDDEN * arch.hidden * tokens}
+    return output | (
+        {"layer working set": layer} if layer > logits + entropy else {"logits": logits, "entropy": entropy}
     )
-    return per_layer * tokens * arch.layers
 
 
-def layer_working_set(arch: Architecture, tokens: int) -> float:
-    """One decoder layer's activations without recomputation (what recomputing a layer brings back)."""
-    per_token = (
-        NOCKPT_BYTES_PER_TOKEN_HIDDEN_LAYER * arch.hidden
-        + NOCKPT_BYTES_PER_TOKEN_INTERMEDIATE_LAYER * arch.intermediate
-    )
-    return per_token * tokens
+def logits_path(knobs: Knobs) -> str:
+    """Which log-prob code verl runs: its fused chunks when asked, else flash-attn's cross-entropy when the job's
+    environment has flash-attn (verl/utils/torch_functional.py), else pure torch."""
+    return "fused" if knobs.fused_kernels else "flash" if knobs.flash_ce else "torch"
 
 
-def vocab_tokens(knobs: Knobs, tokens: int) -> int:
-    """Tokens whose vocabulary-sized logits exist at once: all of them, or one chunk with fused kernels."""
-    return min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens
+def logits_bytes(path: str, tokens: int, vocab: int, backward: bool) -> float:
+    """The log-prob computation's bytes above the model: one chunk's worth with fused kernels, else every token's."""
+    training, forward = LOGITS_BYTES_PER_TOKEN_VOCAB[path]
+    counted = min(tokens, FUSED_CHUNK_TOKENS) if path == "fused" else tokens
+    return (training if backward else forward) * counted * vocab
+
+
+def entropy_bytes(knobs: Knobs, tokens: int, vocab: int, backward: bool) -> float:
+    if not knobs.entropy:
+        return 0.0
+    training, forward = ENTROPY_BYTES_PER_TOKEN_VOCAB
+    counted = min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens
+    return (training if backward else forward) * counted * vocab
+
+
+STATE_TERMS = ("params", "grads", "optimizer", "pcgrad buffers", "ref params")
+
+
+def margin_terms(values: dict[str, float]) -> list[Term]:
+    """Fragmentation of what a phase allocates and frees (micro-batch tensors, gathered units), measured as reserved
+    over allocated at the peak; the model states are allocated once and add none. Then the memory outside torch."""
+    transient = sum(value for name, value in values.items() if name not in STATE_TERMS)
+    return [Term("fragmentation", _gib(transient) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
 
 
 def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
     """The larger of two moments: the start of backward (activations and the logits' backward alive, no grads yet)
     and the optimizer step (all states, activations gone)."""
     states = model_states(arch, knobs)
-    tokens = knobs.train_tokens
-    per_token_vocab = FLASH_CE_BYTES_PER_TOKEN_VOCAB if knobs.flash_ce else LOGITS_BYTES_PER_TOKEN_VOCAB
-    logits = per_token_vocab * vocab_tokens(knobs, tokens) * arch.vocab
-    entropy = ENTROPY_BYTES_PER_TOKEN_VOCAB * vocab_tokens(knobs, tokens) * arch.vocab if knobs.entropy else 0.0
+    tokens = knobs.train_tokens // knobs.sequence_parallel  # a micro-batch's tokens on one GPU
+    entropy = entropy_bytes(knobs, tokens, arch.vocab, backward=True)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
     backward = {
         "params": states["params"],
         "optimizer": optimizer_in_backward,
         "pcgrad buffers": states["pcgrad"],
         "gathered unit": gathered_unit(arch),
-        "activations": saved_activations(arch, knobs, tokens),
-        "logits": logits,
-        "entropy": entropy,
+        **training_dynamic(arch, knobs.checkpointing, logits_path(knobs), tokens, entropy),
     }
     step = {
         "params": states["params"],
@@ -281,9 +356,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
         "pcgrad buffers": states["pcgrad"],
     }
     moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
-    torch_peak = sum(chosen.values())
-    terms = [Term(name, _gib(value)) for name, value in chosen.items()]
-    terms += [Term("fragmentation", _gib(torch_peak) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
+    terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen)
     note = f"peak at the {moment}; {tokens} tokens per micro-batch"
     return Phase("training", tuple(terms), capacity_gib, (note,))
 
@@ -291,22 +364,16 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
 def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
     """Old (and ref) log-prob recomputation: forward only, its own micro-batch."""
     states = model_states(arch, knobs)
-    tokens = knobs.logprob_tokens
+    tokens = knobs.logprob_tokens // knobs.sequence_parallel
     ref_resident = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
     values = {
         "params": states["params"],
         "optimizer": 0.0 if knobs.optimizer_offload else states["optimizer"],
         "ref params": ref_resident,
         "gathered unit": gathered_unit(arch),
-        "layer working set": layer_working_set(arch, tokens),
-        "logits": (FLASH_CE_FORWARD_BYTES_PER_TOKEN_VOCAB if knobs.flash_ce else LOGITS_FORWARD_BYTES_PER_TOKEN_VOCAB)
-        * vocab_tokens(knobs, tokens)
-        * arch.vocab,
-        "entropy": ENTROPY_BYTES_PER_TOKEN_VOCAB * vocab_tokens(knobs, tokens) * arch.vocab if knobs.entropy else 0.0,
+        **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab, backward=False)),
     }
-    torch_peak = sum(values.values())
-    terms = [Term(name, _gib(value)) for name, value in values.items()]
-    terms += [Term("fragmentation", _gib(torch_peak) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
+    terms = [Term(name, _gib(value)) for name, value in values.items()] + margin_terms(values)
     return Phase("log-prob", tuple(terms), capacity_gib, (f"{tokens} tokens per micro-batch",))
 
 
@@ -323,17 +390,27 @@ def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
     return params + optimizer + ref
 
 
-def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
-    """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
-    start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
-    always fits and the question is whether the KV cache keeps room for one full sequence."""
+def engine_memory(arch: Architecture, knobs: Knobs, capacity_gib: float) -> tuple[float, float, float, float]:
+    """GiB of the engine's reservation, its weights, its prefill activations and the KV cache room left."""
     resident = _gib(resident_trainer_state(arch, knobs))
     free = capacity_gib - resident - NON_TORCH_GIB
     reserve = knobs.engine_fraction * (capacity_gib if knobs.engine != "sglang" else max(free, 0.0))
     weights = _gib(arch.params * 2 / knobs.rollout_tp)
     activations = _gib(ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * knobs.max_num_batched_tokens * arch.hidden)
-    kv_room = reserve - weights - activations
-    kv_per_sequence = _gib(arch.kv_bytes_per_token / knobs.rollout_tp * knobs.sequence)
+    return reserve, weights, activations, reserve - weights - activations
+
+
+def kv_per_sequence_gib(arch: Architecture, knobs: Knobs, tokens: int) -> float:
+    return _gib(arch.kv_bytes_per_token / knobs.rollout_tp * tokens)
+
+
+def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
+    start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
+    always fits and the question is whether the KV cache keeps room for one full sequence."""
+    resident = _gib(resident_trainer_state(arch, knobs))
+    reserve, weights, activations, kv_room = engine_memory(arch, knobs, capacity_gib)
+    kv_per_sequence = kv_per_sequence_gib(arch, knobs, knobs.sequence)
     sequences = kv_room / kv_per_sequence if kv_per_sequence > 0 else 0.0
     failure = ""
     if kv_room < kv_per_sequence:
@@ -360,7 +437,8 @@ def host_ram_per_node(arch: Architecture, knobs: Knobs) -> float:
     per_gpu += states["params"] if knobs.param_offload else 0.0
     per_gpu += states["optimizer"] if knobs.optimizer_offload else 0.0
     per_gpu += arch.params * 2 / knobs.shard_group if knobs.ref_model and knobs.ref_param_offload else 0.0
-    per_gpu += arch.params * 2 / knobs.rollout_tp  # vLLM sleep level 1 keeps the engine's weights in host RAM
+    if knobs.engine_weights_in_host_ram:  # sleep level 1 (older vLLM, SGLang); level 2 drops them
+        per_gpu += arch.params * 2 / knobs.rollout_tp
     return knobs.gpus_per_node * (_gib(per_gpu) + HOST_GIB_PER_GPU_PROCESS) + HOST_BASE_GIB_PER_NODE
 
 

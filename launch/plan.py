@@ -293,6 +293,15 @@ def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
         f"{predicted['tokens_per_s_per_gpu']} tokens/s/GPU; host RAM {verdict['host_ram_gib_per_node']} GiB/node"
     ]
     lines += [f"                {line}" for line in verdict["arithmetic"]]
+    usual = verdict.get("typical")
+    if usual:
+        peaks = ", ".join(f"{name} {peak:.1f}" for name, peak in usual["peaks_gib"].items())
+        lines.append(
+            f"  typical       {peaks} GiB with {usual['sequence_tokens']}-token sequences (the verdict above is the "
+            "worst case: every sequence at full length)"
+        )
+    for note in verdict.get("job_software", {}).get("notes", []):
+        lines.append(f"  job software  {note}")
     for key, value in verdict.get("changed", {}).items():
         lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict['policy']})")
     if verdict.get("first_fitting_fixes"):

@@ -13,20 +13,25 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from launch.job_software import job_software
 from launch.memory import (
     Architecture,
     Knobs,
+    engine_memory,
     estimate,
     flops_per_token,
     host_ram_per_node,
+    kv_per_sequence_gib,
     predicted_mfu,
     rollout_phase,
     with_changes,
 )
+from launch.validate import skipped_engine_check
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
 TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
 MAX_ENGINE_SEQS = 1024
+TYPICAL_FRACTION = 0.5  # "typical" sequences: half the maximum prompt + response length (README: worst case vs typical)
 
 # verl key of each knob a fix or tune may set
 KEYS = {
@@ -42,6 +47,11 @@ KEYS = {
     "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "max_num_seqs": "actor_rollout_ref.rollout.max_num_seqs",
     "nnodes": "trainer.nnodes",
+}
+
+REF_KEYS = {
+    "logprob_tokens": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+    "logprob_micro_batch": "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
 }
 
 
@@ -121,23 +131,26 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
             continue
         elif name in KEYS:
             out[KEYS[name]] = value
+            if name in REF_KEYS and knobs.ref_model:  # the reference model's log-prob pass has the same shape
+                out[REF_KEYS[name]] = value
     return out
 
 
-def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix]) -> list[str]:
-    """Apply fixes cumulatively, cheapest first, until the plan fits; the overrides of that set (or [])."""
+def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix]) -> tuple[list[str], Knobs]:
+    """Apply fixes cumulatively, cheapest first, until the plan fits; the overrides of that set (or []) and the
+    knobs they give."""
     current, applied = knobs, {}
     for fix in fixes:
         current = with_changes(current, **fix.changes)
         applied.update(overrides_for(fix.changes, knobs))
         if fits(arch, current, capacity):
-            return [f"{key}={value}" for key, value in applied.items()]
-    return []
+            return [f"{key}={value}" for key, value in applied.items()], current
+    return [], knobs
 
 
 def plan_fixes(
     arch: Architecture, knobs: Knobs, capacity: float, locked: set[str]
-) -> tuple[list[dict], list[str], list[str]]:
+) -> tuple[list[dict], list[str], tuple[list[str], Knobs]]:
     """Every single fix with its predicted peaks; the first cumulative set that fits (advice: it may touch keys the
     user set); and the first such set among the fixes that leave the user's keys alone (what `fix` applies)."""
     fixes = candidate_fixes(arch, knobs, capacity)
@@ -155,35 +168,92 @@ def plan_fixes(
             }
         )
     allowed = [fix for fix in fixes if not locked & set(overrides_for(fix.changes, knobs))]
-    return reports, first_fitting(arch, knobs, capacity, fixes), first_fitting(arch, knobs, capacity, allowed)
+    return reports, first_fitting(arch, knobs, capacity, fixes)[0], first_fitting(arch, knobs, capacity, allowed)
 
 
-def tune(arch: Architecture, knobs: Knobs, capacity: float, locked: set[str], mini_batch_sequences: int) -> dict:
-    """The largest training micro-batch (and engine concurrency) that fits with TUNE_HEADROOM spare."""
-    changes: dict[str, Any] = {}
-    limit_sequences = sequence_per_gpu_limit(knobs, mini_batch_sequences)
-    train_key = KEYS["train_tokens"] if knobs.dynamic_bsz else KEYS["micro_batch"]
-    if train_key not in locked:
-        step = TOKEN_STEP if knobs.dynamic_bsz else knobs.sequence
-        limit = limit_sequences * knobs.sequence
-        best = None
-        tokens = max(knobs.sequence if knobs.dynamic_bsz else step, step)
-        while tokens <= limit:
-            candidate = with_train_tokens(knobs, tokens)
-            if not fits(arch, candidate, capacity, TUNE_HEADROOM):
-                break
+TUNABLE = ("train", "logprob", "engine_fraction", "max_num_seqs")
+
+
+def largest(arch: Architecture, capacity: float, candidates: list[Knobs]) -> Knobs | None:
+    """The last of the ascending candidates that fits with TUNE_HEADROOM spare, stopping at the first misfit after
+    a fit (below the first fit, e.g. an engine fraction too small for one sequence, nothing stops the walk)."""
+    best = None
+    for candidate in candidates:
+        if fits(arch, candidate, capacity, TUNE_HEADROOM):
             best = candidate
-            tokens += step
+        elif best is not None:
+            break
+    return best
+
+
+def train_candidates(knobs: Knobs, mini_batch_sequences: int) -> list[Knobs]:
+    """Token budgets in TOKEN_STEPs up to the GPU's share of a mini-batch, or the micro-batches that divide it (verl
+    requires that)."""
+    share = sequence_per_gpu_limit(knobs, mini_batch_sequences)
+    if knobs.dynamic_bsz:
+        return [
+            with_changes(knobs, train_tokens=t) for t in range(knobs.sequence, share * knobs.sequence + 1, TOKEN_STEP)
+        ]
+    return [with_train_tokens(knobs, m * knobs.sequence) for m in range(1, share + 1) if share % m == 0]
+
+
+def logprob_candidates(knobs: Knobs, batch_sequences: int) -> list[Knobs]:
+    """The log-prob pass goes over the whole batch: budgets up to the GPU's share of it."""
+    share = max(1, batch_sequences // knobs.n_gpus)
+    if knobs.dynamic_bsz:
+        budgets = range(knobs.sequence, share * knobs.sequence + 1, TOKEN_STEP)
+        return [with_changes(knobs, logprob_tokens=t) for t in budgets]
+    return [with_changes(knobs, logprob_micro_batch=m, logprob_tokens=m * knobs.sequence) for m in range(1, share + 1)]
+
+
+def engine_sequences(arch: Architecture, knobs: Knobs, capacity: float) -> int:
+    """How many typical-length sequences the engine's KV cache holds (what max_num_seqs can usefully be)."""
+    kv_room = engine_memory(arch, knobs, capacity)[3]
+    per_sequence = kv_per_sequence_gib(arch, knobs, max(1, int(knobs.sequence * TYPICAL_FRACTION)))
+    return int(kv_room / per_sequence) if per_sequence > 0 and kv_room > 0 else 0
+
+
+def tune(
+    arch: Architecture,
+    knobs: Knobs,
+    capacity: float,
+    locked: set[str],
+    mini_batch_sequences: int,
+    batch_sequences: int = 0,
+    what: tuple[str, ...] = TUNABLE,
+) -> dict:
+    """Raise what leaves memory idle, in order, each to the largest value that fits with TUNE_HEADROOM spare (so
+    one step more does not): the training micro-batch or token budget, the log-prob micro-batch or budget (over
+    `batch_sequences`), the engine's memory fraction, then its concurrency (the typical-length sequences its KV cache
+    holds). Keys the user set stay. Returns Knobs changes."""
+    changes: dict[str, Any] = {}
+    train_key = KEYS["train_tokens"] if knobs.dynamic_bsz else KEYS["micro_batch"]
+    if "train" in what and train_key not in locked:
+        best = largest(arch, capacity, train_candidates(knobs, mini_batch_sequences))
         if best is not None and best.train_tokens != knobs.train_tokens:
             changes.update(
                 {"train_tokens": best.train_tokens} if knobs.dynamic_bsz else {"micro_batch": best.micro_batch}
             )
             knobs = best
-    if KEYS["max_num_seqs"] not in locked:
-        room_note = rollout_phase(arch, knobs, capacity).notes[0]
-        sequences = int(room_note.split(" = ")[1].split(" ")[0])
-        wanted = max(knobs.max_num_seqs, min(MAX_ENGINE_SEQS, sequences * 4))  # most sequences end far below max length
-        if wanted != knobs.max_num_seqs:
+    logprob_key = KEYS["logprob_tokens"] if knobs.dynamic_bsz else KEYS["logprob_micro_batch"]
+    if "logprob" in what and batch_sequences and logprob_key not in locked:
+        best = largest(arch, capacity, logprob_candidates(knobs, batch_sequences))
+        if best is not None and best.logprob_tokens != knobs.logprob_tokens:
+            changes.update(
+                {"logprob_tokens": best.logprob_tokens}
+                if knobs.dynamic_bsz
+                else {"logprob_micro_batch": best.logprob_micro_batch}
+            )
+            knobs = best
+    if "engine_fraction" in what and KEYS["engine_fraction"] not in locked:
+        steps = [with_changes(knobs, engine_fraction=step / 20) for step in range(1, 20)]
+        best = largest(arch, capacity, steps)
+        if best is not None and best.engine_fraction > knobs.engine_fraction:
+            changes["engine_fraction"] = best.engine_fraction
+            knobs = best
+    if "max_num_seqs" in what and KEYS["max_num_seqs"] not in locked:
+        wanted = min(MAX_ENGINE_SEQS, engine_sequences(arch, knobs, capacity))
+        if wanted > knobs.max_num_seqs:
             changes["max_num_seqs"] = wanted
     return changes
 
@@ -212,23 +282,55 @@ def run(
     policy: str,
     overrides: list[str],
     mini_batch_sequences: int,
+    batch_sequences: int = 0,
+    length_fraction: float = TYPICAL_FRACTION,
 ) -> dict[str, Any]:
-    """The verdict for the plan as it is, and the overrides the policy proposes (`apply_overrides`)."""
+    """The verdict for the plan as it is, and the overrides the policy proposes (`apply_overrides`): `fix` the
+    cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned from the fixed plan)."""
     locked = user_keys(overrides)
     verdict = summarize(arch, knobs, capacity, bf16_tflops) | {"policy": policy}
     applicable: list[str] = []
+    fixed = knobs
     if not verdict["fits"]:
-        verdict["fixes"], verdict["first_fitting_fixes"], applicable = plan_fixes(arch, knobs, capacity, locked)
+        verdict["fixes"], verdict["first_fitting_fixes"], (applicable, fixed) = plan_fixes(
+            arch, knobs, capacity, locked
+        )
         if not applicable:
             verdict["unfixable_without_your_keys"] = True
     proposed: dict[str, Any] = {}
     if policy in ("fix", "tune") and not verdict["fits"]:
         proposed = dict(item.split("=", 1) for item in applicable)
     if policy == "tune" and (verdict["fits"] or applicable):
-        tuned = tune(arch, knobs, capacity, locked, mini_batch_sequences)
-        proposed.update(overrides_for(tuned, knobs))
+        tuned = tune(arch, fixed, capacity, locked, mini_batch_sequences, batch_sequences)
+        proposed.update(overrides_for(tuned, fixed))
     verdict["apply_overrides"] = proposed
+    verdict["typical"] = typical(arch, knobs, capacity, mini_batch_sequences, length_fraction)
     return verdict
+
+
+def typical(
+    arch: Architecture, knobs: Knobs, capacity: float, mini_batch_sequences: int, fraction: float = TYPICAL_FRACTION
+) -> dict[str, Any]:
+    """The peaks when every sequence is `fraction` of its maximum length: what a run usually sees. The verdict
+    stays on the worst case (full-length sequences filling the micro-batch or the token budget); a token budget is
+    filled by typical sequences too, up to the GPU's share of a mini-batch."""
+    length = max(1, int(knobs.sequence * fraction))
+    if knobs.dynamic_bsz:
+        share = sequence_per_gpu_limit(knobs, mini_batch_sequences) * length
+        usual = with_changes(knobs, train_tokens=min(knobs.train_tokens, share))
+    else:
+        usual = with_changes(
+            knobs,
+            train_tokens=(knobs.micro_batch or 1) * length,
+            logprob_tokens=(knobs.logprob_micro_batch or 1) * length,
+        )
+    phases = estimate(arch, usual, capacity)
+    return {
+        "sequence_tokens": length,
+        "fraction_of_max": fraction,
+        "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
+        "fits": all(phase.fits for phase in phases),
+    }
 
 
 def parse_value(text: Any) -> Any:
@@ -244,15 +346,22 @@ def parse_value(text: Any) -> Any:
     return int(number) if number.is_integer() and "." not in text else number
 
 
-def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
-    """The preflight of one planned job (cfg: the composed config; plan: launch.plan.Plan; packages: the venv's)."""
+def check_plan(
+    cfg: Any, plan: Any, packages: dict[str, str], length_fraction: float = TYPICAL_FRACTION
+) -> dict[str, Any]:
+    """The preflight of one planned job (cfg: the composed config; plan: launch.plan.Plan; packages: the venv's;
+    length_fraction: the sequences' share of their maximum length for the `typical` figures)."""
     verl = plan.verl
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
-    knobs = Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce="flash-attn" in packages)
+    software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
+    knobs = with_changes(
+        Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce=software.flash_attn),
+        engine_weights_in_host_ram=software.engine_weights_in_host_ram,
+    )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)
     mini_batch_sequences = verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * knobs_rollout_n(verl)
-    return run(
+    verdict = run(
         Architecture.from_llm(plan.llm),
         knobs,
         float(cfg.gpu.usable_gib),
@@ -260,7 +369,12 @@ def check_plan(cfg: Any, plan: Any, packages: dict[str, str]) -> dict[str, Any]:
         str(cfg.launch.preflight),
         plan.overrides,
         mini_batch_sequences,
+        int(verl["data"]["train_batch_size"]) * knobs_rollout_n(verl),
+        length_fraction,
     )
+    skipped = skipped_engine_check(verl)
+    verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}
+    return verdict
 
 
 def knobs_rollout_n(verl: dict[str, Any]) -> int:

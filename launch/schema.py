@@ -130,6 +130,9 @@ class ClusterSettings:
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
+    # the job's software where it changes memory (launch/job_software.py); auto: what the planning venv has
+    flash_attn: str = "auto"  # auto | true | false: flash-attn in the job's environment (verl's log-prob kernel)
+    engine_version: str = "auto"  # auto | the rollout engine's version in the job, e.g. 0.18.1 (how it sleeps)
 
 
 @dataclass(kw_only=True)

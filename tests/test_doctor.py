@@ -25,10 +25,10 @@ SWEEP = "doctor-sweep"
 GPU = "a100_80"
 ALGO = "guru_baseline"
 # What the preflight records for guru_baseline on a100_80 (plan.json), read back by `planned`: predicted MFU 0.368;
-# the trainer's torch-visible peak is the log-prob phase's 28.48 GiB less its 1.0 GiB non-torch term.
+# the trainer's torch-visible peak is the training phase's 24.37 GiB less its 1.0 GiB non-torch term.
 CAPACITY_GIB = 79.2
 # what launch.preflight=tune applies to this plan (test_low_mfu_override_is_what_tune_applies)
-TUNED_TRAIN_TOKENS = 125952
+TUNED_TRAIN_TOKENS = 97280
 NOT_REQUEUED = "3 attempts and never a first checkpoint: lower trainer.save_freq (now 20) or give the mode more time"
 
 
@@ -125,7 +125,7 @@ def diagnoses_of(run_dir: Path, *overrides: str) -> list[doctor.Diagnosis]:
 def test_the_fixture_plan_is_the_one_the_numbers_below_assume(fixture_runs):
     plan = json.loads((fixture_runs["healthy"] / "plan.json").read_text())
     assert plan["preflight"]["predicted"]["mfu"] == 0.368
-    assert plan["preflight"]["phases"]["log-prob"]["peak_gib"] == 28.48
+    assert plan["preflight"]["phases"]["training"]["peak_gib"] == 24.37
     assert plan["preflight"]["phases"]["training"]["capacity_gib"] == CAPACITY_GIB
     assert plan["resources"]["cpus_per_task"] == 128 and plan["verl"]["reward"]["num_workers"] == 8
 
@@ -140,7 +140,7 @@ def test_the_doctor_rebuilds_the_knobs_the_preflight_saw(fixture_runs):
     assert {name: phase["peak_gib"] for name, phase in summary["phases"].items()} == {
         name: phase["peak_gib"] for name, phase in run.plan["preflight"]["phases"].items()
     }
-    assert (expected.torch_peak_gib, expected.torch_peak_phase) == (27.48, "log-prob")
+    assert (expected.torch_peak_gib, expected.torch_peak_phase) == (23.37, "training")
     assert expected.mini_batch_sequences == 64 * 16
 
 
@@ -160,15 +160,15 @@ def test_low_mfu_with_memory_to_spare_suggests_the_micro_batch_tune_would_choose
         "predicted_mfu": 0.368,
         "mfu_ratio": 0.272,  # 0.1 / 0.368
         "update_share": 0.4,  # 40 of 100 s
-        "memory_gib": 26.11,  # 0.95 x 27.48
+        "memory_gib": 22.2,  # 0.95 x 23.37
         "capacity_gib": CAPACITY_GIB,
-        "memory_used": 0.33,
+        "memory_used": 0.28,
         "train_tokens_per_micro_batch": 16384,
         "tuned_train_tokens_per_micro_batch": TUNED_TRAIN_TOKENS,
-        "tuned_predicted_mfu": 0.407,  # 0.55 x 125952 / (125952 + 2048) / 1.33 (checkpointing)
+        "tuned_predicted_mfu": 0.405,  # 0.55 x 97280 / (97280 + 2048) / 1.33 (checkpointing)
     }
     assert found.importance == 0.291  # 0.4 x (1 - 0.1 / 0.368)
-    assert found.headline.startswith("MFU 10.0% is 27% of the predicted 36.8% while the trainer uses 26.1 of 79.2 GiB")
+    assert found.headline.startswith("MFU 10.0% is 27% of the predicted 36.8% while the trainer uses 22.2 of 79.2 GiB")
 
 
 def test_low_mfu_override_is_what_tune_applies(fixture_runs):
@@ -181,7 +181,7 @@ def test_low_mfu_override_is_what_tune_applies(fixture_runs):
 
 
 def test_low_mfu_is_not_flagged_when_the_card_is_full(fixture_runs):
-    assert diagnoses_of(fixture_runs["low_mfu"], "memory_used_max=0.3") == []
+    assert diagnoses_of(fixture_runs["low_mfu"], "memory_used_max=0.25") == []
 
 
 def test_reward_bound_counts_the_streamed_scoring_and_suggests_workers_and_processes(fixture_runs):
@@ -208,9 +208,9 @@ def test_reward_bound_counts_the_streamed_scoring_and_suggests_workers_and_proce
 def test_generation_bound_suggests_engine_concurrency_then_rollout_tp(fixture_runs):
     [found] = diagnoses_of(fixture_runs["generation_bound"])
     assert found.kind == "generation_bound"
-    # the KV cache holds 49 full-length sequences; most end far shorter, so tune allows 4 x 49 = 196
+    # the KV cache holds 97 typical (half-length) sequences: tune's engine concurrency
     assert found.overrides == [
-        "actor_rollout_ref.rollout.max_num_seqs=196",
+        "actor_rollout_ref.rollout.max_num_seqs=97",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
     ]
     assert found.evidence == {
@@ -229,10 +229,10 @@ def test_memory_far_above_the_prediction_is_a_calibration_signal(fixture_runs):
     assert found.kind == "memory_calibration"
     assert found.overrides == [] and found.importance == 0.0
     assert found.evidence == {
-        "measured_reserved_gib": 41.22,  # 1.5 x 27.48
-        "measured_allocated_gib": 38.47,
-        "predicted_gib": 27.48,
-        "predicted_phase": "log-prob",
+        "measured_reserved_gib": 35.05,  # 1.5 x 23.37
+        "measured_allocated_gib": 32.72,
+        "predicted_gib": 23.37,
+        "predicted_phase": "training",
         "ratio": 1.5,
         "capacity_gib": CAPACITY_GIB,
     }

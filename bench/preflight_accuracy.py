@@ -1,0 +1,99 @@
+"""How often the preflight's verdict matches public reports of verl runs that fit or ran out of memory.
+
+Runs on: any machine (no GPU, no cluster). Plans each case of tests/data/public_cases.yaml as reported (rlaunch's
+config tree with the case's overrides, the job's flash-attn as the case says) and compares the verdict, at the
+lengths the case's data had (its `length_fraction`; 1.0 judges the worst case), with the reported outcome. Baseline
+in the same run: the same cases judged by the pure-torch log-prob coefficients of the planning machine (flash-attn
+not taken from the job), the mistake the old preflight made.
+
+Usage: python bench/preflight_accuracy.py [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+CASES_FILE = PROJECT / "tests" / "data" / "public_cases.yaml"
+
+
+def load_cases() -> list[dict[str, Any]]:
+    data = yaml.safe_load(CASES_FILE.read_text())
+    defaults = data.get("defaults", {})
+    return [case | {"overrides": [*defaults.get(case.get("with"), []), *case["overrides"]]} for case in data["cases"]]
+
+
+def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, Any]:
+    """The case planned as reported (flash_attn overrides the case's own, for the baseline)."""
+    from hydra import compose, initialize_config_dir
+
+    from launch import preflight
+    from launch.facts import Facts
+    from launch.plan import make_plan
+    from launch.schema import register_schemas
+
+    register_schemas()
+    flash = case["flash_attn"] if flash_attn is None else flash_attn
+    overrides = [*case["overrides"], f"cluster.flash_attn={str(flash).lower()}", "cluster.engine_version=auto"]
+    with initialize_config_dir(config_dir=str(PROJECT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["cluster=local", "launch.sweep_id=public-cases", *overrides])
+    plan = make_plan(cfg, Facts(), overrides, working_dir=Path("/tmp"), python=sys.executable)
+    fraction = float(case["length_fraction"])
+    verdict = preflight.check_plan(cfg, plan, {}, length_fraction=fraction)
+    judged = verdict if fraction >= 1.0 else verdict["typical"]
+    peaks = (
+        {name: phase["peak_gib"] for name, phase in verdict["phases"].items()}
+        if fraction >= 1.0
+        else judged["peaks_gib"]
+    )
+    predicted = "fit" if judged["fits"] else "oom"
+    return {
+        "name": case["name"],
+        "source": case["source"],
+        "reported": case["outcome"],
+        "predicted": predicted,
+        "right": predicted == case["outcome"],
+        "peaks_gib": peaks,
+        "capacity_gib": float(cfg.gpu.usable_gib),
+        **({"reported_peak_gib": case["peak_gib"]} if "peak_gib" in case else {}),
+    }
+
+
+def accuracy(results: list[dict[str, Any]]) -> float:
+    return sum(result["right"] for result in results) / len(results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="preflight_accuracy.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    from bench.common import commit_tag
+
+    cases = load_cases()
+    results = [evaluate(case) for case in cases]
+    baseline = [evaluate(case, flash_attn=False) for case in cases]
+    if args.json:
+        print(json.dumps({"results": results, "accuracy": accuracy(results), "baseline": accuracy(baseline)}))
+        return
+    for result in results:
+        mark = "right" if result["right"] else "WRONG"
+        peak = max(result["peaks_gib"].values())
+        print(
+            f"{mark:5}  reported {result['reported']:3}  predicted {result['predicted']:3}  "
+            f"peak {peak:5.1f} / {result['capacity_gib']:.1f} GiB  {result['name']}"
+        )
+    print(
+        f"[commit {commit_tag()}] public cases: {sum(r['right'] for r in results)}/{len(results)} right "
+        f"({accuracy(results):.0%}); baseline without the job's flash-attn: {accuracy(baseline):.0%}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,8 @@ Runs on: the login node (or the cluster=local machine). Rewrites the override li
 from __future__ import annotations
 
 import hashlib
+import shlex
+import sys
 import time
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -66,6 +68,17 @@ def new_sweep_id(overrides: list[str]) -> str:
     return f"{stamp}-{digest}"
 
 
+def plan_only_on_login_node(argv: list[str], overrides: list[str]) -> list[str]:
+    """cluster=auto found SLURM: plan, never queue (a shared cluster's queue is not for the defaults of `make run`).
+    Submission is explicit: cluster=slurm on the command line. Says so, with the command that would submit."""
+    if (_value_of(overrides, "launch.dry_run") or "false").lower() in ("true", "json"):
+        return overrides
+    given = [arg for arg in argv if arg.partition("=")[0] not in ("cluster", "launch.dry_run")]
+    command = shlex.join(["python", "launch/run.py", *given, "cluster=slurm"])
+    print(f"cluster=auto: SLURM answers here, so this only plans; to submit: {command}", file=sys.stderr)
+    return _replace(overrides, "launch.dry_run", "true")
+
+
 def resolve_auto_choices(argv: list[str]) -> list[str]:
     """argv with gpu/cluster 'auto' replaced by what was detected, the reason recorded in gpu.selected_by, and a
     sweep id for this invocation."""
@@ -83,6 +96,8 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     cluster, _ = choose_cluster(overrides)
     if _value_of(overrides, "cluster") in (None, "auto"):
         overrides = _replace(overrides, "cluster", cluster)
+        if cluster == "slurm":
+            overrides = plan_only_on_login_node(argv, overrides)
 
     gpu = parsed.get("gpu")
     gpu_values = [str(v) for v in gpu.sweep_string_iterator()] if gpu is not None and gpu.is_sweep_override() else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,14 +28,14 @@ from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
 
-def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
+def plan_job(cfg: DictConfig, overrides: list[str], gather: Callable[..., Facts] = gather_facts) -> Plan:
     """repairs + data -> facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)
     -> readiness (model, data, time: refused here when the run executes)."""
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)
     model_path, hub_cache = str(cfg.actor_rollout_ref.model.path), readiness.node_hub_cache(cfg)
-    facts = gather_facts(model_path, str(cfg.cluster.name), cfg.cluster.get("partition"), hub_cache)
+    facts = gather(model_path, str(cfg.cluster.name), cfg.cluster.get("partition"), hub_cache)
     plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
     validate(cfg, plan, facts)
     if cfg.launch.preflight == "off" or plan.llm.get("known") is False:  # an unknown model: no verdict at all

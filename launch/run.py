@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from launch import preflight, provenance, readiness
-from launch.auto import resolve_auto_choices
+from launch.auto import resolve_auto_choices, submit_hint
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
 from launch.metrics import METRICS_DIR
@@ -177,8 +177,12 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     register_schemas()
     try:
-        sys.argv = [sys.argv[0], *resolve_auto_choices(sys.argv[1:])]
+        resolved = resolve_auto_choices(sys.argv[1:])
+        hint = submit_hint(sys.argv[1:], resolved)
+        sys.argv = [sys.argv[0], *resolved]
         hydra_main()
+        if hint:
+            print(hint, file=sys.stderr)
     except Exception as error:
         exit_with_message(error)
 

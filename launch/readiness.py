@@ -313,6 +313,8 @@ def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[st
     verdict = plan.preflight
     if verdict is None or train_rows is None or not verdict["predicted"]["tokens_per_s_per_gpu"]:
         return None
+    if cfg.algo.name == "rft":  # generate -> filter -> SFT: not PPO steps (algos/rft says what its stages do)
+        return None
     verl = plan.verl
     trainer, data = verl["trainer"], verl["data"]
     batch = int(data["train_batch_size"])

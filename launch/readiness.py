@@ -387,7 +387,7 @@ def executes(cfg: DictConfig, plan: Plan) -> bool:
 
 
 def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs: list[str]) -> Plan:
-    """The readiness of one planned job, recorded in the plan; a refusal (UserError) when it executes."""
+    """The readiness of one planned job, recorded in the plan (its problems refuse the run in `refuse`)."""
     findings = Findings(notes=list(report.notes))
     judge_model(cfg, plan, facts, findings)
     judge_data(cfg, report, findings)
@@ -395,10 +395,6 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     judge_time(cfg, predicted, findings)
     off = skipped(cfg)
     active = [(check, problem) for check, problem in findings.problems if check not in off]
-    if active and executes(cfg, plan):
-        check, problem = active[0]
-        more = f" (and {len(active) - 1} more problem(s))" if len(active) > 1 else ""
-        raise UserError(f"{problem}{more} [check '{check}': launch.skip_checks=[{check}] turns it off]")
     readiness = {
         "problems": [{"check": check, "problem": problem} for check, problem in active],
         "skipped": off,
@@ -412,6 +408,17 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     }
     warnings = [*plan.warnings, *repairs, *(f"not ready: {problem}" for _, problem in active), *findings.notes]
     return replace(plan, readiness=readiness, warnings=warnings)
+
+
+def refuse(plans: list[Plan]) -> None:
+    """For runs that execute: the first job's first problem, as one line ending with the switch that turns its check
+    off. (Called after the preflight's own refusal: a misfit's message carries the memory arithmetic.)"""
+    for plan in plans:
+        problems = (plan.readiness or {}).get("problems") or []
+        if problems:
+            check, problem = problems[0]["check"], problems[0]["problem"]
+            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+            raise UserError(f"{problem}{more} [check '{check}': launch.skip_checks=[{check}] turns it off]")
 
 
 def render_readiness(readiness: dict[str, Any] | None) -> list[str]:

@@ -30,7 +30,7 @@ from launch.validate import validate
 
 def plan_job(cfg: DictConfig, overrides: list[str], gather: Callable[..., Facts] = gather_facts) -> Plan:
     """repairs + data -> facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)
-    -> readiness (model, data, time: refused here when the run executes)."""
+    -> readiness (model, data, time: refused in dispatch when the run executes)."""
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)
@@ -95,6 +95,8 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
         refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
         if refused:
             raise UserError(preflight.refusal(refused[0].preflight, refused[0].job_name))
+    if executes:
+        readiness.refuse(plans)
     if executes and cfg.launch.preflight == "warn":
         for plan in plans:
             if plan.preflight is not None and not plan.preflight["fits"]:

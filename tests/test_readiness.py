@@ -15,6 +15,7 @@ import pytest
 from conftest import compose_config, run_cli
 from tiny_assets import guru_rows, hf_config, make_hub_snapshot, make_tiny_dataset, make_tiny_model
 
+from launch import readiness
 from launch.errors import UserError, explain
 from launch.facts import PartitionFacts, find_model, gather_facts
 from launch.memory import Knobs
@@ -48,7 +49,10 @@ def on_partition(*args: object) -> object:
 def submission(tmp_path: Path, *overrides: str):
     """plan_job for `cluster=slurm` (no dry run): what `python launch/run.py cluster=slurm ...` does before sbatch."""
     cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *overrides)
-    return plan_job(cfg, list(overrides), gather=on_partition)
+    plan = plan_job(cfg, list(overrides), gather=on_partition)
+    assert readiness.executes(cfg, plan)
+    readiness.refuse([plan])  # as launch/run.py::dispatch does before it writes or submits anything
+    return plan
 
 
 def dry_run(tmp_path: Path, *overrides: str):

@@ -60,7 +60,8 @@ class DataReport:
     def rows(self, key: str) -> int | None:
         """Rows of every file under `key`, or None when one of them could not be read."""
         counts = [file.rows for file in self.files if file.key == key]
-        return sum(counts) if counts and None not in counts else None  # type: ignore[arg-type]
+        known = [count for count in counts if count is not None]
+        return sum(known) if counts and len(known) == len(counts) else None
 
     def sources(self) -> list[str]:
         return sorted({source for file in self.files for source in file.sources})

@@ -7,6 +7,7 @@ Runs on: the login node (or the cluster=local machine). Rewrites the override li
 from __future__ import annotations
 
 import hashlib
+import shlex
 import time
 from pathlib import Path
 
@@ -82,6 +83,25 @@ def new_sweep_id(overrides: list[str]) -> str:
     return f"{stamp}-{digest}"
 
 
+def plan_only_on_login_node(overrides: list[str]) -> list[str]:
+    """cluster=auto found SLURM: plan, never queue (a shared cluster's queue is not for the defaults of `make run`).
+    Submission is explicit: cluster=slurm on the command line (submit_hint says so)."""
+    if (_value_of(overrides, "launch.dry_run") or "false").lower() in ("true", "json"):
+        return overrides
+    return _replace(overrides, "launch.dry_run", "true")
+
+
+def submit_hint(argv: list[str], resolved: list[str]) -> str | None:
+    """When cluster=auto turned a would-be submission into a plan: the command that submits it."""
+    if _value_of(argv, "cluster") not in (None, "auto") or _value_of(resolved, "cluster") != "slurm":
+        return None
+    if (_value_of(argv, "launch.dry_run") or "false").lower() in ("true", "json"):
+        return None
+    given = [arg for arg in argv if arg.partition("=")[0] not in ("cluster", "launch.dry_run")]
+    command = shlex.join(["python", "launch/run.py", *given, "cluster=slurm"])
+    return f"cluster=auto: SLURM answers here, so this only planned; to submit: {command}"
+
+
 def resolve_auto_choices(argv: list[str]) -> list[str]:
     """argv with gpu/cluster 'auto' replaced by what was detected, the reason recorded in gpu.selected_by, and a
     sweep id for this invocation."""
@@ -99,6 +119,8 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     cluster, _ = choose_cluster(overrides)
     if _value_of(overrides, "cluster") in (None, "auto"):
         overrides = _replace(overrides, "cluster", cluster)
+        if cluster == "slurm":
+            overrides = plan_only_on_login_node(overrides)
 
     gpu = parsed.get("gpu")
     gpu_values = [str(v) for v in gpu.sweep_string_iterator()] if gpu is not None and gpu.is_sweep_override() else None

@@ -11,6 +11,34 @@ import difflib
 import re
 from collections.abc import Iterable
 
+# Keys (and values) of verl forks that scripts written for them carry, and what verl 0.9.1 has instead. A pasted
+# Reasoning360 DAPO script sets them; verl 0.9.1 would refuse the key or, worse, ignore it.
+FORK_KEYS = {
+    "reward_model.overlong_buffer": (
+        "Reasoning360's DAPO recipe (a verl fork)",
+        "verl 0.9.1's DAPO reward manager reads +reward.reward_kwargs.overlong_buffer_cfg.{enable,len,penalty_factor} "
+        "with reward.reward_manager.name=dapo",
+    ),
+}
+FORK_VALUES = {
+    ("reward_model.reward_manager", "async_dapo"): (
+        "Reasoning360's verl fork",
+        "use reward.reward_manager.name=dapo, or drop it for rlaunch's own reward",
+    ),
+    ("reward.reward_manager.name", "async_dapo"): (
+        "Reasoning360's verl fork",
+        "use reward.reward_manager.name=dapo, or drop it for rlaunch's own reward",
+    ),
+}
+
+
+def fork_key_message(key: str) -> str | None:
+    """'<key> is a key of <fork>, not of verl 0.9.1: <what to do>' for a known fork's key, else None."""
+    for prefix, (fork, instead) in FORK_KEYS.items():
+        if key == prefix or key.startswith(prefix + "."):
+            return f"{key} is a key of {fork}, not of verl 0.9.1: {instead}"
+    return None
+
 
 class UserError(Exception):
     """Bad input: the message's first line names the problem and the fix. Nothing has been submitted."""
@@ -49,6 +77,10 @@ def explain(exc: BaseException) -> str | None:
         if isinstance(cause, ValidationError):
             key = getattr(cause, "full_key", "?")
             return f"bad value for {key}: {_first_line(cause)}; give a value of the key's type"
+    appended = re.search(r"Could not append to config\. An item is already at '([^']+)'", str(exc))
+    if appended:
+        key = appended.group(1)
+        return f"+{key} adds a new key, but verl's config already has {key}: drop the + ({key}=...)"
     if type(exc).__name__ == "ConfigCompositionException":
         return f"{_first_line(exc)}: check the command-line overrides"
     return None
@@ -59,6 +91,9 @@ def _explain_unknown_key(exc: BaseException, cause: BaseException) -> str:
     override = re.search(r"Could not override '([^']+)'", text)
     missing = getattr(cause, "key", None)
     full_key = override.group(1) if override else getattr(cause, "full_key", str(missing))
+    fork = fork_key_message(full_key)
+    if fork is not None:
+        return fork
     parent = getattr(cause, "parent_node", None)
     siblings = [str(key) for key in parent.keys()] if parent is not None and hasattr(parent, "keys") else []
     hint = closest(str(missing), siblings) if missing is not None else ""

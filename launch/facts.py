@@ -13,10 +13,13 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+
+import yaml
 
 from launch.gpu import DetectedGpus, detect_gpus
 from launch.schema import PROJECT_DIR
@@ -63,10 +66,26 @@ class PartitionFacts:
     nodes: int
 
 
+# What transformers and verl load from a snapshot: any one tokenizer file, and every weight shard (an index names them)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclass(frozen=True)
+class HubSnapshot:
+    """What one HF cache holds of a hub model (its `main` snapshot)."""
+
+    cache_dir: str
+    missing: tuple[str, ...]  # "config.json", "a tokenizer", weight file names; empty: complete
+
+
 @dataclass(frozen=True)
 class Facts:
     gpus: DetectedGpus = field(default_factory=lambda: DetectedGpus("", 0.0, 0, "not detected"))
-    model_config: dict | None = None  # architecture read from a local model's config.json, in llm.* names
+    model_config: dict | None = None  # the model's architecture in llm.* names (see find_model), None: unknown
+    model_source: str = ""  # where model_config came from: a config.json, the HF cache, or an llm/ option
+    hub_snapshot: HubSnapshot | None = None  # a hub id's files in the cache the nodes read; None for a local path
     partition: PartitionFacts | None = None
     partitions: tuple[str, ...] = ()  # every partition sinfo lists (cluster=slurm), for "choose one of"
     hostname: str = ""
@@ -93,13 +112,77 @@ def read_model_config(model_path: str) -> dict | None:
     config_file = Path(model_path).expanduser() / "config.json"
     if not config_file.is_file():
         return None
-    raw = json.loads(config_file.read_text())
+    return architecture_of(json.loads(config_file.read_text()))
+
+
+def architecture_of(raw: dict) -> dict:
+    """A HF config.json in llm.* names (multimodal configs keep the language model under text_config)."""
     raw = raw.get("text_config", raw) if "num_hidden_layers" not in raw else raw
     architecture = {ours: raw[theirs] for theirs, ours in HF_ARCHITECTURE_KEYS.items() if theirs in raw}
     if "head_dim" not in architecture and {"hidden", "heads"} <= architecture.keys():
         architecture["head_dim"] = architecture["hidden"] // architecture["heads"]
     architecture.setdefault("kv_heads", architecture.get("heads"))
     return architecture
+
+
+def hub_cache_dir(environ: Mapping[str, str]) -> str:
+    """The HF hub cache a process with these variables reads, in huggingface_hub's order of precedence."""
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if environ.get(key):
+            return str(Path(environ[key]).expanduser())
+    home = environ.get("HF_HOME") or str(Path(environ.get("XDG_CACHE_HOME") or "~/.cache") / "huggingface")
+    return str(Path(home).expanduser() / "hub")
+
+
+def cached_file(repo_id: str, filename: str, cache_dir: str) -> Path | None:
+    """A file of the hub model's `main` snapshot in this cache, offline (never asks the Hub)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir)
+    except ValueError:  # not a valid repo id (huggingface_hub's HFValidationError): nothing cached under it
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def hub_snapshot(repo_id: str, cache_dir: str) -> HubSnapshot:
+    """Which of config, tokenizer and weights the cache lacks: what an offline transformers would fail to load."""
+    missing = [] if cached_file(repo_id, "config.json", cache_dir) else ["config.json"]
+    if not any(cached_file(repo_id, name, cache_dir) for name in TOKENIZER_FILES):
+        missing.append(f"a tokenizer ({' or '.join(TOKENIZER_FILES)})")
+    index = next((found for name in WEIGHT_INDEXES if (found := cached_file(repo_id, name, cache_dir))), None)
+    if index is not None:
+        shards = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
+        missing += [shard for shard in shards if cached_file(repo_id, shard, cache_dir) is None]
+    elif not any(cached_file(repo_id, name, cache_dir) for name in WEIGHT_FILES):
+        missing.append(f"weights ({' or '.join(WEIGHT_FILES + WEIGHT_INDEXES)})")
+    return HubSnapshot(cache_dir=cache_dir, missing=tuple(missing))
+
+
+def llm_option_for(model_path: str) -> dict | None:
+    """The conf/llm/ option whose path is this hub id (its table describes that model), or None."""
+    for option in sorted((PROJECT_DIR / "conf" / "llm").glob("*.yaml")):
+        table = yaml.safe_load(option.read_text())
+        if isinstance(table, dict) and table.get("path") == model_path:
+            return table
+    return None
+
+
+def find_model(model_path: str, hub_caches: Sequence[str]) -> tuple[dict | None, str]:
+    """The architecture of the model actor_rollout_ref.model.path names, and where it was read: a local directory's
+    config.json; for a hub id, the config.json in an HF cache (offline), else the llm/ option with that path.
+    (None, "") when none of them knows it."""
+    if is_local_path(model_path):
+        architecture = read_model_config(model_path)
+        return architecture, (f"{model_path}/config.json" if architecture is not None else "")
+    for cache_dir in hub_caches:
+        config_file = cached_file(model_path, "config.json", cache_dir)
+        if config_file is not None:
+            return architecture_of(json.loads(config_file.read_text())), f"HF cache {cache_dir}"
+    option = llm_option_for(model_path)
+    if option is not None:
+        return option, f"conf/llm/{option['name']}.yaml"
+    return None, ""
 
 
 def sinfo_answers() -> bool:
@@ -230,12 +313,18 @@ def checkout_facts() -> dict[str, object]:
     }
 
 
-def gather_facts(model_path: str, cluster_name: str, partition: str | None) -> Facts:
+def gather_facts(model_path: str, cluster_name: str, partition: str | None, node_hub_cache: str | None = None) -> Facts:
+    """`node_hub_cache`: the HF cache the job's processes read (default: this process's), searched first."""
     gpus, hostname, sha, dirty, diff_sha256, packages = _machine_facts()
     on_slurm = cluster_name == "slurm"
+    here = hub_cache_dir(os.environ)
+    nodes = node_hub_cache or here
+    model_config, model_source = find_model(model_path, list(dict.fromkeys((nodes, here))))
     return Facts(
         gpus=gpus,
-        model_config=read_model_config(model_path),
+        model_config=model_config,
+        model_source=model_source,
+        hub_snapshot=None if is_local_path(model_path) else hub_snapshot(model_path, nodes),
         partition=query_partition(partition) if on_slurm else None,
         partitions=list_partitions() if on_slurm else (),
         hostname=hostname,

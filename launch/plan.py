@@ -56,6 +56,7 @@ class Plan:
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
     preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
+    readiness: dict[str, Any] | None = None  # model, data and time checks (launch/readiness.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,18 +86,26 @@ def make_job_name(overrides: list[str]) -> str:
 
 
 def llm_architecture(cfg: DictConfig, facts: Facts) -> tuple[dict[str, Any], list[str]]:
-    """A local model's config.json wins over the llm/ group's table (which describes the hub model)."""
+    """The model actor_rollout_ref.model.path names wins over the llm/ group (whose table describes its own path):
+    its config.json (a local directory or the HF cache) or the llm/ option with that path (facts.find_model). A path
+    nothing knows keeps the llm/ table, marked `known: false`: the preflight cannot judge it."""
     table = OmegaConf.to_container(cfg.llm, resolve=True)
-    if facts.model_config is None:
+    path = str(cfg.actor_rollout_ref.model.path)
+    if facts.model_config is None or facts.model_source == f"conf/llm/{cfg.llm.name}.yaml":
+        if path != table["path"] and facts.model_config is None:
+            return {**table, "path": path, "known": False, "source": "nowhere (not local, not cached, no llm/)"}, []
         return {**table, "source": f"conf/llm/{cfg.llm.name}.yaml"}, []
-    used = {**table, **facts.model_config, "name": cfg.llm.name, "path": str(cfg.actor_rollout_ref.model.path)}
+    source = facts.model_source or f"{path}/config.json"
+    name = cfg.llm.name if path == table["path"] else path.rstrip("/").rsplit("/", 1)[-1]
+    used = {**table, "name": name, **facts.model_config, "path": path}
     differing = [key for key, value in facts.model_config.items() if key in table and table[key] != value]
+    differing = [key for key in differing if key not in ("name", "path")]
     warnings = (
-        [f"the local model's config.json differs from llm={cfg.llm.name} in {', '.join(differing)}: using config.json"]
+        [f"{path} differs from llm={cfg.llm.name} in {', '.join(differing)}: using the architecture from {source}"]
         if differing
         else []
     )
-    return {**used, "source": f"{cfg.actor_rollout_ref.model.path}/config.json"}, warnings
+    return {**used, "source": source}, warnings
 
 
 def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
@@ -360,6 +369,12 @@ def render(plan: Plan) -> str:
         render_tracking(plan),
         f"  verl command  {shlex.join(plan.verl_command)}",
     ]
-    lines += render_preflight(plan.preflight)
+    if plan.preflight is None and plan.llm.get("known") is False:
+        lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")
+    else:
+        lines += render_preflight(plan.preflight)
+    from launch.readiness import render_readiness
+
+    lines += render_readiness(plan.readiness)
     lines += [f"  WARNING       {warning}" for warning in plan.warnings]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,8 +18,8 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from launch import preflight, provenance
-from launch.auto import resolve_auto_choices
+from launch import preflight, provenance, readiness
+from launch.auto import resolve_auto_choices, submit_hint
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
 from launch.plan import Plan, make_plan, make_slurm_parameters, render
@@ -27,13 +28,18 @@ from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
 
-def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
-    """facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)."""
-    facts = gather_facts(str(cfg.actor_rollout_ref.model.path), str(cfg.cluster.name), cfg.cluster.get("partition"))
+def plan_job(cfg: DictConfig, overrides: list[str], gather: Callable[..., Facts] = gather_facts) -> Plan:
+    """repairs + data -> facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)
+    -> readiness (model, data, time: refused in dispatch when the run executes)."""
+    repairs = readiness.prepare(cfg)
+    data = readiness.read_data(cfg)
+    readiness.apply_data_facts(cfg, data)
+    model_path, hub_cache = str(cfg.actor_rollout_ref.model.path), readiness.node_hub_cache(cfg)
+    facts = gather(model_path, str(cfg.cluster.name), cfg.cluster.get("partition"), hub_cache)
     plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
     validate(cfg, plan, facts)
-    if cfg.launch.preflight == "off":
-        return plan
+    if cfg.launch.preflight == "off" or plan.llm.get("known") is False:  # an unknown model: no verdict at all
+        return readiness.judge(cfg, plan, facts, data, repairs)
     verdict = preflight.check_plan(cfg, plan, facts.packages)
     changes = verdict.pop("apply_overrides")
     if changes:
@@ -47,7 +53,7 @@ def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
         verdict.pop("apply_overrides")
         verdict["changed"] = {key: str(value) for key, value in changes.items()}
         verdict["before"] = {"fits": before["fits"], "predicted": before["predicted"]}
-    return with_host_memory(cfg, plan, facts, verdict)
+    return readiness.judge(cfg, with_host_memory(cfg, plan, facts, verdict), facts, data, repairs)
 
 
 def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict) -> Plan:
@@ -84,11 +90,13 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     plans = [plan for plan, _ in jobs]
     cfg = jobs[0][1]
     dry_run = str(cfg.launch.dry_run).lower()
-    executes = dry_run == "false" and plans[0].execution != "plan-only"  # planning alone never refuses
+    executes = readiness.executes(cfg, plans[0])  # planning alone never refuses
     if executes and cfg.launch.preflight == "fail":
         refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
         if refused:
             raise UserError(preflight.refusal(refused[0].preflight, refused[0].job_name))
+    if executes:
+        readiness.refuse(plans)
     if executes and cfg.launch.preflight == "warn":
         for plan in plans:
             if plan.preflight is not None and not plan.preflight["fits"]:
@@ -171,8 +179,12 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     register_schemas()
     try:
-        sys.argv = [sys.argv[0], *resolve_auto_choices(sys.argv[1:])]
+        resolved = resolve_auto_choices(sys.argv[1:])
+        hint = submit_hint(sys.argv[1:], resolved)
+        sys.argv = [sys.argv[0], *resolved]
         hydra_main()
+        if hint:
+            print(hint, file=sys.stderr)
     except Exception as error:
         exit_with_message(error)
 

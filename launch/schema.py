@@ -146,6 +146,9 @@ class LaunchSettings:
     # auto: online when WANDB_API_KEY (or a ~/.netrc entry for W&B) is there at planning time, else offline under
     # the run directory (synced later with the command the plan prints); online | offline | disabled force it
     wandb_mode: str = "auto"
+    # readiness checks (launch/readiness.py) to turn off where this machine cannot see the truth, e.g. [data] for
+    # files only the compute nodes see: model, hub_cache, data, data_sources, time
+    skip_checks: list[str] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from launch.errors import UserError
+from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
 from launch.plan import Plan, Resources
 
@@ -25,6 +25,7 @@ DRY_RUN_VALUES = ("false", "true", "json")
 PREFLIGHT_POLICIES = ("fail", "fix", "tune", "warn", "off")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 PLACEHOLDER_VALUES = ("???",)
+PLACEHOLDER_PATH_PARTS = ("/path/to/",)  # verl's and Reasoning360's scripts ship paths like /path/to/checkpoint/
 
 
 def check_launch_settings(cfg: DictConfig) -> None:
@@ -105,6 +106,11 @@ def check_batches(verl: DictConfig, max_position_embeddings: int, ppo_updates: b
     if n_gpus < 1:
         raise UserError(f"{gpus}: set trainer.nnodes and trainer.n_gpus_per_node to at least 1")
     sequence_tokens = data.max_prompt_length + data.max_response_length
+    if rollout.n < 1:
+        raise UserError(
+            f"actor_rollout_ref.rollout.n={rollout.n}: GRPO needs at least 1 sample per prompt (several, to compare "
+            "them); set actor_rollout_ref.rollout.n>=1"
+        )
     if ppo_updates:
         check_ppo_batches(verl, gpus, n_gpus, sequence_tokens)
     tp = rollout.tensor_model_parallel_size
@@ -128,9 +134,8 @@ def check_placeholders(verl: dict[str, Any]) -> None:
         key, value = found[0]
         hint = f"; choose one of {', '.join(ROLLOUT_ENGINES)}" if key == "actor_rollout_ref.rollout.name" else ""
         more = f" (and {len(found) - 1} more: {', '.join(k for k, _ in found[1:4])})" if len(found) > 1 else ""
-        raise UserError(
-            f"{key} is not set (value {value!r}){more}: give it a value on the command line ({key}=...){hint}"
-        )
+        state = "is not set" if value in PLACEHOLDER_VALUES else "is a placeholder"
+        raise UserError(f"{key} {state} (value {value!r}){more}: give it a value on the command line ({key}=...){hint}")
 
 
 def _placeholders(node: Any, path: str) -> Any:
@@ -142,7 +147,11 @@ def _placeholders(node: Any, path: str) -> Any:
     elif isinstance(node, list):
         for index, value in enumerate(node):
             yield from _placeholders(value, f"{path}[{index}]")
-    elif isinstance(node, str) and (node in PLACEHOLDER_VALUES or (node.startswith("<") and node.endswith(">"))):
+    elif isinstance(node, str) and (
+        node in PLACEHOLDER_VALUES
+        or (node.startswith("<") and node.endswith(">"))
+        or any(part in node for part in PLACEHOLDER_PATH_PARTS)
+    ):
         yield path, node
 
 
@@ -158,6 +167,47 @@ def check_rollout_engine(verl: DictConfig) -> None:
             f"actor_rollout_ref.rollout.name={name} is not a verl 0.9 rollout engine: choose one of "
             f"{', '.join(ROLLOUT_ENGINES)} (verl has no HF rollout)"
         )
+
+
+def check_large_model(cfg: DictConfig, plan: Plan) -> None:
+    """What the profile knows about a model too big for one node (gpu.large_models) comes before any TP arithmetic:
+    "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom."""
+    needs = (cfg.gpu.get("large_models") or {}).get(str(plan.llm["name"]))
+    n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
+    if needs is None or (needs.min_gpus is not None and n_gpus >= needs.min_gpus):
+        return
+    card = f"{cfg.gpu.name} ({cfg.gpu.card})"
+    if needs.min_gpus is None:
+        raise UserError(
+            f"{plan.llm['name']} does not fit {card} at any GPU count with these lengths (gpu.large_models: "
+            f"{needs.note}): pick a bigger card (gpu=...) or shorten data.max_response_length"
+        )
+    per_node = max(plan.resources.gpus_per_node, min(8, needs.min_gpus))  # 8: the usual node, a profile's premise
+    nodes = -(-needs.min_gpus // per_node)
+    raise UserError(
+        f"{plan.llm['name']} needs at least {needs.min_gpus} {cfg.gpu.name} GPUs (gpu.large_models) with rollout TP "
+        f"{needs.rollout_tp}, but the run has {n_gpus}: set trainer.n_gpus_per_node={per_node} trainer.nnodes={nodes} "
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={needs.rollout_tp}, or pick a bigger card"
+    )
+
+
+def check_fork_keys(verl: dict[str, Any]) -> None:
+    """Keys and values of verl forks that a pasted script added with + (verl 0.9.1 would ignore them silently)."""
+    for key in _leaf_keys(verl, ""):
+        message = fork_key_message(key)
+        if message is not None:
+            raise UserError(message)
+    for (key, value), (fork, instead) in FORK_VALUES.items():
+        if OmegaConf.select(OmegaConf.create(verl), key) == value:
+            raise UserError(f"{key}={value} is {fork}'s, not verl 0.9.1's: {instead}")
+
+
+def _leaf_keys(node: Any, path: str) -> Any:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaf_keys(value, f"{path}.{key}" if path else str(key))
+    else:
+        yield path
 
 
 def check_reward_function(verl: DictConfig) -> None:
@@ -198,9 +248,16 @@ def run_verl_validation(verl: DictConfig) -> None:
             warnings.simplefilter("ignore")
             validate_config(verl, use_reference_policy=need_reference_policy(verl), use_critic=need_critic(verl))
             omega_conf_to_dataclass(verl.actor_rollout_ref.rollout)
-    except (AssertionError, ValueError, TypeError, KeyError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserError(f"verl rejects the config: {message}") from error
+    except Exception as error:  # anything verl raises building its config (Hydra wraps it in InstantiationException)
+        raise UserError(f"verl rejects the config: {verl_message(error)}") from error
+
+
+def verl_message(error: BaseException) -> str:
+    """The innermost cause's first line: verl's own words, not Hydra's wrapping ("Error in call to target ...")."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
@@ -255,6 +312,8 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_model(cfg, facts)
     check_cluster(cfg, plan.resources, facts)
     check_placeholders(plan.verl)
+    check_fork_keys(plan.verl)
+    check_large_model(cfg, plan)
     verl = OmegaConf.create(plan.verl)
     check_rollout_engine(verl)
     check_reward_function(verl)

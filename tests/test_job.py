@@ -218,6 +218,8 @@ def test_real_verl_driver_in_a_slurm_job_stops_at_the_gpu_check_and_leaves_no_se
         f"data.val_files={val}",
         "data.max_prompt_length=256",
         "data.max_response_length=256",
+        "data.train_batch_size=8",  # 16 rows: a 512-prompt batch would be refused (0 steps)
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
         "trainer.n_gpus_per_node=1",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         cwd=tmp_path,

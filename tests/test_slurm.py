@@ -20,6 +20,9 @@ from launch.plan import make_plan
 from launch.validate import check_cluster
 
 SWEEP = ["gpu=a40,a100_80", "algo=guru_baseline,mtl_pcgrad", "llm=qwen2_5_0_5b", "mode=quick_test"]
+# Submission is explicit (cluster=auto only plans). These jobs test queueing, not training: this box holds neither
+# GURU's files nor the model in an HF cache, so those readiness checks are off (tests/test_readiness.py has them).
+SUBMIT = ["cluster=slurm", "launch.skip_checks=[data,hub_cache]"]
 
 
 def slurm(command: list[str], env: dict[str, str]) -> str:
@@ -38,7 +41,7 @@ def sweep_cli(command: str, sweep_dir: str, env: dict[str, str], *extra: str) ->
 
 def test_sweep_becomes_one_array_per_shape_and_returns_while_jobs_run(slurm_env, tmp_path: Path):
     started = time.monotonic()
-    result = run_cli(*SWEEP, f"cluster.shared_dir={tmp_path}", "-m", cwd=tmp_path, env=slurm_env)
+    result = run_cli(*SWEEP, *SUBMIT, f"cluster.shared_dir={tmp_path}", "-m", cwd=tmp_path, env=slurm_env)
     returned_after = time.monotonic() - started
     assert result.returncode == 0, result.stderr[-3000:]
     assert "queued 4 job(s) as 2 array(s)" in result.stdout
@@ -97,7 +100,7 @@ def test_dry_run_prints_every_sbatch_script_and_submits_nothing(slurm_env, tmp_p
 
 def test_single_run_is_one_job(slurm_env, tmp_path: Path):
     result = run_cli(
-        "llm=qwen2_5_0_5b", "mode=quick_test", f"cluster.shared_dir={tmp_path}", cwd=tmp_path, env=slurm_env
+        "llm=qwen2_5_0_5b", "mode=quick_test", *SUBMIT, f"cluster.shared_dir={tmp_path}", cwd=tmp_path, env=slurm_env
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "queued 1 job(s) as 1 array(s)" in result.stdout

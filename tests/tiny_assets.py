@@ -130,3 +130,36 @@ def make_tiny_dataset(
     pd.DataFrame(guru_rows(sources, per_source, "train")).to_parquet(train)
     pd.DataFrame(guru_rows(sources, max(1, per_source // 4), "test")).to_parquet(val)
     return train, val
+
+
+def make_hub_snapshot(cache_dir: Path, repo_id: str, files: dict[str, str], commit: str = "0" * 40) -> Path:
+    """An HF hub cache entry as huggingface_hub lays it out (models--org--name/refs/main -> snapshots/<commit>/...),
+    holding exactly `files` (name -> text). Returns the snapshot directory."""
+    repo_dir = Path(cache_dir) / f"models--{repo_id.replace('/', '--')}"
+    (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
+    (repo_dir / "refs" / "main").write_text(commit)
+    snapshot = repo_dir / "snapshots" / commit
+    for name, text in files.items():
+        (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / name).write_text(text)
+    return snapshot
+
+
+def hf_config(
+    layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, vocab: int, **extra: object
+) -> str:
+    """A config.json of a decoder-only HF model (Llama/Qwen2 key names)."""
+    return json.dumps(
+        {
+            "model_type": extra.pop("model_type", "llama"),
+            "num_hidden_layers": layers,
+            "hidden_size": hidden,
+            "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads,
+            "intermediate_size": intermediate,
+            "vocab_size": vocab,
+            "tie_word_embeddings": False,
+            "max_position_embeddings": extra.pop("max_position_embeddings", 131072),
+            **extra,
+        }
+    )

@@ -1,0 +1,443 @@
+"""What would fail in the queue, found on the login node: the model, the data and the time.
+
+Runs on: the login node (or the machine of a cluster=local run), between composing and submitting. It owns
+- the model: what actor_rollout_ref.model.path names (launch/facts.py reads it: a local config.json, the HF cache,
+  or the llm/ option with that path), and, when the job runs offline (HF_HUB_OFFLINE=1), whether the HF cache the
+  nodes read holds its config, tokenizer and weights;
+- the data: data.train_files / val_files exist and are parquet with verl's columns, enough rows for one batch, every
+  data_source a domain rlaunch scores (unless the run brings its own reward function); read from parquet metadata and
+  the one column needed (pyarrow), so GURU's 92k rows take well under a second;
+- the time: steps from the rows and the batch, a step time from the preflight's throughput, the first checkpoint
+  within one attempt (a requeued job without a checkpoint starts over);
+- two repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
+  files), and glob patterns in the data file lists are resolved to the files they match (GURU copies name files
+  differently).
+Problems refuse a run that executes (a submission or a local run); a dry run shows them as warnings. A check that
+cannot see the truth from here (data only the compute nodes see) is switched off with launch.skip_checks=[name].
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+
+from launch.errors import UserError
+from launch.facts import Facts, hub_cache_dir, is_local_path
+
+if TYPE_CHECKING:
+    from launch.plan import Plan
+
+CHECKS = ("model", "hub_cache", "data", "data_sources", "time")
+DATA_KEYS = ("data.train_files", "data.val_files")
+# verl fetches these itself (hdfs via its copy_to_local); nothing here can look inside them
+REMOTE_PREFIXES = ("hdfs://", "s3://", "gs://", "gcs://", "az://", "abfs://", "http://", "https://")
+# Ray bring-up, model and engine load, and the first validation before step 1: not in the step time
+STARTUP_MIN = 10
+OFFLINE_VALUES = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    key: str  # data.train_files or data.val_files
+    path: str
+    rows: int | None = None  # None: not read (remote, missing, unreadable)
+    sources: tuple[str, ...] = ()  # distinct values of data.reward_fn_key
+    problem: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class DataReport:
+    files: tuple[DataFile, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def rows(self, key: str) -> int | None:
+        """Rows of every file under `key`, or None when one of them could not be read."""
+        counts = [file.rows for file in self.files if file.key == key]
+        known = [count for count in counts if count is not None]
+        return sum(known) if counts and len(known) == len(counts) else None
+
+    def sources(self) -> list[str]:
+        return sorted({source for file in self.files for source in file.sources})
+
+
+@dataclass
+class Findings:
+    """Problems by check name (refusals when the run executes), and notes for the plan."""
+
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# --- repairs before planning ---------------------------------------------------------------------------------------
+
+
+def file_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, ListConfig | list | tuple):
+        return [str(item) for item in value]
+    return [str(value)]
+
+
+def is_remote(path: str) -> bool:
+    return path.startswith(REMOTE_PREFIXES)
+
+
+def resolve_globs(cfg: DictConfig) -> list[str]:
+    """Glob patterns in data.train_files / val_files become the sorted files they match, so the plan records the
+    exact list verl reads. A pattern that matches nothing stays as it is (the data check says so)."""
+    notes = []
+    for key in DATA_KEYS:
+        value = OmegaConf.select(cfg, key)
+        paths, changed = [], False
+        for path in file_list(value):
+            matches = sorted(glob.glob(os.path.expanduser(path))) if glob.has_magic(path) else []
+            if matches and not is_remote(path):
+                paths += matches
+                changed = True
+                notes.append(f"{key}: {path} -> {len(matches)} file(s)")
+            else:
+                paths.append(path)
+        if changed:
+            with open_dict(cfg):
+                OmegaConf.update(cfg, key, paths, merge=False)
+    return notes
+
+
+def ensure_file_logger(cfg: DictConfig) -> list[str]:
+    """verl's file logger writes the metrics compare and doctor read back; a pasted logger list drops it."""
+    loggers = [str(logger) for logger in file_list(cfg.trainer.logger)]
+    if "file" in loggers:
+        return []
+    with open_dict(cfg):
+        cfg.trainer.logger = [*loggers, "file"]
+    return [f"trainer.logger={loggers} has no 'file': added it (compare and doctor read the per-attempt metric files)"]
+
+
+def prepare(cfg: DictConfig) -> list[str]:
+    """The repairs, applied to the composed config before it is planned; returns what the plan's warnings say."""
+    check_skip_names(cfg)
+    return ensure_file_logger(cfg) + [f"resolved {note}" for note in resolve_globs(cfg)]
+
+
+def check_skip_names(cfg: DictConfig) -> None:
+    unknown = [name for name in skipped(cfg) if name not in CHECKS]
+    if unknown:
+        raise UserError(
+            f"launch.skip_checks names unknown check(s) {', '.join(unknown)}: choose from {', '.join(CHECKS)}"
+        )
+
+
+def skipped(cfg: DictConfig) -> list[str]:
+    return [str(name) for name in cfg.launch.get("skip_checks") or []]
+
+
+# --- data ----------------------------------------------------------------------------------------------------------
+
+
+def ground_truth_missing(schema: Any) -> bool:
+    """verl reads row['reward_model']['ground_truth']: a struct column must have that field."""
+    import pyarrow as pa
+
+    column = schema.field("reward_model").type
+    return pa.types.is_struct(column) and column.get_field_index("ground_truth") < 0
+
+
+def read_file(key: str, path: str, columns: dict[str, str]) -> DataFile:
+    """One parquet file: metadata (rows, schema) and the distinct values of the reward_fn_key column only."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if is_remote(path):
+        return DataFile(key, path, note=f"{path} is remote: not checked here (verl fetches it in the job)")
+    local = Path(path).expanduser()
+    if not local.is_file():
+        why = "matches no file" if glob.has_magic(path) else "does not exist"
+        return DataFile(key, path, problem=f"{key} file {path} {why}")
+    try:
+        parquet = pq.ParquetFile(local)
+    except Exception as error:  # pyarrow raises ArrowInvalid, OSError, ... for a file that is not parquet
+        return DataFile(key, path, problem=f"{key} file {path} is not readable parquet ({error})")
+    schema = parquet.schema_arrow
+    missing = [f"{role} '{name}'" for role, name in columns.items() if name not in schema.names]
+    if not missing and ground_truth_missing(schema):
+        missing.append("reward_model.ground_truth")
+    if missing:
+        return DataFile(
+            key,
+            path,
+            rows=parquet.metadata.num_rows,
+            problem=f"{key} file {path} lacks verl's column(s) {', '.join(missing)} (it has {', '.join(schema.names)})",
+        )
+    source_column = parquet.read(columns=[columns["data.reward_fn_key"]]).column(0)
+    sources = tuple(sorted(str(value) for value in pc.unique(source_column).to_pylist()))
+    return DataFile(key, path, rows=parquet.metadata.num_rows, sources=sources)
+
+
+def read_data(cfg: DictConfig) -> DataReport:
+    """Every train and val file, as far as this machine can see them."""
+    columns = {
+        "data.prompt_key": str(cfg.data.prompt_key),
+        "data.reward_fn_key": str(cfg.data.get("reward_fn_key") or "data_source"),
+        "reward_model": "reward_model",
+    }
+    files = [read_file(key, path, columns) for key in DATA_KEYS for path in file_list(OmegaConf.select(cfg, key))]
+    return DataReport(files=tuple(files))
+
+
+def scored_domains(cfg: DictConfig) -> tuple[set[str], Any] | None:
+    """(domains rlaunch scores, the data_source -> domain function), or None when the run brings its own reward."""
+    from launch.schema import project_path
+
+    path = cfg.reward.custom_reward_function.get("path")
+    if not path or Path(str(path)).resolve() != Path(project_path("rewards/verl_entry.py")).resolve():
+        return None
+    from rewards.scorer import DOMAINS, domain_of
+
+    return set(DOMAINS), domain_of
+
+
+def apply_data_facts(cfg: DictConfig, report: DataReport) -> None:
+    """dataset.domains from the data itself: PCGrad's task count (the preflight's one gradient shard per task)."""
+    known = scored_domains(cfg)
+    sources = report.sources()
+    if not sources or known is None:
+        return
+    _, domain_of = known
+    with open_dict(cfg):
+        cfg.dataset.domains = sorted({domain_of(source) for source in sources})
+
+
+def judge_data(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
+    batch = int(cfg.data.train_batch_size)
+    for key in DATA_KEYS:
+        bad = [file for file in report.files if file.key == key and file.problem]
+        if not bad:
+            continue
+        first = bad[0]
+        fix = (
+            f"point dataset.root (now {cfg.dataset.root}; RLAUNCH_DATA_DIR) at your copy, or set {key}"
+            if first.rows is None
+            else "write the files the way verl's examples/data_preprocess scripts do, or set data.prompt_key / "
+            "data.reward_fn_key to the columns you have"
+        )
+        count = f" ({len(bad)} of {len([f for f in report.files if f.key == key])} files)" if len(bad) > 1 else ""
+        findings.problems.append(("data", f"{first.problem}{count}: {fix}"))
+    findings.notes += [file.note for file in report.files if file.note]
+    train_rows = report.rows("data.train_files")
+    limit = int(cfg.data.get("train_max_samples") or -1)
+    usable = min(train_rows, limit) if train_rows is not None and limit > 0 else train_rows
+    if usable is not None and usable < batch:
+        findings.problems.append(
+            (
+                "data",
+                f"data.train_files hold {usable} rows, fewer than one batch (data.train_batch_size={batch}): verl "
+                f"drops the incomplete batch and trains 0 steps; lower data.train_batch_size to at most {usable}",
+            )
+        )
+    known = scored_domains(cfg)
+    if known is None:
+        if report.sources():
+            findings.notes.append("data_source values not checked: the run uses its own reward function")
+        return
+    domains, domain_of = known
+    for file in report.files:
+        unknown = [source for source in file.sources if domain_of(source) not in domains]
+        if unknown:
+            shown = ", ".join(unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
+            findings.problems.append(
+                (
+                    "data_sources",
+                    f"data_source {shown} in {file.path} maps to no reward domain rlaunch scores "
+                    f"({', '.join(sorted(domains))}, named <domain>__<dataset>): rename the data sources, or set "
+                    "reward.custom_reward_function.path to your own reward function",
+                )
+            )
+
+
+# --- model ---------------------------------------------------------------------------------------------------------
+
+
+def job_environment(cfg: DictConfig) -> dict[str, str]:
+    """The variables the job's processes see: the submitting shell's (SLURM propagates them) and cluster.env."""
+    return {**os.environ, **{str(k): str(v) for k, v in (cfg.cluster.get("env") or {}).items()}}
+
+
+def node_hub_cache(cfg: DictConfig) -> str:
+    return hub_cache_dir(job_environment(cfg))
+
+
+def download_command(path: str, cache_dir: str) -> str:
+    return f"HF_HUB_CACHE={cache_dir} hf download {path}"
+
+
+def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -> None:
+    path = str(cfg.actor_rollout_ref.model.path)
+    cache = node_hub_cache(cfg)
+    if plan.llm.get("known") is False:
+        findings.problems.append(
+            (
+                "model",
+                f"model {path} is unknown here (not a local directory, not in the HF cache {cache}, no llm/ option "
+                f"with that path), so the preflight cannot judge it: fill the cache ({download_command(path, cache)}), "
+                "pick the llm/ option of that model (llm=...), or give a local path "
+                "(actor_rollout_ref.model.path=/dir)",
+            )
+        )
+    offline = job_environment(cfg).get("HF_HUB_OFFLINE", "").lower() in OFFLINE_VALUES
+    snapshot = facts.hub_snapshot
+    if offline and snapshot is not None and snapshot.missing and not is_local_path(path):
+        findings.problems.append(
+            (
+                "hub_cache",
+                f"the job runs with HF_HUB_OFFLINE=1 but the HF cache the nodes read ({snapshot.cache_dir}) lacks "
+                f"{', '.join(snapshot.missing)} of {path}: download it there first "
+                f"({download_command(path, snapshot.cache_dir)}), or give a local path",
+            )
+        )
+
+
+# --- time ----------------------------------------------------------------------------------------------------------
+
+
+def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[str, Any] | None:
+    """Steps from the rows and the batch (verl drops the last incomplete batch), and the wall time at the
+    preflight's predicted tokens/s/GPU with every sequence at full length (an upper bound on the training tokens;
+    generation is not modelled separately)."""
+    verdict = plan.preflight
+    if verdict is None or train_rows is None or not verdict["predicted"]["tokens_per_s_per_gpu"]:
+        return None
+    if cfg.algo.name == "rft":  # generate -> filter -> SFT: not PPO steps (algos/rft says what its stages do)
+        return None
+    verl = plan.verl
+    trainer, data = verl["trainer"], verl["data"]
+    batch = int(data["train_batch_size"])
+    limit = int(data.get("train_max_samples") or -1)
+    rows = min(train_rows, limit) if limit > 0 else train_rows
+    steps_per_epoch = rows // batch
+    total = int(trainer.get("total_training_steps") or steps_per_epoch * int(trainer["total_epochs"]))
+    n_gpus = int(trainer["nnodes"]) * int(trainer["n_gpus_per_node"])
+    tokens = (
+        batch
+        * int(verl["actor_rollout_ref"]["rollout"]["n"])
+        * (data["max_prompt_length"] + data["max_response_length"])
+    )
+    step_s = tokens / (float(verdict["predicted"]["tokens_per_s_per_gpu"]) * n_gpus)
+    attempt_min = max(int(cfg.mode.time_budget_min) - STARTUP_MIN, 1)
+    wall_min = STARTUP_MIN + total * step_s / 60
+    save_freq = int(trainer.get("save_freq") or -1)
+    return {
+        "rows": rows,
+        "steps_per_epoch": steps_per_epoch,
+        "total_steps": total,
+        "step_s": round(step_s, 1),
+        "wall_min": round(wall_min, 1),
+        "time_limit_min": int(cfg.mode.time_budget_min),
+        "attempts": max(1, math.ceil(total * step_s / 60 / attempt_min)),
+        "first_checkpoint_step": save_freq if 0 < save_freq < total else total,
+        "checkpoints": save_freq > 0,
+        "attempt_min": attempt_min,
+    }
+
+
+def judge_time(cfg: DictConfig, predicted: dict[str, Any] | None, findings: Findings) -> None:
+    """Only SLURM has a time limit: the first checkpoint must come within one attempt, or every requeue starts over."""
+    if predicted is None or cfg.cluster.name != "slurm":
+        return
+    step_s, attempt_min = predicted["step_s"], predicted["attempt_min"]
+    first_min = predicted["first_checkpoint_step"] * step_s / 60
+    if predicted["attempts"] > 1 and not predicted["checkpoints"]:
+        findings.problems.append(
+            (
+                "time",
+                f"trainer.save_freq={cfg.trainer.save_freq} saves no checkpoint, and the run needs "
+                f"{predicted['attempts']} attempts of {attempt_min} min: every requeue would start over; set "
+                f"trainer.save_freq={max(1, int(attempt_min * 60 // step_s))}",
+            )
+        )
+    elif first_min > attempt_min:
+        fitting = int(attempt_min * 60 // step_s)
+        fix = (
+            f"set trainer.save_freq={fitting}"
+            if fitting >= 1
+            else "one step outlasts the attempt: use a longer mode, more GPUs or shorter lengths"
+        )
+        findings.problems.append(
+            (
+                "time",
+                f"the first checkpoint comes after step {predicted['first_checkpoint_step']} x {step_s:.0f} s = "
+                f"{first_min:.0f} min, beyond one attempt ({cfg.mode.time_budget_min} min budget - {STARTUP_MIN} min "
+                f"start-up = {attempt_min} min): every requeue would start over; {fix}",
+            )
+        )
+
+
+# --- verdict -------------------------------------------------------------------------------------------------------
+
+
+def executes(cfg: DictConfig, plan: Plan) -> bool:
+    """A run that queues or starts something; dry runs and plan-only runs show problems instead of refusing."""
+    return str(cfg.launch.dry_run).lower() == "false" and plan.execution != "plan-only"
+
+
+def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs: list[str]) -> Plan:
+    """The readiness of one planned job, recorded in the plan (its problems refuse the run in `refuse`)."""
+    findings = Findings(notes=list(report.notes))
+    judge_model(cfg, plan, facts, findings)
+    judge_data(cfg, report, findings)
+    predicted = predict_time(cfg, plan, report.rows("data.train_files"))
+    judge_time(cfg, predicted, findings)
+    off = skipped(cfg)
+    active = [(check, problem) for check, problem in findings.problems if check not in off]
+    readiness = {
+        "problems": [{"check": check, "problem": problem} for check, problem in active],
+        "skipped": off,
+        "notes": findings.notes,
+        "data": [
+            {"key": file.key, "path": file.path, "rows": file.rows, "data_sources": list(file.sources)}
+            for file in report.files
+        ],
+        "time": predicted,
+        "model_source": plan.llm["source"],
+    }
+    warnings = [*plan.warnings, *repairs, *(f"not ready: {problem}" for _, problem in active), *findings.notes]
+    return replace(plan, readiness=readiness, warnings=warnings)
+
+
+def refuse(plans: list[Plan]) -> None:
+    """For runs that execute: the first job's first problem, as one line ending with the switch that turns its check
+    off. (Called after the preflight's own refusal: a misfit's message carries the memory arithmetic.)"""
+    for plan in plans:
+        problems = (plan.readiness or {}).get("problems") or []
+        if problems:
+            check, problem = problems[0]["check"], problems[0]["problem"]
+            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+            raise UserError(f"{problem}{more} [check '{check}': launch.skip_checks=[{check}] turns it off]")
+
+
+def render_readiness(readiness: dict[str, Any] | None) -> list[str]:
+    """The plan text's lines: data read, and the predicted time against the limit."""
+    if readiness is None:
+        return []
+    files = readiness["data"]
+    read = [file for file in files if file["rows"] is not None]
+    lines = []
+    if files:
+        rows = sum(file["rows"] for file in read)
+        sources = len({source for file in read for source in file["data_sources"]})
+        lines.append(f"  data          {len(read)}/{len(files)} file(s) read: {rows} rows, {sources} data source(s)")
+    time = readiness["time"]
+    if time is not None:
+        lines.append(
+            f"  time          {time['total_steps']} steps ({time['steps_per_epoch']}/epoch) x {time['step_s']} s "
+            f"predicted = {time['wall_min']} min vs {time['time_limit_min']} min limit -> {time['attempts']} "
+            f"attempt(s); first checkpoint at step {time['first_checkpoint_step']}"
+        )
+    return lines

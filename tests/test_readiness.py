@@ -1,0 +1,402 @@
+"""What would fail in the queue is found on the login node (launch/readiness.py): the model, the data, the time, and
+verl's own config errors, on real parquet files and a real HF cache layout built by each test (no network)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import compose_config, run_cli
+from tiny_assets import guru_rows, hf_config, make_hub_snapshot, make_tiny_dataset, make_tiny_model
+
+from launch import readiness
+from launch.errors import UserError, explain
+from launch.facts import PartitionFacts, find_model, gather_facts
+from launch.memory import Knobs
+from launch.plan import render
+from launch.run import plan_job
+
+LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
+LLAMA_70B_CONFIG = hf_config(80, 8192, 64, 8, 28672, 128256)
+TOKENIZER = json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})
+# the dev cluster's partition as sinfo reports it (tests/conftest.py::slurm_env starts that cluster)
+DEBUG_PARTITION = PartitionFacts("debug", 128, 1006.0, 8, None, None, 2)
+
+
+@pytest.fixture(autouse=True)
+def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test reads an HF cache of its own, never the developer's ~/.cache/huggingface."""
+    cache = tmp_path / "hf" / "hub"
+    cache.mkdir(parents=True)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return cache
+
+
+def on_partition(*args: object) -> object:
+    """This machine's real facts, planned for as if from the dev cluster's login node (partition debug)."""
+    model_path, _, _, hub_cache = args
+    return replace(gather_facts(str(model_path), "local", None, str(hub_cache)), partition=DEBUG_PARTITION)
+
+
+def submission(tmp_path: Path, *overrides: str):
+    """plan_job for `cluster=slurm` (no dry run): what `python launch/run.py cluster=slurm ...` does before sbatch."""
+    cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *overrides)
+    plan = plan_job(cfg, list(overrides), gather=on_partition)
+    assert readiness.executes(cfg, plan)
+    readiness.refuse([plan])  # as launch/run.py::dispatch does before it writes or submits anything
+    return plan
+
+
+def dry_run(tmp_path: Path, *overrides: str):
+    cfg = compose_config("cluster=local", f"cluster.shared_dir={tmp_path}", "launch.dry_run=true", *overrides)
+    return plan_job(cfg, list(overrides))
+
+
+def tiny_run(tmp_path: Path, domains: tuple[str, ...] = ("math", "logic"), per_source: int = 8) -> list[str]:
+    """Overrides of a small, complete run: a local tiny model and GURU-shaped parquet files."""
+    model = make_tiny_model(tmp_path / "model", weights=False)
+    train, val = make_tiny_dataset(tmp_path / "data", domains, per_source=per_source)
+    return [
+        "gpu=a40",
+        "mode=quick_test",
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.max_prompt_length=256",
+        "data.max_response_length=256",
+        "data.train_batch_size=8",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    ]
+
+
+# --- 1. the model is what actor_rollout_ref.model.path says ---------------------------------------------------------
+
+
+def test_hub_id_takes_its_architecture_from_the_hf_cache(tmp_path: Path, hf_cache: Path):
+    make_hub_snapshot(hf_cache, LLAMA_70B, {"config.json": LLAMA_70B_CONFIG})
+    plan = dry_run(tmp_path, f"actor_rollout_ref.model.path={LLAMA_70B}")
+    assert (plan.llm["layers"], plan.llm["hidden"], plan.llm["vocab"]) == (80, 8192, 128256)
+    assert plan.llm["source"] == f"HF cache {hf_cache}" and plan.llm["path"] == LLAMA_70B
+    assert "Llama-3.1-70B-Instruct" in plan.llm["name"]
+    assert any("differs from llm=qwen2_5_7b" in warning for warning in plan.warnings), "the path won over llm="
+    # the preflight judged the 70B, not Qwen2.5-7B: 70B's AdamW states alone are 16 B x 70e9 / 8 GPUs = 130 GiB
+    assert plan.preflight is not None and plan.preflight["fits"] is False
+
+
+def test_hub_id_without_cache_uses_the_llm_option_with_that_path(tmp_path: Path):
+    architecture, source = find_model("Qwen/Qwen2.5-72B-Instruct", [str(tmp_path / "empty")])
+    assert source == "conf/llm/qwen2_5_72b.yaml" and architecture["layers"] == 80
+    plan = dry_run(tmp_path, "gpu=h100", "actor_rollout_ref.model.path=Qwen/Qwen2.5-14B-Instruct")
+    assert plan.llm["name"] == "qwen2_5_14b" and plan.llm["hidden"] == 5120
+    assert plan.llm["source"] == "conf/llm/qwen2_5_14b.yaml"
+
+
+def test_unknown_model_gets_no_verdict_in_a_dry_run_and_is_refused_at_submission(tmp_path: Path):
+    plan = dry_run(tmp_path, f"actor_rollout_ref.model.path={LLAMA_70B}")
+    assert plan.llm["known"] is False and plan.preflight is None
+    assert "preflight     cannot judge" in render(plan)
+    assert [problem["check"] for problem in plan.readiness["problems"]][0] == "model"
+    with pytest.raises(UserError) as refused:
+        submission(tmp_path, *tiny_run(tmp_path), f"actor_rollout_ref.model.path={LLAMA_70B}")
+    message = str(refused.value)
+    assert "cannot judge" in message and f"hf download {LLAMA_70B}" in message and "llm=" in message
+    assert "\n" not in message
+
+
+def test_offline_job_needs_config_tokenizer_and_every_weight_shard_in_the_nodes_cache(tmp_path: Path, hf_cache: Path):
+    """cluster=slurm sets HF_HUB_OFFLINE=1 for the job: what the cache lacks would fail on the node."""
+    overrides = [*tiny_run(tmp_path)[:1], "llm=qwen2_5_0_5b", *tiny_run(tmp_path)[2:]]
+    overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.model.path")]
+    repo = "Qwen/Qwen2.5-0.5B-Instruct"
+    index = json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    )
+    make_hub_snapshot(hf_cache, repo, {"config.json": hf_config(24, 896, 14, 2, 4864, 151936)})
+    with pytest.raises(UserError, match=r"HF_HUB_OFFLINE=1 .* lacks a tokenizer .*, weights .* hf download Qwen/Qwen2"):
+        submission(tmp_path, *overrides)
+    make_hub_snapshot(
+        hf_cache,
+        repo,
+        {"tokenizer.json": TOKENIZER, "model.safetensors.index.json": index, "model-00001-of-00002.safetensors": ""},
+    )
+    with pytest.raises(UserError, match=r"lacks model-00002-of-00002\.safetensors of Qwen/Qwen2\.5-0\.5B-Instruct"):
+        submission(tmp_path, *overrides)
+    make_hub_snapshot(hf_cache, repo, {"model-00002-of-00002.safetensors": ""})
+    plan = submission(tmp_path, *overrides)
+    assert plan.readiness["problems"] == [] and plan.llm["source"] == f"HF cache {hf_cache}"
+    # a cache only the nodes see: the check is switched off by name
+    plan = submission(tmp_path, *overrides, "launch.skip_checks=[hub_cache]", "++cluster.env.HF_HUB_CACHE=/nodes")
+    assert plan.readiness["skipped"] == ["hub_cache"]
+
+
+# --- 2. data ---------------------------------------------------------------------------------------------------------
+
+
+def test_good_tiny_run_is_ready(tmp_path: Path):
+    plan = submission(tmp_path, *tiny_run(tmp_path))
+    assert plan.readiness["problems"] == []
+    assert [file["rows"] for file in plan.readiness["data"]] == [16, 4]
+    assert plan.readiness["data"][0]["data_sources"] == ["logic__zebra_puzzle", "math__deepscaler"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda train: train.unlink(), r"data.train_files file .*train.parquet does not exist: point dataset.root"),
+        (lambda train: train.write_text("not parquet"), r"is not readable parquet"),
+        (
+            lambda train: pd.DataFrame({"data_source": ["math__x"], "prompt": ["p"]}).to_parquet(train),
+            r"lacks verl's column\(s\) reward_model 'reward_model'",
+        ),
+        (
+            lambda train: pd.DataFrame(
+                {"data_source": ["math__x"], "prompt": ["p"], "reward_model": [{"style": "rule"}]}
+            ).to_parquet(train),
+            r"lacks verl's column\(s\) reward_model.ground_truth",
+        ),
+        (
+            lambda train: pd.DataFrame(guru_rows(["math__x"], 6, "train")).to_parquet(train),
+            r"hold 6 rows, fewer than one batch \(data.train_batch_size=8\).*at most 6",
+        ),
+        (
+            lambda train: pd.DataFrame(guru_rows(["mystery/set", "math__x"], 8, "train")).to_parquet(train),
+            r"data_source mystery/set in .* maps to no reward domain rlaunch scores \(codegen, logic, math",
+        ),
+    ],
+    ids=["missing", "not-parquet", "no-reward_model", "no-ground_truth", "too-few-rows", "unknown-data_source"],
+)
+def test_bad_data_is_refused_at_submission_and_shown_in_a_dry_run(tmp_path: Path, change, message):
+    overrides = tiny_run(tmp_path)
+    change(tmp_path / "data" / "train.parquet")
+    with pytest.raises(UserError, match=message):
+        submission(tmp_path, *overrides)
+    plan = dry_run(tmp_path, *overrides)
+    assert any(re.search(message, warning) for warning in plan.warnings)
+
+
+def test_own_reward_function_takes_any_data_source_and_remote_files_pass_with_a_note(tmp_path: Path):
+    overrides = tiny_run(tmp_path)
+    pd.DataFrame(guru_rows(["mystery/set"], 8, "train")).to_parquet(tmp_path / "data" / "train.parquet")
+    reward = tmp_path / "my_reward.py"
+    reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
+    plan = submission(tmp_path, *overrides, f"reward.custom_reward_function.path={reward}")
+    assert plan.readiness["problems"] == []
+    make_tiny_dataset(tmp_path / "data", ["math"], per_source=8)
+    plan = submission(tmp_path, *overrides, "data.val_files=hdfs://namenode/guru/test.parquet")
+    assert any("hdfs://namenode/guru/test.parquet is remote: not checked" in note for note in plan.readiness["notes"])
+
+
+def test_pcgrad_task_count_comes_from_the_data(tmp_path: Path):
+    cfg = compose_config("cluster=local", f"cluster.shared_dir={tmp_path}", "algo=mtl_pcgrad", *tiny_run(tmp_path))
+    assert len(cfg.dataset.domains) == 6  # what dataset=guru says
+    plan = plan_job(cfg, [])
+    assert list(cfg.dataset.domains) == ["logic", "math"]
+    assert plan.preflight is not None
+    assert Knobs.from_verl(plan.verl, pcgrad_tasks=len(cfg.dataset.domains)).pcgrad_tasks == 2
+
+
+def test_guru_files_are_globbed_and_the_plan_records_the_list(tmp_path: Path):
+    """A copy named the way Reasoning360's own scripts name GURU files still works."""
+    root = tmp_path / "guru"
+    names = ["logic__barc_3.4k_l1e-5_h0.9_1.6k_sampled_1.6k", "math__combined_54.4k"]
+    for name in names:
+        make_tiny_dataset(tmp_path / "staging" / name, ["math"], per_source=8)
+        (root / "train").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "staging" / name / "train.parquet").rename(root / "train" / f"{name}.parquet")
+    (root / "test").mkdir()
+    (tmp_path / "staging" / names[0] / "val.parquet").rename(root / "test" / "math__math_500.parquet")
+    plan = dry_run(tmp_path, "dataset=guru", f"dataset.root={root}")
+    assert plan.verl["data"]["train_files"] == [str(root / "train" / f"{name}.parquet") for name in sorted(names)]
+    assert plan.verl["data"]["val_files"] == [str(root / "test" / "math__math_500.parquet")]
+    assert any("train/*.parquet -> 2 file(s)" in warning for warning in plan.warnings)
+
+
+def test_missing_data_in_a_dry_run_is_a_warning_not_a_refusal(tmp_path: Path):
+    plan = dry_run(tmp_path, "dataset.root=/nonexistent")
+    assert any("matches no file: point dataset.root (now /nonexistent" in warning for warning in plan.warnings)
+
+
+# --- 3. time ---------------------------------------------------------------------------------------------------------
+
+
+def test_plan_shows_steps_wall_time_and_attempts(tmp_path: Path):
+    plan = submission(
+        tmp_path, *tiny_run(tmp_path, per_source=40), "trainer.total_training_steps=null", "trainer.total_epochs=3"
+    )
+    time = plan.readiness["time"]
+    assert (time["rows"], time["steps_per_epoch"], time["total_steps"]) == (80, 10, 30)
+    # the preflight's throughput: 8 prompts x 16 rollouts x 512 tokens / (tokens/s/GPU x 1 GPU)
+    tokens_per_s = plan.preflight["predicted"]["tokens_per_s_per_gpu"]
+    assert time["step_s"] == pytest.approx(8 * 16 * 512 / tokens_per_s, abs=0.06)
+    assert time["attempts"] == 1 and time["time_limit_min"] == 60
+    assert f"30 steps (10/epoch) x {time['step_s']} s predicted" in render(plan)
+
+
+def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_that_fits(tmp_path: Path):
+    # a 3B model on one A40 with 12k-token sequences: minutes per step; quick_test gives 60 - 10 = 50 min
+    overrides = [*tiny_run(tmp_path, per_source=400), "llm=qwen2_5_3b", "data.max_response_length=8192"]
+    overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.model.path")]
+    overrides += ["trainer.total_training_steps=null", "trainer.total_epochs=2"]
+    overrides += ["trainer.save_freq=100", "launch.skip_checks=[hub_cache]"]
+    plan = dry_run(tmp_path, *overrides)
+    time = plan.readiness["time"]
+    fitting = int(50 * 60 // time["step_s"])
+    assert 1 <= fitting < 100, time
+    with pytest.raises(UserError, match=rf"first checkpoint comes after step 100 x .* set trainer.save_freq={fitting}"):
+        submission(tmp_path, *overrides)
+    assert submission(tmp_path, *overrides[:-2], f"trainer.save_freq={fitting}", "launch.skip_checks=[hub_cache]")
+
+
+# --- 4. metrics stay on ----------------------------------------------------------------------------------------------
+
+
+def test_pasted_logger_without_file_gets_file_back(tmp_path: Path):
+    plan = dry_run(tmp_path, *tiny_run(tmp_path), "trainer.logger=['console','wandb']")
+    assert plan.verl["trainer"]["logger"] == ["console", "wandb", "file"]
+    assert any("has no 'file': added it" in warning for warning in plan.warnings)
+
+
+# --- 5. verl's own errors become ours --------------------------------------------------------------------------------
+
+
+def test_verl_instantiation_error_is_one_line_exit_2(tmp_path: Path):
+    """Reasoning360's scripts set rollout.mode=sync; verl 0.9.1 raises inside Hydra's instantiate (75 lines)."""
+    result = run_cli("gpu=a100_80", "cluster=local", "actor_rollout_ref.rollout.mode=sync", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        "rlaunch: error: verl rejects the config: Rollout mode 'sync' has been removed. Please set "
+        "`actor_rollout_ref.rollout.mode=async` or remove the mode setting entirely."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "+actor_rollout_ref.rollout.multi_turn.enable=False",
+            "+actor_rollout_ref.rollout.multi_turn.enable adds a new key, but verl's config already has "
+            "actor_rollout_ref.rollout.multi_turn.enable: drop the +",
+        ),
+        ("reward_model.overlong_buffer.len=4096", "reward_model.overlong_buffer.len is a key of Reasoning360's DAPO"),
+    ],
+)
+def test_compose_errors_name_the_fix(override: str, message: str):
+    with pytest.raises(Exception) as error:
+        compose_config(override)
+    assert message in explain(error.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("reward_model.reward_manager=async_dapo", "reward_model.reward_manager=async_dapo is Reasoning360's verl"),
+        ("+reward_model.overlong_buffer.enable=True", "reward_model.overlong_buffer.enable is a key of Reasoning360"),
+        ("actor_rollout_ref.rollout.n=0", "actor_rollout_ref.rollout.n=0: GRPO needs at least 1 sample"),
+        ("trainer.default_local_dir=/path/to/checkpoint/", "trainer.default_local_dir is a placeholder"),
+        ("actor_rollout_ref.model.path=/path/to/model", "model path '/path/to/model' does not exist"),
+        ("launch.skip_checks=[dat]", "launch.skip_checks names unknown check(s) dat: choose from model, hub_cache"),
+    ],
+)
+def test_fork_keys_bad_n_and_placeholders_are_refused(tmp_path: Path, override: str, message: str):
+    with pytest.raises(UserError, match=re.escape(message)):
+        dry_run(tmp_path, override)
+
+
+# --- 8. big models on too few GPUs -----------------------------------------------------------------------------------
+
+
+def test_profile_knowledge_comes_before_tp_arithmetic(tmp_path: Path):
+    with pytest.raises(UserError, match=r"qwen2_5_32b needs at least 16 a40 GPUs .* trainer.n_gpus_per_node=8 "):
+        dry_run(tmp_path, "llm=qwen2_5_32b", "gpu=a40", "trainer.n_gpus_per_node=1")
+    with pytest.raises(UserError, match=r"qwen2_5_72b does not fit a40 \(NVIDIA A40 48GB\) at any GPU count"):
+        dry_run(tmp_path, "llm=qwen2_5_72b", "gpu=a40", "trainer.n_gpus_per_node=1")
+
+
+# --- acceptance: verl's own example, pasted ---------------------------------------------------------------------------
+
+# examples/grpo_trainer/run_qwen2-7b_math.sh of verl (0.9.x), its overrides as the script passes them, with the
+# test's own files in place of $HOME/data
+VERL_EXAMPLE = """algorithm.adv_estimator=grpo data.train_files={train} data.val_files={val} data.train_batch_size=1024
+data.max_prompt_length=1024 data.max_response_length=1024 data.filter_overlong_prompts=True data.truncation='error'
+actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct actor_rollout_ref.actor.optim.lr=1e-6
+actor_rollout_ref.model.use_remove_padding=True actor_rollout_ref.actor.ppo_mini_batch_size=256
+actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 actor_rollout_ref.actor.use_kl_loss=True
+actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl
+actor_rollout_ref.actor.entropy_coeff=0 actor_rollout_ref.model.enable_gradient_checkpointing=True
+actor_rollout_ref.actor.fsdp_config.param_offload=False actor_rollout_ref.actor.fsdp_config.optimizer_offload=False
+actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 actor_rollout_ref.rollout.tensor_model_parallel_size=2
+actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.gpu_memory_utilization=0.6 actor_rollout_ref.rollout.n=5
+actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16 actor_rollout_ref.ref.fsdp_config.param_offload=True
+algorithm.use_kl_in_reward=False trainer.critic_warmup=0 trainer.logger=['console','wandb']
+trainer.project_name='verl_grpo_example_gsm8k_math' trainer.experiment_name='qwen2_7b_function_rm'
+trainer.n_gpus_per_node=8 trainer.nnodes=1 trainer.save_freq=20 trainer.test_freq=5 trainer.total_epochs=15"""
+
+
+def test_verl_example_script_plans_with_the_model_it_names(tmp_path: Path, hf_cache: Path):
+    make_hub_snapshot(hf_cache, "Qwen/Qwen2-7B-Instruct", {"config.json": hf_config(28, 3584, 28, 4, 18944, 152064)})
+    files = {}
+    for name, source in (("gsm8k", "openai/gsm8k"), ("math", "DigitalLearningGmbH/MATH-lighteval")):
+        for split, rows in (("train", 1100), ("test", 50)):
+            path = tmp_path / name / f"{split}.parquet"
+            path.parent.mkdir(exist_ok=True)
+            pd.DataFrame(guru_rows([source], rows, split)).to_parquet(path)
+            files.setdefault(split, []).append(str(path))
+    pasted = VERL_EXAMPLE.format(train=f"[{','.join(files['train'])}]", val=f"[{','.join(files['test'])}]").split()
+    result = run_cli(*pasted, "launch.dry_run=json", cwd=tmp_path, env={"HF_HUB_CACHE": str(hf_cache)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    plan = json.loads(result.stdout)
+    assert plan["llm"]["path"] == "Qwen/Qwen2-7B-Instruct" and plan["llm"]["source"] == f"HF cache {hf_cache}"
+    assert (plan["llm"]["layers"], plan["llm"]["hidden"]) == (28, 3584)
+    assert plan["verl"]["trainer"]["logger"] == ["console", "wandb", "file"]
+    assert plan["readiness"]["problems"] == [] and plan["readiness"]["time"]["steps_per_epoch"] == 2
+    assert plan["readiness"]["time"]["total_steps"] == 30
+
+
+# --- acceptance: the dev cluster -------------------------------------------------------------------------------------
+
+
+def squeue(env: dict[str, str]) -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], env={**os.environ, **env}, capture_output=True, text=True)
+    return set(out.stdout.split())
+
+
+def test_dev_cluster_refuses_bad_data_and_queues_a_good_tiny_run(slurm_env, tmp_path: Path, hf_cache: Path):
+    good = [*tiny_run(tmp_path), "cluster=slurm", f"cluster.shared_dir={tmp_path}"]
+    env = {**slurm_env, "HF_HUB_CACHE": str(hf_cache)}
+    before = squeue(slurm_env)
+    missing = run_cli(*good, "data.train_files=/nonexistent/train.parquet", cwd=tmp_path, env=env)
+    assert missing.returncode == 2 and "/nonexistent/train.parquet does not exist" in missing.stderr, missing.stderr
+    pd.DataFrame(guru_rows(["mystery__set"], 8, "train")).to_parquet(tmp_path / "mystery.parquet")
+    unknown = run_cli(*good, f"data.train_files={tmp_path / 'mystery.parquet'}", cwd=tmp_path, env=env)
+    assert unknown.returncode == 2 and "data_source mystery__set" in unknown.stderr, unknown.stderr
+    assert squeue(slurm_env) <= before, "nothing queued"
+    queued = run_cli(*good, cwd=tmp_path, env=env)
+    assert queued.returncode == 0, queued.stderr[-3000:]
+    job_id = queued.stdout.split("queued")[1].split(":")[1].split()[0]
+    accounted = subprocess.run(
+        ["sacct", "-n", "-X", "-j", job_id, "-o", "JobID"],
+        env={**os.environ, **slurm_env},
+        capture_output=True,
+        text=True,
+    )
+    assert job_id in accounted.stdout, "the good run reached SLURM"
+    subprocess.run(["scancel", job_id], env={**os.environ, **slurm_env}, check=False)
+
+
+def test_make_run_on_a_login_node_plans_and_prints_the_submit_command(slurm_env, tmp_path: Path):
+    before = squeue(slurm_env)
+    result = run_cli("llm=qwen2_5_0_5b", cwd=tmp_path, env={**slurm_env, "HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "to submit: python launch/run.py llm=qwen2_5_0_5b cluster=slurm" in result.stderr
+    assert "rlaunch plan" in result.stdout and "sbatch script (not submitted: dry run)" in result.stdout
+    assert squeue(slurm_env) <= before

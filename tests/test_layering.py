@@ -23,10 +23,21 @@ def project_modules() -> dict[str, Path]:
 
 
 def imported_names(path: Path) -> set[str]:
-    """Every absolute import of the file, wherever it stands (module level or inside a function): `from a import b`
-    names a.b, which `import_graph` reads as the module a.b where there is one, else as a."""
+    """Every absolute import the file runs, wherever it stands (module level or inside a function; not the ones
+    for type checkers alone): `from a import b` names a.b, which `import_graph` reads as the module a.b where there
+    is one, else as a."""
+    tree = ast.parse(path.read_text())
+    typing_only = {  # `if TYPE_CHECKING:` blocks never run
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -17,10 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from launch.facts import Facts
 from launch.metrics import attempt_log_path
+from launch.overrides import IDENTITY_EXCLUDED_PREFIXES
 from launch.schema import RLAUNCH_ROOTS
 
-# Overrides that do not change what is trained: they stay out of the run id and the job name.
-IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
 VERL_CONFIG_NAME = "verl_config"
 
 
@@ -69,19 +68,6 @@ def make_run_id(sweep_id: str, overrides: list[str]) -> str:
     """sha1(sweep id + sorted overrides)[:12]: stable for a job across requeues, distinct across a sweep."""
     text = sweep_id + "\n" + "\n".join(identity_overrides(overrides))
     return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-
-def make_job_name(overrides: list[str]) -> str:
-    """The job's own overrides, compact: 'gpu=a40,algo=mtl_pcgrad' -> 'a40.mtl_pcgrad'; keys kept where the value
-    alone would be ambiguous (numbers, booleans); paths left out (they name places, not variants)."""
-    parts = []
-    for override in identity_overrides(overrides):
-        key, _, value = override.lstrip("+~").partition("=")
-        if "/" in value:
-            continue
-        short_key = key.rsplit(".", 1)[-1]
-        parts.append(value if "." not in key and not value.replace(".", "").isdigit() else f"{short_key}={value}")
-    return ".".join(parts)[:120] or "default"
 
 
 def llm_architecture(cfg: DictConfig, facts: Facts) -> tuple[dict[str, Any], list[str]]:
@@ -264,7 +250,11 @@ def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
     return "plan-only", f"cluster=local and no GPU on this machine ({facts.gpus.source}): planning only"
 
 
-def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: Path, python: str) -> Plan:
+def make_plan(
+    cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: Path, python: str, job_name: str = ""
+) -> Plan:
+    """`job_name`: the readable name a sweep gives the job (launch/overrides.py); a single run is named by its
+    profile."""
     sweep_id = str(cfg.launch.sweep_id)
     run_id = make_run_id(sweep_id, overrides)
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
@@ -276,7 +266,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     return Plan(
         sweep_id=sweep_id,
         run_id=run_id,
-        job_name=make_job_name(overrides),
+        job_name=job_name or str(cfg.gpu.name),
         run_dir=str(run_dir),
         cluster=str(cfg.cluster.name),
         execution=execution,

@@ -27,10 +27,10 @@ from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
 
-def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
+def plan_job(cfg: DictConfig, overrides: list[str], job_name: str = "") -> Plan:
     """facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)."""
     facts = gather_facts(str(cfg.actor_rollout_ref.model.path), str(cfg.cluster.name), cfg.cluster.get("partition"))
-    plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
+    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
     validate(cfg, plan, facts)
     if cfg.launch.preflight == "off":
         return plan
@@ -40,7 +40,7 @@ def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
         with open_dict(cfg):
             for key, value in changes.items():
                 OmegaConf.update(cfg, key, preflight.parse_value(value), merge=False)
-        plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
+        plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
         validate(cfg, plan, facts)
         before = verdict
         verdict = preflight.check_plan(cfg, plan, facts.packages)

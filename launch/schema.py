@@ -8,6 +8,7 @@ verl's own tree, which verl's yaml files and dataclasses own.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,6 +142,9 @@ class LaunchSettings:
     # auto: online when WANDB_API_KEY (or a ~/.netrc entry for W&B) is there at planning time, else offline under
     # the run directory (synced later with the command the plan prints); online | offline | disabled force it
     wandb_mode: str = "auto"
+    # configs verl's own checks accepted, by hash (launch/verl_checks.py): a repeated plan skips importing verl;
+    # "" asks verl every time
+    verl_check_cache: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/rlaunch/verl_checks"
 
 
 @dataclass(kw_only=True)
@@ -164,7 +168,18 @@ def project_path(relative: str) -> str:
     return str(PROJECT_DIR / relative)
 
 
+def verl_config_source() -> str:
+    """`${rlaunch_verl_config:}`: verl's shipped config directory as a file:// search path. Hydra's
+    pkg://verl.trainer.config would import verl (and with it torch, Ray, transformers: ~4 s) only to list yaml files;
+    find_spec locates the installed package without running it."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
+    return f"file://{Path(spec.submodule_search_locations[0]) / 'trainer' / 'config'}"
+
+
 def register_schemas() -> None:
     """Idempotent; called by every entry point (run.py, tests) before Hydra composes."""
     ConfigStore.instance().store(name="rlaunch_schema", node=RlaunchSchema)
     OmegaConf.register_new_resolver("rlaunch_path", project_path, replace=True)
+    OmegaConf.register_new_resolver("rlaunch_verl_config", verl_config_source, replace=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from launch import verl_checks
 from launch.errors import UserError
 from launch.facts import Facts, is_local_path
 from launch.plan import Plan, Resources
@@ -238,7 +239,9 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_rollout_engine(verl)
     check_reward_function(verl)
     check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
-    run_verl_validation(verl)
+    names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
+    cache = str(cfg.launch.verl_check_cache)
+    verl_checks.check_once(plan.verl, names, facts.packages, cache, lambda: run_verl_validation(verl))
     if cfg.algo.name == "rft":  # its stages' own configs: verl's generation (PPO rollout) and SFT config code
         from algos.rft import validate_rft
 

@@ -1,0 +1,150 @@
+"""The one override parser (Hydra's own OverridesParser) and what rlaunch asks of a job's override list: which
+overrides choose configs (and so need composition) and which only set values, which keys a sweep varies, and the
+job's readable name.
+
+Runs on: the login node. Composing rlaunch's tree (verl's 47 yaml files under ours) costs about a second; a sweep
+composes each distinct combination of group choices once (`ComposeOnce`) and applies each job's value overrides to
+a copy with the very function Hydra applies them with, so `+`, `++`, `~` and interpolations mean what they mean in
+Hydra (tests/test_overrides.py compares every job of a mixed sweep with full composition).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra._internal.config_repository import CachingConfigRepository
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+# Overrides that do not change what is trained: out of the run id and the job name.
+IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
+JOB_NAME_MAX = 100  # characters; the full overrides live in the plan
+JOB_NAME_SEPARATOR = ","
+
+
+def parse(overrides: Sequence[str]) -> list[Override]:
+    return OverridesParser.create().parse_overrides(list(overrides))
+
+
+def key_of(override: Override) -> str:
+    """The key an override sets, without its +/++/~ prefix (with @package for a group placed elsewhere)."""
+    return override.key_or_group + (f"@{override.package}" if override.package is not None else "")
+
+
+def swept_keys(job_overrides: Sequence[Sequence[str]]) -> frozenset[str]:
+    """Keys whose value differs between the jobs of one sweep (gpu=a40,h100 -> {'gpu'})."""
+    values: dict[str, set[str]] = {}
+    for overrides in job_overrides:
+        for override in parse(overrides):
+            values.setdefault(key_of(override), set()).add(override.input_line or "")
+    return frozenset(key for key, lines in values.items() if len(lines) > 1)
+
+
+def identity_excluded(key: str) -> bool:
+    return key.startswith(IDENTITY_EXCLUDED_PREFIXES)
+
+
+def _short_keys(keys: list[str]) -> dict[str, str]:
+    """Each dotted key shortened to its shortest unique tail: actor.optim.lr and critic.optim.lr stay apart."""
+    short: dict[str, str] = {}
+    for key in keys:
+        parts = key.split(".")
+        for width in range(1, len(parts) + 1):
+            tail = ".".join(parts[-width:])
+            if sum(1 for other in keys if other == tail or other.endswith("." + tail)) == 1:
+                short[key] = tail
+                break
+        else:
+            short[key] = key
+    return short
+
+
+def job_name(profile: str, overrides: Sequence[str], swept: frozenset[str], groups: frozenset[str]) -> str:
+    """The GPU profile plus the values this sweep varies, in command-line order: 'h100,mtl_pcgrad,lr=3e-06'. A
+    group's choice stands alone; a value keeps the shortest tail of its key that tells it apart; a path is named by
+    its last component. Short and stable: the same overrides give the same name; the run id keeps jobs apart."""
+    parsed = [o for o in parse(overrides) if key_of(o) in swept and not identity_excluded(o.key_or_group)]
+    parsed = [o for o in parsed if key_of(o) != "gpu"]  # the profile leads the name already
+    short = _short_keys([key_of(o) for o in parsed if key_of(o) not in groups])
+    parts = [profile]
+    for override in parsed:
+        value = override.get_value_element_as_str()
+        if "/" in value:
+            value = PurePosixPath(value).name or value
+        parts.append(value if key_of(override) in groups else f"{short[key_of(override)]}={value}")
+    name = parts[0]
+    for index, part in enumerate(parts[1:], start=1):
+        if len(name) + len(part) + 1 > JOB_NAME_MAX:
+            return f"{name}{JOB_NAME_SEPARATOR}+{len(parts) - index}"
+        name += JOB_NAME_SEPARATOR + part
+    return name
+
+
+class ComposeOnce:
+    """Composes a sweep's jobs: each distinct combination of group choices (and Hydra's own overrides) once through
+    Hydra's config loader, then each job's value overrides on a deep copy, as Hydra's loader applies them."""
+
+    def __init__(self, config_loader: ConfigLoaderImpl, master_config: DictConfig) -> None:
+        self.loader = config_loader
+        self.master = master_config
+        self._groups: dict[str, bool] = {}
+        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self._repository: CachingConfigRepository | None = None
+        self.compositions = 0  # how many times the tree was composed (the benchmark and tests read it)
+
+    def is_group(self, override: Override) -> bool:
+        """Hydra's own test (defaults_list.Overrides): a key that names a config group in the search path, with a
+        value that is not a dict, chooses configs."""
+        if isinstance(override.value(), dict):
+            return False
+        key = override.key_or_group
+        if key not in self._groups:
+            if self._repository is None:
+                hydra_overrides = list(self.master.hydra.overrides.hydra)
+                _, self._repository = self.loader._parse_overrides_and_create_caching_repo(
+                    self.master.hydra.job.config_name, hydra_overrides
+                )
+            self._groups[key] = self._repository.group_exists(key)
+        return self._groups[key]
+
+    def split(self, parsed: list[Override]) -> tuple[list[Override], list[Override]]:
+        """(overrides that change what is composed, value overrides), each in command-line order."""
+        composing, values = [], []
+        for override in parsed:
+            if override.is_hydra_override() or self.is_group(override):
+                composing.append(override)
+            else:
+                values.append(override)
+        return composing, values
+
+    def groups(self, overrides: Sequence[str]) -> frozenset[str]:
+        """The keys among `overrides` that choose configs (gpu, algo, ...), for job names."""
+        composing, _ = self.split(parse(overrides))
+        return frozenset(key_of(o) for o in composing if not o.is_hydra_override())
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        """The job's config, equal to Hydra's load_sweep_config(master, overrides)."""
+        parsed = parse(overrides)
+        composing, values = self.split(parsed)
+        base_key = tuple(o.input_line or "" for o in composing)
+        if base_key not in self._bases:
+            self._bases[base_key] = self.loader.load_sweep_config(self.master, list(base_key))
+            self.compositions += 1
+        cfg = copy.deepcopy(self._bases[base_key])
+        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        task = [o for o in parsed if not o.is_hydra_override()]
+        with read_write(cfg.hydra), open_dict(cfg.hydra):
+            cfg.hydra.overrides.task = [o.input_line for o in task]
+            dirname = cfg.hydra.job.config.override_dirname
+            cfg.hydra.job.override_dirname = get_overrides_dirname(
+                overrides=task,
+                kv_sep=dirname.kv_sep,
+                item_sep=dirname.item_sep,
+                exclude_keys=list(dirname.exclude_keys),
+            )
+        OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
+        return cfg

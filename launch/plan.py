@@ -135,7 +135,19 @@ def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, An
     parameters.update({key: str(value) for key, value in optional.items() if value})
     if cluster.get("exclusive"):
         parameters["exclusive"] = True
+    if cluster.get("array_parallelism"):
+        parameters["array_parallelism"] = int(cluster.array_parallelism)
     return parameters
+
+
+def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
+    """cluster=slurm where no SLURM answers (a dry run on a laptop): what the plan could not know."""
+    if cfg.cluster.name != "slurm" or facts.partitions:
+        return []
+    return [
+        "no SLURM answers here (sinfo): the partition's limits, GPU type and MaxArraySize are UNKNOWN; resources "
+        "and sbatch scripts come from the configuration alone and were not checked against the cluster"
+    ]
 
 
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
@@ -281,7 +293,7 @@ def make_plan(
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s")},
         overrides=list(overrides),
-        warnings=warnings,
+        warnings=warnings + slurm_unreachable_warning(cfg, facts),
     )
 
 

@@ -22,6 +22,7 @@ from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
 from launch.metrics import METRICS_DIR
+from launch.rejected import discard_rejected_invocation
 from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, make_slurm_parameters, render
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
@@ -99,7 +100,7 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     if plans[0].cluster == "slurm":
         from launch import slurm
 
-        for group, script in slurm.render_all(plans):
+        for group, script in slurm.render_all(plans, slurm.max_array_size()):
             for plan in group.plans:
                 scripts[plan.run_id] = script
     if dry_run == "json":
@@ -149,6 +150,7 @@ def exit_with_message(error: Exception) -> None:
     message = explain(error)
     if message is None or os.environ.get("RLAUNCH_DEBUG"):
         raise error
+    discard_rejected_invocation()
     print(f"rlaunch: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
 

@@ -127,6 +127,7 @@ class ClusterSettings:
     max_requeues: int = 3  # preemptions and time limits together; submitit requeues the same run directory
     ray_timeout_s: int = 180  # every node's Ray must register within this, or the job fails naming the missing node
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
+    array_parallelism: int | None = None  # at most this many tasks of one job array run at once (%N); null: all
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
 

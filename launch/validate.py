@@ -189,6 +189,15 @@ def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
     if cfg.cluster.name != "slurm":
         return
     partition = facts.partition
+    if cfg.cluster.get("array_parallelism") is not None and int(cfg.cluster.array_parallelism) < 1:
+        raise UserError(f"cluster.array_parallelism={cfg.cluster.array_parallelism}: give at least 1, or null")
+    if partition is None and not facts.partitions:
+        if str(cfg.launch.dry_run).lower() != "false":
+            return  # a dry run anywhere: the plan says what is unknown (plan.slurm_unreachable_warning)
+        raise UserError(
+            "cluster=slurm but no SLURM answers here (sinfo): submit from the cluster's login node, or add "
+            "launch.dry_run=true to see the sbatch scripts"
+        )
     if partition is None:
         wanted = cfg.cluster.partition or "(the default)"
         listed = ", ".join(facts.partitions) or "none: is SLURM reachable from here?"

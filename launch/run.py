@@ -22,8 +22,8 @@ from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
 from launch.metrics import METRICS_DIR
-from launch.rejected import discard_rejected_invocation
 from launch.plan import VERL_CONFIG_NAME, Plan, make_plan, make_slurm_parameters, render
+from launch.rejected import discard_rejected_invocation
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 

@@ -113,10 +113,10 @@ class ClusterSettings:
     name: str = MISSING  # local | slurm
     shared_dir: str = MISSING  # a filesystem every node sees; run directories live under it, never node-local /tmp
     partition: str | None = None  # null: the partition SLURM marks as default
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    exclusive: bool = False
+    account: str | None = None  # sbatch --account
+    qos: str | None = None  # sbatch --qos
+    constraint: str | None = None  # sbatch --constraint (node features)
+    exclusive: bool = False  # sbatch --exclusive: whole nodes, shared with no other job
     gpu_type: str | None = None  # hint for gpu=auto on a login node when the partition's GRES has no type
     # profile name -> the GRES type this cluster calls that card (e.g. a100_80: a100-80g); empty: untyped GRES
     gres_types: dict[str, str] = field(default_factory=dict)
@@ -138,7 +138,7 @@ class LaunchSettings:
 
     dry_run: str = "false"  # false | true (readable plan) | json (one JSON object per job on stdout)
     preflight: str = "fail"  # fail | fix | tune | warn | off (the memory preflight's policy)
-    runs_dir: str = "${cluster.shared_dir}/rlaunch"
+    runs_dir: str = "${cluster.shared_dir}/rlaunch"  # sweeps and their run directories live under it
     sweep_id: str = "adhoc"  # set by launch/run.py per invocation: time stamp + short hash
     # auto: online when WANDB_API_KEY (or a ~/.netrc entry for W&B) is there at planning time, else offline under
     # the run directory (synced later with the command the plan prints); online | offline | disabled force it
@@ -184,3 +184,6 @@ def register_schemas() -> None:
     ConfigStore.instance().store(name="rlaunch_schema", node=RlaunchSchema)
     OmegaConf.register_new_resolver("rlaunch_path", project_path, replace=True)
     OmegaConf.register_new_resolver("rlaunch_verl_config", verl_config_source, replace=True)
+    from launch.cli_help import section  # the help reads these schemas
+
+    OmegaConf.register_new_resolver("rlaunch_help", section, replace=True)

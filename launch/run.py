@@ -27,6 +27,9 @@ from launch.rejected import discard_rejected_invocation
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
+# libyaml's safe dumper writes what yaml.safe_dump writes, ~4x faster (a sweep writes two files per job)
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 
 def plan_job(cfg: DictConfig, overrides: list[str], job_name: str = "") -> Plan:
     """facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)."""
@@ -72,11 +75,11 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     (run_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
     (run_dir / "plan.txt").write_text(render(plan) + "\n")
     ours = {root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS}
-    (run_dir / "rlaunch_config.yaml").write_text(yaml.safe_dump(ours, sort_keys=False))
+    (run_dir / "rlaunch_config.yaml").write_text(yaml.dump(ours, Dumper=YAML_DUMPER, sort_keys=False))
     record = provenance.write_planned(plan)
     # verl passes its whole config to wandb.init: the record rides along under one key verl does not read
     verl_config = {**plan.verl, provenance.VERL_KEY: record}
-    (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.safe_dump(verl_config, sort_keys=False))
+    (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.dump(verl_config, Dumper=YAML_DUMPER, sort_keys=False))
 
 
 def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:

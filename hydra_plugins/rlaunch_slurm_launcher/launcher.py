@@ -40,7 +40,7 @@ class RlaunchSlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from launch.overrides import ComposeOnce, job_name, swept_keys
+        from launch.overrides import ComposeOnce, interpolations_parsed_once, job_name, swept_keys
         from launch.run import dispatch, plan_job
 
         assert self.config is not None and self.hydra_context is not None
@@ -48,16 +48,17 @@ class RlaunchSlurmLauncher(Launcher):
         composer = ComposeOnce(self.hydra_context.config_loader, self.config)
         swept = swept_keys(job_overrides)
         jobs = []
-        for index, overrides in enumerate(job_overrides):
-            sweep_config = composer.compose(overrides)
-            with open_dict(sweep_config):
-                sweep_config.hydra.job.num = initial_job_idx + index
-            HydraConfig.instance().set_config(sweep_config)
-            with open_dict(sweep_config):
-                del sweep_config["hydra"]
-            name = job_name(str(sweep_config.gpu.name), overrides, swept, composer.groups(overrides))
-            jobs.append((plan_job(sweep_config, list(overrides), name), sweep_config))
-        dispatch(jobs)
+        with interpolations_parsed_once():
+            for index, overrides in enumerate(job_overrides):
+                sweep_config = composer.compose(overrides)
+                with open_dict(sweep_config):
+                    sweep_config.hydra.job.num = initial_job_idx + index
+                HydraConfig.instance().set_config(sweep_config)
+                with open_dict(sweep_config):
+                    del sweep_config["hydra"]
+                name = job_name(str(sweep_config.gpu.name), overrides, swept, composer.groups(overrides))
+                jobs.append((plan_job(sweep_config, list(overrides), name), sweep_config))
+            dispatch(jobs)
         return [
             JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=plan.run_id)
             for overrides, (plan, _) in zip(job_overrides, jobs, strict=True)

@@ -24,6 +24,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.plugins.config_source import ConfigResult
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
 
 # Overrides that do not change what is trained: out of the run id and the job name.
 IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
@@ -133,6 +134,7 @@ class ComposeOnce:
         self._bases: dict[tuple[str, ...], DictConfig] = {}
         self._repository: CachingConfigRepository | None = None
         self._shared = SharedConfigCache(config_loader.repository)
+        self._working: dict[int, tuple[DictConfig, Any]] = {}  # id(base) -> (working copy, its raw content)
         self.compositions = 0  # how many times the tree was composed (the benchmark and tests read it)
 
     def is_group(self, override: Override) -> bool:
@@ -177,17 +179,47 @@ class ComposeOnce:
         finally:
             self.loader.repository = own
 
-    def compose(self, overrides: Sequence[str]) -> DictConfig:
-        """The job's config, equal to Hydra's load_sweep_config(master, overrides)."""
-        parsed = parse(overrides)
-        composing, values = self.split(parsed)
+    def _base(self, composing: list[Override]) -> DictConfig:
         base_key = tuple(o.input_line or "" for o in composing)
         if base_key not in self._bases:
-            self._bases[base_key] = self._compose_base(
-                list(base_key), shared=not any(o.is_hydra_override() for o in composing)
-            )
+            shared = not any(o.is_hydra_override() for o in composing)
+            self._bases[base_key] = self._compose_base(list(base_key), shared)
             self.compositions += 1
-        cfg = copy.deepcopy(self._bases[base_key])
+        return self._bases[base_key]
+
+    @contextmanager
+    def job_config(self, overrides: Sequence[str]) -> Iterator[DictConfig]:
+        """The job's config without Hydra's own node (what planning reads), equal to load_sweep_config(master,
+        overrides) minus `hydra`, lent for the `with` block: one working copy per combination of group choices gets
+        the value overrides, and is put back afterwards (whatever planning changed in it, preflight fixes
+        included); a job that removed a key or changed a subtree's shape leaves it to be copied afresh. Saves a
+        deep copy of the whole tree per job."""
+        composing, values = self.split(parse(overrides))
+        base = self._base(composing)
+        working = self._working.get(id(base))
+        if working is None:
+            cfg = copy.deepcopy(base)
+            with open_dict(cfg):
+                del cfg["hydra"]
+            working = (cfg, OmegaConf.to_container(cfg, resolve=False))
+            self._working[id(base)] = working
+        cfg, before = working
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+            yield cfg
+        finally:
+            try:
+                restored = _put_back(cfg, before, OmegaConf.to_container(cfg, resolve=False))
+            except OmegaConfBaseException:  # e.g. a key a schema does not let go
+                restored = False
+            if not restored:
+                del self._working[id(base)]
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        """The job's config, equal to Hydra's load_sweep_config(master, overrides) (a copy of its own)."""
+        parsed = parse(overrides)
+        composing, values = self.split(parsed)
+        cfg = copy.deepcopy(self._base(composing))
         ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
         task = [o for o in parsed if not o.is_hydra_override()]
         with read_write(cfg.hydra), open_dict(cfg.hydra):
@@ -201,3 +233,35 @@ class ComposeOnce:
             )
         OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
         return cfg
+
+
+def detached_roots(cfg: DictConfig) -> DictConfig:
+    """rlaunch's own roots of a job's config, resolved, as a config of their own: what dispatch reads once the job
+    is planned (launch.*, cluster.*, rlaunch_config.yaml), after its working copy has gone back (job_config)."""
+    from launch.schema import RLAUNCH_ROOTS
+
+    return OmegaConf.create({root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS})
+
+
+def _put_back(node: DictConfig, before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Restore `node` (whose raw content went from `before` to `after`) to `before`: added keys removed, changed
+    values and lists set back (interpolations as the strings they were). False where that cannot restore it
+    exactly (a key removed, a value turned into a subtree or back): the caller then discards the copy."""
+    if before.keys() - after.keys():
+        return False
+    with open_dict(node):
+        for key in after.keys() - before.keys():
+            del node[key]
+    for key, old in before.items():
+        new = after[key]
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            child = node._get_node(key)
+            if not isinstance(child, DictConfig) or not _put_back(child, old, new):
+                return False
+        elif isinstance(old, dict) or isinstance(new, dict):
+            return False
+        else:
+            node[key] = old
+    return True

@@ -104,3 +104,21 @@ def test_job_name_stays_short():
     overrides = [f"trainer.key_{i}=value_{i}" for i in range(30)]
     name = job_name("a40", overrides, frozenset(o.partition("=")[0] for o in overrides), frozenset())
     assert len(name) <= 100 and name.endswith(tuple(f",+{n}" for n in range(1, 30)))
+
+
+def test_lent_working_copies_equal_full_composition_job_after_job(hydra_loader):
+    """The launcher's path: one working copy per combination, value overrides applied and put back after each job,
+    whatever planning changed in between (a preflight fix, an added key)."""
+    loader, master = hydra_loader
+    composer = ComposeOnce(loader, master)
+    for overrides in [*JOBS, *JOBS]:  # twice: every copy has been lent before
+        full = loader.load_sweep_config(master, list(overrides))
+        with open_dict(full):
+            del full["hydra"]
+        with composer.job_config(overrides) as cfg:
+            assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full), overrides
+            assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides
+            with open_dict(cfg):  # what plan_job may do: preflight fixes, a new key
+                OmegaConf.update(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.3, merge=False)
+                OmegaConf.update(cfg, "trainer.rlaunch_planning_note", "x", merge=False)
+    assert composer.compositions == 6

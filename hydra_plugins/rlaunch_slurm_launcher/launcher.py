@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 
 @dataclass
@@ -40,24 +40,24 @@ class RlaunchSlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from launch.overrides import ComposeOnce, interpolations_parsed_once, job_name, swept_keys
+        from launch.overrides import ComposeOnce, detached_roots, interpolations_parsed_once, job_name, swept_keys
         from launch.run import dispatch, plan_job
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
+        # the sweep's own Hydra config, for whoever asks HydraConfig (a refusal removes the sweep's bookkeeping);
+        # planning reads no job's Hydra node, so jobs do not replace it
+        HydraConfig.instance().set_config(self.config)
         composer = ComposeOnce(self.hydra_context.config_loader, self.config)
         swept = swept_keys(job_overrides)
         jobs = []
         with interpolations_parsed_once():
-            for index, overrides in enumerate(job_overrides):
-                sweep_config = composer.compose(overrides)
-                with open_dict(sweep_config):
-                    sweep_config.hydra.job.num = initial_job_idx + index
-                HydraConfig.instance().set_config(sweep_config)
-                with open_dict(sweep_config):
-                    del sweep_config["hydra"]
-                name = job_name(str(sweep_config.gpu.name), overrides, swept, composer.groups(overrides))
-                jobs.append((plan_job(sweep_config, list(overrides), name), sweep_config))
+            for overrides in job_overrides:
+                with composer.job_config(overrides) as cfg:
+                    name = job_name(str(cfg.gpu.name), overrides, swept, composer.groups(overrides))
+                    plan = plan_job(cfg, list(overrides), name)
+                    ours = detached_roots(cfg)  # the working copy goes back to the next job
+                jobs.append((plan, ours))
             dispatch(jobs)
         return [
             JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=plan.run_id)

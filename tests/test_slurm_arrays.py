@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, SLURM_PORT_BASE, SLURM_PREFIX, compose_config, cpu_facts, require_or_skip, run_cli
+from conftest import SLURM_PORT_BASE, SLURM_PREFIX, compose_config, cpu_facts, dev_cluster, run_cli
 
 from launch.plan import make_plan
 from launch.slurm import arrays_of, parse_max_array_size, render_all
@@ -45,23 +45,8 @@ def test_a_shape_larger_than_the_limit_splits_and_the_scripts_say_so(tmp_path: P
 def small_array_cluster():
     """One DGX-sized node with 8 fake GPUs and MaxArraySize=3; its own prefix and ports beside the session's
     cluster. No slurmdbd: submission and squeue need none."""
-    if os.geteuid() != 0:
-        require_or_skip("the dev SLURM cluster needs root (slurmd runs as root)")
-    script = PROJECT / "scripts" / "dev_cluster.sh"
-    prefix, port_base = f"{SLURM_PREFIX}-arr", str(int(SLURM_PORT_BASE) + 50)
-    args = ["-n", "1", "-g", "8", "--big", "--no-dbd", "--max-array-size", str(MAX_ARRAY_SIZE)]
-    up = subprocess.run(
-        ["bash", str(script), "up", *args, "--prefix", prefix, "--port-base", port_base],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if up.returncode != 0:
-        require_or_skip(f"dev SLURM cluster did not start: {(up.stdout + up.stderr)[-1500:]}")
-    env = {"SLURM_CONF": f"{prefix}/etc/slurm.conf"}
-    yield env
-    subprocess.run(["scancel", "--full", "-u", "root"], env={**os.environ, **env}, check=False, timeout=30)
-    subprocess.run(["bash", str(script), "down", "--prefix", prefix], check=False, timeout=120)
+    shape = ["-n", "1", "-g", "8", "--big", "--no-dbd", "--max-array-size", str(MAX_ARRAY_SIZE)]
+    yield from dev_cluster(f"{SLURM_PREFIX}-arr", str(int(SLURM_PORT_BASE) + 50), *shape)
 
 
 def slurm(command: list[str], env: dict[str, str]) -> str:

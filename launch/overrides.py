@@ -2,10 +2,11 @@
 overrides choose configs (and so need composition) and which only set values, which keys a sweep varies, and the
 job's readable name.
 
-Runs on: the login node. Composing rlaunch's tree (verl's 47 yaml files under ours) costs about a second; a sweep
-composes each distinct combination of group choices once (`ComposeOnce`) and applies each job's value overrides to
-a copy with the very function Hydra applies them with, so `+`, `++`, `~` and interpolations mean what they mean in
-Hydra (tests/test_overrides.py compares every job of a mixed sweep with full composition).
+Runs on: the login node. Composing rlaunch's tree (verl's 47 yaml files under ours) costs a second or so; a sweep
+composes each distinct combination of group choices once (`ComposeOnce`, the yaml files read once per sweep) and
+applies each job's value overrides to a working copy with the very function Hydra applies them with, so `+`, `++`,
+`~` and interpolations mean what they mean in Hydra (tests/test_overrides.py compares every job of a mixed sweep
+with full composition).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import omegaconf.base
-from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.config_repository import CachingConfigRepository
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.plugins.config_source import ConfigResult
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 # Overrides that do not change what is trained: out of the run id and the job name.
@@ -214,25 +215,6 @@ class ComposeOnce:
                 restored = False
             if not restored:
                 del self._working[id(base)]
-
-    def compose(self, overrides: Sequence[str]) -> DictConfig:
-        """The job's config, equal to Hydra's load_sweep_config(master, overrides) (a copy of its own)."""
-        parsed = parse(overrides)
-        composing, values = self.split(parsed)
-        cfg = copy.deepcopy(self._base(composing))
-        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-        task = [o for o in parsed if not o.is_hydra_override()]
-        with read_write(cfg.hydra), open_dict(cfg.hydra):
-            cfg.hydra.overrides.task = [o.input_line for o in task]
-            dirname = cfg.hydra.job.config.override_dirname
-            cfg.hydra.job.override_dirname = get_overrides_dirname(
-                overrides=task,
-                kv_sep=dirname.kv_sep,
-                item_sep=dirname.item_sep,
-                exclude_keys=list(dirname.exclude_keys),
-            )
-        OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
-        return cfg
 
 
 def detached_roots(cfg: DictConfig) -> DictConfig:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,9 @@ class Plan:
     preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl
+        config, three times per job of a sweep); treat them as read-only like the plan."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "resources": asdict(self.resources)}
 
 
 def identity_overrides(overrides: list[str]) -> list[str]:

@@ -36,17 +36,26 @@ def hydra_loader():
         yield loader, master
 
 
+def full_composition(loader, master, overrides: list[str]):
+    """What Hydra's own launchers compose for a job (Hydra's node dropped, as planning never reads it)."""
+    cfg = loader.load_sweep_config(master, list(overrides))
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
 def test_compose_once_equals_full_composition_for_every_job(hydra_loader):
+    """Job after job on the working copies the launcher lends, each changed in between as planning changes it."""
     loader, master = hydra_loader
     composer = ComposeOnce(loader, master)
-    for overrides in JOBS:
-        full = loader.load_sweep_config(master, list(overrides))
-        once = composer.compose(overrides)
-        assert OmegaConf.to_yaml(once) == OmegaConf.to_yaml(full), overrides  # unresolved, hydra node included
-        for cfg in (once, full):
-            with open_dict(cfg):
-                cfg.hydra.job.num = 0  # as the launcher sets it: hydra.sweep.subdir interpolates it
-        assert OmegaConf.to_container(once, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides
+    for overrides in [*JOBS, *JOBS]:  # twice: every working copy has been lent and put back before
+        full = full_composition(loader, master, overrides)
+        with composer.job_config(overrides) as cfg:
+            assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full), overrides  # unresolved: interpolations kept
+            assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides
+            with open_dict(cfg):  # what planning may do: a preflight fix, a new key
+                OmegaConf.update(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.3, merge=False)
+                OmegaConf.update(cfg, "trainer.rlaunch_planning_note", "x", merge=False)
     # a40/guru (3 jobs share it), h100/mtl (2), a40/quick_test, a40/dp_actor, a40/model_engine, h100/mtl/slurm
     assert composer.compositions == 6
 
@@ -54,22 +63,26 @@ def test_compose_once_equals_full_composition_for_every_job(hydra_loader):
 def test_value_overrides_do_not_leak_between_jobs(hydra_loader):
     loader, master = hydra_loader
     composer = ComposeOnce(loader, master)
-    first = composer.compose([*COMMON, "gpu=a40", "+trainer.rlaunch_test_key=5", "~trainer.val_before_train"])
-    second = composer.compose([*COMMON, "gpu=a40"])
-    assert first.trainer.rlaunch_test_key == 5 and "val_before_train" not in first.trainer
-    assert "rlaunch_test_key" not in second.trainer and "val_before_train" in second.trainer
+    with composer.job_config([*COMMON, "gpu=a40", "+trainer.rlaunch_test_key=5", "~trainer.val_before_train"]) as cfg:
+        assert cfg.trainer.rlaunch_test_key == 5 and "val_before_train" not in cfg.trainer
+    with composer.job_config([*COMMON, "gpu=a40"]) as cfg:
+        assert "rlaunch_test_key" not in cfg.trainer and "val_before_train" in cfg.trainer
     assert composer.compositions == 1
 
 
-def test_a_bad_value_override_fails_as_in_hydra(hydra_loader):
+def test_a_bad_value_override_fails_as_in_hydra_and_spoils_nothing(hydra_loader):
     loader, master = hydra_loader
     composer = ComposeOnce(loader, master)
-    bad = [*COMMON, "gpu=a40", "trainer.no_such_key=1"]
+    bad = [*COMMON, "gpu=a40", "trainer.total_epochs=9", "trainer.no_such_key=1"]
     with pytest.raises(Exception, match="Could not override 'trainer.no_such_key'") as once:
-        composer.compose(bad)
+        with composer.job_config(bad):
+            pass
     with pytest.raises(Exception) as full:
         loader.load_sweep_config(master, bad)
     assert type(once.value) is type(full.value)
+    good = [*COMMON, "gpu=a40"]
+    with composer.job_config(good) as cfg:
+        assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full_composition(loader, master, good))
 
 
 def test_swept_keys_are_those_whose_value_varies():
@@ -104,21 +117,3 @@ def test_job_name_stays_short():
     overrides = [f"trainer.key_{i}=value_{i}" for i in range(30)]
     name = job_name("a40", overrides, frozenset(o.partition("=")[0] for o in overrides), frozenset())
     assert len(name) <= 100 and name.endswith(tuple(f",+{n}" for n in range(1, 30)))
-
-
-def test_lent_working_copies_equal_full_composition_job_after_job(hydra_loader):
-    """The launcher's path: one working copy per combination, value overrides applied and put back after each job,
-    whatever planning changed in between (a preflight fix, an added key)."""
-    loader, master = hydra_loader
-    composer = ComposeOnce(loader, master)
-    for overrides in [*JOBS, *JOBS]:  # twice: every copy has been lent before
-        full = loader.load_sweep_config(master, list(overrides))
-        with open_dict(full):
-            del full["hydra"]
-        with composer.job_config(overrides) as cfg:
-            assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full), overrides
-            assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides
-            with open_dict(cfg):  # what plan_job may do: preflight fixes, a new key
-                OmegaConf.update(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.3, merge=False)
-                OmegaConf.update(cfg, "trainer.rlaunch_planning_note", "x", merge=False)
-    assert composer.compositions == 6

@@ -133,4 +133,5 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     elif gpu_values is not None and "auto" in gpu_values:
         detected = choose_gpu(overrides, cluster).profile
         overrides = _replace(overrides, "gpu", ",".join(detected if v == "auto" else v for v in gpu_values))
-    return [*flags, *overrides]
+    # overrides first: a flag with an optional value (--info [all|config|...]) would take the next override as its value
+    return [*overrides, *flags]

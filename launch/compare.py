@@ -99,7 +99,7 @@ class RunSummary:
 
 def label_of(run: RunMetrics) -> str:
     """algo · gpu, plus whatever else the job's overrides vary (the job name without algo and gpu)."""
-    rest = [part for part in str(run.plan.get("job_name", "")).split(".") if part not in (run.algo, run.gpu)]
+    rest = [part for part in str(run.plan.get("job_name", "")).split(",") if part not in (run.algo, run.gpu)]
     return " · ".join([run.algo, run.gpu, *rest[:2]])
 
 

@@ -220,8 +220,13 @@ def parse_time_limit(limit: str) -> int | None:
 
 @cache  # a sweep plans many jobs against the same partitions
 def _sinfo_rows() -> list[list[str]]:
+    if shutil.which("sinfo") is None:
+        return []  # no SLURM client here (a laptop): cluster=slurm still plans, its facts unknown
     command = ["sinfo", "-h", "-o", "%P|%c|%m|%G|%l|%D"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
+    except subprocess.TimeoutExpired:
+        return []  # a client whose controller never answers: as good as none
     return [line.split("|") for line in result.stdout.splitlines() if line.count("|") == 5]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
 from launch.facts import Facts
+from launch.overrides import IDENTITY_EXCLUDED_PREFIXES
 from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
-
-# Overrides that do not change what is trained: they stay out of the run id and the job name.
-IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,9 @@ class Plan:
     readiness: dict[str, Any] | None = None  # model, data and time checks (launch/readiness.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl
+        config, three times per job of a sweep); treat them as read-only like the plan."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "resources": asdict(self.resources)}
 
 
 def identity_overrides(overrides: list[str]) -> list[str]:
@@ -70,19 +70,6 @@ def make_run_id(sweep_id: str, overrides: list[str]) -> str:
     """sha1(sweep id + sorted overrides)[:12]: stable for a job across requeues, distinct across a sweep."""
     text = sweep_id + "\n" + "\n".join(identity_overrides(overrides))
     return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-
-def make_job_name(overrides: list[str]) -> str:
-    """The job's own overrides, compact: 'gpu=a40,algo=mtl_pcgrad' -> 'a40.mtl_pcgrad'; keys kept where the value
-    alone would be ambiguous (numbers, booleans); paths left out (they name places, not variants)."""
-    parts = []
-    for override in identity_overrides(overrides):
-        key, _, value = override.lstrip("+~").partition("=")
-        if "/" in value:
-            continue
-        short_key = key.rsplit(".", 1)[-1]
-        parts.append(value if "." not in key and not value.replace(".", "").isdigit() else f"{short_key}={value}")
-    return ".".join(parts)[:120] or "default"
 
 
 def llm_architecture(cfg: DictConfig, facts: Facts) -> tuple[dict[str, Any], list[str]]:
@@ -158,7 +145,19 @@ def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, An
     parameters.update({key: str(value) for key, value in optional.items() if value})
     if cluster.get("exclusive"):
         parameters["exclusive"] = True
+    if cluster.get("array_parallelism"):
+        parameters["array_parallelism"] = int(cluster.array_parallelism)
     return parameters
+
+
+def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
+    """cluster=slurm where no SLURM answers (a dry run on a laptop): what the plan could not know."""
+    if cfg.cluster.name != "slurm" or facts.partitions:
+        return []
+    return [
+        "no SLURM answers here (sinfo): the partition's limits, GPU type and MaxArraySize are UNKNOWN; resources "
+        "and sbatch scripts come from the configuration alone and were not checked against the cluster"
+    ]
 
 
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
@@ -261,7 +260,11 @@ def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
     return "plan-only", f"cluster=local and no GPU on this machine ({facts.gpus.source}): planning only"
 
 
-def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: Path, python: str) -> Plan:
+def make_plan(
+    cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: Path, python: str, job_name: str = ""
+) -> Plan:
+    """`job_name`: the readable name a sweep gives the job (launch/overrides.py); a single run is named by its
+    profile."""
     sweep_id = str(cfg.launch.sweep_id)
     run_id = make_run_id(sweep_id, overrides)
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
@@ -273,7 +276,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     return Plan(
         sweep_id=sweep_id,
         run_id=run_id,
-        job_name=make_job_name(overrides),
+        job_name=job_name or str(cfg.gpu.name),
         run_dir=str(run_dir),
         cluster=str(cfg.cluster.name),
         execution=execution,
@@ -288,7 +291,7 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),
-        warnings=warnings,
+        warnings=warnings + slurm_unreachable_warning(cfg, facts),
     )
 
 

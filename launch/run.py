@@ -20,15 +20,22 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from launch import preflight, provenance, readiness
 from launch.auto import resolve_auto_choices, submit_hint
+from launch.cli_help import register_help_resolver
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
 from launch.plan import Plan, make_plan, make_slurm_parameters, render
+from launch.rejected import discard_rejected_invocation
 from launch.rundir import METRICS_DIR, PLAN_FILE, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
+# libyaml's safe dumper writes what yaml.safe_dump writes, ~4x faster (a sweep writes two files per job)
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
-def plan_job(cfg: DictConfig, overrides: list[str], gather: Callable[..., Facts] = gather_facts) -> Plan:
+
+def plan_job(
+    cfg: DictConfig, overrides: list[str], job_name: str = "", gather: Callable[..., Facts] = gather_facts
+) -> Plan:
     """repairs + data -> facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)
     -> readiness (model, data, time: refused in dispatch when the run executes)."""
     repairs = readiness.prepare(cfg)
@@ -36,7 +43,7 @@ def plan_job(cfg: DictConfig, overrides: list[str], gather: Callable[..., Facts]
     readiness.apply_data_facts(cfg, data)
     model_path, hub_cache = str(cfg.actor_rollout_ref.model.path), readiness.node_hub_cache(cfg)
     facts = gather(model_path, str(cfg.cluster.name), cfg.cluster.get("partition"), hub_cache)
-    plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
+    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
     validate(cfg, plan, facts)
     if cfg.launch.preflight == "off" or plan.llm.get("known") is False:  # an unknown model: no verdict at all
         return readiness.judge(cfg, plan, facts, data, repairs)
@@ -46,7 +53,7 @@ def plan_job(cfg: DictConfig, overrides: list[str], gather: Callable[..., Facts]
         with open_dict(cfg):
             for key, value in changes.items():
                 OmegaConf.update(cfg, key, preflight.parse_value(value), merge=False)
-        plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
+        plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
         validate(cfg, plan, facts)
         before = verdict
         verdict = preflight.check_plan(cfg, plan, facts.packages)
@@ -77,11 +84,11 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     (run_dir / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
     (run_dir / PLAN_TEXT_FILE).write_text(render(plan) + "\n")
     ours = {root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS}
-    (run_dir / RLAUNCH_CONFIG_FILE).write_text(yaml.safe_dump(ours, sort_keys=False))
+    (run_dir / RLAUNCH_CONFIG_FILE).write_text(yaml.dump(ours, Dumper=YAML_DUMPER, sort_keys=False))
     record = provenance.write_planned(plan)
     # verl passes its whole config to wandb.init: the record rides along under one key verl does not read
     verl_config = {**plan.verl, provenance.VERL_KEY: record}
-    (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.safe_dump(verl_config, sort_keys=False))
+    (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.dump(verl_config, Dumper=YAML_DUMPER, sort_keys=False))
 
 
 def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
@@ -107,7 +114,7 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     if plans[0].cluster == "slurm":
         from launch import slurm
 
-        for group, script in slurm.render_all(plans):
+        for group, script in slurm.render_all(plans, slurm.max_array_size()):
             for plan in group.plans:
                 scripts[plan.run_id] = script
     if dry_run == "json":
@@ -157,6 +164,7 @@ def exit_with_message(error: Exception) -> None:
     message = explain(error)
     if message is None or os.environ.get("RLAUNCH_DEBUG"):
         raise error
+    discard_rejected_invocation()
     print(f"rlaunch: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
 
@@ -178,6 +186,7 @@ def main() -> None:
     # Hydra would print multi-line errors and exit 1 itself; with HYDRA_FULL_ERROR it raises, and we reword.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     register_schemas()
+    register_help_resolver()
     try:
         resolved = resolve_auto_choices(sys.argv[1:])
         hint = submit_hint(sys.argv[1:], resolved)

@@ -8,6 +8,7 @@ verl's own tree, which verl's yaml files and dataclasses own.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,10 +113,10 @@ class ClusterSettings:
     name: str = MISSING  # local | slurm
     shared_dir: str = MISSING  # a filesystem every node sees; run directories live under it, never node-local /tmp
     partition: str | None = None  # null: the partition SLURM marks as default
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    exclusive: bool = False
+    account: str | None = None  # sbatch --account
+    qos: str | None = None  # sbatch --qos
+    constraint: str | None = None  # sbatch --constraint (node features)
+    exclusive: bool = False  # sbatch --exclusive: whole nodes, shared with no other job
     gpu_type: str | None = None  # hint for gpu=auto on a login node when the partition's GRES has no type
     # profile name -> the GRES type this cluster calls that card (e.g. a100_80: a100-80g); empty: untyped GRES
     gres_types: dict[str, str] = field(default_factory=dict)
@@ -128,6 +129,7 @@ class ClusterSettings:
     # a Ray token file the site manages (on the shared filesystem); null: a new token per run, 0600, in its run dir
     ray_auth_token_file: str | None = None
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
+    array_parallelism: int | None = None  # at most this many tasks of one job array run at once (%N); null: all
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
     # the job's software where it changes memory (launch/job_software.py); auto: what the planning venv has
@@ -141,7 +143,7 @@ class LaunchSettings:
 
     dry_run: str = "false"  # false | true (readable plan) | json (one JSON object per job on stdout)
     preflight: str = "fail"  # fail | fix | tune | warn | off (the memory preflight's policy)
-    runs_dir: str = "${cluster.shared_dir}/rlaunch"
+    runs_dir: str = "${cluster.shared_dir}/rlaunch"  # sweeps and their run directories live under it
     sweep_id: str = "adhoc"  # set by launch/run.py per invocation: time stamp + short hash
     # auto: online when WANDB_API_KEY (or a ~/.netrc entry for W&B) is there at planning time, else offline under
     # the run directory (synced later with the command the plan prints); online | offline | disabled force it
@@ -149,6 +151,9 @@ class LaunchSettings:
     # readiness checks (launch/readiness.py) to turn off where this machine cannot see the truth, e.g. [data] for
     # files only the compute nodes see: model, hub_cache, data, data_sources, time
     skip_checks: list[str] = field(default_factory=list)
+    # configs verl's own checks accepted, by hash (launch/verl_checks.py): a repeated plan skips importing verl;
+    # "" asks verl every time
+    verl_check_cache: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/rlaunch/verl_checks"
 
 
 @dataclass(kw_only=True)
@@ -172,7 +177,18 @@ def project_path(relative: str) -> str:
     return str(PROJECT_DIR / relative)
 
 
+def verl_config_source() -> str:
+    """`${rlaunch_verl_config:}`: verl's shipped config directory as a file:// search path. Hydra's
+    pkg://verl.trainer.config would import verl (and with it torch, Ray, transformers: ~4 s) only to list yaml files;
+    find_spec locates the installed package without running it."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
+    return f"file://{Path(spec.submodule_search_locations[0]) / 'trainer' / 'config'}"
+
+
 def register_schemas() -> None:
     """Idempotent; called by every entry point (run.py, tests) before Hydra composes."""
     ConfigStore.instance().store(name="rlaunch_schema", node=RlaunchSchema)
     OmegaConf.register_new_resolver("rlaunch_path", project_path, replace=True)
+    OmegaConf.register_new_resolver("rlaunch_verl_config", verl_config_source, replace=True)

@@ -2,17 +2,22 @@
 
 Runs on: the login node. A sweep is grouped by resource shape (identical sbatch options); each group becomes ONE job
 array, submitted without waiting for anything to run (the stock Hydra submitit launcher can do neither: one template
-per launch, hydra#2874, and it blocks until jobs end, hydra#692). A manifest in the sweep directory records run ids,
-job ids, arrays and overrides for `launch/sweep.py status|logs|cancel`.
+per launch, hydra#2874, and it blocks until jobs end, hydra#692). A shape with more jobs than the cluster's
+MaxArraySize (`scontrol show config`) becomes several arrays; `cluster.array_parallelism` throttles each (%N).
+A manifest in the sweep directory records run ids, job ids, arrays and overrides for `launch/sweep.py
+status|logs|cancel`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,37 @@ def group_by_shape(plans: list[Plan]) -> list[ShapeGroup]:
     return list(groups.values())
 
 
+def parse_max_array_size(config_text: str) -> int | None:
+    """`scontrol show config`'s 'MaxArraySize = 1001' -> 1001 (array indices run 0..MaxArraySize-1)."""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", config_text, re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+@cache  # one sweep renders and submits against one controller
+def max_array_size() -> int | None:
+    """The controller's MaxArraySize, or None when no SLURM answers here (a dry run on a laptop)."""
+    try:
+        result = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_max_array_size(result.stdout) if result.returncode == 0 else None
+
+
+def split_arrays(groups: list[ShapeGroup], limit: int | None) -> list[ShapeGroup]:
+    """Each shape in arrays of at most `limit` tasks (None: no limit known, one array per shape)."""
+    if limit is None:
+        return groups
+    return [
+        replace(group, plans=group.plans[start : start + limit])
+        for group in groups
+        for start in range(0, len(group.plans), limit)
+    ]
+
+
+def arrays_of(plans: list[Plan], limit: int | None) -> list[ShapeGroup]:
+    return split_arrays(group_by_shape(plans), limit)
+
+
 def sweep_dir_of(plans: list[Plan]) -> Path:
     return Path(plans[0].run_dir).parent
 
@@ -49,6 +85,12 @@ def submitit_folder(sweep_dir: Path) -> Path:
 
 def job_name(group: ShapeGroup, index: int) -> str:
     return f"rl-{group.plans[0].sweep_id}-{index}"
+
+
+def array_parameters(group: ShapeGroup) -> dict[str, Any]:
+    """The group's sbatch options; without cluster.array_parallelism every task may run at once (submitit would
+    otherwise throttle arrays to 256 without saying so)."""
+    return {"array_parallelism": len(group.plans), **group.parameters}
 
 
 def _submitit_command(folder: Path) -> str:
@@ -67,17 +109,19 @@ def render_sbatch(group: ShapeGroup, index: int, sweep_dir: Path) -> str:
         folder=folder,
         job_name=job_name(group, index),
         map_count=map_count,
-        **group.parameters,
+        **array_parameters(group),
     )
 
 
-def render_all(plans: list[Plan]) -> list[tuple[ShapeGroup, str]]:
+def render_all(plans: list[Plan], limit: int | None) -> list[tuple[ShapeGroup, str]]:
     sweep_dir = sweep_dir_of(plans)
-    return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(group_by_shape(plans))]
+    groups = arrays_of(plans, limit)
+    return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(groups)]
 
 
 def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
-    """Queue every plan, one array per shape; return (and write) the manifest. Returns as soon as sbatch answered."""
+    """Queue every plan, one array per shape (several where a shape exceeds MaxArraySize); return (and write) the
+    manifest. Returns as soon as sbatch answered."""
     import submitit
 
     from launch.job import RunInAllocation
@@ -87,9 +131,9 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
     sweep_dir = sweep_dir_of(plans)
     manifest: dict[str, Any] = {"sweep_id": plans[0].sweep_id, "sweep_dir": str(sweep_dir), "arrays": [], "runs": []}
     started = time.perf_counter()
-    for index, group in enumerate(group_by_shape(plans)):
+    for index, group in enumerate(arrays_of(plans, max_array_size())):
         executor = submitit.SlurmExecutor(folder=submitit_folder(sweep_dir), max_num_timeout=max_requeues)
-        executor.update_parameters(job_name=job_name(group, index), **group.parameters)
+        executor.update_parameters(job_name=job_name(group, index), **array_parameters(group))
         with executor.batch():
             jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]
         array_id = jobs[0].job_id.split("_")[0]

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import importlib.util
 import io
 import warnings
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
 from launch.plan import Plan, Resources
@@ -26,6 +30,18 @@ PREFLIGHT_POLICIES = ("fail", "fix", "tune", "warn", "off")
 WANDB_MODES = ("auto", "online", "offline", "disabled")
 PLACEHOLDER_VALUES = ("???",)
 PLACEHOLDER_PATH_PARTS = ("/path/to/",)  # verl's and Reasoning360's scripts ship paths like /path/to/checkpoint/
+
+
+class ConfigView(dict):
+    """Attribute access (verl.data.train_batch_size) over the resolved config verl receives: our checks read a few
+    keys of a thousand-key tree, and building a DictConfig of it costs ~50 ms a job of a sweep."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        return ConfigView(value) if isinstance(value, dict) else value
 
 
 def check_launch_settings(cfg: DictConfig) -> None:
@@ -54,7 +70,7 @@ def check_model(cfg: DictConfig, facts: Facts) -> None:
         )
 
 
-def check_ppo_batches(verl: DictConfig, gpus: str, n_gpus: int, sequence_tokens: int) -> None:
+def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens: int) -> None:
     """PPO's update arithmetic: batch into mini-batches, mini-batches over the GPUs, micro-batches or token budgets."""
     data, actor, rollout = verl.data, verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
     batch, mini = data.train_batch_size, actor.ppo_mini_batch_size
@@ -97,7 +113,7 @@ def check_ppo_batches(verl: DictConfig, gpus: str, n_gpus: int, sequence_tokens:
             )
 
 
-def check_batches(verl: DictConfig, max_position_embeddings: int, ppo_updates: bool = True) -> None:
+def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: bool = True) -> None:
     """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all. `ppo_updates` false (RFT:
     the PPO config only generates; algos/rft/validate.py checks its SFT batches) skips the mini-batch arithmetic."""
     trainer, data, rollout = verl.trainer, verl.data, verl.actor_rollout_ref.rollout
@@ -155,7 +171,7 @@ def _placeholders(node: Any, path: str) -> Any:
         yield path, node
 
 
-def check_rollout_engine(verl: DictConfig) -> None:
+def check_rollout_engine(verl: ConfigView) -> None:
     name = verl.actor_rollout_ref.rollout.name
     if name is None:
         raise UserError(
@@ -210,7 +226,7 @@ def _leaf_keys(node: Any, path: str) -> Any:
         yield path
 
 
-def check_reward_function(verl: DictConfig) -> None:
+def check_reward_function(verl: ConfigView) -> None:
     path = verl.reward.custom_reward_function.path
     if path and not Path(path).is_file():
         raise UserError(f"reward.custom_reward_function.path '{path}' does not exist: point it at a Python file")
@@ -229,11 +245,22 @@ def skipped_engine_check(verl: dict[str, Any] | DictConfig) -> str:
     )
 
 
+@cache
+def verl_check_functions() -> tuple[Callable[..., Any], ...]:
+    """verl's checks, imported once per process. Importing verl leaves millions of objects (torch, transformers,
+    Ray) that every later garbage collection would scan again, making the rest of a sweep's planning ~2x slower;
+    they live as long as the process, so they are moved out of the collector's reach."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    gc.freeze()
+    return need_critic, need_reference_policy, omega_conf_to_dataclass, validate_config
+
+
 def run_verl_validation(verl: DictConfig) -> None:
     """verl's own checks, as main_ppo runs them, plus the rollout and actor dataclasses it builds later (FACTS:
     validate_config alone does not look at rollout.name). Its prints go to stderr: stdout may be carrying JSON."""
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
+    need_critic, need_reference_policy, omega_conf_to_dataclass, validate_config = verl_check_functions()
 
     if skipped_engine_check(verl):  # every other check still runs, on a copy without the LoRA rank
         verl = copy.deepcopy(verl)
@@ -266,6 +293,15 @@ def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
     if cfg.cluster.name != "slurm":
         return
     partition = facts.partition
+    if cfg.cluster.get("array_parallelism") is not None and int(cfg.cluster.array_parallelism) < 1:
+        raise UserError(f"cluster.array_parallelism={cfg.cluster.array_parallelism}: give at least 1, or null")
+    if partition is None and not facts.partitions:
+        if str(cfg.launch.dry_run).lower() != "false":
+            return  # a dry run anywhere: the plan says what is unknown (plan.slurm_unreachable_warning)
+        raise UserError(
+            "cluster=slurm but no SLURM answers here (sinfo): submit from the cluster's login node, or add "
+            "launch.dry_run=true to see the sbatch scripts"
+        )
     if partition is None:
         wanted = cfg.cluster.partition or "(the default)"
         listed = ", ".join(facts.partitions) or "none: is SLURM reachable from here?"
@@ -314,11 +350,14 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_placeholders(plan.verl)
     check_fork_keys(plan.verl)
     check_large_model(cfg, plan)
-    verl = OmegaConf.create(plan.verl)
+    verl = ConfigView(plan.verl)
     check_rollout_engine(verl)
     check_reward_function(verl)
     check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
-    run_verl_validation(verl)
+    names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
+    cache = str(cfg.launch.verl_check_cache)
+    ask_verl = lambda: run_verl_validation(OmegaConf.create(plan.verl))  # noqa: E731
+    verl_checks.check_once(plan.verl, names, facts.packages, cache, ask_verl)
     if cfg.algo.name == "rft":  # its stages' own configs: verl's generation (PPO rollout) and SFT config code
         from algos.rft import RftConfigError, validate_rft
 

@@ -2,10 +2,16 @@
 # A real SLURM cluster on loopback for development and CI (Debian's slurm-wlm 22.05 + munge + slurmdbd/MariaDB),
 # without systemd: N virtual nodes on this host, optional fake GPUs, DGX-sized nodes and preemption partitions.
 #
-# usage:  scripts/dev_cluster.sh up [-n NODES] [-g GPUS] [--big] [--preempt] [--no-dbd] [--prefix DIR] [--port-base P]
+# usage:  scripts/dev_cluster.sh up [-n NODES] [-g GPUS] [--big] [--preempt] [--no-dbd] [--max-array-size N]
+#                                    [--prefix DIR] [--port-base P]
 #         scripts/dev_cluster.sh down   [--prefix DIR]      stops exactly the daemons in DIR's PID files
 #         scripts/dev_cluster.sh status [--prefix DIR]      exit 0 when the cluster under DIR answers
 #         scripts/dev_cluster.sh env    [--prefix DIR]      prints `export SLURM_CONF=...`
+#         scripts/dev_cluster.sh --help                     this text
+#   -n NODES virtual nodes (1)   -g GPUS fake GPUs per node (0)   --big DGX-sized nodes (128 CPUs, ~1 TiB)
+#   --preempt two preemption partitions   --no-dbd no slurmdbd/MariaDB (sacct off)
+#   --max-array-size N  MaxArraySize (SLURM's default 1001): array indices 0..N-1
+#   defaults: --prefix /tmp/rlaunch-slurm --port-base 16817 (also from $PREFIX / $PORT_BASE)
 #
 # Idempotent: `up` with the same arguments on a running cluster does nothing; with other arguments it restarts.
 # Two copies coexist when they differ in --prefix and --port-base (every port and node address is derived from it):
@@ -18,10 +24,12 @@
 # Must run as root (slurmd runs as root here).
 set -euo pipefail
 
+usage() { sed -n '/^# usage:/,/^#$/p' "$0" | sed 's/^# \{0,1\}//'; }
 CMD=${1:-up}; shift || true
+case "$CMD" in -h|--help|help) usage; exit 0;; esac
 PREFIX=${PREFIX:-/tmp/rlaunch-slurm}
 PORT_BASE=${PORT_BASE:-16817}
-NODES=1; DBD=1; GPUS=0; BIG=0; PREEMPT=0
+NODES=1; DBD=1; GPUS=0; BIG=0; PREEMPT=0; MAX_ARRAY=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) NODES=$2; shift 2;;
@@ -29,14 +37,16 @@ while [ $# -gt 0 ]; do
     --big) BIG=1; shift;;
     --preempt) PREEMPT=1; shift;;
     --no-dbd) DBD=0; shift;;
+    --max-array-size) MAX_ARRAY=$2; shift 2;;
+    -h|--help) usage; exit 0;;
     --prefix) PREFIX=$2; shift 2;;
     --port-base) PORT_BASE=$2; shift 2;;
-    *) echo "dev_cluster: unknown argument $1 (see the usage at the top of $0)" >&2; exit 2;;
+    *) echo "dev_cluster: unknown argument $1 (see: $0 --help)" >&2; exit 2;;
   esac
 done
 CTLD_PORT=$PORT_BASE; DBD_PORT=$((PORT_BASE + 2)); DB_PORT=$((PORT_BASE + 3)); NODE_PORT0=$((PORT_BASE + 10))
 export SLURM_CONF=$PREFIX/etc/slurm.conf
-SIGNATURE="n=$NODES g=$GPUS big=$BIG preempt=$PREEMPT dbd=$DBD ports=$PORT_BASE"
+SIGNATURE="n=$NODES g=$GPUS big=$BIG preempt=$PREEMPT dbd=$DBD ports=$PORT_BASE array=$MAX_ARRAY"
 T0=$(date +%s%N)
 log() { printf '[dev_cluster %6sms] %s\n' "$(( ($(date +%s%N) - T0) / 1000000 ))" "$*"; }
 
@@ -69,7 +79,7 @@ case "$CMD" in
   down) down; log "down ($PREFIX)"; exit 0;;
   status) answers && { sinfo; exit 0; } || { echo "dev_cluster: no cluster answers under $PREFIX" >&2; exit 1; };;
   up) ;;
-  *) echo "dev_cluster: unknown command $CMD: use up, down, status or env" >&2; exit 2;;
+  *) echo "dev_cluster: unknown command $CMD: use up, down, status or env (see: $0 --help)" >&2; exit 2;;
 esac
 
 [ "$(id -u)" = 0 ] || { echo "dev_cluster: must run as root (slurmd runs as root here)" >&2; exit 1; }
@@ -171,6 +181,8 @@ EXTRA=""
 if [ "$BIG" = 1 ]; then
   NODE_SHAPE="CPUs=128 RealMemory=1031000"; EXTRA="SlurmdParameters=config_overrides"
 fi
+[ -n "$MAX_ARRAY" ] && EXTRA="$EXTRA
+MaxArraySize=$MAX_ARRAY"
 PART_EXTRA=""; PART2=""
 if [ "$PREEMPT" = 1 ]; then
   EXTRA="$EXTRA

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,19 +70,25 @@ SLURM_PREFIX = os.environ.get("RLAUNCH_TEST_SLURM_PREFIX", "/tmp/rlaunch-test-sl
 SLURM_PORT_BASE = os.environ.get("RLAUNCH_TEST_SLURM_PORT_BASE", "17817")
 
 
-@pytest.fixture(scope="session")
-def slurm_env():
-    """A real SLURM cluster on loopback, started once per test session by the project's own script: two virtual
-    DGX-sized nodes (128 CPUs, ~1 TiB, 8 fake GPUs each) with the preemption partitions. Yields the environment
-    that points SLURM commands at it; stops exactly its own daemons afterwards."""
+def dev_cluster(prefix: str, port_base: str, *shape: str) -> Iterator[dict[str, str]]:
+    """scripts/dev_cluster.sh up with `shape` under its own prefix and ports (skipped, or failed under CI=true,
+    where it cannot start); yields the environment that points SLURM commands at it, then stops exactly its
+    daemons."""
     if os.geteuid() != 0:
         require_or_skip("the dev SLURM cluster needs root (slurmd runs as root)")
     script = PROJECT / "scripts" / "dev_cluster.sh"
-    args = ["-n", "2", "-g", "8", "--big", "--preempt", "--prefix", SLURM_PREFIX, "--port-base", SLURM_PORT_BASE]
+    args = [*shape, "--prefix", prefix, "--port-base", port_base]
     up = subprocess.run(["bash", str(script), "up", *args], capture_output=True, text=True, timeout=600)
     if up.returncode != 0:
         require_or_skip(f"dev SLURM cluster did not start: {(up.stdout + up.stderr)[-1500:]}")
-    env = {"SLURM_CONF": f"{SLURM_PREFIX}/etc/slurm.conf"}
+    env = {"SLURM_CONF": f"{prefix}/etc/slurm.conf"}
     yield env
     subprocess.run(["scancel", "--full", "-u", "root"], env={**os.environ, **env}, check=False, timeout=30)
-    subprocess.run(["bash", str(script), "down", "--prefix", SLURM_PREFIX], check=False, timeout=120)
+    subprocess.run(["bash", str(script), "down", "--prefix", prefix], check=False, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def slurm_env():
+    """A real SLURM cluster on loopback, started once per test session by the project's own script: two virtual
+    DGX-sized nodes (128 CPUs, ~1 TiB, 8 fake GPUs each) with the preemption partitions."""
+    yield from dev_cluster(SLURM_PREFIX, SLURM_PORT_BASE, "-n", "2", "-g", "8", "--big", "--preempt")

@@ -12,7 +12,7 @@ from conftest import PROJECT, compose_config, cpu_facts
 from launch.errors import UserError
 from launch.facts import PartitionFacts, read_model_config
 from launch.gpu import DetectedGpus
-from launch.plan import make_job_name, make_plan, make_run_id, render
+from launch.plan import make_plan, make_run_id, render
 from launch.validate import validate
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -29,12 +29,6 @@ def test_run_id_is_stable_and_ignores_launch_keys():
     assert base != make_run_id("s2", ["gpu=a40", "algo=mtl_pcgrad"])
     assert base != make_run_id("s1", ["gpu=h100", "algo=mtl_pcgrad"])
     assert len(base) == 12
-
-
-def test_job_name_is_the_overrides_compact():
-    assert make_job_name(["gpu=a40", "algo=mtl_pcgrad", "launch.dry_run=true"]) == "mtl_pcgrad.a40"
-    assert make_job_name(["data.train_batch_size=256"]) == "train_batch_size=256"
-    assert make_job_name([]) == "default"
 
 
 def test_verl_config_is_verl_only_with_absolute_paths(tmp_path):

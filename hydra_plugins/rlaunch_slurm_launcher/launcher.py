@@ -1,5 +1,6 @@
 """hydra/launcher=rlaunch_slurm: plans every job of a sweep, then hands the whole sweep to launch/run.py's dispatch,
-which submits one SLURM job array per resource shape and returns without waiting for any job.
+which submits one SLURM job array per resource shape and returns without waiting for any job (cluster=local: runs
+them here, one after the other). Each distinct combination of group choices is composed once (launch/overrides.py).
 
 Runs on: the login node. Hydra only loads launchers from the hydra_plugins namespace, so this thin class lives here;
 everything it does is in launch/.
@@ -16,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 
 @dataclass
@@ -39,20 +40,25 @@ class RlaunchSlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from launch.overrides import ComposeOnce, detached_roots, interpolations_parsed_once, job_name, swept_keys
         from launch.run import dispatch, plan_job
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
+        # the sweep's own Hydra config, for whoever asks HydraConfig (a refusal removes the sweep's bookkeeping);
+        # planning reads no job's Hydra node, so jobs do not replace it
+        HydraConfig.instance().set_config(self.config)
+        composer = ComposeOnce(self.hydra_context.config_loader, self.config)
+        swept = swept_keys(job_overrides)
         jobs = []
-        for index, overrides in enumerate(job_overrides):
-            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-            with open_dict(sweep_config):
-                sweep_config.hydra.job.num = initial_job_idx + index
-            HydraConfig.instance().set_config(sweep_config)
-            with open_dict(sweep_config):
-                del sweep_config["hydra"]
-            jobs.append((plan_job(sweep_config, list(overrides)), sweep_config))
-        dispatch(jobs)
+        with interpolations_parsed_once():
+            for overrides in job_overrides:
+                with composer.job_config(overrides) as cfg:
+                    name = job_name(str(cfg.gpu.name), overrides, swept, composer.groups(overrides))
+                    plan = plan_job(cfg, list(overrides), name)
+                    ours = detached_roots(cfg)  # the working copy goes back to the next job
+                jobs.append((plan, ours))
+            dispatch(jobs)
         return [
             JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=plan.run_id)
             for overrides, (plan, _) in zip(job_overrides, jobs, strict=True)

@@ -1,0 +1,93 @@
+"""How long planning takes, as a user runs it (launch/run.py in a fresh process), side by side in one run:
+
+- one dry run against `python -c "import torch"` (goal <= 1.5x), verl's verdict cached (launch/verl_checks.py) and
+  cold (verl imported and asked);
+- a 64-job dry-run sweep (4 gpu x 2 algo x 8 lr) against one dry run (goal <= 3x), cached and cold;
+- with --jobs N (e.g. 1000): an N-job dry-run sweep of one shape (goal for 1000: under 60 s).
+
+Every run plans into a temporary directory with its own verl-check cache. Timings are medians of --repeat runs;
+the machine is shared, so read the ratios.
+
+Usage: python bench/plan.py [--repeat 3] [--jobs 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+
+LRS = [f"{i}e-6" for i in range(1, 9)]
+SWEEP_64 = [
+    "gpu=a40,a100_40,a100_80,h100",
+    "algo=guru_baseline,mtl_pcgrad",
+    f"actor_rollout_ref.actor.optim.lr={','.join(LRS)}",
+]
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return elapsed
+
+
+def rlaunch(cache: Path, *args: str) -> list[str]:
+    return [sys.executable, str(PROJECT / "launch" / "run.py"), *args, f"launch.verl_check_cache={cache}"]
+
+
+def median_of(repeat: int, command: list[str], cwd: Path) -> float:
+    return statistics.median(timed(command, cwd) for _ in range(repeat))
+
+
+def main() -> None:
+    from bench.common import commit_tag
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=0, help="also plan an N-job sweep of one shape")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="rlaunch-bench-plan-") as tmp:
+        work = Path(tmp)
+        cache = work / "verl_checks"
+        single = rlaunch(cache, "gpu=a40", "launch.dry_run=true")
+        sweep = rlaunch(cache, *SWEEP_64, "launch.dry_run=json", "-m")
+
+        torch_s = median_of(args.repeat, [sys.executable, "-c", "import torch"], work)
+        single_cold = timed(single, work)  # the first plan asks verl and records its verdict
+        single_warm = median_of(args.repeat, single, work)
+        sweep_cold = timed(sweep, work)
+        sweep_warm = median_of(args.repeat, sweep, work)
+
+        tag = commit_tag()
+        print(f"[commit {tag}] planning, {args.repeat} runs each (medians), verl verdicts cached unless cold")
+        rows = [
+            ("python -c 'import torch'", torch_s, ""),
+            ("one dry run", single_warm, f"{single_warm / torch_s:5.2f}x import torch (goal <= 1.5x)"),
+            ("one dry run, cold (verl asked)", single_cold, f"{single_cold / torch_s:5.2f}x import torch"),
+            ("64-job dry-run sweep", sweep_warm, f"{sweep_warm / single_warm:5.2f}x one dry run (goal <= 3x)"),
+            ("64-job dry-run sweep, cold", sweep_cold, f"{sweep_cold / single_warm:5.2f}x one dry run"),
+        ]
+        if args.jobs:
+            seeds = ",".join(str(seed) for seed in range(args.jobs))
+            large = rlaunch(cache, "gpu=a40", f"data.seed={seeds}", "launch.dry_run=json", "-m")
+            for label in ("cold", "cached"):  # every job a distinct config: the first run asks verl for each
+                elapsed = timed(large, work)
+                per_job = f"{elapsed / args.jobs * 1000:.0f} ms/job, {elapsed / single_warm:.1f}x one dry run"
+                rows.append((f"{args.jobs}-job dry-run sweep, {label}", elapsed, per_job + " (1000 jobs: < 60 s)"))
+        for label, seconds, ratio in rows:
+            print(f"  {label:<36} {seconds:7.2f} s  {ratio}")
+
+
+if __name__ == "__main__":
+    main()

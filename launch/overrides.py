@@ -1,0 +1,249 @@
+"""The one override parser (Hydra's own OverridesParser) and what rlaunch asks of a job's override list: which
+overrides choose configs (and so need composition) and which only set values, which keys a sweep varies, and the
+job's readable name.
+
+Runs on: the login node. Composing rlaunch's tree (verl's 47 yaml files under ours) costs a second or so; a sweep
+composes each distinct combination of group choices once (`ComposeOnce`, the yaml files read once per sweep) and
+applies each job's value overrides to a working copy with the very function Hydra applies them with, so `+`, `++`,
+`~` and interpolations mean what they mean in Hydra (tests/test_overrides.py compares every job of a mixed sweep
+with full composition).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import PurePosixPath
+from typing import Any
+
+import omegaconf.base
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.config_repository import CachingConfigRepository
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.plugins.config_source import ConfigResult
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+# Overrides that do not change what is trained: out of the run id and the job name.
+IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
+JOB_NAME_MAX = 100  # characters; the full overrides live in the plan
+JOB_NAME_SEPARATOR = ","
+
+
+def parse(overrides: Sequence[str]) -> list[Override]:
+    return list(_parse(tuple(overrides)))
+
+
+@lru_cache(maxsize=8192)  # a sweep asks about each job's list several times (swept keys, composition, name)
+def _parse(overrides: tuple[str, ...]) -> tuple[Override, ...]:
+    return tuple(OverridesParser.create().parse_overrides(list(overrides)))
+
+
+def key_of(override: Override) -> str:
+    """The key an override sets, without its +/++/~ prefix (with @package for a group placed elsewhere)."""
+    return override.key_or_group + (f"@{override.package}" if override.package is not None else "")
+
+
+def swept_keys(job_overrides: Sequence[Sequence[str]]) -> frozenset[str]:
+    """Keys whose value differs between the jobs of one sweep (gpu=a40,h100 -> {'gpu'})."""
+    values: dict[str, set[str]] = {}
+    for overrides in job_overrides:
+        for override in parse(overrides):
+            values.setdefault(key_of(override), set()).add(override.input_line or "")
+    return frozenset(key for key, lines in values.items() if len(lines) > 1)
+
+
+def identity_excluded(key: str) -> bool:
+    return key.startswith(IDENTITY_EXCLUDED_PREFIXES)
+
+
+def _short_keys(keys: list[str]) -> dict[str, str]:
+    """Each dotted key shortened to its shortest unique tail: actor.optim.lr and critic.optim.lr stay apart."""
+    short: dict[str, str] = {}
+    for key in keys:
+        parts = key.split(".")
+        for width in range(1, len(parts) + 1):
+            tail = ".".join(parts[-width:])
+            if sum(1 for other in keys if other == tail or other.endswith("." + tail)) == 1:
+                short[key] = tail
+                break
+        else:
+            short[key] = key
+    return short
+
+
+def job_name(profile: str, overrides: Sequence[str], swept: frozenset[str], groups: frozenset[str]) -> str:
+    """The GPU profile plus the values this sweep varies, in command-line order: 'h100,mtl_pcgrad,lr=3e-06'. A
+    group's choice stands alone; a value keeps the shortest tail of its key that tells it apart; a path is named by
+    its last component. Short and stable: the same overrides give the same name; the run id keeps jobs apart."""
+    parsed = [o for o in parse(overrides) if key_of(o) in swept and not identity_excluded(o.key_or_group)]
+    parsed = [o for o in parsed if key_of(o) != "gpu"]  # the profile leads the name already
+    short = _short_keys([key_of(o) for o in parsed if key_of(o) not in groups])
+    parts = [profile]
+    for override in parsed:
+        value = override.get_value_element_as_str()
+        if "/" in value:
+            value = PurePosixPath(value).name or value
+        parts.append(value if key_of(override) in groups else f"{short[key_of(override)]}={value}")
+    name = parts[0]
+    for index, part in enumerate(parts[1:], start=1):
+        if len(name) + len(part) + 1 > JOB_NAME_MAX:
+            return f"{name}{JOB_NAME_SEPARATOR}+{len(parts) - index}"
+        name += JOB_NAME_SEPARATOR + part
+    return name
+
+
+@contextmanager
+def interpolations_parsed_once() -> Iterator[None]:
+    """While a sweep is planned, OmegaConf parses each distinct interpolation string once: it otherwise re-parses
+    `${...}` with its ANTLR grammar every time a value is read, half the cost of resolving a job's ~130
+    interpolations. The parse tree is a pure function of the string and OmegaConf's resolver only reads it."""
+    original = omegaconf.base.parse
+    omegaconf.base.parse = lru_cache(maxsize=4096)(original)
+    try:
+        yield
+    finally:
+        omegaconf.base.parse = original
+
+
+class SharedConfigCache(CachingConfigRepository):
+    """Hydra's per-composition cache of loaded yaml files, shared by every composition of one sweep: the files are
+    read and parsed once, not once per combination of group choices. Each caller gets its own deep copy, because
+    Hydra merges a loaded config into the result without copying its nodes."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharedConfigCache:
+        # Hydra deep-copies the repository it wraps for each composition: the copy keeps this cache
+        clone = copy.copy(self)
+        clone.delegate = copy.deepcopy(self.delegate, memo)
+        return clone
+
+    def load_config(self, config_path: str) -> ConfigResult | None:
+        return copy.deepcopy(super().load_config(config_path))
+
+
+class ComposeOnce:
+    """Composes a sweep's jobs: each distinct combination of group choices (and Hydra's own overrides) once through
+    Hydra's config loader, then each job's value overrides on a deep copy, as Hydra's loader applies them."""
+
+    def __init__(self, config_loader: ConfigLoaderImpl, master_config: DictConfig) -> None:
+        self.loader = config_loader
+        self.master = master_config
+        self._groups: dict[str, bool] = {}
+        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self._repository: CachingConfigRepository | None = None
+        self._shared = SharedConfigCache(config_loader.repository)
+        self._working: dict[int, tuple[DictConfig, Any]] = {}  # id(base) -> (working copy, its raw content)
+        self.compositions = 0  # how many times the tree was composed (the benchmark and tests read it)
+
+    def is_group(self, override: Override) -> bool:
+        """Hydra's own test (defaults_list.Overrides): a key that names a config group in the search path, with a
+        value that is not a dict, chooses configs."""
+        if isinstance(override.value(), dict):
+            return False
+        key = override.key_or_group
+        if key not in self._groups:
+            if self._repository is None:
+                hydra_overrides = list(self.master.hydra.overrides.hydra)
+                _, self._repository = self.loader._parse_overrides_and_create_caching_repo(
+                    self.master.hydra.job.config_name, hydra_overrides
+                )
+            self._groups[key] = self._repository.group_exists(key)
+        return self._groups[key]
+
+    def split(self, parsed: list[Override]) -> tuple[list[Override], list[Override]]:
+        """(overrides that change what is composed, value overrides), each in command-line order."""
+        composing, values = [], []
+        for override in parsed:
+            if override.is_hydra_override() or self.is_group(override):
+                composing.append(override)
+            else:
+                values.append(override)
+        return composing, values
+
+    def groups(self, overrides: Sequence[str]) -> frozenset[str]:
+        """The keys among `overrides` that choose configs (gpu, algo, ...), for job names."""
+        composing, _ = self.split(parse(overrides))
+        return frozenset(key_of(o) for o in composing if not o.is_hydra_override())
+
+    def _compose_base(self, overrides: list[str], shared: bool) -> DictConfig:
+        """Hydra's load_sweep_config; with the sweep's shared file cache unless the job changes Hydra's own config
+        (its search path, say), which the cache's contents depend on."""
+        if not shared:
+            return self.loader.load_sweep_config(self.master, overrides)
+        own = self.loader.repository
+        self.loader.repository = self._shared
+        try:
+            return self.loader.load_sweep_config(self.master, overrides)
+        finally:
+            self.loader.repository = own
+
+    def _base(self, composing: list[Override]) -> DictConfig:
+        base_key = tuple(o.input_line or "" for o in composing)
+        if base_key not in self._bases:
+            shared = not any(o.is_hydra_override() for o in composing)
+            self._bases[base_key] = self._compose_base(list(base_key), shared)
+            self.compositions += 1
+        return self._bases[base_key]
+
+    @contextmanager
+    def job_config(self, overrides: Sequence[str]) -> Iterator[DictConfig]:
+        """The job's config without Hydra's own node (what planning reads), equal to load_sweep_config(master,
+        overrides) minus `hydra`, lent for the `with` block: one working copy per combination of group choices gets
+        the value overrides, and is put back afterwards (whatever planning changed in it, preflight fixes
+        included); a job that removed a key or changed a subtree's shape leaves it to be copied afresh. Saves a
+        deep copy of the whole tree per job."""
+        composing, values = self.split(parse(overrides))
+        base = self._base(composing)
+        working = self._working.get(id(base))
+        if working is None:
+            cfg = copy.deepcopy(base)
+            with open_dict(cfg):
+                del cfg["hydra"]
+            working = (cfg, OmegaConf.to_container(cfg, resolve=False))
+            self._working[id(base)] = working
+        cfg, before = working
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+            yield cfg
+        finally:
+            try:
+                restored = _put_back(cfg, before, OmegaConf.to_container(cfg, resolve=False))
+            except OmegaConfBaseException:  # e.g. a key a schema does not let go
+                restored = False
+            if not restored:
+                del self._working[id(base)]
+
+
+def detached_roots(cfg: DictConfig) -> DictConfig:
+    """rlaunch's own roots of a job's config, resolved, as a config of their own: what dispatch reads once the job
+    is planned (launch.*, cluster.*, rlaunch_config.yaml), after its working copy has gone back (job_config)."""
+    from launch.schema import RLAUNCH_ROOTS
+
+    return OmegaConf.create({root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS})
+
+
+def _put_back(node: DictConfig, before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Restore `node` (whose raw content went from `before` to `after`) to `before`: added keys removed, changed
+    values and lists set back (interpolations as the strings they were). False where that cannot restore it
+    exactly (a key removed, a value turned into a subtree or back): the caller then discards the copy."""
+    if before.keys() - after.keys():
+        return False
+    with open_dict(node):
+        for key in after.keys() - before.keys():
+            del node[key]
+    for key, old in before.items():
+        new = after[key]
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            child = node._get_node(key)
+            if not isinstance(child, DictConfig) or not _put_back(child, old, new):
+                return False
+        elif isinstance(old, dict) or isinstance(new, dict):
+            return False
+        else:
+            node[key] = old
+    return True

@@ -1,0 +1,83 @@
+"""The command line helps: rlaunch's own --help (groups, our keys one line each, examples), --info, the dev cluster
+script's --help, dry runs with cluster=slurm where no SLURM answers, and refusals that leave nothing behind."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import PROJECT, run_cli
+
+from launch.cli_help import SECTIONS, field_docs
+
+
+def test_help_lists_our_groups_keys_and_examples_not_the_config_dump(tmp_path: Path):
+    result = run_cli("--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert "gpu=a100_40|a100_80|a40|[auto]|h100" in out and "algo=[guru_baseline]|mtl_pcgrad|rft" in out
+    for group in ("mode=", "llm=", "dataset=", "cluster=[auto]|local|slurm"):
+        assert group in out, group
+    for root, cls in SECTIONS.items():
+        for key, doc in field_docs(cls).items():
+            line = next((line for line in out.splitlines() if line.strip().startswith(f"{root}.{key}=")), None)
+            assert line is not None, f"{root}.{key} is missing from --help"
+            assert doc and doc[:20] in line, f"{root}.{key} needs a comment at its schema field"
+    assert "== Examples ==" in out and "launch.dry_run=true" in out
+    assert "--cfg,-c" in out  # Hydra's flags
+    assert "actor_rollout_ref:" not in out, "--help must not dump the composed config"
+    assert len(out.splitlines()) < 150
+    assert not any(tmp_path.iterdir()), "--help writes nothing"
+
+
+def test_help_marks_the_options_in_use(tmp_path: Path):
+    result = run_cli("--help", "gpu=h100", "cluster.array_parallelism=4", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "gpu=a100_40|a100_80|a40|auto|[h100]" in result.stdout
+    assert re.search(r"cluster\.array_parallelism=4 +at most", result.stdout)
+
+
+def test_info_works_with_the_overrides_rlaunch_adds(tmp_path: Path):
+    result = run_cli("--info", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Defaults List" in result.stdout and "RlaunchSlurmLauncher" in result.stdout
+    searchpath = run_cli("--info", "searchpath", "gpu=a40", cwd=tmp_path)
+    assert searchpath.returncode == 0, searchpath.stderr[-2000:]
+    assert re.search(r"file://\S+/verl/trainer/config", searchpath.stdout), searchpath.stdout
+
+
+def test_dev_cluster_script_prints_its_usage():
+    for flag in ("--help", "-h"):
+        result = subprocess.run(
+            ["bash", str(PROJECT / "scripts" / "dev_cluster.sh"), flag], capture_output=True, text=True
+        )
+        assert result.returncode == 0 and "usage:" in result.stdout and "--max-array-size" in result.stdout
+    wrong = subprocess.run(
+        ["bash", str(PROJECT / "scripts" / "dev_cluster.sh"), "up", "--bogus"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 2 and "--help" in wrong.stderr
+
+
+def test_slurm_dry_run_without_slurm_renders_scripts_and_says_what_is_unknown(tmp_path: Path):
+    """run_cli drops SLURM_CONF: no controller answers here, as on a laptop."""
+    args = ["cluster=slurm", f"cluster.shared_dir={tmp_path}", "gpu=a40,h100", "cluster.array_parallelism=2"]
+    result = run_cli(*args, "launch.dry_run=true", "-m", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("#SBATCH --gres=gpu:8") == 2  # one array per shape, each script shown
+    assert (
+        "no SLURM answers here (sinfo): the partition's limits, GPU type and MaxArraySize are UNKNOWN" in result.stdout
+    )
+    assert "--partition" not in result.stdout
+
+    refused = run_cli("cluster=slurm", f"cluster.shared_dir={tmp_path / 'real'}", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("rlaunch: error: cluster=slurm but no SLURM answers here (sinfo)")
+    assert "launch.dry_run=true" in refused.stderr and not (tmp_path / "real").exists()
+
+
+def test_a_rejected_invocation_leaves_nothing_behind(tmp_path: Path):
+    for args in (["data.train_batch_size=500"], ["data.train_batch_size=500,512", "-m"], ["gpu=a50"]):
+        result = run_cli(*args, cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert not any(tmp_path.iterdir()), f"{args} left {[str(p) for p in tmp_path.rglob('*')]}"

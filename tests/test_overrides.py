@@ -1,0 +1,119 @@
+"""launch/overrides.py: a sweep composed once per combination of group choices equals Hydra's full composition of
+every job (+, ++, ~, interpolations, packaged groups), and job names carry the profile plus what the sweep varies."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CONF
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf, open_dict
+
+from launch.overrides import ComposeOnce, job_name, swept_keys
+
+COMMON = ["launch.sweep_id=test-sweep", "llm=qwen2_5_0_5b"]
+# A mixed sweep: group choices (one of them packaged, one chosen through an interpolated default) varied with
+# value overrides of every kind Hydra has.
+JOBS = [
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "actor_rollout_ref.actor.optim.lr=1e-06"],
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "actor_rollout_ref.actor.optim.lr=3e-06"],
+    [*COMMON, "gpu=h100", "algo=mtl_pcgrad", "+trainer.rlaunch_test_key=5", "~trainer.val_before_train"],
+    [*COMMON, "gpu=h100", "algo=mtl_pcgrad", "++trainer.total_epochs=7", "++trainer.rlaunch_new={a: 1, b: [2, 3]}"],
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "trainer.experiment_name=${algo.name}-${gpu.name}-probe"],
+    [*COMMON, "gpu=a40", "mode=quick_test", "data.train_batch_size=${actor_rollout_ref.actor.ppo_mini_batch_size}"],
+    [*COMMON, "gpu=a40", "actor@actor_rollout_ref.actor=dp_actor", "actor_rollout_ref.actor.clip_ratio=0.3"],
+    [*COMMON, "gpu=a40", "model_engine=dp", "actor_rollout_ref.actor.optim.lr=2e-06"],
+    [*COMMON, "gpu=h100", "algo=mtl_pcgrad", "+algo.pcgrad.task_map.math__gsm8k=math", "cluster=slurm"],
+]
+
+
+@pytest.fixture(scope="module")
+def hydra_loader():
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().hydra.config_loader  # type: ignore[union-attr]
+        master = loader.load_configuration("config", overrides=list(COMMON), run_mode=RunMode.MULTIRUN)
+        yield loader, master
+
+
+def full_composition(loader, master, overrides: list[str]):
+    """What Hydra's own launchers compose for a job (Hydra's node dropped, as planning never reads it)."""
+    cfg = loader.load_sweep_config(master, list(overrides))
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def test_compose_once_equals_full_composition_for_every_job(hydra_loader):
+    """Job after job on the working copies the launcher lends, each changed in between as planning changes it."""
+    loader, master = hydra_loader
+    composer = ComposeOnce(loader, master)
+    for overrides in [*JOBS, *JOBS]:  # twice: every working copy has been lent and put back before
+        full = full_composition(loader, master, overrides)
+        with composer.job_config(overrides) as cfg:
+            assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full), overrides  # unresolved: interpolations kept
+            assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides
+            with open_dict(cfg):  # what planning may do: a preflight fix, a new key
+                OmegaConf.update(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.3, merge=False)
+                OmegaConf.update(cfg, "trainer.rlaunch_planning_note", "x", merge=False)
+    # a40/guru (3 jobs share it), h100/mtl (2), a40/quick_test, a40/dp_actor, a40/model_engine, h100/mtl/slurm
+    assert composer.compositions == 6
+
+
+def test_value_overrides_do_not_leak_between_jobs(hydra_loader):
+    loader, master = hydra_loader
+    composer = ComposeOnce(loader, master)
+    with composer.job_config([*COMMON, "gpu=a40", "+trainer.rlaunch_test_key=5", "~trainer.val_before_train"]) as cfg:
+        assert cfg.trainer.rlaunch_test_key == 5 and "val_before_train" not in cfg.trainer
+    with composer.job_config([*COMMON, "gpu=a40"]) as cfg:
+        assert "rlaunch_test_key" not in cfg.trainer and "val_before_train" in cfg.trainer
+    assert composer.compositions == 1
+
+
+def test_a_bad_value_override_fails_as_in_hydra_and_spoils_nothing(hydra_loader):
+    loader, master = hydra_loader
+    composer = ComposeOnce(loader, master)
+    bad = [*COMMON, "gpu=a40", "trainer.total_epochs=9", "trainer.no_such_key=1"]
+    with pytest.raises(Exception, match="Could not override 'trainer.no_such_key'") as once:
+        with composer.job_config(bad):
+            pass
+    with pytest.raises(Exception) as full:
+        loader.load_sweep_config(master, bad)
+    assert type(once.value) is type(full.value)
+    good = [*COMMON, "gpu=a40"]
+    with composer.job_config(good) as cfg:
+        assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full_composition(loader, master, good))
+
+
+def test_swept_keys_are_those_whose_value_varies():
+    jobs = [["gpu=a40", "algo=x", "a.b=1"], ["gpu=h100", "algo=x", "a.b=2"]]
+    assert swept_keys(jobs) == {"gpu", "a.b"}
+    assert swept_keys([["gpu=a40", "a.b=1"]]) == frozenset()
+
+
+def test_job_name_is_profile_plus_swept_values():
+    overrides = ["gpu=h100", "algo=mtl_pcgrad", "actor_rollout_ref.actor.optim.lr=3e-06", "trainer.nnodes=2"]
+    swept = frozenset({"gpu", "algo", "actor_rollout_ref.actor.optim.lr"})
+    assert job_name("h100", overrides, swept, frozenset({"gpu", "algo"})) == "h100,mtl_pcgrad,lr=3e-06"
+    assert job_name("a40", ["gpu=a40", "launch.dry_run=true"], frozenset(), frozenset({"gpu"})) == "a40"
+
+
+def test_job_name_keeps_same_named_keys_apart_and_is_stable():
+    overrides = [
+        "actor_rollout_ref.actor.optim.lr=1e-06",
+        "critic.optim.lr=2e-06",
+        "actor_rollout_ref.actor.entropy_coeff=0.0",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+    ]
+    swept = frozenset(o.partition("=")[0] for o in overrides)
+    name = job_name("a40", overrides, swept, frozenset())
+    assert name == ("a40,actor.optim.lr=1e-06,critic.optim.lr=2e-06,entropy_coeff=0.0,optimizer_offload=False")
+    assert name == job_name("a40", overrides, swept, frozenset())
+    path = ["actor_rollout_ref.model.path=/models/qwen-7b"]
+    assert job_name("a40", path, frozenset({"actor_rollout_ref.model.path"}), frozenset()) == "a40,path=qwen-7b"
+
+
+def test_job_name_stays_short():
+    overrides = [f"trainer.key_{i}=value_{i}" for i in range(30)]
+    name = job_name("a40", overrides, frozenset(o.partition("=")[0] for o in overrides), frozenset())
+    assert len(name) <= 100 and name.endswith(tuple(f",+{n}" for n in range(1, 30)))

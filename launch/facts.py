@@ -20,6 +20,7 @@ from pathlib import Path
 
 from launch.gpu import DetectedGpus, detect_gpus
 from launch.schema import PROJECT_DIR
+from launch.snapshot import CodeSnapshot, read_checkout
 
 PACKAGES = (
     "verl",
@@ -76,6 +77,7 @@ class Facts:
     packages: dict[str, str] = field(default_factory=dict)
     # where W&B credentials were found when planning ("WANDB_API_KEY", "~/.netrc"), "" for none: never the key
     wandb_credentials: str = ""
+    code: CodeSnapshot | None = None  # the checkout's code as read for a snapshot (cluster.snapshot), else None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -230,7 +232,7 @@ def checkout_facts() -> dict[str, object]:
     }
 
 
-def gather_facts(model_path: str, cluster_name: str, partition: str | None) -> Facts:
+def gather_facts(model_path: str, cluster_name: str, partition: str | None, snapshot: bool = False) -> Facts:
     gpus, hostname, sha, dirty, diff_sha256, packages = _machine_facts()
     on_slurm = cluster_name == "slurm"
     return Facts(
@@ -244,4 +246,5 @@ def gather_facts(model_path: str, cluster_name: str, partition: str | None) -> F
         git_diff_sha256=diff_sha256,
         packages=dict(packages),
         wandb_credentials=wandb_credentials(os.environ),
+        code=read_checkout(PROJECT_DIR) if snapshot else None,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from launch import snapshot
 from launch.facts import Facts
 from launch.metrics import attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
@@ -56,6 +57,7 @@ class Plan:
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
     preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
+    code_dir: str | None = None  # the code snapshot the job imports from (launch/snapshot.py); None: the checkout
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,8 +127,9 @@ def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
     )
 
 
-def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, Any]:
-    """sbatch options in submitit's names. One task per node: the job's rank 0 brings Ray up and runs verl."""
+def make_slurm_parameters(cfg: DictConfig, resources: Resources, code_dir: str | None = None) -> dict[str, Any]:
+    """sbatch options in submitit's names. One task per node: the job's rank 0 brings Ray up and runs verl. With a
+    code snapshot, the job's first lines move it there (launch/snapshot.py)."""
     if cfg.cluster.name != "slurm":
         return {}
     cluster = cfg.cluster
@@ -141,7 +144,8 @@ def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, An
         "gres": resources.gres,
         "signal_delay_s": int(cluster.signal_delay_s),
         # the job's own processes (the verl driver) see cluster.env too, not only verl's Ray workers
-        "setup": [str(line) for line in cluster.get("setup") or []]
+        "setup": (snapshot.job_setup(code_dir) if code_dir else [])
+        + [str(line) for line in cluster.get("setup") or []]
         + [f"export {key}={shlex.quote(str(value))}" for key, value in (cluster.get("env") or {}).items()],
         "additional_parameters": extra,
     }
@@ -273,6 +277,11 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
     resources = make_resources(cfg, facts)
+    verl = make_verl_config(cfg, run_dir, worker_env)
+    code_dir = None
+    if cfg.cluster.get("snapshot") and facts.code is not None:
+        code_dir = str(snapshot.code_dir(run_dir.parent, facts.code.digest))
+        verl = snapshot.relocate(verl, facts.code.source, code_dir)
     return Plan(
         sweep_id=sweep_id,
         run_id=run_id,
@@ -285,13 +294,14 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
         gpu_selected_by=str(cfg.gpu.selected_by),
         llm=llm,
         resources=resources,
-        slurm=make_slurm_parameters(cfg, resources),
-        verl=make_verl_config(cfg, run_dir, worker_env),
+        slurm=make_slurm_parameters(cfg, resources, code_dir),
+        verl=verl,
         verl_command=make_driver_command(cfg, python, run_dir),
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),
         warnings=warnings,
+        code_dir=code_dir,
     )
 
 
@@ -360,6 +370,7 @@ def render(plan: Plan) -> str:
         f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
         f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
         f"  run dir       {plan.run_dir}",
+        *([f"  code          {plan.code_dir} (snapshot at submission: the job imports it)"] if plan.code_dir else []),
         render_tracking(plan),
         f"  verl command  {shlex.join(plan.verl_command)}",
     ]

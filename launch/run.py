@@ -29,7 +29,12 @@ from launch.validate import validate
 
 def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
     """facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)."""
-    facts = gather_facts(str(cfg.actor_rollout_ref.model.path), str(cfg.cluster.name), cfg.cluster.get("partition"))
+    facts = gather_facts(
+        str(cfg.actor_rollout_ref.model.path),
+        str(cfg.cluster.name),
+        cfg.cluster.get("partition"),
+        snapshot=bool(cfg.cluster.get("snapshot")),
+    )
     plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
     validate(cfg, plan, facts)
     if cfg.launch.preflight == "off":
@@ -59,7 +64,8 @@ def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict) -
     if problem:
         raise UserError(problem)
     resources = replace(plan.resources, mem_gb=mem_gb)
-    return replace(plan, resources=resources, slurm=make_slurm_parameters(cfg, resources), preflight=verdict)
+    slurm = make_slurm_parameters(cfg, resources, plan.code_dir)
+    return replace(plan, resources=resources, slurm=slurm, preflight=verdict)
 
 
 def write_run_dir(plan: Plan, cfg: DictConfig) -> None:

@@ -128,6 +128,8 @@ class ClusterSettings:
     # a Ray token file the site manages (on the shared filesystem); null: a new token per run, 0600, in its run dir
     ray_auth_token_file: str | None = None
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
+    # copy the code into the sweep directory at submission and run the job from there (launch/snapshot.py)
+    snapshot: bool = False
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
 

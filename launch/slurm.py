@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launch import ray_cluster
+from launch import ray_cluster, snapshot
 from launch.plan import Plan
 
 MANIFEST = "manifest.json"
@@ -84,6 +84,8 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
 
     for plan in plans:  # every run's Ray token exists before anything is queued
         ray_cluster.ensure_auth_token(Path(plan.run_dir), plan.cluster_settings["ray_auth_token_file"])
+        if plan.code_dir:  # the code the jobs import, written before they are queued
+            snapshot.materialize(Path(plan.code_dir))
     sweep_dir = sweep_dir_of(plans)
     manifest: dict[str, Any] = {"sweep_id": plans[0].sweep_id, "sweep_dir": str(sweep_dir), "arrays": [], "runs": []}
     started = time.perf_counter()

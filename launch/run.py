@@ -64,7 +64,7 @@ def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict) -
     if problem:
         raise UserError(problem)
     resources = replace(plan.resources, mem_gb=mem_gb)
-    slurm = make_slurm_parameters(cfg, resources, plan.code_dir)
+    slurm = make_slurm_parameters(cfg, resources, plan.code_dir, plan.container)
     return replace(plan, resources=resources, slurm=slurm, preflight=verdict)
 
 

@@ -108,6 +108,18 @@ class DatasetSettings:
 
 
 @dataclass(kw_only=True)
+class ContainerSettings:
+    """The image every node's Ray and verl's driver run in (cluster=slurm; launch/container.py)."""
+
+    runtime: str | None = None  # null: no container | pyxis (srun --container-image) | apptainer (apptainer exec --nv)
+    image: str | None = None  # pyxis: docker://repo/name:tag or a .sqsh file; apptainer: a .sif file or docker://...
+    mounts: list[str] = field(default_factory=list)  # more SRC:DST[:FLAGS]; the runs directory is always mounted
+    workdir: str | None = None  # null: the code snapshot (the job imports from it)
+    env: dict[str, str] = field(default_factory=dict)  # set inside the container, over the image's own values
+    python: str = "python"  # the image's interpreter, with rlaunch's requirements installed
+
+
+@dataclass(kw_only=True)
 class ClusterSettings:
     name: str = MISSING  # local | slurm
     shared_dir: str = MISSING  # a filesystem every node sees; run directories live under it, never node-local /tmp
@@ -130,6 +142,7 @@ class ClusterSettings:
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
     # copy the code into the sweep directory at submission and run the job from there (launch/snapshot.py)
     snapshot: bool = False
+    container: ContainerSettings = field(default_factory=ContainerSettings)
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launch import ray_cluster, snapshot
+from launch import container, ray_cluster, snapshot
 from launch.plan import Plan
 
 MANIFEST = "manifest.json"
@@ -33,7 +33,7 @@ class ShapeGroup:
 def group_by_shape(plans: list[Plan]) -> list[ShapeGroup]:
     groups: dict[str, ShapeGroup] = {}
     for plan in plans:
-        key = json.dumps(plan.slurm, sort_keys=True)
+        key = json.dumps([plan.slurm, plan.container], sort_keys=True)
         groups.setdefault(key, ShapeGroup(plan.slurm, []))
         groups[key].plans.append(plan)
     return list(groups.values())
@@ -51,9 +51,14 @@ def job_name(group: ShapeGroup, index: int) -> str:
     return f"rl-{group.plans[0].sweep_id}-{index}"
 
 
-def _submitit_command(folder: Path) -> str:
+def job_python(group: ShapeGroup) -> str:
+    """The interpreter the srun step starts: this one, or the container's (apptainer: `apptainer exec ... python`)."""
+    return container.python_command(group.plans[0].container, sys.executable)
+
+
+def _submitit_command(folder: Path, python: str) -> str:
     # what submitit's SlurmExecutor puts in the script (shown by dry runs exactly as it will be submitted)
-    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+    return " ".join([python, "-u -m submitit.core._submit", shlex.quote(str(folder))])
 
 
 def render_sbatch(group: ShapeGroup, index: int, sweep_dir: Path) -> str:
@@ -63,7 +68,7 @@ def render_sbatch(group: ShapeGroup, index: int, sweep_dir: Path) -> str:
     folder = submitit_folder(sweep_dir)
     map_count = len(group.plans) if len(group.plans) > 1 else None
     return _make_sbatch_string(
-        command=_submitit_command(folder),
+        command=_submitit_command(folder, job_python(group)),
         folder=folder,
         job_name=job_name(group, index),
         map_count=map_count,
@@ -90,7 +95,9 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
     manifest: dict[str, Any] = {"sweep_id": plans[0].sweep_id, "sweep_dir": str(sweep_dir), "arrays": [], "runs": []}
     started = time.perf_counter()
     for index, group in enumerate(group_by_shape(plans)):
-        executor = submitit.SlurmExecutor(folder=submitit_folder(sweep_dir), max_num_timeout=max_requeues)
+        executor = submitit.SlurmExecutor(
+            folder=submitit_folder(sweep_dir), max_num_timeout=max_requeues, python=job_python(group)
+        )
         executor.update_parameters(job_name=job_name(group, index), **group.parameters)
         with executor.batch():
             jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]

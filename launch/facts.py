@@ -232,13 +232,29 @@ def checkout_facts() -> dict[str, object]:
     }
 
 
-def gather_facts(model_path: str, cluster_name: str, partition: str | None, snapshot: bool = False) -> Facts:
+def gather_facts(
+    model_path: str,
+    cluster_name: str,
+    partition: str | None,
+    snapshot: bool = False,
+    ray_address: str | None = None,
+    ray_token_file: str | None = None,
+) -> Facts:
+    """cluster=slurm asks sinfo about the partition; cluster=ray asks the Ray cluster at ray_address for its nodes."""
     gpus, hostname, sha, dirty, diff_sha256, packages = _machine_facts()
     on_slurm = cluster_name == "slurm"
+    if on_slurm:
+        partition_facts = query_partition(partition)
+    elif cluster_name == "ray":
+        from launch.ray_jobs import cluster_facts
+
+        partition_facts = cluster_facts(str(ray_address), ray_token_file)
+    else:
+        partition_facts = None
     return Facts(
         gpus=gpus,
         model_config=read_model_config(model_path),
-        partition=query_partition(partition) if on_slurm else None,
+        partition=partition_facts,
         partitions=list_partitions() if on_slurm else (),
         hostname=hostname,
         git_sha=sha,

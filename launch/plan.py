@@ -271,6 +271,8 @@ def make_driver_command(cfg: DictConfig, python: str, run_dir: Path) -> list[str
 
 
 def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
+    if cfg.cluster.name == "ray":
+        return "submit", f"cluster=ray: one Ray job per run through the job API at {cfg.cluster.address}"
     if cfg.cluster.name == "slurm":
         partition = facts.partition.name if facts.partition is not None else cfg.cluster.partition
         return "submit", f"cluster=slurm: one job array per resource shape on partition {partition or '(default)'}"
@@ -286,6 +288,11 @@ def make_plan(cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: 
     runs_dir = runs_dir if runs_dir.is_absolute() else working_dir / runs_dir
     run_dir = runs_dir / sweep_id / run_id
     llm, warnings = llm_architecture(cfg, facts)
+    if cfg.cluster.name == "ray" and facts.partition is not None and facts.partition.gpus_per_node == 0:
+        warnings.append(
+            f"{facts.partition.name} reports no GPU now: verl will stop at its GPU check unless the cluster adds "
+            "GPU nodes on demand (an autoscaling KubeRay cluster does)"
+        )
     worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
     resources = make_resources(cfg, facts)

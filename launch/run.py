@@ -17,7 +17,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from launch import preflight, provenance
+from launch import preflight, provenance, snapshot
 from launch.auto import resolve_auto_choices
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
@@ -34,8 +34,12 @@ def plan_job(cfg: DictConfig, overrides: list[str]) -> Plan:
         str(cfg.cluster.name),
         cfg.cluster.get("partition"),
         snapshot=bool(cfg.cluster.get("snapshot")),
+        ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
+        ray_token_file=cfg.cluster.get("ray_auth_token_file"),
     )
     plan = make_plan(cfg, facts, overrides, working_dir=Path.cwd(), python=sys.executable)
+    if plan.code_dir:  # written now: the checks below look at the files verl will load (the reward file)
+        snapshot.materialize(Path(plan.code_dir))
     validate(cfg, plan, facts)
     if cfg.launch.preflight == "off":
         return plan
@@ -124,6 +128,8 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
         return
     if scripts:
         submit_sweep(plans, int(cfg.cluster.max_requeues))
+    elif plans[0].cluster == "ray":
+        submit_ray_jobs(plans, cfg)
     else:
         for plan in plans:
             run_here(plan)
@@ -137,6 +143,19 @@ def submit_sweep(plans: list[Plan], max_requeues: int) -> None:
     print(f"queued {len(manifest['runs'])} job(s) as {len(manifest['arrays'])} array(s): {arrays}", flush=True)
     for run in manifest["runs"]:
         print(f"  {run['job_id']:>12}  {run['run_id']}  {run['job_name']}", flush=True)
+    print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
+
+
+def submit_ray_jobs(plans: list[Plan], cfg: DictConfig) -> None:
+    from launch import ray_jobs
+
+    cluster = cfg.cluster
+    for warning in dict.fromkeys(warning for plan in plans for warning in plan.warnings):
+        print(f"rlaunch: warning: {warning}", file=sys.stderr, flush=True)
+    manifest = ray_jobs.submit(plans, str(cluster.address), cluster.get("ray_auth_token_file"), str(cluster.python))
+    print(f"submitted {len(manifest['runs'])} Ray job(s) to {manifest['address']}", flush=True)
+    for run in manifest["runs"]:
+        print(f"  {run['job_id']:>28}  {run['run_id']}  {run['job_name']}", flush=True)
     print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
 
 

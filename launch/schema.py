@@ -121,7 +121,9 @@ class ContainerSettings:
 
 @dataclass(kw_only=True)
 class ClusterSettings:
-    name: str = MISSING  # local | slurm
+    name: str = MISSING  # local | slurm | ray
+    address: str | None = None  # cluster=ray: the head's dashboard, e.g. http://head:8265 (Ray's job API)
+    python: str = "python"  # cluster=ray: the interpreter on the Ray cluster's nodes (it needs verl and rlaunch's deps)
     shared_dir: str = MISSING  # a filesystem every node sees; run directories live under it, never node-local /tmp
     partition: str | None = None  # null: the partition SLURM marks as default
     account: str | None = None

@@ -106,6 +106,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except FileNotFoundError as error:
         print(f"sweep: error: {error}: give a sweep directory or id (see the submission's last line)", file=sys.stderr)
         sys.exit(2)
+    if manifest.get("cluster") == "ray":  # Ray jobs: the same commands through Ray's job API
+        from launch import ray_jobs
+
+        backend = {"status": ray_jobs.status, "logs": ray_jobs.logs, "cancel": ray_jobs.cancel}
+        print(backend[args.command](*([manifest, args.run, args.lines] if args.command == "logs" else [manifest])))
+        return
     if args.command == "status":
         print(status(manifest))
     elif args.command == "logs":

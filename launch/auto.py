@@ -43,6 +43,14 @@ def choose_cluster(overrides: list[str]) -> tuple[str, str]:
 
 def choose_gpu(overrides: list[str], cluster: str) -> ProfileChoice:
     profiles = load_profiles()
+    address = _value_of(overrides, "cluster.address")
+    if cluster == "ray" and address:  # the card the standing Ray cluster reports (accelerator_type:<name>)
+        from launch.ray_jobs import cluster_facts
+
+        reported = cluster_facts(address, _value_of(overrides, "cluster.ray_auth_token_file"))
+        profile = profile_for_gres_type(reported.gres_type, profiles, {}) if reported.gres_type else None
+        if profile is not None:
+            return ProfileChoice(profile, f"GPU type '{reported.gres_type}' reported by {reported.name}")
     if cluster == "slurm":
         partition_name = _value_of(overrides, "cluster.partition")
         partition = query_partition(None if partition_name in (None, "null") else partition_name)

@@ -173,7 +173,7 @@ def submit(plans: list[Plan], address: str, token_file: str | None, python: str)
 
 
 def status(manifest: dict[str, Any]) -> str:
-    from launch.metrics import read_history
+    from launch.sweep import progress
 
     client = connect(manifest["address"], manifest.get("token_file"))
     runs = manifest["runs"]
@@ -181,21 +181,18 @@ def status(manifest: dict[str, Any]) -> str:
     for run in runs:
         info = client.get_job_info(run["job_id"])
         state = str(info.status.value if hasattr(info.status, "value") else info.status)
-        logged = read_history(Path(run["run_dir"]))
-        progress = f"step {max(logged)}" if logged else "no step yet"
         message = f"  ({info.message.strip().splitlines()[0][:100]})" if info.message and state in TERMINAL else ""
-        lines.append(f"  {run['job_id']:>28}  {state:<10} {progress:<12} {run['run_id']}  {run['job_name']}{message}")
+        shown = f"{state:<10} {progress(run):<12} {run['run_id']}  {run['job_name']}{message}"
+        lines.append(f"  {run['job_id']:>28}  {shown}")
     return "\n".join(lines)
 
 
 def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
-    chosen = [r for r in manifest["runs"] if run in (None, r["run_id"], r["job_id"])]
-    if not chosen:
-        known = ", ".join(f"{r['job_id']} ({r['run_id']})" for r in manifest["runs"])
-        raise SystemExit(f"sweep: no run {run} in this sweep: choose one of {known}")
+    from launch.sweep import select_runs
+
     client = connect(manifest["address"], manifest.get("token_file"))
     out = []
-    for record in chosen:
+    for record in select_runs(manifest, run):
         out.append(f"==> {record['job_id']} {record['run_id']} (Ray job logs)")
         out.extend(client.get_job_logs(record["job_id"]).splitlines()[-lines:] or ["(nothing yet)"])
     return "\n".join(out)

@@ -153,8 +153,9 @@ def submit_ray_jobs(plans: list[Plan], cfg: DictConfig) -> None:
     for warning in dict.fromkeys(warning for plan in plans for warning in plan.warnings):
         print(f"rlaunch: warning: {warning}", file=sys.stderr, flush=True)
     manifest = ray_jobs.submit(plans, str(cluster.address), cluster.get("ray_auth_token_file"), str(cluster.python))
-    print(f"submitted {len(manifest['runs'])} Ray job(s) to {manifest['address']}", flush=True)
-    for run in manifest["runs"]:
+    submitted = manifest["runs"][-len(plans) :]  # the manifest also lists earlier submissions of this sweep
+    print(f"submitted {len(submitted)} Ray job(s) to {manifest['address']}", flush=True)
+    for run in submitted:
         print(f"  {run['job_id']:>28}  {run['run_id']}  {run['job_name']}", flush=True)
     print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
 

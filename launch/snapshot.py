@@ -2,12 +2,12 @@
 waits hours in the queue runs the code that was submitted, not whatever the checkout holds when it starts.
 
 Runs on: the login node. `read_checkout` reads the checkout ONCE per process (tracked files with their working-tree
-content, i.e. uncommitted changes included, plus untracked files git does not ignore; never `runs/` or `.venv`) into
-memory and names it by the sha256 of its contents; the plan derives `<sweep_dir>/code/<digest>` from that digest (a
-pure function), and `materialize` writes exactly the bytes that were hashed at submission, so an edit between planning
-and submission cannot slip in. The jobs of a sweep share one snapshot; a sweep submitted again with other code gets a
-second directory beside the first. Files are copied, never hard-linked: editors that write in place would change a
-hard-linked snapshot too.
+content, i.e. uncommitted changes included; never `runs/` or `.venv`) into memory and names it by the sha256 of its
+contents; the plan derives `<sweep_dir>/code/<digest>` from that digest (a pure function), and `materialize` writes
+exactly the bytes that were hashed (launch/run.py calls it before validating, so the checks see the files verl will
+load), so an edit while a sweep is being planned cannot slip in. The jobs of a sweep share one snapshot; a sweep
+submitted again with other code gets a second directory beside the first. Files are copied, never hard-linked:
+editors that write in place would change a hard-linked snapshot too.
 
 Inside the job the snapshot is the working directory and the first PYTHONPATH entry (launch/plan.py puts both in the
 sbatch script), so submitit's unpickling of `launch.job.RunInAllocation`, verl's `verl.plugins` entry point
@@ -48,9 +48,10 @@ _READ: dict[str, CodeSnapshot] = {}
 
 
 def code_files(source: Path) -> list[str]:
-    """Tracked files that exist in the working tree, then untracked files git does not ignore."""
+    """Tracked files that exist in the working tree. Untracked files stay out, as they stay out of provenance's diff:
+    a stray file (a key, a notebook's output) never reaches the shared filesystem; `git add -N new.py` brings one in."""
     result = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        ["git", "ls-files", "-z", "--cached"],
         cwd=source,
         capture_output=True,
         check=True,

@@ -63,22 +63,32 @@ def status(manifest: dict[str, Any]) -> str:
         attempts = accounted.get(run["job_id"], pending_array)
         state = queued.get(run["job_id"]) or (attempts[-1]["State"] if attempts else "UNKNOWN")
         history = " > ".join(a["State"] for a in attempts) if len(attempts) > 1 else ""
-        logged = read_history(Path(run["run_dir"]))  # verl's file logger: how far training got
-        progress = f"step {max(logged)}" if logged else "no step yet"
+        tries = max(len(attempts), 1)
         lines.append(
-            f"  {run['job_id']:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress:<12} {run['run_id']}  "
+            f"  {run['job_id']:>10}  {state:<28} attempts {tries}  {progress(run):<12} {run['run_id']}  "
             f"{run['job_name']}" + (f"  [{history}]" if history else "")
         )
     return "\n".join(lines)
 
 
-def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
+def progress(run: dict[str, Any]) -> str:
+    """How far training got, from verl's file logger (attempts merged)."""
+    logged = read_history(Path(run["run_dir"]))
+    return f"step {max(logged)}" if logged else "no step yet"
+
+
+def select_runs(manifest: dict[str, Any], run: str | None) -> list[dict[str, Any]]:
+    """One run by run id or job id, or all of them."""
     chosen = [r for r in manifest["runs"] if run in (None, r["run_id"], r["job_id"])]
     if not chosen:
         known = ", ".join(f"{r['job_id']} ({r['run_id']})" for r in manifest["runs"])
         raise SystemExit(f"sweep: no run {run} in this sweep: choose one of {known}")
+    return chosen
+
+
+def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
     out = []
-    for record in chosen:
+    for record in select_runs(manifest, run):
         for stream in ("stdout", "stderr"):
             path = Path(record[stream])
             text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else ["(not written yet)"]

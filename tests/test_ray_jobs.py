@@ -3,6 +3,7 @@ Ray job per run through the job API, verl in the job reaching its GPU check, and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,38 +33,38 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def ray_head(tmp_path_factory) -> Iterator[dict[str, str]]:
+@contextlib.contextmanager
+def standing_head(home: Path, *resources: str, memory_gib: int = 64) -> Iterator[dict[str, str]]:
     """`ray start --head --block` with its dashboard, token auth on (its own token file), 16 logical CPUs (verl's
-    TransferQueue needs ~9), 64 GiB and no GPU; stopped through its own process group."""
-    home = tmp_path_factory.mktemp("home")
+    TransferQueue needs ~9) and `memory_gib` as Ray advertises them (the plan's caps and the preflight read these), plus
+    `resources` (default: no GPU); stopped through its own process group."""
     token = home / "ray_token"
     token.write_text(os.urandom(32).hex())
     token.chmod(0o600)
     gcs, dashboard, client = free_port(), free_port(), free_port()
-    temp_dir = f"/tmp/rlrj-{os.getpid()}"
+    temp_dir = f"/tmp/rlrj-{os.getpid()}-{dashboard}"
     env = {**os.environ, "HOME": str(home), **ray_cluster.auth_environment(token), "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_AUTH_TOKEN", None)
     ray = str(Path(sys.executable).parent / "ray")
     command = [ray, "start", "--head", "--block", f"--port={gcs}", f"--ray-client-server-port={client}"]
     command += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}"]
-    # a node of 16 logical CPUs and 64 GiB as Ray advertises it: the plan's caps and the preflight read these
-    command += ["--num-cpus=16", "--num-gpus=0", f"--memory={64 * 2**30}", f"--temp-dir={temp_dir}"]
+    command += ["--num-cpus=16", f"--memory={memory_gib * 2**30}", f"--temp-dir={temp_dir}"]
+    command += list(resources or ["--num-gpus=0"])
     log = (home / "ray_head.log").open("wb")
     head = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True, cwd=home)
     address = f"http://127.0.0.1:{dashboard}"
     deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{address}/api/version", timeout=2):
-                break
-        except urllib.error.HTTPError:  # it answers (401 without the token): up
-            break
-        except OSError:
-            assert head.poll() is None, (home / "ray_head.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the Ray head's dashboard did not come up"
-            time.sleep(1)
     try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{address}/api/version", timeout=2):
+                    break
+            except urllib.error.HTTPError:  # it answers (401 without the token): up
+                break
+            except OSError:
+                assert head.poll() is None, (home / "ray_head.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the Ray head's dashboard did not come up"
+                time.sleep(1)
         while ray_jobs.cluster_facts(address, str(token)).nodes == 0:  # the dashboard answers before the raylet joined
             assert time.monotonic() < deadline, "the Ray head's node did not register"
             time.sleep(1)
@@ -71,6 +72,13 @@ def ray_head(tmp_path_factory) -> Iterator[dict[str, str]]:
     finally:
         ray_cluster.stop_node(head)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A standing cluster without GPUs (verl's GPU check is the end of the CPU path)."""
+    with standing_head(tmp_path_factory.mktemp("home")) as head:
+        yield head
 
 
 def sweep_cli(command: str, sweep_dir: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -101,6 +109,26 @@ def test_the_clusters_resources_are_the_facts(ray_head):
         ray_jobs.cluster_facts(ray_head["address"], None)  # the cluster requires its token
     with pytest.raises(UserError, match="cannot use the Ray cluster at http://127.0.0.1:9: "):
         ray_jobs.cluster_facts("http://127.0.0.1:9", None)
+
+
+def test_gpus_and_their_type_come_from_the_cluster_for_gpu_auto_and_the_checks(tmp_path: Path):
+    """A cluster whose node advertises 8 GPUs of Ray's type A100-80G (logical resources: no GPU needed here)."""
+    gpus = ("--num-gpus=8", '--resources={"accelerator_type:A100-80G": 1}')
+    with standing_head(tmp_path, *gpus, memory_gib=1024) as head:
+        facts = ray_jobs.cluster_facts(head["address"], head["token"])
+        assert (facts.gpus_per_node, facts.gres_type, facts.nodes) == (8, "a100-80g", 1)
+        common = [f"cluster.address={head['address']}", f"cluster.ray_auth_token_file={head['token']}"]
+        common += ["cluster=ray", "gpu=auto", "llm=qwen2_5_0_5b", "launch.dry_run=json"]
+        env = {"HOME": head["home"]}
+        planned = run_cli(*common, cwd=tmp_path, env=env)
+        assert planned.returncode == 0, planned.stderr[-3000:]
+        plan = json.loads(planned.stdout)
+        assert plan["gpu_profile"] == "a100_80" and "A100-80G".lower() in plan["gpu_selected_by"]
+        # capped at the cluster's node (the profile wants 128 CPUs), RAM as the preflight asked for it within the node
+        assert plan["resources"]["cpus_per_task"] == 16 and plan["resources"]["mem_gb"] <= 1024
+        too_many = run_cli(*common, "trainer.n_gpus_per_node=16", cwd=tmp_path, env=env)
+        assert too_many.returncode == 2
+        assert "trainer.n_gpus_per_node=16 but the nodes of ray cluster" in too_many.stderr, too_many.stderr[-2000:]
 
 
 def test_a_run_larger_than_the_clusters_gpu_nodes_is_refused_with_the_fix():

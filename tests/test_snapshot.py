@@ -35,7 +35,7 @@ def make_repo(path: Path, files: dict[str, str]) -> Path:
     return path
 
 
-def test_snapshot_holds_tracked_files_with_their_changes_and_untracked_ones_never_runs_or_venv(tmp_path: Path):
+def test_snapshot_holds_tracked_files_with_their_changes_never_untracked_ones_runs_or_venv(tmp_path: Path):
     repo = make_repo(
         tmp_path / "repo",
         {
@@ -47,22 +47,25 @@ def test_snapshot_holds_tracked_files_with_their_changes_and_untracked_ones_neve
         },
     )
     (repo / "pkg/a.py").write_text("A = 2\n")  # uncommitted change: the snapshot has it
-    (repo / "new.py").write_text("NEW = 1\n")  # untracked, not ignored: in
+    (repo / "new.py").write_text("NEW = 1\n")  # untracked: out (a stray file never reaches the shared filesystem)
+    (repo / "added.py").write_text("ADDED = 1\n")
+    git(repo, "add", "-N", "added.py")  # intended to add: in
     (repo / "ignored.txt").write_text("secret\n")  # ignored: out
     (repo / "gone.py").unlink()  # deleted in the working tree: out
     (repo / "run.sh").write_text("#!/bin/sh\n")
     (repo / "run.sh").chmod(0o755)
+    git(repo, "add", "run.sh")
     read = snapshot.read_checkout(repo)
     assert read.files == 4
     target = snapshot.materialize(snapshot.code_dir(tmp_path / "sweep", read.digest))
     assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == [
         ".gitignore",
-        "new.py",
+        "added.py",
         "pkg/a.py",
         "run.sh",
     ]
     assert (target / "pkg/a.py").read_text() == "A = 2\n"
-    assert os.access(target / "run.sh", os.X_OK) and not os.access(target / "new.py", os.X_OK)
+    assert os.access(target / "run.sh", os.X_OK) and not os.access(target / "added.py", os.X_OK)
     # written from what was read at planning time, not from the checkout at the moment of writing
     (repo / "pkg/a.py").write_text("A = 3\n")
     again = snapshot.materialize(snapshot.code_dir(tmp_path / "other", read.digest))

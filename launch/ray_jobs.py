@@ -22,6 +22,7 @@ which is reported with the fix.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -123,8 +124,6 @@ def check_resources(cfg: Any, resources: Any, facts: Any) -> None:
 
 
 def entrypoint(python: str, run_dir: str) -> str:
-    import shlex
-
     return shlex.join([python, "-m", ENTRY_MODULE, run_dir])
 
 
@@ -141,6 +140,8 @@ def submit(plans: list[Plan], address: str, token_file: str | None, python: str)
     """One Ray job per run; returns (and writes) the sweep's manifest, as soon as the cluster accepted them."""
     from launch import slurm, snapshot
 
+    if any(plan.code_dir is None for plan in plans):
+        raise UserError("cluster=ray needs the code snapshot as the job's working_dir: set cluster.snapshot=true")
     client = connect(address, token_file)
     sweep_dir = slurm.sweep_dir_of(plans)
     manifest: dict[str, Any] = {
@@ -154,8 +155,6 @@ def submit(plans: list[Plan], address: str, token_file: str | None, python: str)
     }
     started = time.perf_counter()
     for plan in plans:
-        if plan.code_dir is None:
-            raise UserError("cluster=ray needs the code snapshot as the job's working_dir: set cluster.snapshot=true")
         snapshot.materialize(Path(plan.code_dir))
         submission_id = client.submit_job(**job_request(plan, python))
         manifest["runs"].append(

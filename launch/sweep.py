@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from launch.errors import UserError
 from launch.metrics import read_history
 from launch.slurm import read_manifest
 
@@ -120,7 +121,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         from launch import ray_jobs
 
         backend = {"status": ray_jobs.status, "logs": ray_jobs.logs, "cancel": ray_jobs.cancel}
-        print(backend[args.command](*([manifest, args.run, args.lines] if args.command == "logs" else [manifest])))
+        try:
+            print(backend[args.command](*([manifest, args.run, args.lines] if args.command == "logs" else [manifest])))
+        except UserError as error:  # the cluster is gone or refuses: say so in one line
+            print(f"sweep: error: {error}", file=sys.stderr)
+            sys.exit(2)
         return
     if args.command == "status":
         print(status(manifest))

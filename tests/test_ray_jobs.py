@@ -191,3 +191,13 @@ def test_verl_runs_as_a_ray_job_to_its_gpu_check_and_sweep_commands_work(ray_hea
     assert cancelled.returncode == 0 and "stopped 2 Ray job(s)" in cancelled.stdout, cancelled.stdout
     shown = wait_for(sweep_dir, r"(STOPPED.*\n.*){2}|STOPPED[^\n]*\n[^\n]*STOPPED", 120)
     assert shown.count("STOPPED") == 2, shown
+
+
+def test_sweep_commands_on_a_ray_sweep_whose_cluster_is_gone_say_so_in_one_line(tmp_path: Path):
+    manifest = {"cluster": "ray", "address": "http://127.0.0.1:9", "token_file": None, "sweep_id": "gone", "runs": []}
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "sweep_dir": str(tmp_path), "arrays": []}))
+    for command in ("status", "logs", "cancel"):
+        shown = sweep_cli(command, str(tmp_path))
+        assert shown.returncode == 2
+        assert shown.stderr.startswith("sweep: error: cannot use the Ray cluster at http://127.0.0.1:9: "), shown.stderr
+        assert "or fix cluster.address" in shown.stderr

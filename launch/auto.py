@@ -14,7 +14,7 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from launch.facts import query_partition, sinfo_answers
+from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
 from launch.secret_guard import refuse_secret_overrides
 
@@ -60,6 +60,13 @@ def site_gres_types(overrides: list[str], cluster: str) -> dict[str, str]:
 
 def choose_gpu(overrides: list[str], cluster: str) -> ProfileChoice:
     profiles = load_profiles()
+    address = _value_of(overrides, "cluster.address")
+    if cluster == "ray" and address:  # the card the standing Ray cluster reports (accelerator_type:<name>)
+        reported = ray_cluster_facts(address, _value_of(overrides, "cluster.ray_auth_token_file"))
+        site_types = site_gres_types(overrides, cluster)
+        profile = profile_for_gres_type(reported.gres_type, profiles, site_types) if reported.gres_type else None
+        if profile is not None:
+            return ProfileChoice(profile, f"GPU type '{reported.gres_type}' reported by {reported.name}")
     if cluster == "slurm":
         partition_name = _value_of(overrides, "cluster.partition")
         partition = query_partition(None if partition_name in (None, "null") else partition_name)

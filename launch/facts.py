@@ -23,6 +23,7 @@ import yaml
 
 from launch.gpu import DetectedGpus, detect_gpus
 from launch.schema import PROJECT_DIR
+from launch.snapshot import CodeSnapshot, read_checkout
 
 PACKAGES = (
     "verl",
@@ -95,6 +96,7 @@ class Facts:
     packages: dict[str, str] = field(default_factory=dict)
     # where W&B credentials were found when planning ("WANDB_API_KEY", "~/.netrc"), "" for none: never the key
     wandb_credentials: str = ""
+    code: CodeSnapshot | None = None  # the checkout's code as read for a snapshot (cluster.snapshot), else None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -318,10 +320,25 @@ def checkout_facts() -> dict[str, object]:
     }
 
 
-def gather_facts(model_path: str, cluster_name: str, partition: str | None, node_hub_cache: str | None = None) -> Facts:
-    """`node_hub_cache`: the HF cache the job's processes read (default: this process's), searched first."""
+def gather_facts(
+    model_path: str,
+    cluster_name: str,
+    partition: str | None,
+    node_hub_cache: str | None = None,
+    snapshot: bool = False,
+    ray_address: str | None = None,
+    ray_token_file: str | None = None,
+) -> Facts:
+    """cluster=slurm asks sinfo about the partition; cluster=ray asks the Ray cluster at ray_address for its nodes.
+    `node_hub_cache`: the HF cache the job's processes read (default: this process's), searched first."""
     gpus, hostname, sha, dirty, diff_sha256, packages = _machine_facts()
     on_slurm = cluster_name == "slurm"
+    if on_slurm:
+        partition_facts = query_partition(partition)
+    elif cluster_name == "ray":
+        partition_facts = ray_cluster_facts(str(ray_address), ray_token_file)
+    else:
+        partition_facts = None
     here = hub_cache_dir(os.environ)
     nodes = node_hub_cache or here
     model_config, model_source = find_model(model_path, list(dict.fromkeys((nodes, here))))
@@ -330,7 +347,7 @@ def gather_facts(model_path: str, cluster_name: str, partition: str | None, node
         model_config=model_config,
         model_source=model_source,
         hub_snapshot=None if is_local_path(model_path) else hub_snapshot(model_path, nodes),
-        partition=query_partition(partition) if on_slurm else None,
+        partition=partition_facts,
         partitions=list_partitions() if on_slurm else (),
         hostname=hostname,
         git_sha=sha,
@@ -338,4 +355,26 @@ def gather_facts(model_path: str, cluster_name: str, partition: str | None, node
         git_diff_sha256=diff_sha256,
         packages=dict(packages),
         wandb_credentials=wandb_credentials(os.environ),
+        code=read_checkout(PROJECT_DIR) if snapshot else None,
+    )
+
+
+def ray_cluster_facts(address: str, token_file: str | None) -> PartitionFacts:
+    """A standing Ray cluster's alive nodes as one 'partition' (cluster=ray): the largest node's CPUs, memory and
+    GPUs, the count of nodes with GPUs (all nodes when none has any), the GPU type from Ray's accelerator_type."""
+    from launch.ray_api import alive_node_totals
+
+    totals = alive_node_totals(address, token_file)
+    gpu_nodes = [total for total in totals if total.get("GPU", 0) > 0]
+    types = sorted(
+        {key.split(":", 1)[1].lower() for total in totals for key in total if key.startswith("accelerator_type:")}
+    )
+    return PartitionFacts(
+        name=f"ray cluster {address}",
+        cpus_per_node=int(max((total.get("CPU", 0) for total in totals), default=0)),
+        mem_gib_per_node=round(max((total.get("memory", 0) for total in totals), default=0) / 2**30, 1),
+        gpus_per_node=int(max((total.get("GPU", 0) for total in gpu_nodes), default=0)),
+        gres_type=types[0] if types else None,
+        max_time_min=None,
+        nodes=len(gpu_nodes) or len(totals),
     )

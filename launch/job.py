@@ -30,6 +30,7 @@ LOGGED_VARIABLES = (*provenance.SLURM_VARIABLES.values(), "SLURM_GPUS_ON_NODE", 
 DONE_MARKER = ".ray_done-{job}"
 JOB_STARTED = time.monotonic()  # this module is imported when the job's callable is unpickled: the job's start
 VERL_LATEST = "latest_checkpointed_iteration.txt"  # verl writes it next to global_step_N after each save
+CODE_ROOT = Path(__file__).resolve().parent.parent  # the code snapshot the job imports (launch/snapshot.py)
 
 
 def checkpointed_step(plan: dict[str, Any]) -> int:
@@ -111,7 +112,7 @@ def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: fl
         ready = time.monotonic() - JOB_STARTED
         print(
             f"rlaunch: Ray up on {len(topology.nodes)} node(s) {ready:.1f} s after the job started "
-            f"({topology.head_address})",
+            f"({topology.head_address}); code from {CODE_ROOT}",
             flush=True,
         )
         with (run_dir / "ray_ready.jsonl").open("a") as log:

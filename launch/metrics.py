@@ -155,3 +155,9 @@ def run_dirs(path: Path) -> list[Path]:
     if is_run_dir(path):
         return [path]
     return sorted(child for child in path.iterdir() if is_run_dir(child))
+
+
+def progress(run: dict[str, Any]) -> str:
+    """How far training got, from verl's file logger (attempts merged)."""
+    logged = read_history(Path(run["run_dir"]))
+    return f"step {max(logged)}" if logged else "no step yet"

@@ -16,6 +16,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
+from launch import snapshot
+from launch.container import describe as describe_container
+from launch.container import resolve as resolve_container
+from launch.container import setup_lines as container_setup_lines
+from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
 from launch.overrides import IDENTITY_EXCLUDED_PREFIXES
 from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
@@ -55,6 +60,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
     readiness: dict[str, Any] | None = None  # model, data and time checks (launch/readiness.py)
+    code_dir: str | None = None  # the code snapshot the job imports from (launch/snapshot.py); None: the checkout
+    container: dict[str, Any] | None = None  # cluster.container resolved (launch/container.py); None: on the host
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl
@@ -121,8 +128,12 @@ def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
     )
 
 
-def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, Any]:
-    """sbatch options in submitit's names. One task per node: the job's rank 0 brings Ray up and runs verl."""
+def make_slurm_parameters(
+    cfg: DictConfig, resources: Resources, code_dir: str | None = None, container: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """sbatch options in submitit's names. One task per node: the job's rank 0 brings Ray up and runs verl. With a
+    code snapshot, the job's first lines move it there (launch/snapshot.py); with a pyxis container, srun starts
+    each task in the image (launch/container.py)."""
     if cfg.cluster.name != "slurm":
         return {}
     cluster = cfg.cluster
@@ -137,12 +148,16 @@ def make_slurm_parameters(cfg: DictConfig, resources: Resources) -> dict[str, An
         "gres": resources.gres,
         "signal_delay_s": int(cluster.signal_delay_s),
         # the job's own processes (the verl driver) see cluster.env too, not only verl's Ray workers
-        "setup": [str(line) for line in cluster.get("setup") or []]
+        "setup": (snapshot.job_setup(code_dir) if code_dir else [])
+        + container_setup_lines(container)
+        + [str(line) for line in cluster.get("setup") or []]
         + [f"export {key}={shlex.quote(str(value))}" for key, value in (cluster.get("env") or {}).items()],
         "additional_parameters": extra,
     }
     optional = {"partition": resources.partition, **{key: cluster.get(key) for key in ("account", "qos", "constraint")}}
     parameters.update({key: str(value) for key, value in optional.items() if value})
+    if container_srun_args(container):
+        parameters["srun_args"] = container_srun_args(container)
     if cluster.get("exclusive"):
         parameters["exclusive"] = True
     if cluster.get("array_parallelism"):
@@ -252,6 +267,8 @@ def make_driver_command(cfg: DictConfig, python: str, run_dir: Path) -> list[str
 
 
 def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
+    if cfg.cluster.name == "ray":
+        return "submit", f"cluster=ray: one Ray job per run through the job API at {cfg.cluster.address}"
     if cfg.cluster.name == "slurm":
         partition = facts.partition.name if facts.partition is not None else cfg.cluster.partition
         return "submit", f"cluster=slurm: one job array per resource shape on partition {partition or '(default)'}"
@@ -268,11 +285,24 @@ def make_plan(
     sweep_id = str(cfg.launch.sweep_id)
     run_id = make_run_id(sweep_id, overrides)
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
-    run_dir = (runs_dir if runs_dir.is_absolute() else working_dir / runs_dir) / sweep_id / run_id
+    runs_dir = runs_dir if runs_dir.is_absolute() else working_dir / runs_dir
+    run_dir = runs_dir / sweep_id / run_id
     llm, warnings = llm_architecture(cfg, facts)
+    if cfg.cluster.name == "ray" and facts.partition is not None and facts.partition.gpus_per_node == 0:
+        warnings.append(
+            f"{facts.partition.name} reports no GPU now: verl will stop at its GPU check unless the cluster adds "
+            "GPU nodes on demand (an autoscaling KubeRay cluster does)"
+        )
     worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
     resources = make_resources(cfg, facts)
+    verl = make_verl_config(cfg, run_dir, worker_env)
+    code_dir = None
+    if cfg.cluster.get("snapshot") and facts.code is not None:
+        code_dir = str(snapshot.code_dir(run_dir.parent, facts.code.digest))
+        verl = snapshot.relocate(verl, facts.code.source, code_dir)
+    container = resolve_container(cfg, str(runs_dir), code_dir)
+    python = container["python"] if container else python  # the job's driver runs inside the container
     return Plan(
         sweep_id=sweep_id,
         run_id=run_id,
@@ -285,13 +315,15 @@ def make_plan(
         gpu_selected_by=str(cfg.gpu.selected_by),
         llm=llm,
         resources=resources,
-        slurm=make_slurm_parameters(cfg, resources),
-        verl=make_verl_config(cfg, run_dir, worker_env),
+        slurm=make_slurm_parameters(cfg, resources, code_dir, container),
+        verl=verl,
         verl_command=make_driver_command(cfg, python, run_dir),
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),
         warnings=warnings + slurm_unreachable_warning(cfg, facts),
+        code_dir=code_dir,
+        container=container,
     )
 
 
@@ -369,6 +401,8 @@ def render(plan: Plan) -> str:
         f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
         f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
         f"  run dir       {plan.run_dir}",
+        *([f"  code          {plan.code_dir} (snapshot at submission: the job imports it)"] if plan.code_dir else []),
+        *([f"  container     {describe_container(plan.container)}"] if plan.container else []),
         render_tracking(plan),
         f"  verl command  {shlex.join(plan.verl_command)}",
     ]

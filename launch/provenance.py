@@ -70,6 +70,8 @@ def build(plan: Plan, run_dir: Path) -> dict[str, Any]:
         **checkout,
         "git_diff_file": GIT_DIFF if checkout["git_diff_sha256"] else None,
         "config_files": {name: sha256_of(run_dir / name) for name in CONFIG_FILES if (run_dir / name).exists()},
+        # where the job's code is (launch/snapshot.py): the sha above plus git_diff.patch describe the same content
+        "code_snapshot": plan.code_dir,
         "gpu_profile": plan.gpu_profile,
         "resources": plan.to_dict()["resources"],
         "preflight": preflight_summary(plan.preflight),

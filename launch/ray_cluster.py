@@ -23,6 +23,7 @@ import os
 import re
 import resource
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -84,12 +85,35 @@ class Topology:
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
+    """SLURM's expansion; inside a container image without SLURM's commands (pyxis, apptainer) the same in Python."""
+    if shutil.which("scontrol") is None:
+        return expand_hostlist(nodelist)
     result = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
     return result.stdout.split()
 
 
+def expand_hostlist(nodelist: str) -> list[str]:
+    """'c[1-3,5],gpu[01-02]' -> c1 c2 c3 c5 gpu01 gpu02 (zero padding kept; n[1-2]b[3-4]: brackets multiply)."""
+    names: list[str] = []
+    for entry in re.findall(r"(?:[^,\[]|\[[^\]]*\])+", nodelist):
+        expanded = [""]
+        for text, ranges in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", entry):
+            choices = [text]
+            if ranges:
+                choices = []
+                for part in ranges.split(","):
+                    low, _, high = part.partition("-")
+                    choices += [f"{text}{n:0{len(low)}d}" for n in range(int(low), int(high or low) + 1)]
+            expanded = [prefix + choice for prefix in expanded for choice in choices]
+        names += [name for name in expanded if name]
+    return names
+
+
 def node_address(node: str) -> str:
-    """The node's NodeAddr in SLURM (virtual nodes on one host each have their own), resolved to an IP."""
+    """The node's NodeAddr in SLURM (virtual nodes on one host each have their own), resolved to an IP; without
+    SLURM's commands (inside a container) the node's name as DNS resolves it."""
+    if shutil.which("scontrol") is None:
+        return socket.gethostbyname(node)
     result = subprocess.run(["scontrol", "show", "node", node, "-o"], capture_output=True, text=True, check=False)
     fields = dict(part.split("=", 1) for part in result.stdout.split() if "=" in part)
     return socket.gethostbyname(fields.get("NodeAddr", node))

@@ -18,7 +18,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from launch import preflight, provenance, readiness
+from launch import preflight, provenance, readiness, snapshot
 from launch.auto import resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
 from launch.errors import UserError, explain
@@ -41,9 +41,18 @@ def plan_job(
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)
-    model_path, hub_cache = str(cfg.actor_rollout_ref.model.path), readiness.node_hub_cache(cfg)
-    facts = gather(model_path, str(cfg.cluster.name), cfg.cluster.get("partition"), hub_cache)
+    facts = gather(
+        str(cfg.actor_rollout_ref.model.path),
+        str(cfg.cluster.name),
+        cfg.cluster.get("partition"),
+        readiness.node_hub_cache(cfg),
+        snapshot=bool(cfg.cluster.get("snapshot")),
+        ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
+        ray_token_file=cfg.cluster.get("ray_auth_token_file"),
+    )
     plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
+    if plan.code_dir:  # written now: the checks below look at the files verl will load (the reward file)
+        snapshot.materialize(Path(plan.code_dir))
     validate(cfg, plan, facts)
     if cfg.launch.preflight == "off" or plan.llm.get("known") is False:  # an unknown model: no verdict at all
         return readiness.judge(cfg, plan, facts, data, repairs)
@@ -72,7 +81,8 @@ def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict) -
     if problem:
         raise UserError(problem)
     resources = replace(plan.resources, mem_gb=mem_gb)
-    return replace(plan, resources=resources, slurm=make_slurm_parameters(cfg, resources), preflight=verdict)
+    slurm = make_slurm_parameters(cfg, resources, plan.code_dir, plan.container)
+    return replace(plan, resources=resources, slurm=slurm, preflight=verdict)
 
 
 def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
@@ -133,6 +143,8 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
         return
     if scripts:
         submit_sweep(plans, int(cfg.cluster.max_requeues))
+    elif plans[0].cluster == "ray":
+        submit_ray_jobs(plans, cfg)
     else:
         for plan in plans:
             run_here(plan)
@@ -146,6 +158,20 @@ def submit_sweep(plans: list[Plan], max_requeues: int) -> None:
     print(f"queued {len(manifest['runs'])} job(s) as {len(manifest['arrays'])} array(s): {arrays}", flush=True)
     for run in manifest["runs"]:
         print(f"  {run['job_id']:>12}  {run['run_id']}  {run['job_name']}", flush=True)
+    print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
+
+
+def submit_ray_jobs(plans: list[Plan], cfg: DictConfig) -> None:
+    from launch import ray_jobs
+
+    cluster = cfg.cluster
+    for warning in dict.fromkeys(warning for plan in plans for warning in plan.warnings):
+        print(f"rlaunch: warning: {warning}", file=sys.stderr, flush=True)
+    manifest = ray_jobs.submit(plans, str(cluster.address), cluster.get("ray_auth_token_file"), str(cluster.python))
+    submitted = manifest["runs"][-len(plans) :]  # the manifest also lists earlier submissions of this sweep
+    print(f"submitted {len(submitted)} Ray job(s) to {manifest['address']}", flush=True)
+    for run in submitted:
+        print(f"  {run['job_id']:>28}  {run['run_id']}  {run['job_name']}", flush=True)
     print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
 
 

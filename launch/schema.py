@@ -109,8 +109,22 @@ class DatasetSettings:
 
 
 @dataclass(kw_only=True)
+class ContainerSettings:
+    """The image every node's Ray and verl's driver run in (cluster=slurm; launch/container.py)."""
+
+    runtime: str | None = None  # null: no container | pyxis (srun --container-image) | apptainer (apptainer exec --nv)
+    image: str | None = None  # pyxis: docker://repo/name:tag or a .sqsh file; apptainer: a .sif file or docker://...
+    mounts: list[str] = field(default_factory=list)  # more SRC:DST[:FLAGS]; the runs directory is always mounted
+    workdir: str | None = None  # null: the code snapshot (the job imports from it)
+    env: dict[str, str] = field(default_factory=dict)  # set inside the container, over the image's own values
+    python: str = "python"  # the image's interpreter, with rlaunch's requirements installed
+
+
+@dataclass(kw_only=True)
 class ClusterSettings:
-    name: str = MISSING  # local | slurm
+    name: str = MISSING  # local | slurm | ray
+    address: str | None = None  # cluster=ray: the head's dashboard, e.g. http://head:8265 (Ray's job API)
+    python: str = "python"  # cluster=ray: the interpreter on the Ray cluster's nodes (it needs verl and rlaunch's deps)
     shared_dir: str = MISSING  # a filesystem every node sees; run directories live under it, never node-local /tmp
     partition: str | None = None  # null: the partition SLURM marks as default
     account: str | None = None  # sbatch --account
@@ -130,6 +144,9 @@ class ClusterSettings:
     ray_auth_token_file: str | None = None
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
     array_parallelism: int | None = None  # at most this many tasks of one job array run at once (%N); null: all
+    # copy the code into the sweep directory at submission and run the job from there (launch/snapshot.py)
+    snapshot: bool = False
+    container: ContainerSettings = field(default_factory=ContainerSettings)
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
     # the job's software where it changes memory (launch/job_software.py); auto: what the planning venv has

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from launch import ray_cluster
+from launch import container, ray_cluster, snapshot
 from launch.plan import Plan
 
 MANIFEST = "manifest.json"
@@ -38,7 +38,7 @@ class ShapeGroup:
 def group_by_shape(plans: list[Plan]) -> list[ShapeGroup]:
     groups: dict[str, ShapeGroup] = {}
     for plan in plans:
-        key = json.dumps(plan.slurm, sort_keys=True)
+        key = json.dumps([plan.slurm, plan.container], sort_keys=True)
         groups.setdefault(key, ShapeGroup(plan.slurm, []))
         groups[key].plans.append(plan)
     return list(groups.values())
@@ -93,9 +93,14 @@ def array_parameters(group: ShapeGroup) -> dict[str, Any]:
     return {"array_parallelism": len(group.plans), **group.parameters}
 
 
-def _submitit_command(folder: Path) -> str:
+def job_python(group: ShapeGroup) -> str:
+    """The interpreter the srun step starts: this one, or the container's (apptainer: `apptainer exec ... python`)."""
+    return container.python_command(group.plans[0].container, sys.executable)
+
+
+def _submitit_command(folder: Path, python: str) -> str:
     # what submitit's SlurmExecutor puts in the script (shown by dry runs exactly as it will be submitted)
-    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+    return " ".join([python, "-u -m submitit.core._submit", shlex.quote(str(folder))])
 
 
 def render_sbatch(group: ShapeGroup, index: int, sweep_dir: Path) -> str:
@@ -105,7 +110,7 @@ def render_sbatch(group: ShapeGroup, index: int, sweep_dir: Path) -> str:
     folder = submitit_folder(sweep_dir)
     map_count = len(group.plans) if len(group.plans) > 1 else None
     return _make_sbatch_string(
-        command=_submitit_command(folder),
+        command=_submitit_command(folder, job_python(group)),
         folder=folder,
         job_name=job_name(group, index),
         map_count=map_count,
@@ -128,11 +133,15 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
 
     for plan in plans:  # every run's Ray token exists before anything is queued
         ray_cluster.ensure_auth_token(Path(plan.run_dir), plan.cluster_settings["ray_auth_token_file"])
+        if plan.code_dir:  # the code the jobs import, written before they are queued
+            snapshot.materialize(Path(plan.code_dir))
     sweep_dir = sweep_dir_of(plans)
     manifest: dict[str, Any] = {"sweep_id": plans[0].sweep_id, "sweep_dir": str(sweep_dir), "arrays": [], "runs": []}
     started = time.perf_counter()
     for index, group in enumerate(arrays_of(plans, max_array_size())):
-        executor = submitit.SlurmExecutor(folder=submitit_folder(sweep_dir), max_num_timeout=max_requeues)
+        executor = submitit.SlurmExecutor(
+            folder=submitit_folder(sweep_dir), max_num_timeout=max_requeues, python=job_python(group)
+        )
         executor.update_parameters(job_name=job_name(group, index), **array_parameters(group))
         with executor.batch():
             jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]
@@ -169,6 +178,15 @@ def write_manifest(sweep_dir: Path, manifest: dict[str, Any]) -> None:
         manifest["runs"] = [run for run in previous["runs"] if run["run_id"] not in known] + manifest["runs"]
     sweep_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def select_runs(manifest: dict[str, Any], run: str | None) -> list[dict[str, Any]]:
+    """One run by run id or job id, or all of them."""
+    chosen = [r for r in manifest["runs"] if run in (None, r["run_id"], r["job_id"])]
+    if not chosen:
+        known = ", ".join(f"{r['job_id']} ({r['run_id']})" for r in manifest["runs"])
+        raise SystemExit(f"sweep: no run {run} in this sweep: choose one of {known}")
+    return chosen
 
 
 def read_manifest(sweep: str, runs_dir: Path) -> dict[str, Any]:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from launch import doctor, failures
-from launch.metrics import read_history, read_run
+from launch.errors import UserError
+from launch.metrics import progress, read_run
 from launch.rundir import is_run_dir
-from launch.slurm import read_manifest
+from launch.slurm import read_manifest, select_runs
 
 DEFAULT_RUNS_DIR = Path("~/rlaunch/rlaunch").expanduser()
 
@@ -67,23 +68,19 @@ def status(manifest: dict[str, Any]) -> str:
         attempts = accounted.get(run["job_id"], pending_array)
         state = queued.get(run["job_id"]) or (attempts[-1]["State"] if attempts else "UNKNOWN")
         history = " > ".join(a["State"] for a in attempts) if len(attempts) > 1 else ""
-        logged = read_history(Path(run["run_dir"]))  # verl's file logger: how far training got
-        progress = f"step {max(logged)}" if logged else "no step yet"
         cause = failures.summary(failures.run_failures(Path(run["run_dir"])))
         lines.append(
-            f"  {run['job_id']:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress:<12} {run['run_id']}  "
-            f"{run['job_name']}" + (f"  [{history}]" if history else "") + (f"  cause {cause}" if cause else "")
+            f"  {run['job_id']:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress(run):<12} "
+            f"{run['run_id']}  {run['job_name']}"
+            + (f"  [{history}]" if history else "")
+            + (f"  cause {cause}" if cause else "")
         )
     return "\n".join(lines)
 
 
 def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
-    chosen = [r for r in manifest["runs"] if run in (None, r["run_id"], r["job_id"])]
-    if not chosen:
-        known = ", ".join(f"{r['job_id']} ({r['run_id']})" for r in manifest["runs"])
-        raise SystemExit(f"sweep: no run {run} in this sweep: choose one of {known}")
     out = []
-    for record in chosen:
+    for record in select_runs(manifest, run):
         run_dir = Path(record["run_dir"])
         found = doctor.run_failures(read_run(run_dir)) if is_run_dir(run_dir) else []
         if found:  # the lines that show the cause first: they sit far above the tail
@@ -116,6 +113,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except FileNotFoundError as error:
         print(f"sweep: error: {error}: give a sweep directory or id (see the submission's last line)", file=sys.stderr)
         sys.exit(2)
+    if manifest.get("cluster") == "ray":  # Ray jobs: the same commands through Ray's job API
+        from launch import ray_jobs
+
+        backend = {"status": ray_jobs.status, "logs": ray_jobs.logs, "cancel": ray_jobs.cancel}
+        try:
+            print(backend[args.command](*([manifest, args.run, args.lines] if args.command == "logs" else [manifest])))
+        except UserError as error:  # the cluster is gone or refuses: say so in one line
+            print(f"sweep: error: {error}", file=sys.stderr)
+            sys.exit(2)
+        return
     if args.command == "status":
         print(status(manifest))
     elif args.command == "logs":

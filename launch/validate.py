@@ -290,6 +290,10 @@ def verl_message(error: BaseException) -> str:
 def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
     """What the partition cannot give, refused before sbatch is asked (EnforcePartLimits would refuse it at submit,
     or worse, a cluster without it would leave the job pending forever)."""
+    if cfg.cluster.name == "ray":
+        from launch.ray_jobs import check_resources
+
+        return check_resources(cfg, resources, facts)
     if cfg.cluster.name != "slurm":
         return
     partition = facts.partition

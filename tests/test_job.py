@@ -182,7 +182,8 @@ def test_job_at_its_time_limit_checkpoints_requeues_and_resumes(slurm_env, tmp_p
     assert (run_dir / "checkpoint_calls.txt").exists(), "our checkpoint() ran on USR2"
 
 
-FAKE_KEYS = {"WANDB_API_KEY": "fakewandb0123456789abcdef0123456789abcdef", "HF_TOKEN": "hf_fakeToken0123456789abcdef"}
+# made at run time: the job's code snapshot holds this file, and a literal here would be found there
+FAKE_KEYS = {"WANDB_API_KEY": "fakewandb" + os.urandom(16).hex(), "HF_TOKEN": "hf_fakeToken" + os.urandom(8).hex()}
 
 
 def assert_token_only_in_its_file(run_dir: Path, root: Path) -> None:

@@ -40,9 +40,8 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def on_partition(*args: object) -> object:
+def on_partition(model_path: str, cluster: str, partition: object, hub_cache: str, **_: object) -> object:
     """This machine's real facts, planned for as if from the dev cluster's login node (partition debug)."""
-    model_path, _, _, hub_cache = args
     return replace(gather_facts(str(model_path), "local", None, str(hub_cache)), partition=DEBUG_PARTITION)
 
 

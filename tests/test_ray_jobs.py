@@ -1,0 +1,203 @@
+"""cluster=ray against a REAL local Ray head with its dashboard and token auth: the cluster's resources as facts, one
+Ray job per run through the job API, verl in the job reaching its GPU check, and sweep.py status/logs/cancel."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, compose_config, cpu_facts, run_cli
+from tiny_assets import make_tiny_dataset, make_tiny_model
+
+from launch import ray_cluster
+from launch.errors import UserError
+from launch.facts import PartitionFacts, ray_cluster_facts
+from launch.plan import make_plan
+from launch.validate import check_cluster
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def standing_head(home: Path, *resources: str, memory_gib: int = 64) -> Iterator[dict[str, str]]:
+    """`ray start --head --block` with its dashboard, token auth on (its own token file), 16 logical CPUs (verl's
+    TransferQueue needs ~9) and `memory_gib` as Ray advertises them (the plan's caps and the preflight read these), plus
+    `resources` (default: no GPU); stopped through its own process group."""
+    token = home / "ray_token"
+    token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)
+    gcs, dashboard, client = free_port(), free_port(), free_port()
+    temp_dir = f"/tmp/rlrj-{os.getpid()}-{dashboard}"
+    env = {**os.environ, "HOME": str(home), **ray_cluster.auth_environment(token), "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_AUTH_TOKEN", None)
+    ray = str(Path(sys.executable).parent / "ray")
+    command = [ray, "start", "--head", "--block", f"--port={gcs}", f"--ray-client-server-port={client}"]
+    command += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}"]
+    command += ["--num-cpus=16", f"--memory={memory_gib * 2**30}", f"--temp-dir={temp_dir}"]
+    command += list(resources or ["--num-gpus=0"])
+    log = (home / "ray_head.log").open("wb")
+    head = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True, cwd=home)
+    address = f"http://127.0.0.1:{dashboard}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{address}/api/version", timeout=2):
+                    break
+            except urllib.error.HTTPError:  # it answers (401 without the token): up
+                break
+            except OSError:
+                assert head.poll() is None, (home / "ray_head.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the Ray head's dashboard did not come up"
+                time.sleep(1)
+        while ray_cluster_facts(address, str(token)).nodes == 0:  # the dashboard answers before the raylet joined
+            assert time.monotonic() < deadline, "the Ray head's node did not register"
+            time.sleep(1)
+        yield {"address": address, "token": str(token), "home": str(home)}
+    finally:
+        ray_cluster.stop_node(head)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A standing cluster without GPUs (verl's GPU check is the end of the CPU path)."""
+    with standing_head(tmp_path_factory.mktemp("home")) as head:
+        yield head
+
+
+def sweep_cli(command: str, sweep_dir: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(PROJECT / "launch" / "sweep.py"), command, sweep_dir, *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def wait_for(sweep_dir: str, pattern: str, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        shown = sweep_cli("status", sweep_dir)
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        if re.search(pattern, shown.stdout):
+            return shown.stdout
+        assert time.monotonic() < deadline, f"status never matched {pattern!r}: {shown.stdout}"
+        time.sleep(3)
+
+
+def test_the_clusters_resources_are_the_facts(ray_head):
+    facts = ray_cluster_facts(ray_head["address"], ray_head["token"])
+    assert facts.cpus_per_node == 16 and facts.gpus_per_node == 0 and facts.nodes == 1
+    assert facts.mem_gib_per_node == 64.0 and facts.max_time_min is None
+    with pytest.raises(UserError, match="set cluster.ray_auth_token_file to the cluster's token"):
+        ray_cluster_facts(ray_head["address"], None)  # the cluster requires its token
+    with pytest.raises(UserError, match="cannot use the Ray cluster at http://127.0.0.1:9: "):
+        ray_cluster_facts("http://127.0.0.1:9", None)
+
+
+def test_gpus_and_their_type_come_from_the_cluster_for_gpu_auto_and_the_checks(tmp_path: Path):
+    """A cluster whose node advertises 8 GPUs of Ray's type A100-80G (logical resources: no GPU needed here)."""
+    gpus = ("--num-gpus=8", '--resources={"accelerator_type:A100-80G": 1}')
+    with standing_head(tmp_path, *gpus, memory_gib=1024) as head:
+        facts = ray_cluster_facts(head["address"], head["token"])
+        assert (facts.gpus_per_node, facts.gres_type, facts.nodes) == (8, "a100-80g", 1)
+        common = [f"cluster.address={head['address']}", f"cluster.ray_auth_token_file={head['token']}"]
+        common += ["cluster=ray", "gpu=auto", "llm=qwen2_5_0_5b", "launch.dry_run=json"]
+        env = {"HOME": head["home"]}
+        planned = run_cli(*common, cwd=tmp_path, env=env)
+        assert planned.returncode == 0, planned.stderr[-3000:]
+        plan = json.loads(planned.stdout)
+        assert plan["gpu_profile"] == "a100_80" and "A100-80G".lower() in plan["gpu_selected_by"]
+        # capped at the cluster's node (the profile wants 128 CPUs), RAM as the preflight asked for it within the node
+        assert plan["resources"]["cpus_per_task"] == 16 and plan["resources"]["mem_gb"] <= 1024
+        too_many = run_cli(*common, "trainer.n_gpus_per_node=16", cwd=tmp_path, env=env)
+        assert too_many.returncode == 2
+        assert "trainer.n_gpus_per_node=16 but the nodes of ray cluster" in too_many.stderr, too_many.stderr[-2000:]
+
+
+def test_a_run_larger_than_the_clusters_gpu_nodes_is_refused_with_the_fix():
+    cluster = PartitionFacts("ray cluster http://h:8265", 64, 500.0, 4, "a100", None, 2)
+    for overrides, message in [
+        (["trainer.n_gpus_per_node=8"], r"trainer.n_gpus_per_node=8 but the nodes of ray cluster .* have at most 4"),
+        (["trainer.n_gpus_per_node=4", "trainer.nnodes=3"], r"trainer.nnodes=3 but ray cluster .* has 2 node"),
+    ]:
+        cfg = compose_config("cluster=ray", "cluster.address=http://h:8265", "gpu=a100_80", *overrides)
+        facts = cpu_facts(partition=cluster)
+        with pytest.raises(UserError, match=message):
+            check_cluster(cfg, make_plan(cfg, facts, overrides, Path("/tmp"), "python").resources, facts)
+
+
+def test_verl_runs_as_a_ray_job_to_its_gpu_check_and_sweep_commands_work(ray_head, tmp_path: Path):
+    model = make_tiny_model(tmp_path / "model")
+    train, val = make_tiny_dataset(tmp_path / "data", ["math", "logic"])
+    common = [
+        "cluster=ray",
+        f"cluster.address={ray_head['address']}",
+        f"cluster.ray_auth_token_file={ray_head['token']}",
+        f"cluster.shared_dir={tmp_path / 'shared'}",
+        f"cluster.python={sys.executable}",
+        "gpu=a40",
+        "mode=quick_test",
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.max_prompt_length=256",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    ]
+    env = {"HOME": ray_head["home"]}
+    result = run_cli(*common, "data.max_response_length=256", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "submitted 1 Ray job(s)" in result.stdout
+    assert "reports no GPU now: verl will stop at its GPU check" in result.stderr + result.stdout
+    sweep_dir = re.search(r"sweep\.py status (\S+)", result.stdout).group(1)
+    manifest = json.loads((Path(sweep_dir) / "manifest.json").read_text())
+    [run] = manifest["runs"]
+    plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
+    assert Path(plan["code_dir"], "launch", "ray_jobs.py").is_file()  # the snapshot is the job's working_dir
+    assert plan["verl"]["reward"]["custom_reward_function"]["path"] == f"{plan['code_dir']}/rewards/verl_entry.py"
+
+    shown = wait_for(sweep_dir, r"FAILED|SUCCEEDED|STOPPED", 420)
+    assert re.search(rf"{run['job_id']}\s+FAILED\s+no step yet\s+{run['run_id']}", shown), shown
+    logs = sweep_cli("logs", sweep_dir, "-n", "100000")
+    assert logs.returncode == 0, logs.stderr[-2000:]
+    assert "Total available GPUs 0 is less than total desired GPUs 1" in logs.stdout, logs.stdout[-3000:]
+    assert re.search(r"rlaunch: Ray job for run \w+, attempt 1; code from \S+_ray_pkg_", logs.stdout), logs.stdout
+    provenance = json.loads((Path(run["run_dir"]) / "provenance.json").read_text())
+    assert provenance["attempt"] == 1 and provenance["code_snapshot"] == plan["code_dir"]
+
+    # a sweep: one Ray job per run; cancel stops them all
+    sweep = run_cli(*common, "data.max_response_length=128,192", "-m", cwd=tmp_path, env=env)
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    assert "submitted 2 Ray job(s)" in sweep.stdout
+    sweep_dir = re.search(r"sweep\.py status (\S+)", sweep.stdout).group(1)
+    cancelled = sweep_cli("cancel", sweep_dir)
+    assert cancelled.returncode == 0 and "stopped 2 Ray job(s)" in cancelled.stdout, cancelled.stdout
+    shown = wait_for(sweep_dir, r"(STOPPED.*\n.*){2}|STOPPED[^\n]*\n[^\n]*STOPPED", 120)
+    assert shown.count("STOPPED") == 2, shown
+
+
+def test_sweep_commands_on_a_ray_sweep_whose_cluster_is_gone_say_so_in_one_line(tmp_path: Path):
+    manifest = {"cluster": "ray", "address": "http://127.0.0.1:9", "token_file": None, "sweep_id": "gone", "runs": []}
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "sweep_dir": str(tmp_path), "arrays": []}))
+    for command in ("status", "logs", "cancel"):
+        shown = sweep_cli(command, str(tmp_path))
+        assert shown.returncode == 2
+        assert shown.stderr.startswith("sweep: error: cannot use the Ray cluster at http://127.0.0.1:9: "), shown.stderr
+        assert "or fix cluster.address" in shown.stderr

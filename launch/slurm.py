@@ -118,7 +118,7 @@ def render_sbatch(group: ShapeGroup, index: int, sweep_dir: Path) -> str:
     )
 
 
-def render_all(plans: list[Plan], limit: int | None) -> list[tuple[ShapeGroup, str]]:
+def render_all(plans: list[Plan], limit: int | None = None) -> list[tuple[ShapeGroup, str]]:
     sweep_dir = sweep_dir_of(plans)
     groups = arrays_of(plans, limit)
     return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(groups)]

@@ -17,7 +17,7 @@ def test_help_lists_our_groups_keys_and_examples_not_the_config_dump(tmp_path: P
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
     assert "gpu=a100_40|a100_80|a40|[auto]|h100" in out and "algo=[guru_baseline]|mtl_pcgrad|rft" in out
-    for group in ("mode=", "llm=", "dataset=", "cluster=[auto]|local|slurm"):
+    for group in ("mode=", "llm=", "dataset=", "cluster=[auto]|local|ray|slurm"):
         assert group in out, group
     for root, cls in SECTIONS.items():
         for key, doc in field_docs(cls).items():

@@ -158,6 +158,8 @@ def test_verl_runs_as_a_ray_job_to_its_gpu_check_and_sweep_commands_work(ray_hea
         f"data.train_files={train}",
         f"data.val_files={val}",
         "data.max_prompt_length=256",
+        "data.train_batch_size=8",  # 16 rows: a 512-prompt batch would be refused (0 steps)
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
         "trainer.n_gpus_per_node=1",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
     ]

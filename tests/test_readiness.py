@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -364,6 +365,13 @@ def test_verl_example_script_plans_with_the_model_it_names(tmp_path: Path, hf_ca
 # --- acceptance: the dev cluster -------------------------------------------------------------------------------------
 
 
+def accounted(job_id: str, env: dict[str, str]) -> set[str]:
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-j", job_id, "-o", "JobID"], env={**os.environ, **env}, capture_output=True, text=True
+    )
+    return set(out.stdout.split())
+
+
 def squeue(env: dict[str, str]) -> set[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i"], env={**os.environ, **env}, capture_output=True, text=True)
     return set(out.stdout.split())
@@ -382,13 +390,11 @@ def test_dev_cluster_refuses_bad_data_and_queues_a_good_tiny_run(slurm_env, tmp_
     queued = run_cli(*good, cwd=tmp_path, env=env)
     assert queued.returncode == 0, queued.stderr[-3000:]
     job_id = queued.stdout.split("queued")[1].split(":")[1].split()[0]
-    accounted = subprocess.run(
-        ["sacct", "-n", "-X", "-j", job_id, "-o", "JobID"],
-        env={**os.environ, **slurm_env},
-        capture_output=True,
-        text=True,
-    )
-    assert job_id in accounted.stdout, "the good run reached SLURM"
+    # slurmdbd learns of a job a moment after sbatch answered: the queue, or the accounting once it has ended
+    deadline = time.monotonic() + 60
+    while job_id.split("_")[0] not in {known.split("_")[0] for known in squeue(slurm_env) | accounted(job_id, env)}:
+        assert time.monotonic() < deadline, "the good run reached SLURM"
+        time.sleep(1)
     subprocess.run(["scancel", job_id], env={**os.environ, **slurm_env}, check=False)
 
 

@@ -146,6 +146,7 @@ class ClusterSettings:
     array_parallelism: int | None = None  # at most this many tasks of one job array run at once (%N); null: all
     # copy the code into the sweep directory at submission and run the job from there (launch/snapshot.py)
     snapshot: bool = False
+    # the image every node's Ray and verl's driver run in: .runtime (pyxis|apptainer), .image, .mounts, .workdir, .env
     container: ContainerSettings = field(default_factory=ContainerSettings)
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers

@@ -27,7 +27,8 @@ from launch.rundir import append_attempt, attempt_log_path, attempts, load_plan
 
 # Variables worth a line in the attempt log; everything else (tokens, keys) stays out of files rlaunch writes.
 LOGGED_VARIABLES = (*provenance.SLURM_VARIABLES.values(), "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES")
-DONE_MARKER = ".ray_done-{job}"
+DONE_MARKER = ".ray_done-{tag}"  # the head is done (or gave up): the workers stop
+READY_MARKER = ".ray_ready-{tag}"  # every node registered: a worker that dies after this was lost mid-run
 JOB_STARTED = time.monotonic()  # this module is imported when the job's callable is unpickled: the job's start
 VERL_LATEST = "latest_checkpointed_iteration.txt"  # verl writes it next to global_step_N after each save
 CODE_ROOT = Path(__file__).resolve().parent.parent  # the code snapshot the job imports (launch/snapshot.py)
@@ -115,11 +116,12 @@ def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: fl
             f"({topology.head_address}); code from {CODE_ROOT}",
             flush=True,
         )
+        (run_dir / READY_MARKER.format(tag=topology.attempt_tag)).touch()
         with (run_dir / "ray_ready.jsonl").open("a") as log:
             log.write(json.dumps({"nodes": len(topology.nodes), "seconds_after_job_start": round(ready, 2)}) + "\n")
         code = run_driver(plan, topology.head_address, attempt, provenance_overrides)
     finally:
-        (run_dir / DONE_MARKER.format(job=topology.job_id)).touch()  # the workers stop waiting, whatever happened
+        (run_dir / DONE_MARKER.format(tag=topology.attempt_tag)).touch()  # the workers stop waiting, whatever happened
         ray_cluster.copy_logs(topology, 0, run_dir, token_path)
         if head is not None:
             ray_cluster.stop_node(head.process)
@@ -133,7 +135,8 @@ def run_worker(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: 
     reports why to the head (which fails the job with it) and fails its own task."""
     run_dir = Path(plan["run_dir"])
     token_path = token_path_of(plan)
-    done = run_dir / DONE_MARKER.format(job=topology.job_id)
+    done = run_dir / DONE_MARKER.format(tag=topology.attempt_tag)
+    ready = run_dir / READY_MARKER.format(tag=topology.attempt_tag)
     rank = topology.rank
 
     def head_gave_up() -> str | None:
@@ -151,6 +154,9 @@ def run_worker(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: 
     try:
         while not done.exists():
             reason = worker.failure()
+            if reason and ready.exists():  # the job's Ray was up: this node was lost mid-run, the driver sees it too
+                code, why = worker.process.returncode, ray_cluster.last_error_line(worker.log_path)
+                raise RuntimeError(f"the Ray worker on {topology.nodes[rank]} exited with code {code} mid-run: {why}")
             if reason:
                 ray_cluster.report_worker_failure(topology, run_dir, reason)
                 raise RuntimeError(reason)

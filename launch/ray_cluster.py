@@ -46,7 +46,7 @@ MAX_NODES_PER_BLOCK = (PORT_BLOCK - 8) // PORTS_PER_NODE
 # token auth, decided here and never inherited: every process of the job reads the run's own token file
 RAY_AUTH_MODE = "token"
 AUTH_TOKEN_FILE = "ray_auth_token"  # in the run directory, mode 0600
-START_FAILED_MARKER = "ray_start_failed-{job}-{rank}.txt"  # a worker's failure, for the head to report
+START_FAILED_MARKER = "ray_start_failed-{tag}-{rank}.txt"  # a worker's failure, for the head to report
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,12 @@ class Topology:
     rank: int  # this process's node
     cpus: int  # logical CPUs each Ray node advertises
     gpus: int  # GPUs on this node, counted with NVML (never CUDA_VISIBLE_DEVICES)
+    attempt: int = 0  # SLURM_RESTART_COUNT: a requeued job keeps its id, and its markers must not be the last one's
+
+    @property
+    def attempt_tag(self) -> str:
+        """Names this attempt's marker files in the (shared) run directory."""
+        return f"{self.job_id}-{self.attempt}"
 
     @property
     def base_port(self) -> int:
@@ -128,6 +134,7 @@ def topology_from_slurm(env: Mapping[str, str], cpus: int, gpus: int) -> Topolog
         rank=int(env.get("SLURM_NODEID", "0")),
         cpus=cpus,
         gpus=gpus,
+        attempt=int(env.get("SLURM_RESTART_COUNT", "0")),
     )
 
 
@@ -347,14 +354,14 @@ def wait_for_head(topology: Topology, timeout_s: float, gave_up: Callable[[], st
 def worker_failures(topology: Topology, run_dir: Path) -> str | None:
     """The first worker failure this job's workers reported through the shared run directory."""
     for rank in range(1, len(topology.nodes)):
-        marker = run_dir / START_FAILED_MARKER.format(job=topology.job_id, rank=rank)
+        marker = run_dir / START_FAILED_MARKER.format(tag=topology.attempt_tag, rank=rank)
         if marker.exists():
             return marker.read_text().strip()
     return None
 
 
 def report_worker_failure(topology: Topology, run_dir: Path, reason: str) -> None:
-    (run_dir / START_FAILED_MARKER.format(job=topology.job_id, rank=topology.rank)).write_text(reason + "\n")
+    (run_dir / START_FAILED_MARKER.format(tag=topology.attempt_tag, rank=topology.rank)).write_text(reason + "\n")
 
 
 def connect(ray: ModuleType, topology: Topology, failed: Callable[[], str | None], deadline: float) -> None:

@@ -15,7 +15,7 @@
 #
 # Idempotent: `up` with the same arguments on a running cluster does nothing; with other arguments it restarts.
 # Two copies coexist when they differ in --prefix and --port-base (every port and node address is derived from it):
-#   slurmctld P, slurmdbd P+2, MariaDB P+3, node i at 127.K.0.(10+i):P+10+i with K = (P / 1000) % 256. Distinct
+#   slurmctld P, slurmdbd P+2, MariaDB P+3, node i at 127.K.0.(10+i):P+10+i with K = (P / 50) % 256. Distinct
 #   node addresses matter: job ids restart at 1 in each copy, and a job's Ray ports are derived from its id.
 # Settings and why (shared/FACTS.md, each learned by failing): slurmdbd+MariaDB or sacct is off and submitit never
 # learns a killed job died; the munge socket in AccountingStoragePass; DefMemPerCPU; EnforcePartLimits=ALL so an
@@ -123,7 +123,7 @@ log "munged up"
 read -r CPUS BOARDS SOCKETS CORES THREADS MEM < <(slurmd -C | head -1 | sed -E \
   's/.*CPUs=([0-9]+) Boards=([0-9]+) SocketsPerBoard=([0-9]+) CoresPerSocket=([0-9]+) ThreadsPerCore=([0-9]+) RealMemory=([0-9]+).*/\1 \2 \3 \4 \5 \6/')
 NODE_MEM=$(( MEM * 80 / 100 / NODES ))
-ADDRS=$(seq -s, -f "127.$(( (PORT_BASE / 1000) % 256 )).0.%g" 11 $((10 + NODES)))
+ADDRS=$(seq -s, -f "127.$(( (PORT_BASE / 50) % 256 )).0.%g" 11 $((10 + NODES)))
 
 # ---------------------------------------------------------------- 4. MariaDB + slurmdbd, so sacct works
 ACCT="AccountingStorageType=accounting_storage/none"

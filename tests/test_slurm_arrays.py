@@ -56,7 +56,9 @@ def slurm(command: list[str], env: dict[str, str]) -> str:
 def test_sweep_beyond_max_array_size_is_several_arrays_and_every_job_queued_once(small_array_cluster, tmp_path):
     env = small_array_cluster
     lrs = ",".join(f"{i}e-6" for i in range(1, 8))
-    args = ["gpu=a40", "llm=qwen2_5_0_5b", "mode=quick_test", f"actor_rollout_ref.actor.optim.lr={lrs}"]
+    # submission is explicit (cluster=slurm); no GURU files or model cache on this box: those checks off
+    args = ["cluster=slurm", "launch.skip_checks=[data,hub_cache]", "gpu=a40", "llm=qwen2_5_0_5b", "mode=quick_test"]
+    args.append(f"actor_rollout_ref.actor.optim.lr={lrs}")
     result = run_cli(
         *args, "cluster.array_parallelism=2", f"cluster.shared_dir={tmp_path}", "-m", cwd=tmp_path, env=env
     )

@@ -153,9 +153,12 @@ def logprobs_fused(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Ten
     return torch.cat(parts)
 
 
-def logits_case(meter: Meter, tokens: int, hidden: int, vocab: int, method: str, backward: bool) -> dict[str, Any]:
-    """The log-prob computation alone: its bytes above the hidden states and lm_head, whose final grads (the
-    model's, counted elsewhere) are taken out. The logits go out of scope before backward, as in verl's forward step."""
+def head_bytes(
+    meter: Meter, tokens: int, hidden: int, vocab: int, backward: bool, objective: Callable[..., torch.Tensor]
+) -> tuple[float, dict[str, float]]:
+    """One output-head computation on random bf16 hidden states and lm_head: its peak bytes above them, with the
+    final grads of both (the model's, counted elsewhere) taken out. Intermediates go out of scope before backward,
+    as in verl's forward step."""
     device = meter.device
     torch.manual_seed(0)
     states = torch.randn(tokens, hidden, dtype=torch.bfloat16, device=device, requires_grad=backward)
@@ -163,12 +166,19 @@ def logits_case(meter: Meter, tokens: int, hidden: int, vocab: int, method: str,
     labels = torch.randint(0, vocab, (tokens,), device=device)
     result: dict[str, float] = {}
     with torch.set_grad_enabled(backward), meter.measure(result):
-        logprobs = log_probs(method, states, weight, labels)
+        output = objective(states, weight, labels)
         if backward:
-            logprobs.sum().backward()
+            output.sum().backward()
     grads = sum(t.grad.numel() * t.grad.element_size() for t in (states, weight) if t.grad is not None)
+    return result["peak"] - grads, result
+
+
+def logits_case(meter: Meter, tokens: int, hidden: int, vocab: int, method: str, backward: bool) -> dict[str, Any]:
+    """The log-prob computation alone."""
+    measured, result = head_bytes(
+        meter, tokens, hidden, vocab, backward, lambda states, weight, labels: log_probs(method, states, weight, labels)
+    )
     counted = min(tokens, FUSED_CHUNK) if method == "fused" else tokens
-    measured = result["peak"] - grads
     return {
         "phase": "logits" + ("+backward" if backward else ""),
         "method": method,
@@ -197,18 +207,7 @@ def logprobs_with_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: to
 def entropy_case(meter: Meter, tokens: int, hidden: int, vocab: int, backward: bool) -> dict[str, Any]:
     """Pure-torch log-probs plus the entropy (entropy_coeff != 0): what the entropy adds per token x vocab is this
     row's measurement less the torch row's at the same size."""
-    device = meter.device
-    torch.manual_seed(0)
-    states = torch.randn(tokens, hidden, dtype=torch.bfloat16, device=device, requires_grad=backward)
-    weight = (torch.randn(vocab, hidden, dtype=torch.bfloat16, device=device) * 0.02).requires_grad_(backward)
-    labels = torch.randint(0, vocab, (tokens,), device=device)
-    result: dict[str, float] = {}
-    with torch.set_grad_enabled(backward), meter.measure(result):
-        objective = logprobs_with_entropy(states, weight, labels)
-        if backward:
-            objective.sum().backward()
-    grads = sum(t.grad.numel() * t.grad.element_size() for t in (states, weight) if t.grad is not None)
-    measured = result["peak"] - grads
+    measured, result = head_bytes(meter, tokens, hidden, vocab, backward, logprobs_with_entropy)
     per_entropy = memory.ENTROPY_BYTES_PER_TOKEN_VOCAB[0 if backward else 1]
     predicted = memory.logits_bytes("torch", tokens, vocab, backward) + per_entropy * tokens * vocab
     return {

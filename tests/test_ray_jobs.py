@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT, compose_config, cpu_facts, run_cli
-from tiny_assets import make_tiny_dataset, make_tiny_model
+from tiny_assets import make_tiny_dataset, make_tiny_model, tiny_run_overrides
 
 from launch import ray_cluster
 from launch.errors import UserError
@@ -152,16 +152,7 @@ def test_verl_runs_as_a_ray_job_to_its_gpu_check_and_sweep_commands_work(ray_hea
         f"cluster.ray_auth_token_file={ray_head['token']}",
         f"cluster.shared_dir={tmp_path / 'shared'}",
         f"cluster.python={sys.executable}",
-        "gpu=a40",
-        "mode=quick_test",
-        f"actor_rollout_ref.model.path={model}",
-        f"data.train_files={train}",
-        f"data.val_files={val}",
-        "data.max_prompt_length=256",
-        "data.train_batch_size=8",  # 16 rows: a 512-prompt batch would be refused (0 steps)
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "trainer.n_gpus_per_node=1",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        *tiny_run_overrides(model, train, val),
     ]
     env = {"HOME": ray_head["home"]}
     result = run_cli(*common, "data.max_response_length=256", cwd=tmp_path, env=env)

@@ -14,7 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import compose_config, run_cli
-from tiny_assets import guru_rows, hf_config, make_hub_snapshot, make_tiny_dataset, make_tiny_model
+from tiny_assets import (
+    guru_rows,
+    hf_config,
+    make_hub_snapshot,
+    make_tiny_dataset,
+    make_tiny_model,
+    tiny_run_overrides,
+)
 
 from launch import readiness
 from launch.errors import UserError, explain
@@ -64,19 +71,7 @@ def tiny_run(tmp_path: Path, domains: tuple[str, ...] = ("math", "logic"), per_s
     """Overrides of a small, complete run: a local tiny model and GURU-shaped parquet files."""
     model = make_tiny_model(tmp_path / "model", weights=False)
     train, val = make_tiny_dataset(tmp_path / "data", domains, per_source=per_source)
-    return [
-        "gpu=a40",
-        "mode=quick_test",
-        f"actor_rollout_ref.model.path={model}",
-        f"data.train_files={train}",
-        f"data.val_files={val}",
-        "data.max_prompt_length=256",
-        "data.max_response_length=256",
-        "data.train_batch_size=8",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "trainer.n_gpus_per_node=1",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-    ]
+    return [*tiny_run_overrides(model, train, val), "data.max_response_length=256"]
 
 
 # --- 1. the model is what actor_rollout_ref.model.path says ---------------------------------------------------------

@@ -132,6 +132,22 @@ def make_tiny_dataset(
     return train, val
 
 
+def tiny_run_overrides(model: Path, train: Path, val: Path) -> list[str]:
+    """A small, complete run on one GPU: the tiny model, its data, short prompts, and a batch its 16 rows hold."""
+    return [
+        "gpu=a40",
+        "mode=quick_test",
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.max_prompt_length=256",
+        "data.train_batch_size=8",  # a 512-prompt batch would be refused: verl would train 0 steps
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    ]
+
+
 def make_hub_snapshot(cache_dir: Path, repo_id: str, files: dict[str, str], commit: str = "0" * 40) -> Path:
     """An HF hub cache entry as huggingface_hub lays it out (models--org--name/refs/main -> snapshots/<commit>/...),
     holding exactly `files` (name -> text). Returns the snapshot directory."""

@@ -87,7 +87,8 @@ def llm_architecture(cfg: DictConfig, facts: Facts) -> tuple[dict[str, Any], lis
     path = str(cfg.actor_rollout_ref.model.path)
     if facts.model_config is None or facts.model_source == f"conf/llm/{cfg.llm.name}.yaml":
         if path != table["path"] and facts.model_config is None:
-            return {**table, "path": path, "known": False, "source": "nowhere (not local, not cached, no llm/)"}, []
+            unknown = {"name": path.rstrip("/").rsplit("/", 1)[-1], "path": path, "known": False}
+            return {**table, **unknown, "source": "nowhere (not local, not cached, no llm/)"}, []
         return {**table, "source": f"conf/llm/{cfg.llm.name}.yaml"}, []
     source = facts.model_source or f"{path}/config.json"
     name = cfg.llm.name if path == table["path"] else path.rstrip("/").rsplit("/", 1)[-1]

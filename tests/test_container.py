@@ -1,10 +1,12 @@
-"""Containers (launch/container.py): the sbatch scripts for pyxis and apptainer as golden files, and bad settings.
+"""Containers (launch/container.py): the sbatch scripts for pyxis, apptainer and the host as golden files, and bad
+settings.
 Neither runtime can run on this machine (no enroot/pyxis plugin in Debian's SLURM, no apptainer package): the README
 says how to try them on a site."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,12 +54,17 @@ def site_plan(*overrides: str):
     return make_plan(cfg, facts, [*SITE, *overrides], Path("/home/alice"), "/home/alice/rlaunch/.venv/bin/python")
 
 
-@pytest.mark.parametrize("runtime", sorted(CONTAINERS))
+# no container: the job runs on the host, from the code snapshot, in the venv its setup line activates
+ON_THE_HOST = ["cluster.setup=['source /shared/alice/venvs/rlaunch/bin/activate']"]
+
+
+@pytest.mark.parametrize("runtime", [*sorted(CONTAINERS), "host"])
 def test_sbatch_script_matches_golden_file(runtime: str):
     """The whole script, as submitit will submit it. If a change is intended, delete the file (or run with
     RLAUNCH_REGOLD=1) and commit the new one."""
-    plan = site_plan(*CONTAINERS[runtime])
+    plan = site_plan(*CONTAINERS.get(runtime, ON_THE_HOST))
     [(_, script)] = slurm.render_all([plan])
+    script = script.replace(sys.executable, "<this python>")  # on the host, srun starts the submitting interpreter
     path = GOLDEN / f"sbatch_{runtime}.sh"
     if not path.exists() or os.environ.get("RLAUNCH_REGOLD"):
         path.write_text(script)

@@ -1,0 +1,28 @@
+#!/bin/bash
+
+# Parameters
+#SBATCH --cpus-per-task=128
+#SBATCH --error=/shared/alice/rlaunch/test-sweep/submitit/%j/%j_0_log.err
+#SBATCH --gres=gpu:8
+#SBATCH --job-name=rl-test-sweep-0
+#SBATCH --mem=1000GB
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --open-mode=append
+#SBATCH --output=/shared/alice/rlaunch/test-sweep/submitit/%j/%j_0_log.out
+#SBATCH --partition=gpu
+#SBATCH --requeue
+#SBATCH --signal=USR2@120
+#SBATCH --time=75
+#SBATCH --wckey=submitit
+
+# setup
+cd /shared/alice/rlaunch/test-sweep/code/0123456789abcdef
+export PYTHONPATH=/shared/alice/rlaunch/test-sweep/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
+source /shared/alice/venvs/rlaunch/bin/activate
+export HF_HUB_OFFLINE=1
+export TOKENIZERS_PARALLELISM=false
+
+# command
+export SUBMITIT_EXECUTOR=slurm
+srun --unbuffered --output /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.out --error /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.err <this python> -u -m submitit.core._submit /shared/alice/rlaunch/test-sweep/submitit/%j

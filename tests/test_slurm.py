@@ -81,7 +81,13 @@ def test_sweep_becomes_one_array_per_shape_and_returns_while_jobs_run(slurm_env,
             break
         time.sleep(1)
     assert not slurm(["squeue", "-h", "-j", array_ids], slurm_env).strip(), "cancel leaves nothing queued"
-    assert "CANCELLED" in sweep_cli("status", sweep_dir, slurm_env).stdout
+    # slurmdbd records the cancellation a moment after squeue forgot the jobs (seen lagging under load)
+    for _ in range(30):
+        status = sweep_cli("status", sweep_dir, slurm_env).stdout
+        if "CANCELLED" in status:
+            break
+        time.sleep(1)
+    assert "CANCELLED" in status, status
 
 
 def test_dry_run_prints_every_sbatch_script_and_submits_nothing(slurm_env, tmp_path: Path):

@@ -6,6 +6,7 @@ function; `Facts` itself is plain data, so tests build it by hand and the plan s
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import netrc
@@ -163,11 +164,16 @@ def hub_snapshot(repo_id: str, cache_dir: str) -> HubSnapshot:
 
 def llm_option_for(model_path: str) -> dict | None:
     """The conf/llm/ option whose path is this hub id (its table describes that model), or None."""
-    for option in sorted((PROJECT_DIR / "conf" / "llm").glob("*.yaml")):
-        table = yaml.safe_load(option.read_text())
-        if isinstance(table, dict) and table.get("path") == model_path:
-            return table
+    for table in _llm_tables():
+        if table.get("path") == model_path:
+            return copy.deepcopy(table)  # the caller's own: the cached tables serve every job of a sweep
     return None
+
+
+@cache  # read once per process: a sweep asks for every job, and conf/ does not change while it plans
+def _llm_tables() -> tuple[dict, ...]:
+    tables = (yaml.safe_load(option.read_text()) for option in sorted((PROJECT_DIR / "conf" / "llm").glob("*.yaml")))
+    return tuple(table for table in tables if isinstance(table, dict))
 
 
 def find_model(model_path: str, hub_caches: Sequence[str]) -> tuple[dict | None, str]:

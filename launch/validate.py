@@ -214,8 +214,17 @@ def check_fork_keys(verl: dict[str, Any]) -> None:
         if message is not None:
             raise UserError(message)
     for (key, value), (fork, instead) in FORK_VALUES.items():
-        if OmegaConf.select(OmegaConf.create(verl), key) == value:
+        if _select(verl, key) == value:
             raise UserError(f"{key}={value} is {fork}'s, not verl 0.9.1's: {instead}")
+
+
+def _select(node: Any, key: str) -> Any:
+    """OmegaConf.select on the resolved dict, without building a DictConfig of the whole tree (~50 ms a job)."""
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _leaf_keys(node: Any, path: str) -> Any:
@@ -255,6 +264,39 @@ def verl_check_functions() -> tuple[Callable[..., Any], ...]:
 
     gc.freeze()
     return need_critic, need_reference_policy, omega_conf_to_dataclass, validate_config
+
+
+# What run_verl_validation's calls read of verl's config in verl 0.9.1 (utils/config.py validate_config with its
+# Actor/Critic/Rollout dataclasses and their validate(), trainer/ppo/utils.py need_critic/need_reference_policy): whole
+# roots (None) or named keys. verl is given only this part, so its verdict is a function of it and the part is what the
+# verdict is cached by: a sweep over data.seed or trainer.experiment_name asks verl once, not once per job. A key read
+# outside it fails loudly here (a missing key), not silently; raise verl_checks.CHECKS_VERSION when this changes.
+VERL_CHECKED: dict[str, tuple[str, ...] | None] = {
+    "actor_rollout_ref": None,
+    "algorithm": None,
+    "critic": None,
+    "trainer": ("n_gpus_per_node", "nnodes"),
+    "data": ("train_batch_size", "val_batch_size"),  # val_batch_size: read with .get (a deprecation notice)
+}
+
+
+def verl_checked_part(verl: dict[str, Any]) -> dict[str, Any]:
+    """The part of the resolved config that verl's checks read (VERL_CHECKED). The whole config where a value still
+    holds `${`: OmegaConf would read it as an interpolation, which may point outside the part."""
+    part: dict[str, Any] = {}
+    for root, keys in VERL_CHECKED.items():
+        if root in verl:
+            node = verl[root]
+            part[root] = node if keys is None or not isinstance(node, dict) else {k: node[k] for k in keys if k in node}
+    return verl if _holds_interpolation(part) else part
+
+
+def _holds_interpolation(node: Any) -> bool:
+    if isinstance(node, dict):
+        return any(_holds_interpolation(value) for value in node.values())
+    if isinstance(node, list):
+        return any(_holds_interpolation(value) for value in node)
+    return isinstance(node, str) and "${" in node
 
 
 def run_verl_validation(verl: DictConfig) -> None:
@@ -360,8 +402,9 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
     names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
     cache = str(cfg.launch.verl_check_cache)
-    ask_verl = lambda: run_verl_validation(OmegaConf.create(plan.verl))  # noqa: E731
-    verl_checks.check_once(plan.verl, names, facts.packages, cache, ask_verl)
+    checked = verl_checked_part(plan.verl)
+    ask_verl = lambda: run_verl_validation(OmegaConf.create(checked))  # noqa: E731
+    verl_checks.check_once(checked, names, facts.packages, cache, ask_verl)
     if cfg.algo.name == "rft":  # its stages' own configs: verl's generation (PPO rollout) and SFT config code
         from algos.rft import RftConfigError, validate_rft
 

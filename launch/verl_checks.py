@@ -2,8 +2,9 @@
 
 Runs on: the login node. Asking verl means importing it (torch, Ray, transformers, tensordict: ~4 s on a laptop,
 more than composing, planning and preflighting together). A config verl accepted once is accepted again, so each
-accepted config is recorded under `launch.verl_check_cache` by a hash of the config with its run-specific names
-(run directory, sweep id, run id) replaced by fixed ones, and of the versions of the packages verl's checks read.
+accepted config is recorded under `launch.verl_check_cache` by a hash of the part of the config verl's checks read
+(validate.VERL_CHECKED) with its run-specific names (run directory, sweep id, run id) replaced by fixed ones, and of
+the versions of the packages verl's checks read.
 Rejections are not recorded: their message names this run's keys and values, and asking again costs only time.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 # Raise when what is checked changes (validate.run_verl_validation's calls), so older verdicts stop matching.
-CHECKS_VERSION = 1
+CHECKS_VERSION = 2  # 2: keyed by the part verl's checks read (validate.VERL_CHECKED), not the whole config
 # Names that stand in for the run-specific ones in the hashed form.
 STAND_INS = {"run_dir": "/rlaunch/sweep/run", "sweep_id": "sweep", "run_id": "run"}
 

@@ -40,7 +40,9 @@ class RlaunchSlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from launch.cores import in_order
         from launch.overrides import ComposeOnce, detached_roots, interpolations_parsed_once, job_name, swept_keys
+        from launch.plan import Plan
         from launch.run import dispatch, plan_job
 
         assert self.config is not None and self.hydra_context is not None
@@ -50,14 +52,15 @@ class RlaunchSlurmLauncher(Launcher):
         HydraConfig.instance().set_config(self.config)
         composer = ComposeOnce(self.hydra_context.config_loader, self.config)
         swept = swept_keys(job_overrides)
-        jobs = []
+
+        def plan_one(overrides: Sequence[str]) -> tuple[Plan, DictConfig]:
+            with composer.job_config(overrides) as cfg:
+                name = job_name(str(cfg.gpu.name), overrides, swept, composer.groups(overrides))
+                plan = plan_job(cfg, list(overrides), name)
+                return plan, detached_roots(cfg)  # the working copy goes back to the next job
+
         with interpolations_parsed_once():
-            for overrides in job_overrides:
-                with composer.job_config(overrides) as cfg:
-                    name = job_name(str(cfg.gpu.name), overrides, swept, composer.groups(overrides))
-                    plan = plan_job(cfg, list(overrides), name)
-                    ours = detached_roots(cfg)  # the working copy goes back to the next job
-                jobs.append((plan, ours))
+            jobs = in_order(plan_one, job_overrides)  # on every core for a large sweep (launch/cores.py)
             dispatch(jobs)
         return [
             JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=plan.run_id)

@@ -22,7 +22,7 @@ from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
-from launch.overrides import IDENTITY_EXCLUDED_PREFIXES
+from launch.overrides import IDENTITY_EXCLUDED_PREFIXES, resolved_container
 from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 
@@ -240,7 +240,7 @@ def sync_command(plan: Plan) -> str | None:
 
 def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str]) -> dict[str, Any]:
     """Our roots stripped, interpolations resolved, paths made absolute (Ray actors run elsewhere)."""
-    verl = OmegaConf.to_container(cfg, resolve=True)
+    verl = resolved_container(cfg)  # a sweep's job: from its composition's resolution (launch/overrides.py)
     for root in (*RLAUNCH_ROOTS, "hydra"):
         verl.pop(root, None)
     trainer = verl["trainer"]

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from launch import preflight, provenance, readiness, snapshot
 from launch.auto import resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
+from launch.cores import in_order
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
 from launch.plan import Plan, make_plan, make_slurm_parameters, render
@@ -118,8 +119,6 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
         for plan in plans:
             if plan.preflight is not None and not plan.preflight["fits"]:
                 print(preflight.refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)
-    for plan, job_cfg in jobs:
-        write_run_dir(plan, job_cfg)
     scripts = {}
     if plans[0].cluster == "slurm":
         from launch import slurm
@@ -127,10 +126,19 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
         for group, script in slurm.render_all(plans, slurm.max_array_size()):
             for plan in group.plans:
                 scripts[plan.run_id] = script
+
+    def write(job: tuple[Plan, DictConfig]) -> str:
+        """The job's run directory, and its JSON line for a JSON dry run (rendered where it is written)."""
+        plan, job_cfg = job
+        write_run_dir(plan, job_cfg)
+        if dry_run != "json":
+            return ""
+        return json.dumps(plan.to_dict() | ({"sbatch": scripts[plan.run_id]} if scripts else {}))
+
+    lines = in_order(write, jobs)  # a large sweep's files on every core (launch/cores.py)
     if dry_run == "json":
-        for plan in plans:
-            record = plan.to_dict() | ({"sbatch": scripts[plan.run_id]} if scripts else {})
-            print(json.dumps(record), flush=True)
+        for line in lines:
+            print(line, flush=True)
         return
     if dry_run == "true":
         shown: set[str] = set()

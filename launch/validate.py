@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
+from launch.overrides import holds_interpolation
 from launch.plan import Plan, Resources
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
@@ -288,15 +289,7 @@ def verl_checked_part(verl: dict[str, Any]) -> dict[str, Any]:
         if root in verl:
             node = verl[root]
             part[root] = node if keys is None or not isinstance(node, dict) else {k: node[k] for k in keys if k in node}
-    return verl if _holds_interpolation(part) else part
-
-
-def _holds_interpolation(node: Any) -> bool:
-    if isinstance(node, dict):
-        return any(_holds_interpolation(value) for value in node.values())
-    if isinstance(node, list):
-        return any(_holds_interpolation(value) for value in node)
-    return isinstance(node, str) and "${" in node
+    return verl if holds_interpolation(part) else part
 
 
 def run_verl_validation(verl: DictConfig) -> None:

@@ -3,6 +3,8 @@ every job (+, ++, ~, interpolations, packaged groups), and job names carry the p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import CONF
 from hydra import initialize_config_dir
@@ -10,7 +12,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 
-from launch.overrides import ComposeOnce, job_name, swept_keys
+from launch.overrides import _RESOLVED, ComposeOnce, job_name, resolved_container, swept_keys
 
 COMMON = ["launch.sweep_id=test-sweep", "llm=qwen2_5_0_5b"]
 # A mixed sweep: group choices (one of them packaged, one chosen through an interpolated default) varied with
@@ -25,7 +27,18 @@ JOBS = [
     [*COMMON, "gpu=a40", "actor@actor_rollout_ref.actor=dp_actor", "actor_rollout_ref.actor.clip_ratio=0.3"],
     [*COMMON, "gpu=a40", "model_engine=dp", "actor_rollout_ref.actor.optim.lr=2e-06"],
     [*COMMON, "gpu=h100", "algo=mtl_pcgrad", "+algo.pcgrad.task_map.math__gsm8k=math", "cluster=slurm"],
+    # values that interpolations read (absolutely; relatively: critic's ${.ppo_max_token_len_per_gpu}), a value of
+    # another type (1.0 is 1 to Python, not in a config), and values nothing reads (the actor's namesake)
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "actor_rollout_ref.actor.ppo_mini_batch_size=32"],
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "critic.ppo_max_token_len_per_gpu=12345"],
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "trainer.total_epochs=1.0", "data.seed=7"],
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "gpu.name=renamed"],
+    [*COMMON, "gpu=a40", "algo=guru_baseline", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=12345"],
 ]
+# Jobs of JOBS whose resolution reuses their composition's (launch/overrides.py ResolvedBase) and jobs that must
+# be resolved in full, because an interpolation reads what they change or they bring one.
+REUSED = {0, 1, 2, 3, 8, 11, 13}
+RESOLVED_IN_FULL = {4, 5, 9, 10, 12}
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +66,25 @@ def test_compose_once_equals_full_composition_for_every_job(hydra_loader):
         with composer.job_config(overrides) as cfg:
             assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full), overrides  # unresolved: interpolations kept
             assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides
+            # what plan.make_verl_config reads: equal in values, types and key order
+            resolved = json.dumps(resolved_container(cfg))
+            assert resolved == json.dumps(OmegaConf.to_container(full, resolve=True)), overrides
             with open_dict(cfg):  # what planning may do: a preflight fix, a new key
                 OmegaConf.update(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.3, merge=False)
                 OmegaConf.update(cfg, "trainer.rlaunch_planning_note", "x", merge=False)
-    # a40/guru (3 jobs share it), h100/mtl (2), a40/quick_test, a40/dp_actor, a40/model_engine, h100/mtl/slurm
+    # a40/guru (7 jobs share it), h100/mtl (2), a40/quick_test, a40/dp_actor, a40/model_engine, h100/mtl/slurm
     assert composer.compositions == 6
+
+
+def test_resolution_is_reused_only_where_no_interpolation_reads_a_change(hydra_loader):
+    loader, master = hydra_loader
+    composer = ComposeOnce(loader, master)
+    for index, overrides in enumerate(JOBS):
+        if index not in REUSED | RESOLVED_IN_FULL:
+            continue
+        with composer.job_config(overrides) as cfg:
+            reused = _RESOLVED[id(cfg)].resolve(OmegaConf.to_container(cfg, resolve=False))
+            assert (reused is not None) == (index in REUSED), overrides
 
 
 def test_value_overrides_do_not_leak_between_jobs(hydra_loader):

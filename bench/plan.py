@@ -14,6 +14,7 @@ Usage: python bench/plan.py [--repeat 3] [--jobs 1000]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -32,9 +33,14 @@ SWEEP_64 = [
 ]
 
 
+# launch/run.py imports the `launch` package found first: this checkout's, not an editable install's elsewhere (a
+# second worktree sharing one venv would otherwise measure the other tree's code)
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))}
+
+
 def timed(command: list[str], cwd: Path) -> float:
     started = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=ENV)
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")

@@ -26,19 +26,21 @@ Result = TypeVar("Result")
 
 # Below this many items per core a fork costs more than it saves (a job plans in tens of milliseconds).
 MIN_ITEMS_PER_CORE = 8
-# RLAUNCH_CORES=1 plans one job after the other (debugging); unset: every core this process may run on.
+# RLAUNCH_CORES=N: exactly N processes whatever the sweep's size (1: one job after the other, for debugging; tests
+# fork small sweeps with it); unset: every core this process may run on, for sweeps large enough.
 CORES_VARIABLE = "RLAUNCH_CORES"
 
 
-def usable_cores() -> int:
-    if os.environ.get(CORES_VARIABLE):
-        return max(1, int(os.environ[CORES_VARIABLE]))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def cores_for(items: int) -> int:
+    if os.environ.get(CORES_VARIABLE, "").strip():
+        return max(1, min(int(os.environ[CORES_VARIABLE]), items - 1))
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(usable, items // MIN_ITEMS_PER_CORE)
 
 
 def in_order(function: Callable[[Item], Result], items: Sequence[Item]) -> list[Result]:
     """[function(item) for item in items], on several cores when there are enough items."""
-    cores = min(usable_cores(), len(items) // MIN_ITEMS_PER_CORE)
+    cores = cores_for(len(items))
     if cores < 2 or not hasattr(os, "fork"):
         return [function(item) for item in items]
     first = function(items[0])

@@ -151,16 +151,16 @@ class CopiedOnRead(ConfigResult):
 
 class ComposeOnce:
     """Composes a sweep's jobs: each distinct combination of group choices (and Hydra's own overrides) once through
-    Hydra's config loader, then each job's value overrides on a deep copy, as Hydra's loader applies them."""
+    Hydra's config loader, then each job's value overrides on that composition, as Hydra's loader applies them."""
 
     def __init__(self, config_loader: ConfigLoaderImpl, master_config: DictConfig) -> None:
         self.loader = config_loader
         self.master = master_config
         self._groups: dict[str, bool] = {}
-        self._bases: dict[tuple[str, ...], DictConfig] = {}
         self._repository: CachingConfigRepository | None = None
         self._shared = SharedConfigCache(config_loader.repository)
-        self._working: dict[int, tuple[DictConfig, Any]] = {}  # id(base) -> (working copy, its raw content)
+        # composing overrides -> (the composition, lent to one job at a time; its raw content between jobs)
+        self._working: dict[tuple[str, ...], tuple[DictConfig, dict[str, Any]]] = {}
         self.compositions = 0  # how many times the tree was composed (the benchmark and tests read it)
 
     def is_group(self, override: Override) -> bool:
@@ -205,30 +205,23 @@ class ComposeOnce:
         finally:
             self.loader.repository = own
 
-    def _base(self, composing: list[Override]) -> DictConfig:
-        base_key = tuple(o.input_line or "" for o in composing)
-        if base_key not in self._bases:
-            shared = not any(o.is_hydra_override() for o in composing)
-            self._bases[base_key] = self._compose_base(list(base_key), shared)
-            self.compositions += 1
-        return self._bases[base_key]
-
     @contextmanager
     def job_config(self, overrides: Sequence[str]) -> Iterator[DictConfig]:
         """The job's config without Hydra's own node (what planning reads), equal to load_sweep_config(master,
         overrides) minus `hydra`, lent for the `with` block: one working copy per combination of group choices gets
         the value overrides, and is put back afterwards (whatever planning changed in it, preflight fixes
-        included); a job that removed a key or changed a subtree's shape leaves it to be copied afresh. Saves a
-        deep copy of the whole tree per job."""
+        included); a job that removed a key or changed a subtree's shape leaves it to be composed afresh (rare:
+        cheaper than a pristine deep copy of every composition). Saves a deep copy of the whole tree per job."""
         composing, values = self.split(parse(overrides))
-        base = self._base(composing)
-        working = self._working.get(id(base))
+        base_key = tuple(o.input_line or "" for o in composing)
+        working = self._working.get(base_key)
         if working is None:
-            cfg = copy.deepcopy(base)
+            cfg = self._compose_base(list(base_key), shared=not any(o.is_hydra_override() for o in composing))
+            self.compositions += 1
             with open_dict(cfg):
                 del cfg["hydra"]
-            working = (cfg, OmegaConf.to_container(cfg, resolve=False))
-            self._working[id(base)] = working
+            working = (cfg, OmegaConf.to_container(cfg, resolve=False))  # type: ignore[assignment]
+            self._working[base_key] = working
             _RESOLVED[id(cfg)] = ResolvedBase(cfg, working[1])
         cfg, before = working
         try:
@@ -240,7 +233,7 @@ class ComposeOnce:
             except OmegaConfBaseException:  # e.g. a key a schema does not let go
                 restored = False
             if not restored:
-                del self._working[id(base)]
+                del self._working[base_key]
                 del _RESOLVED[id(cfg)]
 
 

@@ -391,17 +391,3 @@ def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -
             "turn param/optimizer offload off, use fewer GPUs per node, or a partition with bigger nodes"
         )
     return max(share_gb, needed), ""
-
-
-def refusal(verdict: dict[str, Any], job: str) -> str:
-    """The message of a refused submission: the first line names the misfit and the cheapest fix."""
-    misfit = next(line for line in verdict["arithmetic"] if "DOES NOT FIT" in line)
-    fixes = verdict.get("first_fitting_fixes") or []
-    fix_text = " ".join(fixes) if fixes else "none of the fixes below is enough: use a bigger card or shorter lengths"
-    lines = [f"preflight refuses {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix)"]
-    lines += [f"  {line}" for line in verdict["arithmetic"]]
-    for fix in verdict.get("fixes", []):
-        state = "fits" if fix["fits"] else "still too big"
-        mine = f"; you set {', '.join(fix['you_set'])}" if fix.get("you_set") else ""
-        lines.append(f"  fix: {fix['fix']}: {fix['overrides']} -> peaks {fix['peaks_gib']} ({state}{mine})")
-    return "\n".join(lines)

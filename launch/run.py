@@ -23,8 +23,9 @@ from launch.auto import resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
-from launch.plan import Plan, make_plan, make_slurm_parameters, render
+from launch.plan import Plan, make_plan, make_slurm_parameters
 from launch.rejected import discard_rejected_invocation
+from launch.render import refusal, render
 from launch.rundir import METRICS_DIR, PLAN_FILE, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
@@ -111,13 +112,13 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     if executes and cfg.launch.preflight == "fail":
         refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
         if refused:
-            raise UserError(preflight.refusal(refused[0].preflight, refused[0].job_name))
+            raise UserError(refusal(refused[0].preflight, refused[0].job_name))
     if executes:
         readiness.refuse(plans)
     if executes and cfg.launch.preflight == "warn":
         for plan in plans:
             if plan.preflight is not None and not plan.preflight["fits"]:
-                print(preflight.refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)
+                print(refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)
     for plan, job_cfg in jobs:
         write_run_dir(plan, job_cfg)
     scripts = {}

@@ -12,7 +12,8 @@ from conftest import PROJECT, compose_config, cpu_facts
 from launch.errors import UserError
 from launch.facts import PartitionFacts, read_model_config
 from launch.gpu import DetectedGpus
-from launch.plan import make_plan, make_run_id, render
+from launch.plan import make_plan, make_run_id
+from launch.render import render
 from launch.validate import validate
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -21,7 +21,7 @@ from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
-from launch.overrides import IDENTITY_EXCLUDED_PREFIXES
+from launch.overrides import IDENTITY_EXCLUDED_PREFIXES, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 
@@ -175,6 +175,30 @@ def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
     ]
 
 
+# The batch knobs verl reads in each mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU.
+BATCH_KNOBS = {
+    True: ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"),
+    False: ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu"),
+}
+
+
+def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
+    """A pasted verl script sets micro-batches, and the GPU profiles pack by tokens (use_dynamic_bsz=true): verl then
+    ignores the micro-batches without a word. Said here, with both ways out."""
+    set_by_user = {key_of(override) for override in parse(overrides)}
+    if any(key.endswith("use_dynamic_bsz") for key in set_by_user):
+        return []
+    dynamic = bool(cfg.actor_rollout_ref.actor.use_dynamic_bsz)
+    ignored = sorted(key for key in set_by_user if key.rpartition(".")[2] in BATCH_KNOBS[not dynamic])
+    if not ignored:
+        return []
+    live = ", ".join(BATCH_KNOBS[dynamic])
+    return [
+        f"{', '.join(ignored)} ignored by verl: use_dynamic_bsz={str(dynamic).lower()} (gpu={cfg.gpu.name}) reads "
+        f"{live} instead; set actor_rollout_ref.actor.use_dynamic_bsz={str(not dynamic).lower()} to use yours"
+    ]
+
+
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     """What code inside verl's Ray workers must read: Ray workers see neither the job shell's variables nor its cwd
     (FACTS), so it travels in Ray's runtime env."""
@@ -321,7 +345,7 @@ def make_plan(
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),
-        warnings=warnings + slurm_unreachable_warning(cfg, facts),
+        warnings=warnings + ignored_batch_knobs(cfg, overrides) + slurm_unreachable_warning(cfg, facts),
         code_dir=code_dir,
         container=container,
     )

@@ -144,7 +144,7 @@ def test_plan_matches_golden_record(tmp_path, combo):
             [
                 "gpu=a40",
                 "actor_rollout_ref.actor.use_dynamic_bsz=false",
-                "+actor_rollout_ref.actor.ppo_max_token_len_per_gpu=9000",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
             ],
             None,  # the user chose the mode: nothing to say
         ),

@@ -12,6 +12,8 @@ states are exact arithmetic in the estimator, 16 B/param sharded; what needs mea
   `torch` (bf16 logits, row-wise log_softmax + gather: verl's logprobs_from_logits_v2), `flash` (flash-attn's Triton
   cross-entropy with in-place backward, when importable) and `fused` (512-token chunks recomputed in backward, logits
   upcast to fp32 per chunk, the memory shape of verl's FusedLinearForPPO);
+- the entropy beside the log-probs (entropy_coeff != 0), eager and, on CUDA, through torch.compile as verl runs it
+  by default;
 - decoder layers: a training step of an HF Qwen2 model built from a config (random weights, bf16 like FSDP's
   compute copy, each gradient dropped once accumulated, as FSDP's reduce-scatter does) with and without gradient
   checkpointing, at a small vocabulary so the layers dominate; per token x hidden x layer;
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import gc
 import json
 import sys
@@ -199,20 +202,35 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logits, dim=-1) - (probabilities * logits).sum(-1)
 
 
-def logprobs_with_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def logprobs_with_entropy(
+    entropy: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
     logits = F.linear(hidden, weight)
-    return logprobs_torch(logits, labels) + 0.001 * entropy_from_logits(logits)
+    return logprobs_torch(logits, labels) + 0.001 * entropy(logits)
 
 
-def entropy_case(meter: Meter, tokens: int, hidden: int, vocab: int, backward: bool) -> dict[str, Any]:
-    """Pure-torch log-probs plus the entropy (entropy_coeff != 0): what the entropy adds per token x vocab is this
-    row's measurement less the torch row's at the same size."""
-    measured, result = head_bytes(meter, tokens, hidden, vocab, backward, logprobs_with_entropy)
-    per_entropy = memory.ENTROPY_BYTES_PER_TOKEN_VOCAB[0 if backward else 1]
+@functools.cache
+def compiled_entropy() -> Callable[[torch.Tensor], torch.Tensor]:
+    """verl's default (actor.use_torch_compile): the same function through torch.compile(dynamic=True)."""
+    return torch.compile(entropy_from_logits, dynamic=True)
+
+
+def entropy_case(meter: Meter, tokens: int, hidden: int, vocab: int, backward: bool, compiled: bool) -> dict[str, Any]:
+    """Pure-torch log-probs plus the entropy (entropy_coeff != 0), eager or compiled as verl runs it: what the entropy
+    adds per token x vocab is this row's measurement less the torch row's at the same size. The compiled function is
+    run once at the same size first, so compilation and autotuning stay out of the measurement."""
+    entropy = compiled_entropy() if compiled else entropy_from_logits
+    objective = partial(logprobs_with_entropy, entropy)
+    if compiled:
+        head_bytes(meter, tokens, hidden, vocab, backward, objective)
+    measured, result = head_bytes(meter, tokens, hidden, vocab, backward, objective)
+    variant = "compiled" if compiled else "eager"
+    per_entropy = memory.ENTROPY_BYTES_PER_TOKEN_VOCAB[variant][0 if backward else 1]
     predicted = memory.logits_bytes("torch", tokens, vocab, backward) + per_entropy * tokens * vocab
     return {
         "phase": "logits+entropy" + ("+backward" if backward else ""),
         "method": "torch",
+        "entropy": variant,
         "tokens": tokens,
         "hidden": hidden,
         "vocab": vocab,
@@ -385,12 +403,13 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def recomputed_per_token(row: dict[str, Any]) -> float:
         return (row["measured_bytes"] - row["predicted_terms"]["activations"]) / row["tokens"]
 
-    entropy: dict[str, float] = {}
+    entropy: dict[str, dict[str, float]] = {}
     for row in rows:
         if row["phase"].startswith("logits+entropy"):
             kind = "training" if row["phase"].endswith("backward") else "forward"
             alone = per_path.get("torch", {}).get(kind, 0.0)
-            entropy[kind] = round(max(entropy.get(kind, 0.0), row["bytes_per_token_vocab"] - alone), 3)
+            slot = entropy.setdefault(row.get("entropy", "eager"), {})
+            slot[kind] = round(max(slot.get(kind, 0.0), row["bytes_per_token_vocab"] - alone), 3)
     return {
         "entropy_bytes_per_token_vocab": entropy,
         "logits_bytes_per_token_vocab": per_path,
@@ -447,8 +466,10 @@ def run_all(sizes: Sizes, device: torch.device, log: Callable[[str], None]) -> d
         for method in methods:
             for backward in (False, True):
                 record(partial(logits_case, meter, tokens, hidden, vocab, method, backward))
-        for backward in (False, True):
-            record(partial(entropy_case, meter, tokens, hidden, vocab, backward))
+        # compiled only on CUDA: inductor's CPU code keeps an fp32 copy of the logits that its Triton code does not
+        for compiled in (False, True) if device.type == "cuda" else (False,):
+            for backward in (False, True):
+                record(partial(entropy_case, meter, tokens, hidden, vocab, backward, compiled))
     for shape in sizes.layer_fit:
         for checkpointing in (True, False):
             record(partial(model_case, meter, shape, "train", "torch", checkpointing), fit=True)

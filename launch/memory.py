@@ -36,9 +36,17 @@ FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB = 2.0  # ... whose grad then gets its own 
 FUSED_CHUNK_TOKENS = 512  # use_fused_kernels: verl's FusedLinearForPPO computes log-probs 512 tokens at a time
 # the fused backward accumulates lm_head's gradient in its own buffer next to each chunk's (bf16 + fp32)
 FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN = 6.0
-# verl's entropy_from_logits beside the log-probs when computed (softmax, product, logsumexp; their grads in training):
-# (training, log-prob pass), measured on top of the pure-torch log-probs
-ENTROPY_BYTES_PER_TOKEN_VOCAB = (12.0, 4.0)
+# verl's entropy_from_logits beside the log-probs when computed, (training, log-prob pass), by how verl runs it:
+ENTROPY_BYTES_PER_TOKEN_VOCAB = {
+    # actor.use_torch_compile=false: eager softmax, product and logsumexp, their grads in training (measured on top of
+    # the pure-torch log-probs)
+    "eager": (12.0, 4.0),
+    # verl's default: torch.compile(entropy_from_logits) fuses the row reductions, so the forward keeps only per-row
+    # values and the backward writes one bf16 grad (2), then autograd sums it with the log-prob's grad (2, out of
+    # place unless it can reuse a buffer). From the compiled graph's shape, not yet measured on a GPU (the kit's
+    # `compiled` entropy rows do); verl's LoRA tuning searches agree (tests/data/public_cases.yaml).
+    "compiled": (4.0, 0.0),
+}
 CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.3  # recomputation keeps each layer's bf16 input (FACTS: 2·s·b·h; measured 2.24)
 # saved activations of one decoder layer without recomputation, per token: a x hidden + b x intermediate (measured)
 LAYER_BYTES_PER_TOKEN = (29.0, 7.3)
@@ -118,6 +126,9 @@ class Knobs:
     pcgrad_tasks: int = 0
     fsdp_size: int = -1
     flash_ce: bool = False  # flash-attn in the job's environment: verl's log-probs take its cross-entropy
+    # verl compiles entropy_from_logits (actor.use_torch_compile, its default) on the remove-padding path only; its
+    # padded path (model.use_remove_padding=false) calls it eagerly
+    entropy_compiled: bool = True
     engine_weights_in_host_ram: bool = True  # the sleeping engine keeps its weights in host RAM (launch/job_software)
     sequence_parallel: int = 1  # Ulysses: each GPU of a group holds 1/sp of every sequence's tokens
     model_dtype_bytes: int = 4  # actor.fsdp_config.model_dtype: what FSDP stores the parameters in (fp32 default)
@@ -164,6 +175,7 @@ class Knobs:
             if str(actor["fsdp_config"].get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16")
             else 4,
             flash_ce=flash_ce,
+            entropy_compiled=bool(actor.get("use_torch_compile", True)) and bool(model.get("use_remove_padding", True)),
         )
 
     @property
@@ -320,7 +332,7 @@ def logits_bytes(path: str, tokens: int, vocab: int, backward: bool) -> float:
 def entropy_bytes(knobs: Knobs, tokens: int, vocab: int, backward: bool) -> float:
     if not knobs.entropy:
         return 0.0
-    training, forward = ENTROPY_BYTES_PER_TOKEN_VOCAB
+    training, forward = ENTROPY_BYTES_PER_TOKEN_VOCAB["compiled" if knobs.entropy_compiled else "eager"]
     counted = min(tokens, FUSED_CHUNK_TOKENS) if knobs.fused_kernels else tokens
     return (training if backward else forward) * counted * vocab
 

@@ -17,12 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
 from launch import snapshot
-from launch.container import describe as describe_container
 from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
-from launch.overrides import IDENTITY_EXCLUDED_PREFIXES, resolved_container
+from launch.overrides import IDENTITY_EXCLUDED_PREFIXES, key_of, parse, resolved_container
 from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 
@@ -176,6 +175,30 @@ def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
     ]
 
 
+# The batch knobs verl reads in each mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU.
+BATCH_KNOBS = {
+    True: ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"),
+    False: ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu"),
+}
+
+
+def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
+    """A pasted verl script sets micro-batches, and the GPU profiles pack by tokens (use_dynamic_bsz=true): verl then
+    ignores the micro-batches without a word. Said here, with both ways out."""
+    set_by_user = {key_of(override) for override in parse(overrides)}
+    if any(key.endswith("use_dynamic_bsz") for key in set_by_user):
+        return []
+    dynamic = bool(cfg.actor_rollout_ref.actor.use_dynamic_bsz)
+    ignored = sorted(key for key in set_by_user if key.rpartition(".")[2] in BATCH_KNOBS[not dynamic])
+    if not ignored:
+        return []
+    live = ", ".join(BATCH_KNOBS[dynamic])
+    return [
+        f"{', '.join(ignored)} ignored by verl: use_dynamic_bsz={str(dynamic).lower()} (gpu={cfg.gpu.name}) reads "
+        f"{live} instead; set actor_rollout_ref.actor.use_dynamic_bsz={str(not dynamic).lower()} to use yours"
+    ]
+
+
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     """What code inside verl's Ray workers must read: Ray workers see neither the job shell's variables nor its cwd
     (FACTS), so it travels in Ray's runtime env."""
@@ -322,97 +345,7 @@ def make_plan(
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),
-        warnings=warnings + slurm_unreachable_warning(cfg, facts),
+        warnings=warnings + ignored_batch_knobs(cfg, overrides) + slurm_unreachable_warning(cfg, facts),
         code_dir=code_dir,
         container=container,
     )
-
-
-def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
-    if verdict is None:
-        return ["  preflight     off"]
-    predicted = verdict["predicted"]
-    head = "fits" if verdict["fits"] else "DOES NOT FIT"
-    lines = [
-        f"  preflight     {head} (policy {verdict['policy']}); predicted MFU {predicted['mfu']:.0%}, "
-        f"{predicted['tokens_per_s_per_gpu']} tokens/s/GPU; host RAM {verdict['host_ram_gib_per_node']} GiB/node"
-    ]
-    lines += [f"                {line}" for line in verdict["arithmetic"]]
-    usual = verdict.get("typical")
-    if usual:
-        peaks = ", ".join(f"{name} {peak:.1f}" for name, peak in usual["peaks_gib"].items())
-        lines.append(
-            f"  typical       {peaks} GiB with {usual['sequence_tokens']}-token sequences (the verdict above is the "
-            "worst case: every sequence at full length)"
-        )
-    for note in verdict.get("job_software", {}).get("notes", []):
-        lines.append(f"  job software  {note}")
-    for key, value in verdict.get("changed", {}).items():
-        lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict['policy']})")
-    if verdict.get("first_fitting_fixes"):
-        lines.append(f"  cheapest fix  {' '.join(verdict['first_fitting_fixes'])}")
-    return lines
-
-
-def render_tracking(plan: Plan) -> str:
-    env = plan.worker_env
-    mode = env["WANDB_MODE"]
-    where = (
-        f"W&B {mode}, run {env['WANDB_RUN_ID']} in group {env['WANDB_RUN_GROUP']}" if mode != "disabled" else "W&B off"
-    )
-    line = f"  tracking      {where}; metrics/attempt-<n>.jsonl per attempt"
-    sync = sync_command(plan)
-    return line + (f"\n                no W&B credentials: offline; afterwards: {sync}" if sync else "")
-
-
-def render_batch(plan: Plan) -> str:
-    """PPO's batch arithmetic; for algo=rft, what its generation stage does (its SFT config is rft/sft/ in the run
-    dir once stage 3 starts)."""
-    verl = plan.verl
-    actor, rollout = verl["actor_rollout_ref"]["actor"], verl["actor_rollout_ref"]["rollout"]
-    if any("algos.rft.pipeline" in part for part in plan.verl_command):
-        return (
-            f"  rft           generate {rollout['n']} samples per prompt at temperature {rollout['temperature']} "
-            f"({verl['data']['train_batch_size']}-prompt batches), keep the correct ones, fine-tune (algos/rft)"
-        )
-    micro = (
-        f" {actor['ppo_max_token_len_per_gpu']} tokens/GPU per micro-batch (dynamic)"
-        if actor["use_dynamic_bsz"]
-        else f" micro-batch {actor['ppo_micro_batch_size_per_gpu']}/GPU"
-    )
-    return (
-        f"  batch         {verl['data']['train_batch_size']} prompts x {rollout['n']} rollouts;"
-        f" mini-batch {actor['ppo_mini_batch_size']};{micro}"
-    )
-
-
-def render(plan: Plan) -> str:
-    """The readable plan (launch.dry_run=true)."""
-    verl, res = plan.verl, plan.resources
-    rollout = verl["actor_rollout_ref"]["rollout"]
-    lines = [
-        f"rlaunch plan  {plan.job_name}   run {plan.run_id}  (sweep {plan.sweep_id})",
-        f"  gpu profile   {plan.gpu_profile}: {plan.gpu_selected_by}",
-        f"  model         {plan.llm['name']} ({plan.llm['path']}; architecture from {plan.llm['source']})",
-        f"  cluster       {plan.cluster} -> {plan.execution}: {plan.execution_reason}",
-        f"  resources     {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = {res.nodes * res.gpus_per_node} GPUs;"
-        f" --gres={res.gres} --cpus-per-task={res.cpus_per_task} --mem={res.mem_gb}G --time={res.time_min}"
-        + (f" --partition={res.partition}" if res.partition else ""),
-        render_batch(plan),
-        f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
-        f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
-        f"  run dir       {plan.run_dir}",
-        *([f"  code          {plan.code_dir} (snapshot at submission: the job imports it)"] if plan.code_dir else []),
-        *([f"  container     {describe_container(plan.container)}"] if plan.container else []),
-        render_tracking(plan),
-        f"  verl command  {shlex.join(plan.verl_command)}",
-    ]
-    if plan.preflight is None and plan.llm.get("known") is False:
-        lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")
-    else:
-        lines += render_preflight(plan.preflight)
-    from launch.readiness import render_readiness
-
-    lines += render_readiness(plan.readiness)
-    lines += [f"  WARNING       {warning}" for warning in plan.warnings]
-    return "\n".join(lines)

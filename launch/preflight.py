@@ -1,8 +1,8 @@
 """The memory preflight: a verdict per phase, the cheapest fixes for a misfit, and tuning for a timid configuration.
 
-Runs on: the login node, between planning and submission. Pure: it reads a Plan (the verl config exactly as verl
-will receive it, the architecture, the GPU profile's usable memory) and returns a verdict plus the verl overrides it
-proposes. Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that
+Runs on: the login node, between planning and submission. It reads a Plan (the verl config exactly as verl will
+receive it, the architecture, the GPU profile's usable memory) and returns a verdict plus the typed verl knob values
+its policy changes (check_plan, pure); apply_policy applies them once, re-makes the plan and sets --mem. Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that
 fits), tune (raise micro-batch / token budget and engine concurrency to the largest that fit with TUNE_HEADROOM
 spare), warn, off. fix and tune never change a key the user set on the command line; they say so instead.
 """
@@ -10,9 +10,14 @@ spare), warn, off. fix and tune never change a key the user set on the command l
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from launch.errors import UserError
+from launch.facts import Facts
 from launch.job_software import job_software
 from launch.memory import (
     Architecture,
@@ -26,6 +31,7 @@ from launch.memory import (
     rollout_phase,
     with_changes,
 )
+from launch.plan import Plan, make_slurm_parameters
 from launch.validate import skipped_engine_check
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
@@ -136,21 +142,25 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
     return out
 
 
-def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix]) -> tuple[list[str], Knobs]:
-    """Apply fixes cumulatively, cheapest first, until the plan fits; the overrides of that set (or []) and the
-    knobs they give."""
+def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix]) -> tuple[dict[str, Any], Knobs]:
+    """Apply fixes cumulatively, cheapest first, until the plan fits; the verl keys and typed values of that set (or
+    none) and the knobs they give."""
     current, applied = knobs, {}
     for fix in fixes:
         current = with_changes(current, **fix.changes)
         applied.update(overrides_for(fix.changes, knobs))
         if fits(arch, current, capacity):
-            return [f"{key}={value}" for key, value in applied.items()], current
-    return [], knobs
+            return applied, current
+    return {}, knobs
+
+
+def as_overrides(changes: dict[str, Any]) -> list[str]:
+    return [f"{key}={value}" for key, value in changes.items()]
 
 
 def plan_fixes(
     arch: Architecture, knobs: Knobs, capacity: float, locked: set[str]
-) -> tuple[list[dict], list[str], tuple[list[str], Knobs]]:
+) -> tuple[list[dict], list[str], tuple[dict[str, Any], Knobs]]:
     """Every single fix with its predicted peaks; the first cumulative set that fits (advice: it may touch keys the
     user set); and the first such set among the fixes that leave the user's keys alone (what `fix` applies)."""
     fixes = candidate_fixes(arch, knobs, capacity)
@@ -168,7 +178,8 @@ def plan_fixes(
             }
         )
     allowed = [fix for fix in fixes if not locked & set(overrides_for(fix.changes, knobs))]
-    return reports, first_fitting(arch, knobs, capacity, fixes)[0], first_fitting(arch, knobs, capacity, allowed)
+    advice = as_overrides(first_fitting(arch, knobs, capacity, fixes)[0])
+    return reports, advice, first_fitting(arch, knobs, capacity, allowed)
 
 
 TUNABLE = ("train", "logprob", "engine_fraction", "max_num_seqs")
@@ -285,11 +296,12 @@ def run(
     batch_sequences: int = 0,
     length_fraction: float = TYPICAL_FRACTION,
 ) -> dict[str, Any]:
-    """The verdict for the plan as it is, and the overrides the policy proposes (`apply_overrides`): `fix` the
-    cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned from the fixed plan)."""
+    """The verdict for the plan as it is, and the verl keys the policy changes with their typed values
+    (`apply_overrides`): `fix` the cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned
+    from the fixed plan)."""
     locked = user_keys(overrides)
     verdict = summarize(arch, knobs, capacity, bf16_tflops) | {"policy": policy}
-    applicable: list[str] = []
+    applicable: dict[str, Any] = {}
     fixed = knobs
     if not verdict["fits"]:
         verdict["fixes"], verdict["first_fitting_fixes"], (applicable, fixed) = plan_fixes(
@@ -299,7 +311,7 @@ def run(
             verdict["unfixable_without_your_keys"] = True
     proposed: dict[str, Any] = {}
     if policy in ("fix", "tune") and not verdict["fits"]:
-        proposed = dict(item.split("=", 1) for item in applicable)
+        proposed = dict(applicable)
     if policy == "tune" and (verdict["fits"] or applicable):
         tuned = tune(arch, fixed, capacity, locked, mini_batch_sequences, batch_sequences)
         proposed.update(overrides_for(tuned, fixed))
@@ -331,19 +343,6 @@ def typical(
         "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
         "fits": all(phase.fits for phase in phases),
     }
-
-
-def parse_value(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return int(number) if number.is_integer() and "." not in text else number
 
 
 def check_plan(
@@ -393,15 +392,35 @@ def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -
     return max(share_gb, needed), ""
 
 
-def refusal(verdict: dict[str, Any], job: str) -> str:
-    """The message of a refused submission: the first line names the misfit and the cheapest fix."""
-    misfit = next(line for line in verdict["arithmetic"] if "DOES NOT FIT" in line)
-    fixes = verdict.get("first_fitting_fixes") or []
-    fix_text = " ".join(fixes) if fixes else "none of the fixes below is enough: use a bigger card or shorter lengths"
-    lines = [f"preflight refuses {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix)"]
-    lines += [f"  {line}" for line in verdict["arithmetic"]]
-    for fix in verdict.get("fixes", []):
-        state = "fits" if fix["fits"] else "still too big"
-        mine = f"; you set {', '.join(fix['you_set'])}" if fix.get("you_set") else ""
-        lines.append(f"  fix: {fix['fix']}: {fix['overrides']} -> peaks {fix['peaks_gib']} ({state}{mine})")
-    return "\n".join(lines)
+def apply_policy(cfg: DictConfig, plan: Plan, facts: Facts, remake: Callable[[], Plan]) -> Plan:
+    """The preflight of one planned job with its policy applied once. `fix` and `tune` set their typed knob values in
+    cfg (never a key the user set) and the plan is made again from it (`remake`: plan and validate), so the verdict
+    describes the plan as submitted, with what changed and the verdict before. `fail` and `warn` change nothing: the
+    submission refuses or warns (launch/run.py dispatch). --mem then follows the host-RAM estimate."""
+    verdict = check_plan(cfg, plan, facts.packages)
+    changes = verdict.pop("apply_overrides")
+    if changes:
+        with open_dict(cfg):
+            for key, value in changes.items():
+                OmegaConf.update(cfg, key, value, merge=False)
+        plan = remake()
+        before = verdict
+        verdict = check_plan(cfg, plan, facts.packages)
+        verdict.pop("apply_overrides")
+        verdict["changed"] = {key: str(value) for key, value in changes.items()}
+        verdict["before"] = {"fits": before["fits"], "predicted": before["predicted"]}
+    return with_host_memory(cfg, plan, facts, verdict)
+
+
+def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict[str, Any]) -> Plan:
+    """The plan carrying its verdict; --mem never below 1.2 x the host-RAM estimate, refused only when the node cannot
+    give that (or kept as the user set it with cluster.mem_gb)."""
+    node_gib = facts.partition.mem_gib_per_node if facts.partition is not None else None
+    if cfg.cluster.get("mem_gb"):
+        return replace(plan, preflight=verdict)
+    mem_gb, problem = host_memory_gb(plan.resources.mem_gb, verdict["host_ram_gib_per_node"], node_gib)
+    if problem:
+        raise UserError(problem)
+    resources = replace(plan.resources, mem_gb=mem_gb)
+    slurm = make_slurm_parameters(cfg, resources, plan.code_dir, plan.container)
+    return replace(plan, resources=resources, slurm=slurm, preflight=verdict)

@@ -420,24 +420,3 @@ def refuse(plans: list[Plan]) -> None:
             check, problem = problems[0]["check"], problems[0]["problem"]
             more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
             raise UserError(f"{problem}{more} [check '{check}': launch.skip_checks=[{check}] turns it off]")
-
-
-def render_readiness(readiness: dict[str, Any] | None) -> list[str]:
-    """The plan text's lines: data read, and the predicted time against the limit."""
-    if readiness is None:
-        return []
-    files = readiness["data"]
-    read = [file for file in files if file["rows"] is not None]
-    lines = []
-    if files:
-        rows = sum(file["rows"] for file in read)
-        sources = len({source for file in read for source in file["data_sources"]})
-        lines.append(f"  data          {len(read)}/{len(files)} file(s) read: {rows} rows, {sources} data source(s)")
-    time = readiness["time"]
-    if time is not None:
-        lines.append(
-            f"  time          {time['total_steps']} steps ({time['steps_per_epoch']}/epoch) x {time['step_s']} s "
-            f"predicted = {time['wall_min']} min vs {time['time_limit_min']} min limit -> {time['attempts']} "
-            f"attempt(s); first checkpoint at step {time['first_checkpoint_step']}"
-        )
-    return lines

@@ -10,13 +10,12 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from launch import preflight, provenance, readiness, snapshot
 from launch.auto import resolve_auto_choices, submit_hint
@@ -24,8 +23,9 @@ from launch.cli_help import register_help_resolver
 from launch.cores import in_order
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
-from launch.plan import Plan, make_plan, make_slurm_parameters, render
+from launch.plan import Plan, make_plan
 from launch.rejected import discard_rejected_invocation
+from launch.render import refusal, render
 from launch.rundir import METRICS_DIR, PLAN_FILE, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
@@ -51,39 +51,21 @@ def plan_job(
         ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
         ray_token_file=cfg.cluster.get("ray_auth_token_file"),
     )
-    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
-    if plan.code_dir:  # written now: the checks below look at the files verl will load (the reward file)
-        snapshot.materialize(Path(plan.code_dir))
-    validate(cfg, plan, facts)
+    plan = checked_plan(cfg, facts, overrides, job_name)
     if cfg.launch.preflight == "off" or plan.llm.get("known") is False:  # an unknown model: no verdict at all
         return readiness.judge(cfg, plan, facts, data, repairs)
-    verdict = preflight.check_plan(cfg, plan, facts.packages)
-    changes = verdict.pop("apply_overrides")
-    if changes:
-        with open_dict(cfg):
-            for key, value in changes.items():
-                OmegaConf.update(cfg, key, preflight.parse_value(value), merge=False)
-        plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
-        validate(cfg, plan, facts)
-        before = verdict
-        verdict = preflight.check_plan(cfg, plan, facts.packages)
-        verdict.pop("apply_overrides")
-        verdict["changed"] = {key: str(value) for key, value in changes.items()}
-        verdict["before"] = {"fits": before["fits"], "predicted": before["predicted"]}
-    return readiness.judge(cfg, with_host_memory(cfg, plan, facts, verdict), facts, data, repairs)
+    plan = preflight.apply_policy(cfg, plan, facts, remake=lambda: checked_plan(cfg, facts, overrides, job_name))
+    return readiness.judge(cfg, plan, facts, data, repairs)
 
 
-def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict) -> Plan:
-    """--mem never below 1.2 x the host-RAM estimate; refused only when the node cannot give that."""
-    node_gib = facts.partition.mem_gib_per_node if facts.partition is not None else None
-    if cfg.cluster.get("mem_gb"):
-        return replace(plan, preflight=verdict)
-    mem_gb, problem = preflight.host_memory_gb(plan.resources.mem_gb, verdict["host_ram_gib_per_node"], node_gib)
-    if problem:
-        raise UserError(problem)
-    resources = replace(plan.resources, mem_gb=mem_gb)
-    slurm = make_slurm_parameters(cfg, resources, plan.code_dir, plan.container)
-    return replace(plan, resources=resources, slurm=slurm, preflight=verdict)
+def checked_plan(cfg: DictConfig, facts: Facts, overrides: list[str], job_name: str) -> Plan:
+    """plan -> validate; the code snapshot is written first, since the checks read the files verl will load (the
+    reward file)."""
+    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
+    if plan.code_dir:
+        snapshot.materialize(Path(plan.code_dir))
+    validate(cfg, plan, facts)
+    return plan
 
 
 def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
@@ -112,13 +94,13 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     if executes and cfg.launch.preflight == "fail":
         refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
         if refused:
-            raise UserError(preflight.refusal(refused[0].preflight, refused[0].job_name))
+            raise UserError(refusal(refused[0].preflight, refused[0].job_name))
     if executes:
         readiness.refuse(plans)
     if executes and cfg.launch.preflight == "warn":
         for plan in plans:
             if plan.preflight is not None and not plan.preflight["fits"]:
-                print(preflight.refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)
+                print(refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)
     scripts = {}
     if plans[0].cluster == "slurm":
         from launch import slurm

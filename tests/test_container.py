@@ -15,7 +15,8 @@ from conftest import compose_config, cpu_facts, run_cli
 from launch import slurm
 from launch.errors import UserError
 from launch.facts import PartitionFacts
-from launch.plan import make_plan, render
+from launch.plan import make_plan
+from launch.render import render
 from launch.snapshot import CodeSnapshot
 
 GOLDEN = Path(__file__).parent / "golden"

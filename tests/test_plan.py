@@ -12,7 +12,8 @@ from conftest import PROJECT, compose_config, cpu_facts
 from launch.errors import UserError
 from launch.facts import PartitionFacts, read_model_config
 from launch.gpu import DetectedGpus
-from launch.plan import make_plan, make_run_id, render
+from launch.plan import make_plan, make_run_id
+from launch.render import render
 from launch.validate import validate
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -133,3 +134,29 @@ def test_plan_matches_golden_record(tmp_path, combo):
     if not path.exists() or os.environ.get("RLAUNCH_REGOLD"):
         path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     assert record == json.loads(path.read_text()), f"plan changed: if intended, delete {path.name} and re-run"
+
+
+@pytest.mark.parametrize(
+    "overrides, ignored",
+    [
+        (["gpu=h100", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=40"], "ppo_micro_batch_size_per_gpu"),
+        (
+            [
+                "gpu=a40",
+                "actor_rollout_ref.actor.use_dynamic_bsz=false",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+            ],
+            None,  # the user chose the mode: nothing to say
+        ),
+        (["gpu=a40", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=9000"], None),
+    ],
+)
+def test_a_pasted_micro_batch_the_profiles_token_packing_ignores_is_named(tmp_path, overrides, ignored):
+    """verl's scripts set micro-batches; the GPU profiles pack by tokens (use_dynamic_bsz=true), so verl would ignore
+    them silently."""
+    warnings = [w for w in plan_for(tmp_path, *overrides).warnings if "ignored by verl" in w]
+    if ignored is None:
+        assert not warnings
+    else:
+        assert len(warnings) == 1 and ignored in warnings[0]
+        assert "use_dynamic_bsz=false to use yours" in warnings[0]

@@ -28,10 +28,12 @@ def test_the_cases_cover_what_the_preflight_models():
 
 
 def test_accuracy_on_public_cases(results: dict[str, dict]):
-    """16 of 19 when this was written; the misses are LoRA search points of verl 0.4-era scripts (14B at 48, 32B at
-    32 and 40 sequences per GPU) predicted over the card (bench/preflight_accuracy.py prints them)."""
+    """20 of 22 when this was written. The misses: verl's 72B LoRA search point at 24 sequences per GPU (8 GPUs),
+    reported OOM and predicted 73 of 79 GiB; the 1.5B LoRA script's 128 sequences on one GPU, which ran and is
+    predicted 82 of 79 GiB. One GPU is over-predicted and eight under-predicted: bench/preflight_accuracy.py prints
+    each case."""
     wrong = [name for name, result in results.items() if not result["right"]]
-    assert accuracy(list(results.values())) >= 0.84, wrong
+    assert accuracy(list(results.values())) >= 0.90, wrong
 
 
 @pytest.mark.parametrize("name", ["qwen2-7b GRPO 2xH800 (verl MIN)", "qwen2-14b GRPO 4xH800 (verl MIN)"])

@@ -27,7 +27,7 @@ from launch import readiness
 from launch.errors import UserError, explain
 from launch.facts import PartitionFacts, find_model, gather_facts
 from launch.memory import Knobs
-from launch.plan import render
+from launch.render import render
 from launch.run import plan_job
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"

@@ -1,0 +1,138 @@
+"""The plan as a person reads it: the dry run's text (plan.txt in the run directory), the preflight's verdict with
+its arithmetic, and the message of a refused submission.
+
+Runs on: the login node (printing and writing a plan) and in the job (nothing reads it there). Owns every line of
+text a plan is shown as; the plan (launch/plan.py), the preflight (launch/preflight.py) and readiness
+(launch/readiness.py) produce data, never text.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from launch.container import describe as describe_container
+from launch.plan import Plan, sync_command
+
+
+def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
+    if verdict is None:
+        return ["  preflight     off"]
+    predicted = verdict["predicted"]
+    head = "fits" if verdict["fits"] else "DOES NOT FIT"
+    lines = [
+        f"  preflight     {head} (policy {verdict['policy']}); predicted MFU {predicted['mfu']:.0%}, "
+        f"{predicted['tokens_per_s_per_gpu']} tokens/s/GPU; host RAM {verdict['host_ram_gib_per_node']} GiB/node"
+    ]
+    lines += [f"                {line}" for line in verdict["arithmetic"]]
+    usual = verdict.get("typical")
+    if usual:
+        peaks = ", ".join(f"{name} {peak:.1f}" for name, peak in usual["peaks_gib"].items())
+        lines.append(
+            f"  typical       {peaks} GiB with {usual['sequence_tokens']}-token sequences (the verdict above is the "
+            "worst case: every sequence at full length)"
+        )
+    for note in verdict.get("job_software", {}).get("notes", []):
+        lines.append(f"  job software  {note}")
+    for key, value in verdict.get("changed", {}).items():
+        lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict['policy']})")
+    if verdict.get("first_fitting_fixes"):
+        lines.append(f"  cheapest fix  {' '.join(verdict['first_fitting_fixes'])}")
+    return lines
+
+
+def render_tracking(plan: Plan) -> str:
+    env = plan.worker_env
+    mode = env["WANDB_MODE"]
+    where = (
+        f"W&B {mode}, run {env['WANDB_RUN_ID']} in group {env['WANDB_RUN_GROUP']}" if mode != "disabled" else "W&B off"
+    )
+    line = f"  tracking      {where}; metrics/attempt-<n>.jsonl per attempt"
+    sync = sync_command(plan)
+    return line + (f"\n                no W&B credentials: offline; afterwards: {sync}" if sync else "")
+
+
+def render_batch(plan: Plan) -> str:
+    """PPO's batch arithmetic; for algo=rft, what its generation stage does (its SFT config is rft/sft/ in the run
+    dir once stage 3 starts)."""
+    verl = plan.verl
+    actor, rollout = verl["actor_rollout_ref"]["actor"], verl["actor_rollout_ref"]["rollout"]
+    if any("algos.rft.pipeline" in part for part in plan.verl_command):
+        return (
+            f"  rft           generate {rollout['n']} samples per prompt at temperature {rollout['temperature']} "
+            f"({verl['data']['train_batch_size']}-prompt batches), keep the correct ones, fine-tune (algos/rft)"
+        )
+    micro = (
+        f" {actor['ppo_max_token_len_per_gpu']} tokens/GPU per micro-batch (dynamic)"
+        if actor["use_dynamic_bsz"]
+        else f" micro-batch {actor['ppo_micro_batch_size_per_gpu']}/GPU"
+    )
+    return (
+        f"  batch         {verl['data']['train_batch_size']} prompts x {rollout['n']} rollouts;"
+        f" mini-batch {actor['ppo_mini_batch_size']};{micro}"
+    )
+
+
+def render(plan: Plan) -> str:
+    """The readable plan (launch.dry_run=true)."""
+    verl, res = plan.verl, plan.resources
+    rollout = verl["actor_rollout_ref"]["rollout"]
+    lines = [
+        f"rlaunch plan  {plan.job_name}   run {plan.run_id}  (sweep {plan.sweep_id})",
+        f"  gpu profile   {plan.gpu_profile}: {plan.gpu_selected_by}",
+        f"  model         {plan.llm['name']} ({plan.llm['path']}; architecture from {plan.llm['source']})",
+        f"  cluster       {plan.cluster} -> {plan.execution}: {plan.execution_reason}",
+        f"  resources     {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = {res.nodes * res.gpus_per_node} GPUs;"
+        f" --gres={res.gres} --cpus-per-task={res.cpus_per_task} --mem={res.mem_gb}G --time={res.time_min}"
+        + (f" --partition={res.partition}" if res.partition else ""),
+        render_batch(plan),
+        f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
+        f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
+        f"  run dir       {plan.run_dir}",
+        *([f"  code          {plan.code_dir} (snapshot at submission: the job imports it)"] if plan.code_dir else []),
+        *([f"  container     {describe_container(plan.container)}"] if plan.container else []),
+        render_tracking(plan),
+        f"  verl command  {shlex.join(plan.verl_command)}",
+    ]
+    if plan.preflight is None and plan.llm.get("known") is False:
+        lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")
+    else:
+        lines += render_preflight(plan.preflight)
+    lines += render_readiness(plan.readiness)
+    lines += [f"  WARNING       {warning}" for warning in plan.warnings]
+    return "\n".join(lines)
+
+
+def render_readiness(readiness: dict[str, Any] | None) -> list[str]:
+    """The plan text's lines: data read, and the predicted time against the limit."""
+    if readiness is None:
+        return []
+    files = readiness["data"]
+    read = [file for file in files if file["rows"] is not None]
+    lines = []
+    if files:
+        rows = sum(file["rows"] for file in read)
+        sources = len({source for file in read for source in file["data_sources"]})
+        lines.append(f"  data          {len(read)}/{len(files)} file(s) read: {rows} rows, {sources} data source(s)")
+    time = readiness["time"]
+    if time is not None:
+        lines.append(
+            f"  time          {time['total_steps']} steps ({time['steps_per_epoch']}/epoch) x {time['step_s']} s "
+            f"predicted = {time['wall_min']} min vs {time['time_limit_min']} min limit -> {time['attempts']} "
+            f"attempt(s); first checkpoint at step {time['first_checkpoint_step']}"
+        )
+    return lines
+
+
+def refusal(verdict: dict[str, Any], job: str) -> str:
+    """The message of a refused submission: the first line names the misfit and the cheapest fix."""
+    misfit = next(line for line in verdict["arithmetic"] if "DOES NOT FIT" in line)
+    fixes = verdict.get("first_fitting_fixes") or []
+    fix_text = " ".join(fixes) if fixes else "none of the fixes below is enough: use a bigger card or shorter lengths"
+    lines = [f"preflight refuses {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix)"]
+    lines += [f"  {line}" for line in verdict["arithmetic"]]
+    for fix in verdict.get("fixes", []):
+        state = "fits" if fix["fits"] else "still too big"
+        mine = f"; you set {', '.join(fix['you_set'])}" if fix.get("you_set") else ""
+        lines.append(f"  fix: {fix['fix']}: {fix['overrides']} -> peaks {fix['peaks_gib']} ({state}{mine})")
+    return "\n".join(lines)

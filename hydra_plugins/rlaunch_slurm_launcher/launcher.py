@@ -1,6 +1,7 @@
 """hydra/launcher=rlaunch_slurm: plans every job of a sweep, then hands the whole sweep to launch/run.py's dispatch,
 which submits one SLURM job array per resource shape and returns without waiting for any job (cluster=local: runs
-them here, one after the other). Each distinct combination of group choices is composed once (launch/overrides.py).
+them here, one after the other). Each distinct combination of group choices is composed once (launch/overrides.py);
+a large sweep's jobs are planned on every core (launch/cores.py).
 
 Runs on: the login node. Hydra only loads launchers from the hydra_plugins namespace, so this thin class lives here;
 everything it does is in launch/.

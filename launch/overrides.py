@@ -36,12 +36,19 @@ JOB_NAME_SEPARATOR = ","
 
 
 def parse(overrides: Sequence[str]) -> list[Override]:
-    return list(_parse(tuple(overrides)))
+    return [_parse(override) for override in overrides]
 
 
-@lru_cache(maxsize=8192)  # a sweep asks about each job's list several times (swept keys, composition, name)
-def _parse(overrides: tuple[str, ...]) -> tuple[Override, ...]:
-    return tuple(OverridesParser.create().parse_overrides(list(overrides)))
+# One override at a time, as Hydra's parse_overrides does: a sweep's jobs repeat the same few override strings, and a
+# sweep asks about each job's list several times (swept keys, composition, name). Overrides are only read.
+@lru_cache(maxsize=8192)
+def _parse(override: str) -> Override:
+    return _parser().parse_overrides([override])[0]
+
+
+@lru_cache(maxsize=1)
+def _parser() -> OverridesParser:
+    return OverridesParser.create()
 
 
 def key_of(override: Override) -> str:

@@ -44,6 +44,7 @@ from launch.metrics import (
     run_dirs,
     series,
 )
+from launch.overrides import key_of, parse_one
 from launch.preflight import (
     KEYS,
     TUNE_HEADROOM,
@@ -110,17 +111,19 @@ class Diagnosis:
 def load_thresholds(overrides: Sequence[str] = (), path: Path = THRESHOLDS_FILE) -> DoctorThresholds:
     """conf/doctor.yaml, typed, with `name=value` overrides on top."""
     names = [item.name for item in fields(DoctorThresholds)]
+    given: dict[str, Any] = {}
     for item in overrides:
-        name = item.partition("=")[0]
-        if "=" not in item or name not in names:
+        parsed = parse_one(item)
+        if parsed is None or key_of(parsed) not in names:
+            name = key_of(parsed) if parsed is not None else item
             raise UserError(
                 f"unknown doctor threshold '{item}'{closest(name, names)}: write name=value with one of "
                 f"{', '.join(names)} (conf/doctor.yaml)"
             )
+        # a sweep (a,b) goes on as its text: the schema's type check then names the threshold and its type
+        given[key_of(parsed)] = parsed.get_value_string() if parsed.is_sweep_override() else parsed.value()
     try:
-        merged = OmegaConf.merge(
-            OmegaConf.structured(DoctorThresholds), OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides))
-        )
+        merged = OmegaConf.merge(OmegaConf.structured(DoctorThresholds), OmegaConf.load(path), OmegaConf.create(given))
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as error:
         first_line = str(error).strip().splitlines()[0]

@@ -22,7 +22,7 @@ from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
-from launch.overrides import IDENTITY_EXCLUDED_PREFIXES
+from launch.overrides import identity_excluded, key_in
 from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 
@@ -70,7 +70,7 @@ class Plan:
 
 
 def identity_overrides(overrides: list[str]) -> list[str]:
-    return sorted(o for o in overrides if not o.lstrip("+~").startswith(IDENTITY_EXCLUDED_PREFIXES))
+    return sorted(o for o in overrides if not identity_excluded(key_in(o) or ""))
 
 
 def make_run_id(sweep_id: str, overrides: list[str]) -> str:

@@ -26,6 +26,7 @@ from launch.memory import (
     rollout_phase,
     with_changes,
 )
+from launch.overrides import as_written, keys_of
 from launch.validate import skipped_engine_check
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
@@ -62,7 +63,7 @@ class Fix:
 
 
 def user_keys(overrides: list[str]) -> set[str]:
-    return {override.lstrip("+~").partition("=")[0] for override in overrides}
+    return keys_of(overrides)
 
 
 def fits(arch: Architecture, knobs: Knobs, capacity: float, headroom: float = 1.0) -> bool:
@@ -299,7 +300,7 @@ def run(
             verdict["unfixable_without_your_keys"] = True
     proposed: dict[str, Any] = {}
     if policy in ("fix", "tune") and not verdict["fits"]:
-        proposed = dict(item.split("=", 1) for item in applicable)
+        proposed = as_written(applicable)
     if policy == "tune" and (verdict["fits"] or applicable):
         tuned = tune(arch, fixed, capacity, locked, mini_batch_sequences, batch_sequences)
         proposed.update(overrides_for(tuned, fixed))

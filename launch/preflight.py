@@ -10,7 +10,7 @@ spare), warn, off. fix and tune never change a key the user set on the command l
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from launch.job_software import job_software
@@ -375,6 +375,7 @@ def check_plan(
     )
     skipped = skipped_engine_check(verl)
     verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}
+    verdict["knobs"] = asdict(knobs)  # what was judged: the doctor reads it back instead of rebuilding it
     return verdict
 
 

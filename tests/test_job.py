@@ -255,10 +255,10 @@ def assert_cause_everywhere(sweep_dir: Path, run_dir: Path, kind: str, env: dict
         return result.stdout
 
     assert f"cause {kind}: " in cli("sweep.py", "status", str(sweep_dir))
-    assert f"[{kind}]" in cli("doctor.py", str(run_dir))
+    assert f"[{kind}]" in cli("report/doctor.py", str(run_dir))
     diagnosis = (run_dir / "diagnosis.md").read_text()
     assert f"failed: {kind}" in diagnosis and "Nothing holds this run back" not in diagnosis
-    cli("compare.py", str(sweep_dir))
+    cli("report/compare.py", str(sweep_dir))
     assert f"FAILED ({kind}: " in (sweep_dir / "report" / "report.md").read_text()
 
 

@@ -11,7 +11,7 @@ import hashlib
 import shlex
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -38,6 +38,10 @@ class Resources:
     partition: str | None
 
 
+# What the job runs once Ray is up: verl's PPO trainer (verl.trainer.main_ppo) or the RFT pipeline (algos/rft/)
+Driver = Literal["ppo", "rft"]
+
+
 @dataclass(frozen=True)
 class Plan:
     sweep_id: str
@@ -53,7 +57,8 @@ class Plan:
     resources: Resources
     slurm: dict[str, Any]  # submitit's SlurmExecutor parameters (sbatch options), empty for cluster=local
     verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
-    verl_command: list[str]
+    driver: Driver  # the job's entry point once Ray is up; plan.json names it instead of readers parsing the command
+    driver_command: list[str]  # its command line (verl's main_ppo on the dumped config, or the RFT pipeline)
     worker_env: dict[str, str]
     cluster_settings: dict[str, Any]  # what the job itself reads: max_requeues, ray_timeout_s, ray_auth_token_file
     overrides: list[str]
@@ -257,10 +262,14 @@ def make_verl_command(python: str, run_dir: Path) -> list[str]:
     return hydra_entry_command(python, "verl.trainer.main_ppo", run_dir, VERL_CONFIG_NAME, str(run_dir / "verl_hydra"))
 
 
-def make_driver_command(cfg: DictConfig, python: str, run_dir: Path) -> list[str]:
+def driver_of(cfg: DictConfig) -> Driver:
+    return "rft" if cfg.algo.name == "rft" else "ppo"
+
+
+def make_driver_command(driver: Driver, python: str, run_dir: Path) -> list[str]:
     """What the job runs once Ray is up: verl's PPO driver, or for algo=rft the three-stage pipeline (algos/rft/)
     that runs verl's generation server and SFT trainer."""
-    if cfg.algo.name == "rft":
+    if driver == "rft":
         from algos.rft import pipeline_command
 
         return pipeline_command(python, run_dir)
@@ -318,7 +327,8 @@ def make_plan(
         resources=resources,
         slurm=make_slurm_parameters(cfg, resources, code_dir, container),
         verl=verl,
-        verl_command=make_driver_command(cfg, python, run_dir),
+        driver=driver_of(cfg),
+        driver_command=make_driver_command(driver_of(cfg), python, run_dir),
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),
@@ -370,7 +380,7 @@ def render_batch(plan: Plan) -> str:
     dir once stage 3 starts)."""
     verl = plan.verl
     actor, rollout = verl["actor_rollout_ref"]["actor"], verl["actor_rollout_ref"]["rollout"]
-    if any("algos.rft.pipeline" in part for part in plan.verl_command):
+    if plan.driver == "rft":
         return (
             f"  rft           generate {rollout['n']} samples per prompt at temperature {rollout['temperature']} "
             f"({verl['data']['train_batch_size']}-prompt batches), keep the correct ones, fine-tune (algos/rft)"
@@ -405,7 +415,7 @@ def render(plan: Plan) -> str:
         *([f"  code          {plan.code_dir} (snapshot at submission: the job imports it)"] if plan.code_dir else []),
         *([f"  container     {describe_container(plan.container)}"] if plan.container else []),
         render_tracking(plan),
-        f"  verl command  {shlex.join(plan.verl_command)}",
+        f"  verl command  {shlex.join(plan.driver_command)}",
     ]
     if plan.preflight is None and plan.llm.get("known") is False:
         lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")

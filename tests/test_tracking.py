@@ -177,11 +177,20 @@ def test_a_dirty_checkout_is_recorded_with_its_diff_and_hash(tmp_path: Path):
 
 
 def test_a_secret_on_the_command_line_is_refused_before_anything_is_written(tmp_path: Path):
-    for override in (f"+cluster.env.WANDB_API_KEY={FAKE_KEY}", f"trainer.experiment_name={FAKE_KEY}"):
+    for override in (
+        f"+cluster.env.WANDB_API_KEY={FAKE_KEY}",
+        f"trainer.experiment_name={FAKE_KEY}",
+        f"trainer.experiment_name={FAKE_KEY}=x",  # an override Hydra's grammar rejects: its secret still refused
+    ):
         result = run_cli("gpu=a40", override, cwd=tmp_path, env={"HF_TOKEN": FAKE_KEY})
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert "secret on the command line" in result.stderr and FAKE_KEY not in result.stderr
         assert not (tmp_path / "runs").exists()  # not even Hydra's .hydra/overrides.yaml
+    # a secret-named key in an override Hydra cannot read: Hydra's own refusal, one line, nothing written
+    result = run_cli("gpu=a40", "+cluster.env.WANDB_API_KEY='unterminated", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cannot parse the override" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_secret_in_cluster_env_is_refused(tmp_path: Path):

@@ -121,7 +121,7 @@ def test_job_name_keeps_same_named_keys_apart_and_is_stable():
         "actor_rollout_ref.actor.entropy_coeff=0.0",
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
     ]
-    swept = frozenset(o.partition("=")[0] for o in overrides)
+    swept = frozenset(keys_of(overrides))
     name = job_name("a40", overrides, swept, frozenset())
     assert name == ("a40,actor.optim.lr=1e-06,critic.optim.lr=2e-06,entropy_coeff=0.0,optimizer_offload=False")
     assert name == job_name("a40", overrides, swept, frozenset())
@@ -131,7 +131,7 @@ def test_job_name_keeps_same_named_keys_apart_and_is_stable():
 
 def test_job_name_stays_short():
     overrides = [f"trainer.key_{i}=value_{i}" for i in range(30)]
-    name = job_name("a40", overrides, frozenset(o.partition("=")[0] for o in overrides), frozenset())
+    name = job_name("a40", overrides, frozenset(keys_of(overrides)), frozenset())
     assert len(name) <= 100 and name.endswith(tuple(f",+{n}" for n in range(1, 30)))
 
 

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launch import doctor, failures
+from launch import failures
 from launch.errors import UserError
 from launch.metrics import progress, read_run
+from launch.report import doctor
 from launch.rundir import is_run_dir
 from launch.slurm import read_manifest, select_runs
 

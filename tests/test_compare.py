@@ -12,8 +12,8 @@ from conftest import PROJECT
 from metric_fixtures import DOMAINS, make_fixture_sweep, validation_reward
 from PIL import Image
 
-from launch.metrics import read_run, run_dirs
 from launch.report.compare import compare, summarize
+from launch.report.metrics import read_run, run_dirs
 
 
 @pytest.fixture(scope="module")

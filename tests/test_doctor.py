@@ -18,9 +18,9 @@ from conftest import PROJECT, compose_config, cpu_facts
 from metric_fixtures import StepProfile, make_plan_dir, run_records, step_metrics, write_attempt
 
 from launch import preflight
-from launch.metrics import RunMetrics, read_run
 from launch.plan import make_plan
 from launch.report import doctor
+from launch.report.metrics import RunMetrics, read_run
 
 SWEEP = "doctor-sweep"
 GPU = "a100_80"

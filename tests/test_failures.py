@@ -1,6 +1,6 @@
-"""The failure classifier (launch/failures.py) on real logs: the corpus under tests/data/failures/<kind>/ holds excerpts
-from public verl, vLLM, SGLang, Ray, NCCL and SLURM reports and from dev-cluster runs, noise included (Ray's
-`(WorkerDict pid=...)` prefixes, tracebacks, submitit's lines), each with its source in its header."""
+"""The failure classifier (launch/report/failures.py) on real logs: the corpus under tests/data/failures/<kind>/
+holds excerpts from public verl, vLLM, SGLang, Ray, NCCL and SLURM reports and from dev-cluster runs, noise included
+(Ray's `(WorkerDict pid=...)` prefixes, tracebacks, submitit's lines), each with its source in its header."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_doctor import run_doctor
 
-from launch import failures
-from launch.metrics import read_run
+from launch.report import failures
+from launch.report.metrics import read_run
 
 CORPUS = Path(__file__).parent / "data" / "failures"
 EXCERPTS = sorted(CORPUS.glob("*/*.log"))

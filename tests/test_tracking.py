@@ -22,9 +22,9 @@ from launch import provenance
 from launch.errors import UserError
 from launch.facts import wandb_credentials
 from launch.job import attempt_command
-from launch.metrics import read_history, read_run, series, validation_series
 from launch.plan import make_plan
 from launch.render import render
+from launch.report.metrics import read_history, read_run, series, validation_series
 from launch.run import write_run_dir
 from launch.secret_guard import copy_redacted
 

@@ -8,7 +8,7 @@ baseline on the same GPU profile. Output: a terminal table (rich), <out>/report.
 (each run's validation reward curve, baseline and PCGrad overlaid). Each run's diagnosis (launch/report/doctor.py) is
 written next to it and linked from the report. Each run's state (COMPLETED / FAILED / RUNNING / REQUEUED, from its
 job log; W&B's run state for a W&B group) carries the cause of its failed attempts, and the failed runs are listed
-with their evidence and fix (launch/failures.py).
+with their evidence and fix (launch/report/failures.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch import failures
 from launch.errors import UserError
-from launch.metrics import (
+from launch.report import doctor, failures
+from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
     MFU,
@@ -34,7 +34,6 @@ from launch.metrics import (
     run_dirs,
     validation_series,
 )
-from launch.report import doctor
 from rewards.sources import domain_of
 
 BASELINE_ALGO = "guru_baseline"

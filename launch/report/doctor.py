@@ -2,9 +2,9 @@
 
 Runs on: any machine that sees the run directories (the login node, or a laptop with the shared filesystem mounted).
 Reads what the plan expected (plan.json: the preflight's predicted MFU and per-phase peaks, the exact verl config,
-the model's architecture) next to what verl logged (launch.metrics) and what the job recorded (attempts.jsonl,
+the model's architecture) next to what verl logged (launch.report.metrics) and what the job recorded (attempts.jsonl,
 not_requeued.txt), and says what holds each run back, most important first, each with the overrides that address
-it. A run whose attempts failed gets the cause of each (launch/failures.py: kind, evidence, fix from the plan) before
+it. A run whose attempts failed gets the cause of each (failures.py: kind, evidence, fix from the plan) before
 anything else. Writes <run_dir>/diagnosis.md, which the sweep's comparison report links to (`diagnosis_path`).
 
     python launch/report/doctor.py --log FILE [--json]   classifies one bare log file (no run directory needed)
@@ -27,21 +27,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from launch import failures
 from launch.errors import UserError, closest
 from launch.memory import Architecture, Knobs, estimate, predicted_mfu, with_changes
-from launch.metrics import (
-    MEMORY_ALLOCATED,
-    MEMORY_RESERVED,
-    MFU,
-    STEP_TIME,
-    RunMetrics,
-    predicted_torch_peaks,
-    read_records,
-    read_run,
-    run_dirs,
-    series,
-)
 from launch.overrides import key_of, parse_one
 from launch.preflight import (
     KEYS,
@@ -53,6 +40,19 @@ from launch.preflight import (
     tune,
     user_keys,
     with_train_tokens,
+)
+from launch.report import failures
+from launch.report.metrics import (
+    MEMORY_ALLOCATED,
+    MEMORY_RESERVED,
+    MFU,
+    STEP_TIME,
+    RunMetrics,
+    predicted_torch_peaks,
+    read_records,
+    read_run,
+    run_dirs,
+    series,
 )
 from launch.rundir import attempt_log_path
 

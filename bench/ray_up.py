@@ -74,7 +74,7 @@ def job_bring_up(nodes: int, workdir: Path) -> float:
     ]
     cfg = compose_config(*overrides)
     plan = make_plan(cfg, gather_facts("x", "slurm", None), overrides, workdir, sys.executable)
-    plan = dataclasses.replace(plan, verl_command=[sys.executable, str(PROJECT / "tests" / "jobs" / "ray_probe.py")])
+    plan = dataclasses.replace(plan, driver_command=[sys.executable, str(PROJECT / "tests" / "jobs" / "ray_probe.py")])
     write_run_dir(plan, cfg)
     job_id = slurm.submit([plan], 1)["runs"][0]["job_id"]
     ready = Path(plan.run_dir) / "ray_ready.jsonl"

@@ -11,32 +11,23 @@ import shlex
 import time
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
+from launch.overrides import hydra_quoted, parse, value_in, without
 from launch.secret_guard import refuse_secret_overrides
 
 # Flags after which Hydra expects no overrides to resolve (completion, help, info about the app itself).
 PASSIVE_FLAGS = ("-sc", "--shell-completion", "-h", "--help", "--hydra-help")
 
 
-def _value_of(overrides: list[str], key: str) -> str | None:
-    for override in overrides:
-        name, _, value = override.partition("=")
-        if name == key:
-            return value
-    return None
-
-
 def _replace(overrides: list[str], key: str, value: str) -> list[str]:
-    kept = [override for override in overrides if override.partition("=")[0] != key]
-    return [*kept, f"{key}={value}"]
+    return [*without(overrides, {key}), f"{key}={value}"]
 
 
 def choose_cluster(overrides: list[str]) -> tuple[str, str]:
-    requested = _value_of(overrides, "cluster") or "auto"
+    requested = value_in(overrides, "cluster") or "auto"
     if requested != "auto":
         return requested, "chosen on the command line"
     if sinfo_answers():
@@ -49,7 +40,7 @@ def site_gres_types(overrides: list[str], cluster: str) -> dict[str, str]:
     (`cluster.gres_types.a100_80=a100-80g`, with or without +, or the whole dict)."""
     conf = Path(__file__).resolve().parent.parent / "conf" / "cluster" / f"{cluster}.yaml"
     types = dict(OmegaConf.load(conf).get("cluster", {}).get("gres_types") or {}) if conf.is_file() else {}
-    for override in OverridesParser.create().parse_overrides(overrides):
+    for override in parse(overrides):
         key = override.key_or_group
         if key == "cluster.gres_types" and isinstance(override.value(), dict):
             types.update(override.value())
@@ -60,17 +51,17 @@ def site_gres_types(overrides: list[str], cluster: str) -> dict[str, str]:
 
 def choose_gpu(overrides: list[str], cluster: str) -> ProfileChoice:
     profiles = load_profiles()
-    address = _value_of(overrides, "cluster.address")
+    address = value_in(overrides, "cluster.address")
     if cluster == "ray" and address:  # the card the standing Ray cluster reports (accelerator_type:<name>)
-        reported = ray_cluster_facts(address, _value_of(overrides, "cluster.ray_auth_token_file"))
+        reported = ray_cluster_facts(address, value_in(overrides, "cluster.ray_auth_token_file"))
         site_types = site_gres_types(overrides, cluster)
         profile = profile_for_gres_type(reported.gres_type, profiles, site_types) if reported.gres_type else None
         if profile is not None:
             return ProfileChoice(profile, f"GPU type '{reported.gres_type}' reported by {reported.name}")
     if cluster == "slurm":
-        partition_name = _value_of(overrides, "cluster.partition")
+        partition_name = value_in(overrides, "cluster.partition")
         partition = query_partition(None if partition_name in (None, "null") else partition_name)
-        hint = _value_of(overrides, "cluster.gpu_type")
+        hint = value_in(overrides, "cluster.gpu_type")
         gres_type = partition.gres_type if partition is not None and partition.gres_type else hint
         if gres_type:
             profile = profile_for_gres_type(gres_type, profiles, site_gres_types(overrides, cluster))
@@ -78,10 +69,6 @@ def choose_gpu(overrides: list[str], cluster: str) -> ProfileChoice:
                 where = f"partition {partition.name}" if partition is not None else "cluster.gpu_type"
                 return ProfileChoice(profile, f"GPU type '{gres_type}' of {where}")
     return choose_profile(detect_gpus(), profiles)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def new_sweep_id(overrides: list[str]) -> str:
@@ -93,18 +80,18 @@ def new_sweep_id(overrides: list[str]) -> str:
 def plan_only_on_login_node(overrides: list[str]) -> list[str]:
     """cluster=auto found SLURM: plan, never queue (a shared cluster's queue is not for the defaults of `make run`).
     Submission is explicit: cluster=slurm on the command line (submit_hint says so)."""
-    if (_value_of(overrides, "launch.dry_run") or "false").lower() in ("true", "json"):
+    if (value_in(overrides, "launch.dry_run") or "false").lower() in ("true", "json"):
         return overrides
     return _replace(overrides, "launch.dry_run", "true")
 
 
 def submit_hint(argv: list[str], resolved: list[str]) -> str | None:
     """When cluster=auto turned a would-be submission into a plan: the command that submits it."""
-    if _value_of(argv, "cluster") not in (None, "auto") or _value_of(resolved, "cluster") != "slurm":
+    if value_in(argv, "cluster") not in (None, "auto") or value_in(resolved, "cluster") != "slurm":
         return None
-    if (_value_of(argv, "launch.dry_run") or "false").lower() in ("true", "json"):
+    if (value_in(argv, "launch.dry_run") or "false").lower() in ("true", "json"):
         return None
-    given = [arg for arg in argv if arg.partition("=")[0] not in ("cluster", "launch.dry_run")]
+    given = without(argv, {"cluster", "launch.dry_run"})
     command = shlex.join(["python", "launch/run.py", *given, "cluster=slurm"])
     return f"cluster=auto: SLURM answers here, so this only planned; to submit: {command}"
 
@@ -119,12 +106,12 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     flags = [arg for arg, override in zip(argv, is_override, strict=True) if not override]
     overrides = [arg for arg, override in zip(argv, is_override, strict=True) if override]
     refuse_secret_overrides(overrides)  # before Hydra writes them to .hydra/overrides.yaml
-    parsed = {o.key_or_group: o for o in OverridesParser.create().parse_overrides(overrides)}
+    parsed = {o.key_or_group: o for o in parse(overrides)}
     if "launch.sweep_id" not in parsed:
         overrides.append(f"launch.sweep_id={new_sweep_id(overrides)}")
 
     cluster, _ = choose_cluster(overrides)
-    if _value_of(overrides, "cluster") in (None, "auto"):
+    if value_in(overrides, "cluster") in (None, "auto"):
         overrides = _replace(overrides, "cluster", cluster)
         if cluster == "slurm":
             overrides = plan_only_on_login_node(overrides)
@@ -134,7 +121,7 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     if gpu is None or gpu.value() == "auto":
         choice = choose_gpu(overrides, cluster)
         overrides = _replace(overrides, "gpu", choice.profile)
-        overrides.append(f"gpu.selected_by={_quote(choice.reason)}")
+        overrides.append(f"gpu.selected_by={hydra_quoted(choice.reason)}")
         if choice.usable_gib is not None:
             overrides.append(f"gpu.usable_gib={choice.usable_gib}")
     elif gpu_values is not None and "auto" in gpu_values:

@@ -19,8 +19,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from launch.errors import UserError
+from launch.schema import ContainerSettings, choices_of
 
-RUNTIMES = ("pyxis", "apptainer")
+RUNTIMES = choices_of(ContainerSettings, "runtime")
 
 
 def resolve(cfg: DictConfig, runs_dir: str, code_dir: str | None) -> dict[str, Any] | None:

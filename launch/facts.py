@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -90,17 +90,11 @@ class Facts:
     hub_snapshot: HubSnapshot | None = None  # a hub id's files in the cache the nodes read; None for a local path
     partition: PartitionFacts | None = None
     partitions: tuple[str, ...] = ()  # every partition sinfo lists (cluster=slurm), for "choose one of"
-    hostname: str = ""
-    git_sha: str = ""
-    git_dirty: bool = False
-    git_diff_sha256: str = ""  # of `git diff HEAD` when dirty (the diff itself: git_diff(), written beside the run)
+    # the venv's package versions (the checkout's commit and changes: checkout_facts, which provenance records)
     packages: dict[str, str] = field(default_factory=dict)
     # where W&B credentials were found when planning ("WANDB_API_KEY", "~/.netrc"), "" for none: never the key
     wandb_credentials: str = ""
     code: CodeSnapshot | None = None  # the checkout's code as read for a snapshot (cluster.snapshot), else None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def is_local_path(path: str) -> bool:
@@ -337,7 +331,7 @@ def gather_facts(
 ) -> Facts:
     """cluster=slurm asks sinfo about the partition; cluster=ray asks the Ray cluster at ray_address for its nodes.
     `node_hub_cache`: the HF cache the job's processes read (default: this process's), searched first."""
-    gpus, hostname, sha, dirty, diff_sha256, packages = _machine_facts()
+    gpus, _, _, _, _, packages = _machine_facts()
     on_slurm = cluster_name == "slurm"
     if on_slurm:
         partition_facts = query_partition(partition)
@@ -355,10 +349,6 @@ def gather_facts(
         hub_snapshot=None if is_local_path(model_path) else hub_snapshot(model_path, nodes),
         partition=partition_facts,
         partitions=list_partitions() if on_slurm else (),
-        hostname=hostname,
-        git_sha=sha,
-        git_dirty=dirty,
-        git_diff_sha256=diff_sha256,
         packages=dict(packages),
         wandb_credentials=wandb_credentials(os.environ),
         code=read_checkout(PROJECT_DIR) if snapshot else None,

@@ -59,7 +59,7 @@ def logical_cpus(plan: dict[str, Any]) -> int:
     """Enough logical CPUs for verl's TransferQueue (~9 actors) plus 3 per GPU bundle (FACTS), or 10 per GPU for
     verl's Ray SFT trainer (its workers ask for {CPU: 10, GPU: 1}: algo=rft's stage 3), at least the allocation's."""
     resources = plan["resources"]
-    per_gpu = 10 if "algos.rft.pipeline" in plan["verl_command"] else 3
+    per_gpu = 10 if plan["driver"] == "rft" else 3
     return max(int(resources["cpus_per_task"]), 9 + per_gpu * int(resources["gpus_per_node"]) + 4)
 
 
@@ -71,7 +71,9 @@ def attempt_command(
     only Ray's runtime env: the path goes there as a Hydra override of the dumped config, next to where this
     attempt runs (launch/provenance.py)."""
     log_path = str(attempt_log_path(Path(plan["run_dir"]), attempt))
-    command = list(plan["verl_command"])
+    command = list(plan["driver_command"])
+    # verl's Hydra overrides go to verl's driver as planned; tests and benchmarks swap the command for a stand-in
+    # (a probe script) that takes none, and keep the plan's driver: hence the command's entry point decides.
     if command[1:3] == ["-m", "verl.trainer.main_ppo"]:
         command.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={log_path}")
         command += provenance_overrides

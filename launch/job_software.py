@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from launch.errors import UserError
+from launch.schema import ClusterSettings, choices_of
 
-SWITCHES = ("auto", "true", "false")
+SWITCHES = choices_of(ClusterSettings, "flash_attn")
 # verl 0.9.1 (verl/third_party/vllm): vLLM from this version on sleeps at level 2 (weights and KV cache dropped)
 VLLM_LEVEL_2_FROM = (0, 18)
 # the pure-torch log-prob path is forced by this variable even where flash-attn is installed (verl's torch_functional)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import pickle
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -24,10 +24,14 @@ import omegaconf.base
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.config_repository import CachingConfigRepository
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, OverrideType
+from hydra.errors import OverrideParseException
 from hydra.plugins.config_source import ConfigResult
 from omegaconf import Container, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
+
+# Hydra's quoting, defined once where algos/ (which never imports launch/) can use it too; offered here to the launcher
+from algos.verl_entry_points import hydra_quoted as hydra_quoted
 
 # Overrides that do not change what is trained: out of the run id and the job name.
 IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
@@ -54,6 +58,60 @@ def _parser() -> OverridesParser:
 def key_of(override: Override) -> str:
     """The key an override sets, without its +/++/~ prefix (with @package for a group placed elsewhere)."""
     return override.key_or_group + (f"@{override.package}" if override.package is not None else "")
+
+
+def parse_one(argument: str) -> Override | None:
+    """Hydra's reading of one command-line argument; None where Hydra's grammar rejects it (a flag such as -m, a
+    typo): whoever needs it then leaves the argument to Hydra, whose own error names it when it composes."""
+    try:
+        return _parse(argument)
+    except OverrideParseException:
+        return None
+
+
+def key_in(argument: str) -> str | None:
+    """The key one command-line override sets (`+a.b=1`, `~a.b`, `a.b='x=y'` -> 'a.b'); None for what is not one."""
+    parsed = parse_one(argument)
+    return None if parsed is None else key_of(parsed)
+
+
+def keys_of(overrides: Sequence[str]) -> set[str]:
+    """The keys a list of overrides sets or deletes, without their +/++/~ prefixes."""
+    return {key_of(override) for override in parse(overrides)}
+
+
+def value_text(override: Override) -> str | None:
+    """What an override sets, as text: a string without its quotes, anything else as written (`null`, `true`,
+    `[a,b]`, `a,b` for a sweep); None for a deletion (`~key`)."""
+    if override.type == OverrideType.DEL:
+        return None
+    value = override.value()
+    return value if isinstance(value, str) else override.get_value_string()
+
+
+def as_written(overrides: Sequence[str]) -> dict[str, str]:
+    """key -> value exactly as written (quotes kept), for overrides that set values: what a printed fix shows."""
+    return {key_of(o): o.get_value_string() for o in parse(overrides) if o.type != OverrideType.DEL}
+
+
+def find(arguments: Sequence[str], key: str) -> Override | None:
+    """The first override among `arguments` that sets or deletes `key` (with any prefix); flags are passed over."""
+    for argument in arguments:
+        parsed = parse_one(argument)
+        if parsed is not None and key_of(parsed) == key:
+            return parsed
+    return None
+
+
+def value_in(arguments: Sequence[str], key: str) -> str | None:
+    """value_text of the first override of `key` among `arguments`; None where none sets it."""
+    override = find(arguments, key)
+    return None if override is None else value_text(override)
+
+
+def without(arguments: Sequence[str], keys: Collection[str]) -> list[str]:
+    """`arguments` less the overrides of `keys`, in order; flags and whatever Hydra cannot read are kept."""
+    return [argument for argument in arguments if key_in(argument) not in keys]
 
 
 def swept_keys(job_overrides: Sequence[Sequence[str]]) -> frozenset[str]:

@@ -11,7 +11,7 @@ import hashlib
 import shlex
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -21,7 +21,7 @@ from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
-from launch.overrides import IDENTITY_EXCLUDED_PREFIXES, key_of, parse, resolved_container
+from launch.overrides import identity_excluded, key_in, key_of, parse, resolved_container
 from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 
@@ -35,6 +35,10 @@ class Resources:
     time_min: int
     gres: str  # gpu:N, or gpu:<type>:N where the partition's GRES has types
     partition: str | None
+
+
+# What the job runs once Ray is up: verl's PPO trainer (verl.trainer.main_ppo) or the RFT pipeline (algos/rft/)
+Driver = Literal["ppo", "rft"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ class Plan:
     resources: Resources
     slurm: dict[str, Any]  # submitit's SlurmExecutor parameters (sbatch options), empty for cluster=local
     verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
-    verl_command: list[str]
+    driver: Driver  # the job's entry point once Ray is up; plan.json names it instead of readers parsing the command
+    driver_command: list[str]  # its command line (verl's main_ppo on the dumped config, or the RFT pipeline)
     worker_env: dict[str, str]
     cluster_settings: dict[str, Any]  # what the job itself reads: max_requeues, ray_timeout_s, ray_auth_token_file
     overrides: list[str]
@@ -69,7 +74,7 @@ class Plan:
 
 
 def identity_overrides(overrides: list[str]) -> list[str]:
-    return sorted(o for o in overrides if not o.lstrip("+~").startswith(IDENTITY_EXCLUDED_PREFIXES))
+    return sorted(o for o in overrides if not identity_excluded(key_in(o) or ""))
 
 
 def make_run_id(sweep_id: str, overrides: list[str]) -> str:
@@ -280,10 +285,14 @@ def make_verl_command(python: str, run_dir: Path) -> list[str]:
     return hydra_entry_command(python, "verl.trainer.main_ppo", run_dir, VERL_CONFIG_NAME, str(run_dir / "verl_hydra"))
 
 
-def make_driver_command(cfg: DictConfig, python: str, run_dir: Path) -> list[str]:
+def driver_of(cfg: DictConfig) -> Driver:
+    return "rft" if cfg.algo.name == "rft" else "ppo"
+
+
+def make_driver_command(driver: Driver, python: str, run_dir: Path) -> list[str]:
     """What the job runs once Ray is up: verl's PPO driver, or for algo=rft the three-stage pipeline (algos/rft/)
     that runs verl's generation server and SFT trainer."""
-    if cfg.algo.name == "rft":
+    if driver == "rft":
         from algos.rft import pipeline_command
 
         return pipeline_command(python, run_dir)
@@ -341,7 +350,8 @@ def make_plan(
         resources=resources,
         slurm=make_slurm_parameters(cfg, resources, code_dir, container),
         verl=verl,
-        verl_command=make_driver_command(cfg, python, run_dir),
+        driver=driver_of(cfg),
+        driver_command=make_driver_command(driver_of(cfg), python, run_dir),
         worker_env=worker_env,
         cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
         overrides=list(overrides),

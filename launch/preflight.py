@@ -2,16 +2,17 @@
 
 Runs on: the login node, between planning and submission. It reads a Plan (the verl config exactly as verl will
 receive it, the architecture, the GPU profile's usable memory) and returns a verdict plus the typed verl knob values
-its policy changes (check_plan, pure); apply_policy applies them once, re-makes the plan and sets --mem. Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that
-fits), tune (raise micro-batch / token budget and engine concurrency to the largest that fit with TUNE_HEADROOM
-spare), warn, off. fix and tune never change a key the user set on the command line; they say so instead.
+its policy changes (check_plan, pure); apply_policy applies them once, re-makes the plan and sets --mem.
+Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that fits), tune
+(raise micro-batch / token budget and engine concurrency to the largest that fit with TUNE_HEADROOM spare), warn,
+off. fix and tune never change a key the user set on the command line; they say so instead.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -31,6 +32,7 @@ from launch.memory import (
     rollout_phase,
     with_changes,
 )
+from launch.overrides import keys_of
 from launch.plan import Plan, make_slurm_parameters
 from launch.validate import skipped_engine_check
 
@@ -68,7 +70,7 @@ class Fix:
 
 
 def user_keys(overrides: list[str]) -> set[str]:
-    return {override.lstrip("+~").partition("=")[0] for override in overrides}
+    return keys_of(overrides)
 
 
 def fits(arch: Architecture, knobs: Knobs, capacity: float, headroom: float = 1.0) -> bool:
@@ -373,6 +375,7 @@ def check_plan(
     )
     skipped = skipped_engine_check(verl)
     verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}
+    verdict["knobs"] = asdict(knobs)  # what was judged: the doctor reads it back instead of rebuilding it
     return verdict
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from launch.facts import checkout_facts, git_diff
+from launch.overrides import hydra_quoted
 from launch.plan import Plan
 from launch.rundir import PLAN_FILE, RLAUNCH_CONFIG_FILE
 from launch.secret_guard import redact, secret_values
@@ -87,11 +88,6 @@ def write_planned(plan: Plan) -> dict[str, Any]:
         (run_dir / GIT_DIFF).write_text(redact(git_diff(), secret_values()))
     (run_dir / PROVENANCE).write_text(json.dumps(record, indent=2) + "\n")
     return record
-
-
-def hydra_quoted(value: str) -> str:
-    """A Hydra override value that stays a string ('c[1-2]' would otherwise parse as a list)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def record_attempt(run_dir: Path, attempt: int) -> list[str]:

@@ -107,7 +107,7 @@ def submit(plans: list[Plan], address: str, token_file: str | None, python: str)
 
 
 def status(manifest: dict[str, Any]) -> str:
-    from launch.metrics import progress
+    from launch.report.metrics import progress
 
     client = connect(manifest["address"], manifest.get("token_file"))
     runs = manifest["runs"]

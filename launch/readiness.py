@@ -29,11 +29,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from launch.errors import UserError
 from launch.facts import Facts, hub_cache_dir, is_local_path
+from launch.schema import LaunchSettings, choices_of
 
 if TYPE_CHECKING:
     from launch.plan import Plan
 
-CHECKS = ("model", "hub_cache", "data", "data_sources", "time")
+CHECKS = choices_of(LaunchSettings, "skip_checks")
 DATA_KEYS = ("data.train_files", "data.val_files")
 # verl fetches these itself (hdfs via its copy_to_local); nothing here can look inside them
 REMOTE_PREFIXES = ("hdfs://", "s3://", "gs://", "gcs://", "az://", "abfs://", "http://", "https://")

@@ -57,7 +57,7 @@ def render_batch(plan: Plan) -> str:
     dir once stage 3 starts)."""
     verl = plan.verl
     actor, rollout = verl["actor_rollout_ref"]["actor"], verl["actor_rollout_ref"]["rollout"]
-    if any("algos.rft.pipeline" in part for part in plan.verl_command):
+    if plan.driver == "rft":
         return (
             f"  rft           generate {rollout['n']} samples per prompt at temperature {rollout['temperature']} "
             f"({verl['data']['train_batch_size']}-prompt batches), keep the correct ones, fine-tune (algos/rft)"
@@ -92,7 +92,7 @@ def render(plan: Plan) -> str:
         *([f"  code          {plan.code_dir} (snapshot at submission: the job imports it)"] if plan.code_dir else []),
         *([f"  container     {describe_container(plan.container)}"] if plan.container else []),
         render_tracking(plan),
-        f"  verl command  {shlex.join(plan.verl_command)}",
+        f"  verl command  {shlex.join(plan.driver_command)}",
     ]
     if plan.preflight is None and plan.llm.get("known") is False:
         lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")

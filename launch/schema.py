@@ -9,8 +9,9 @@ verl's own tree, which verl's yaml files and dataclasses own.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, Literal, get_args
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -19,6 +20,26 @@ from algos.rft.settings import RftSettings
 
 # Our roots in the composed config; they are stripped before verl sees it.
 RLAUNCH_ROOTS = ("gpu", "llm", "mode", "algo", "dataset", "cluster", "launch", "rft")
+
+# The values a key of ours may take, where it takes one of a few: the one list that validation and its messages read
+# (`choices_of`). OmegaConf cannot hold a Literal field, so such a field is typed str and names its Literal in the
+# field's metadata (`choice`).
+DryRun = Literal["false", "true", "json"]
+PreflightPolicy = Literal["fail", "fix", "tune", "warn", "off"]
+WandbMode = Literal["auto", "online", "offline", "disabled"]
+JobSoftwareSwitch = Literal["auto", "true", "false"]
+ContainerRuntime = Literal["pyxis", "apptainer"]
+ReadinessCheck = Literal["model", "hub_cache", "data", "data_sources", "time"]
+
+
+def choice(default: Any, choices: Any) -> Any:
+    """A field whose value is one of the Literal `choices` (a list field: each of its items)."""
+    return field(default=default, metadata={"choices": choices})
+
+
+def choices_of(schema: type, name: str) -> tuple[str, ...]:
+    """The values field `name` of `schema` may take, from the Literal it names."""
+    return get_args(next(item for item in fields(schema) if item.name == name).metadata["choices"])
 
 
 @dataclass(kw_only=True)
@@ -112,7 +133,8 @@ class DatasetSettings:
 class ContainerSettings:
     """The image every node's Ray and verl's driver run in (cluster=slurm; launch/container.py)."""
 
-    runtime: str | None = None  # null: no container | pyxis (srun --container-image) | apptainer (apptainer exec --nv)
+    # null: no container | pyxis (srun --container-image) | apptainer (apptainer exec --nv)
+    runtime: str | None = choice(None, ContainerRuntime)
     image: str | None = None  # pyxis: docker://repo/name:tag or a .sqsh file; apptainer: a .sif file or docker://...
     mounts: list[str] = field(default_factory=list)  # more SRC:DST[:FLAGS]; the runs directory is always mounted
     workdir: str | None = None  # null: the code snapshot (the job imports from it)
@@ -151,7 +173,7 @@ class ClusterSettings:
     setup: list[str] = field(default_factory=list)  # shell lines run on the compute node before the job
     env: dict[str, str] = field(default_factory=dict)  # variables for the job and verl's Ray workers
     # the job's software where it changes memory (launch/job_software.py); auto: what the planning venv has
-    flash_attn: str = "auto"  # auto | true | false: flash-attn in the job's environment (verl's log-prob kernel)
+    flash_attn: str = choice("auto", JobSoftwareSwitch)  # auto | true | false: flash-attn in the job's environment
     engine_version: str = "auto"  # auto | the rollout engine's version in the job, e.g. 0.18.1 (how it sleeps)
 
 
@@ -159,16 +181,16 @@ class ClusterSettings:
 class LaunchSettings:
     """How rlaunch itself behaves for this invocation."""
 
-    dry_run: str = "false"  # false | true (readable plan) | json (one JSON object per job on stdout)
-    preflight: str = "fail"  # fail | fix | tune | warn | off (the memory preflight's policy)
+    dry_run: str = choice("false", DryRun)  # false | true (readable plan) | json (one JSON object per job on stdout)
+    preflight: str = choice("fail", PreflightPolicy)  # fail | fix | tune | warn | off (the memory preflight's policy)
     runs_dir: str = "${cluster.shared_dir}/rlaunch"  # sweeps and their run directories live under it
     sweep_id: str = "adhoc"  # set by launch/run.py per invocation: time stamp + short hash
     # auto: online when WANDB_API_KEY (or a ~/.netrc entry for W&B) is there at planning time, else offline under
     # the run directory (synced later with the command the plan prints); online | offline | disabled force it
-    wandb_mode: str = "auto"
+    wandb_mode: str = choice("auto", WandbMode)
     # readiness checks (launch/readiness.py) to turn off where this machine cannot see the truth, e.g. [data] for
     # files only the compute nodes see: model, hub_cache, data, data_sources, time
-    skip_checks: list[str] = field(default_factory=list)
+    skip_checks: list[str] = field(default_factory=list, metadata={"choices": ReadinessCheck})
     # configs verl's own checks accepted, by hash (launch/verl_checks.py): a repeated plan skips importing verl;
     # "" asks verl every time
     verl_check_cache: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/rlaunch/verl_checks"

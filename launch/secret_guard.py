@@ -38,13 +38,18 @@ def redact(text: str, values: Iterable[str]) -> str:
 
 def refuse_secret_overrides(overrides: Iterable[str], environ: Mapping[str, str] | None = None) -> None:
     """A key on the command line would be written to .hydra/overrides.yaml, the plan and the sbatch script."""
+    from launch.overrides import key_in  # Hydra's parser: only the login node needs it, not the job's Ray bring-up
+
     values = secret_values(environ)
     for override in overrides:
-        key, _, value = override.lstrip("+~").partition("=")
-        name = key.rsplit(".", 1)[-1]
-        if is_secret_name(name) or any(secret in value for secret in values):
+        # An override Hydra cannot read is refused by Hydra before it writes anything; a secret value in it is
+        # still refused here, so that it is not echoed back in Hydra's message either.
+        key = key_in(override)
+        name = (key or "").rsplit(".", 1)[-1]
+        if is_secret_name(name) or any(secret in override for secret in values):
+            named = key if key and not any(secret in key for secret in values) else "an override"
             raise UserError(
-                f"{key}: a secret on the command line would be written into the run directory and the sbatch script; "
+                f"{named}: a secret on the command line would be written into the run directory and the sbatch script; "
                 f"export {name if is_secret_name(name) else 'it'} in your shell instead (SLURM passes the "
                 "environment to the job, and verl's Ray workers inherit it)"
             )

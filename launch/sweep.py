@@ -3,7 +3,7 @@
 Runs on: the login node. Reads the manifest that submission wrote; asks squeue/sacct (every attempt of a requeued
 job included) and scancel. A sweep id is looked up under --runs-dir (default: the slurm cluster's shared_dir/rlaunch).
 `status` names the cause of each failed or interrupted attempt and `logs` shows its evidence and fix before the
-tail (launch/failures.py, through the doctor for the plan's numbers).
+tail (launch/report/failures.py, through the doctor for the plan's numbers).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launch import doctor, failures
 from launch.errors import UserError
-from launch.metrics import progress, read_run
+from launch.report import doctor, failures
+from launch.report.metrics import progress, read_run
 from launch.rundir import is_run_dir
 from launch.slurm import read_manifest, select_runs
 

@@ -24,11 +24,9 @@ from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
 from launch.overrides import holds_interpolation
 from launch.plan import Plan, Resources
+from launch.schema import LaunchSettings, choices_of
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
-DRY_RUN_VALUES = ("false", "true", "json")
-PREFLIGHT_POLICIES = ("fail", "fix", "tune", "warn", "off")
-WANDB_MODES = ("auto", "online", "offline", "disabled")
 PLACEHOLDER_VALUES = ("???",)
 PLACEHOLDER_PATH_PARTS = ("/path/to/",)  # verl's and Reasoning360's scripts ship paths like /path/to/checkpoint/
 
@@ -46,13 +44,13 @@ class ConfigView(dict):
 
 
 def check_launch_settings(cfg: DictConfig) -> None:
-    dry_run = str(cfg.launch.dry_run).lower()
-    if dry_run not in DRY_RUN_VALUES:
-        raise UserError(f"launch.dry_run={cfg.launch.dry_run} is not one of {', '.join(DRY_RUN_VALUES)}")
-    if cfg.launch.preflight not in PREFLIGHT_POLICIES:
-        raise UserError(f"launch.preflight={cfg.launch.preflight} is not one of {', '.join(PREFLIGHT_POLICIES)}")
-    if cfg.launch.wandb_mode not in WANDB_MODES:
-        raise UserError(f"launch.wandb_mode={cfg.launch.wandb_mode} is not one of {', '.join(WANDB_MODES)}")
+    """launch.dry_run, .preflight and .wandb_mode against the choices their schema fields name."""
+    for name in ("dry_run", "preflight", "wandb_mode"):
+        value = cfg.launch[name]
+        allowed = choices_of(LaunchSettings, name)
+        # launch.dry_run=true arrives as a YAML boolean: compared as the text it was written as
+        if (str(value).lower() if name == "dry_run" else value) not in allowed:
+            raise UserError(f"launch.{name}={value} is not one of {', '.join(allowed)}")
 
 
 def check_model(cfg: DictConfig, facts: Facts) -> None:

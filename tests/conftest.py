@@ -33,7 +33,7 @@ def compose_config(*overrides: str) -> DictConfig:
 
 def cpu_facts(**changes: object) -> Facts:
     """This machine as the tests see it: no GPU, no SLURM partition."""
-    values: dict = {"gpus": DetectedGpus("", 0.0, 0, "test: no GPU"), "git_sha": "0" * 40}
+    values: dict = {"gpus": DetectedGpus("", 0.0, 0, "test: no GPU")}
     values.update(changes)
     return Facts(**values)
 

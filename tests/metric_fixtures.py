@@ -12,8 +12,8 @@ from typing import Any
 from conftest import compose_config, cpu_facts
 
 from launch import preflight
-from launch.metrics import RunMetrics
 from launch.plan import make_plan
+from launch.report.metrics import RunMetrics
 from launch.run import write_run_dir
 from launch.rundir import attempt_log_path, load_plan
 

@@ -73,7 +73,7 @@ def test_cfg_job_shows_the_resolved_gpu_profile(tmp_path: Path):
 def test_verl_own_entry_point_reads_the_planned_config(tmp_path: Path):
     """The plan's command hands verl a dumped config; verl's own Hydra app must compose it unchanged."""
     plan = json.loads(run_cli("gpu=a40", "launch.dry_run=json", cwd=tmp_path).stdout)
-    command = [sys.executable, *plan["verl_command"][1:], "--cfg", "job"]
+    command = [sys.executable, *plan["driver_command"][1:], "--cfg", "job"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "gpu_memory_utilization: 0.45" in result.stdout and "adv_estimator: grpo" in result.stdout

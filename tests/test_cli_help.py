@@ -3,13 +3,19 @@ script's --help, dry runs with cluster=slurm where no SLURM answers, and refusal
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
+from typing import get_args
 
-from conftest import PROJECT, run_cli
+import pytest
+from conftest import PROJECT, compose_config, run_cli
 
 from launch.cli_help import SECTIONS, field_docs
+from launch.errors import UserError
+from launch.schema import ContainerSettings, LaunchSettings, choices_of
+from launch.validate import check_launch_settings
 
 
 def test_help_lists_our_groups_keys_and_examples_not_the_config_dump(tmp_path: Path):
@@ -81,3 +87,18 @@ def test_a_rejected_invocation_leaves_nothing_behind(tmp_path: Path):
         result = run_cli(*args, cwd=tmp_path)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert not any(tmp_path.iterdir()), f"{args} left {[str(p) for p in tmp_path.rglob('*')]}"
+
+
+def test_each_key_with_choices_names_them_in_its_help_line_and_its_refusal():
+    """The Literal a schema field names is the one list of its values: validation reads it (choices_of), and the
+    field's help comment must not drift from it."""
+    for root, cls in [*SECTIONS.items(), ("cluster.container", ContainerSettings)]:
+        docs = field_docs(cls)
+        for item in dataclasses.fields(cls):
+            if "choices" in item.metadata:
+                for value in get_args(item.metadata["choices"]):
+                    assert value in docs[item.name], f"{root}.{item.name}: its comment omits '{value}'"
+    for name in ("dry_run", "preflight", "wandb_mode"):
+        allowed = ", ".join(choices_of(LaunchSettings, name))
+        with pytest.raises(UserError, match=f"launch.{name}=bogus is not one of {allowed}$"):
+            check_launch_settings(compose_config(f"launch.{name}=bogus"))

@@ -1,5 +1,5 @@
-"""launch/compare.py on a fixture sweep (2 algos x 2 GPU profiles, 6 domains, one run preempted and resumed) whose
-metric files use verl's real names: the report's numbers, the merged history, the PNGs and the doctor's links."""
+"""launch/report/compare.py on a fixture sweep (2 algos x 2 GPU profiles, 6 domains, one run preempted and resumed)
+whose metric files use verl's real names: the report's numbers, the merged history, the PNGs and the doctor's links."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from conftest import PROJECT
 from metric_fixtures import DOMAINS, make_fixture_sweep, validation_reward
 from PIL import Image
 
-from launch.compare import compare, summarize
-from launch.metrics import read_run, run_dirs
+from launch.report.compare import compare, summarize
+from launch.report.metrics import read_run, run_dirs
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_plots_are_valid_pngs_one_per_domain(report: Path):
 
 
 def test_cli_prints_the_tables_and_rejects_a_missing_sweep(sweep: Path, tmp_path: Path):
-    script = str(PROJECT / "launch" / "compare.py")
+    script = str(PROJECT / "launch" / "report" / "compare.py")
     out = tmp_path / "out"
     result = subprocess.run(
         [sys.executable, script, str(sweep), "--out", str(out)], capture_output=True, text=True, timeout=120

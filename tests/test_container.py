@@ -82,7 +82,7 @@ def test_every_process_of_the_job_runs_in_the_container():
     assert "--container-mounts=/shared/alice/rlaunch:/shared/alice/rlaunch,/shared/hf:/root/.cache/huggingface" in srun
     assert f"--container-workdir={code_dir}" in srun and "--container-env=PYTHONPATH,HF_HOME" in srun
     assert srun.endswith("python -u -m submitit.core._submit /shared/alice/rlaunch/test-sweep/submitit/%j")
-    assert pyxis.verl_command[0] == "python"  # the driver is the image's interpreter, started inside the step
+    assert pyxis.driver_command[0] == "python"  # the driver is the image's interpreter, started inside the step
     assert "container     pyxis docker://verlai/verl:vllm011.latest" in render(pyxis)
 
     apptainer = site_plan(*CONTAINERS["apptainer"])
@@ -93,7 +93,7 @@ def test_every_process_of_the_job_runs_in_the_container():
         "--bind /shared/hf:/hf:ro --env HF_HOME=/hf /shared/images/verl.sif /opt/venv/bin/python -u -m "
         "submitit.core._submit" in srun
     )
-    assert apptainer.verl_command[0] == "/opt/venv/bin/python"
+    assert apptainer.driver_command[0] == "/opt/venv/bin/python"
 
 
 def test_a_site_token_file_is_mounted_read_only():

@@ -17,9 +17,10 @@ import yaml
 from conftest import PROJECT, compose_config, cpu_facts
 from metric_fixtures import StepProfile, make_plan_dir, run_records, step_metrics, write_attempt
 
-from launch import doctor, preflight
-from launch.metrics import RunMetrics, read_run
+from launch import preflight
 from launch.plan import make_plan
+from launch.report import doctor
+from launch.report.metrics import RunMetrics, read_run
 
 SWEEP = "doctor-sweep"
 GPU = "a100_80"
@@ -130,8 +131,9 @@ def test_the_fixture_plan_is_the_one_the_numbers_below_assume(fixture_runs):
     assert plan["resources"]["cpus_per_task"] == 128 and plan["verl"]["reward"]["num_workers"] == 8
 
 
-def test_the_doctor_rebuilds_the_knobs_the_preflight_saw(fixture_runs):
-    """Its tune and fits calls start from the same knobs, so the recorded peaks and MFU come out again."""
+def test_the_doctor_reads_the_knobs_the_preflight_saw(fixture_runs):
+    """Its tune and fits calls start from the knobs plan.json recorded, so the recorded peaks and MFU come out
+    again."""
     run = read_run(fixture_runs["healthy"])
     expected = doctor.expectation(run)
     assert expected is not None
@@ -142,6 +144,22 @@ def test_the_doctor_rebuilds_the_knobs_the_preflight_saw(fixture_runs):
     }
     assert (expected.torch_peak_gib, expected.torch_peak_phase) == (23.37, "training")
     assert expected.mini_batch_sequences == 64 * 16
+
+
+def test_the_doctor_takes_the_recorded_knobs_and_never_guesses_them(fixture_runs, tmp_path):
+    """flash-attn in the job is what the plan recorded, even where the other choice would give the same peaks; a plan
+    that recorded no knobs gets no expectation rather than a rebuilt one."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(fixture_runs["healthy"], run_dir)
+    plan = json.loads((run_dir / "plan.json").read_text())
+    for flash in (True, False):
+        plan["preflight"]["knobs"]["flash_ce"] = flash
+        (run_dir / "plan.json").write_text(json.dumps(plan))
+        expected = doctor.expectation(read_run(run_dir))
+        assert expected is not None and expected.knobs.flash_ce is flash
+    del plan["preflight"]["knobs"]
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    assert doctor.expectation(read_run(run_dir)) is None
 
 
 def test_a_healthy_run_gets_no_diagnosis(fixture_runs):
@@ -300,7 +318,7 @@ def test_write_diagnosis_holds_the_retry_command(fixture_runs):
 
 def run_doctor(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(PROJECT / "launch" / "doctor.py"), *args],
+        [sys.executable, str(PROJECT / "launch" / "report" / "doctor.py"), *args],
         capture_output=True,
         text=True,
         timeout=120,

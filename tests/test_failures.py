@@ -1,6 +1,6 @@
-"""The failure classifier (launch/failures.py) on real logs: the corpus under tests/data/failures/<kind>/ holds excerpts
-from public verl, vLLM, SGLang, Ray, NCCL and SLURM reports and from dev-cluster runs, noise included (Ray's
-`(WorkerDict pid=...)` prefixes, tracebacks, submitit's lines), each with its source in its header."""
+"""The failure classifier (launch/report/failures.py) on real logs: the corpus under tests/data/failures/<kind>/
+holds excerpts from public verl, vLLM, SGLang, Ray, NCCL and SLURM reports and from dev-cluster runs, noise included
+(Ray's `(WorkerDict pid=...)` prefixes, tracebacks, submitit's lines), each with its source in its header."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_doctor import run_doctor
 
-from launch import failures
-from launch.metrics import read_run
+from launch.report import failures
+from launch.report.metrics import read_run
 
 CORPUS = Path(__file__).parent / "data" / "failures"
 EXCERPTS = sorted(CORPUS.glob("*/*.log"))
@@ -172,7 +172,7 @@ def planned(tmp_path_factory) -> Path:
 def plan_fix(run_dir: Path, kind: str, name: str, steps_reached: dict[int, int] | None = None) -> failures.Failure:
     from dataclasses import replace
 
-    from launch.doctor import failure_context, load_thresholds
+    from launch.report.doctor import failure_context, load_thresholds
 
     text = body(CORPUS / kind / f"{name}.log")
     context = failure_context(read_run(run_dir), load_thresholds())
@@ -245,7 +245,7 @@ def job_log_layout(run_dir: Path, job_id: str, err: str, out: str) -> None:
 def test_a_failed_run_without_metrics_gets_its_cause_in_doctor_and_compare(tmp_path: Path):
     from metric_fixtures import make_plan_dir
 
-    from launch.compare import compare
+    from launch.report.compare import compare
 
     run_dir = make_plan_dir(tmp_path / "sweep", "guru_baseline", "a40")
     out = SUBMITIT_START.format(s=1, host="c1") + "\n"

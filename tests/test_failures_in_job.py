@@ -17,8 +17,8 @@ from pathlib import Path
 from conftest import PROJECT
 from test_job import JOBS, ray_processes_of, submit, wait_for_state
 
-from launch import doctor, failures
-from launch.metrics import read_records, read_run
+from launch.report import doctor, failures
+from launch.report.metrics import read_records, read_run
 from launch.rundir import attempt_log_path
 
 DRIVER = str(JOBS / "failing_driver.py")

@@ -44,7 +44,7 @@ def submit(env: dict[str, str], tmp_path: Path, driver: list[str], *overrides: s
     os.environ["SLURM_CONF"] = env["SLURM_CONF"]
     try:
         plan = make_plan(cfg, gather_facts("x", "slurm", None), base, tmp_path, sys.executable)
-        plan = dataclasses.replace(plan, verl_command=[sys.executable, *driver])
+        plan = dataclasses.replace(plan, driver_command=[sys.executable, *driver])
         write_run_dir(plan, cfg)
         manifest = slurm.submit([plan], int(cfg.cluster.max_requeues))
     finally:
@@ -255,10 +255,10 @@ def assert_cause_everywhere(sweep_dir: Path, run_dir: Path, kind: str, env: dict
         return result.stdout
 
     assert f"cause {kind}: " in cli("sweep.py", "status", str(sweep_dir))
-    assert f"[{kind}]" in cli("doctor.py", str(run_dir))
+    assert f"[{kind}]" in cli("report/doctor.py", str(run_dir))
     diagnosis = (run_dir / "diagnosis.md").read_text()
     assert f"failed: {kind}" in diagnosis and "Nothing holds this run back" not in diagnosis
-    cli("compare.py", str(sweep_dir))
+    cli("report/compare.py", str(sweep_dir))
     assert f"FAILED ({kind}: " in (sweep_dir / "report" / "report.md").read_text()
 
 
@@ -267,7 +267,7 @@ def test_cluster_local_runs_the_same_head_path_on_this_machine(tmp_path: Path):
     overrides = ["cluster=local", f"cluster.shared_dir={tmp_path}", "gpu=a40", "launch.sweep_id=local"]
     cfg = compose_config(*overrides)
     plan = make_plan(cfg, gather_facts("x", "local", None), overrides, tmp_path, sys.executable)
-    plan = dataclasses.replace(plan, verl_command=[sys.executable, str(JOBS / "ray_probe.py")])
+    plan = dataclasses.replace(plan, driver_command=[sys.executable, str(JOBS / "ray_probe.py")])
     write_run_dir(plan, cfg)
     run_dir = Path(plan.run_dir)
     # in a process of its own, as launch/run.py runs it (Ray reads its auth mode when first imported)

@@ -4,6 +4,7 @@ itself in a circle, counting imports inside functions (DESIGN.md, "Layout")."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,19 @@ def test_rewards_and_algos_import_where_the_launcher_cannot_be_imported():
     assert {"rewards.scorer", "rewards.sources", "algos.tasks", "algos.rft.validate", "algos.verl_pcgrad"} <= set(
         imported
     )
+
+
+# "Runs on: the login node", "Runs anywhere (...)", "Runs inside the job": where a module's code runs (STYLE.md, 7)
+RUNS_WHERE = re.compile(r"\bRuns (on|in|inside|anywhere|wherever)\b")
+DOCSTRING_HEAD = 12  # lines: what the module owns comes first, where it runs right after
+
+
+def test_every_module_says_where_it_runs_in_its_docstring():
+    missing = []
+    for module, path in sorted(project_modules().items()):
+        if module.split(".")[0] not in ("launch", "algos", "rewards"):
+            continue
+        head = (ast.get_docstring(ast.parse(path.read_text())) or "").splitlines()[:DOCSTRING_HEAD]
+        if not any(RUNS_WHERE.search(line) for line in head):
+            missing.append(str(path.relative_to(PROJECT)))
+    assert not missing, f"say where these run ('Runs on: ...') in the docstring's first lines: {', '.join(missing)}"

@@ -9,10 +9,28 @@ import pytest
 from conftest import CONF
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.types import OverrideType
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 
-from launch.overrides import _RESOLVED, ComposeOnce, job_name, resolved_container, swept_keys
+from launch.errors import UserError
+from launch.overrides import (
+    _RESOLVED,
+    ComposeOnce,
+    as_written,
+    hydra_quoted,
+    job_name,
+    key_in,
+    key_of,
+    keys_of,
+    parse_one,
+    resolved_container,
+    swept_keys,
+    value_in,
+    value_text,
+    without,
+)
+from launch.secret_guard import refuse_secret_overrides
 
 COMMON = ["launch.sweep_id=test-sweep", "llm=qwen2_5_0_5b"]
 # A mixed sweep: group choices (one of them packaged, one chosen through an interpolated default) varied with
@@ -133,7 +151,7 @@ def test_job_name_keeps_same_named_keys_apart_and_is_stable():
         "actor_rollout_ref.actor.entropy_coeff=0.0",
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
     ]
-    swept = frozenset(o.partition("=")[0] for o in overrides)
+    swept = frozenset(keys_of(overrides))
     name = job_name("a40", overrides, swept, frozenset())
     assert name == ("a40,actor.optim.lr=1e-06,critic.optim.lr=2e-06,entropy_coeff=0.0,optimizer_offload=False")
     assert name == job_name("a40", overrides, swept, frozenset())
@@ -143,5 +161,75 @@ def test_job_name_keeps_same_named_keys_apart_and_is_stable():
 
 def test_job_name_stays_short():
     overrides = [f"trainer.key_{i}=value_{i}" for i in range(30)]
-    name = job_name("a40", overrides, frozenset(o.partition("=")[0] for o in overrides), frozenset())
+    name = job_name("a40", overrides, frozenset(keys_of(overrides)), frozenset())
     assert len(name) <= 100 and name.endswith(tuple(f",+{n}" for n in range(1, 30)))
+
+
+# Where the hand parsers that read overrides before (partition("="), lstrip("+~")) and Hydra's grammar disagree:
+# each case is read as Hydra reads it, since Hydra is what composes the run.
+GRAMMAR = [
+    # argument, key, value_text, Hydra's override type
+    ("key='a=b'", "key", "a=b", OverrideType.CHANGE),  # by hand: the quote stayed in the value
+    ("+key=v", "key", "v", OverrideType.ADD),
+    ("++key=v", "key", "v", OverrideType.FORCE_ADD),
+    ("~key", "key", None, OverrideType.DEL),
+    ("~key=3", "key", None, OverrideType.DEL),  # deletes key (if it is 3): sets nothing
+    ("key=[a,b]", "key", "[a,b]", OverrideType.CHANGE),
+    ("key=a,b", "key", "a,b", OverrideType.CHANGE),  # a sweep, as written
+    ("cluster.partition=null", "cluster.partition", "null", OverrideType.CHANGE),
+    ("cluster.address='http://head:8265'", "cluster.address", "http://head:8265", OverrideType.CHANGE),
+    ("gpu.selected_by='it\\'s a=b, c'", "gpu.selected_by", "it's a=b, c", OverrideType.CHANGE),
+]
+
+
+@pytest.mark.parametrize(("argument", "key", "text", "kind"), GRAMMAR)
+def test_an_override_is_read_by_hydras_grammar(argument: str, key: str, text: str | None, kind: OverrideType):
+    parsed = parse_one(argument)
+    assert parsed is not None and parsed.type == kind
+    assert key_of(parsed) == key_in(argument) == key
+    assert value_text(parsed) == text == value_in(["-m", argument], key)
+
+
+def test_what_hydra_cannot_read_is_no_override():
+    for argument in ("-m", "--cfg", "job", "k=a=b", "k='unterminated", "WANDB_API_KEY"):
+        assert parse_one(argument) is None and key_in(argument) is None
+    assert without(["-m", "cluster=slurm", "+cluster.x=1", "--cfg", "job", "gpu=a40"], {"cluster"}) == [
+        "-m",
+        "+cluster.x=1",
+        "--cfg",
+        "job",
+        "gpu=a40",
+    ]
+    assert without(["+cluster=slurm", "~cluster", "cluster.partition=a"], {"cluster"}) == ["cluster.partition=a"]
+
+
+def test_values_as_written_keep_their_quotes():
+    assert as_written(["a.b=0.5", "+c.d='x=y'", "~e.f", "g=[1,2]"]) == {"a.b": "0.5", "c.d": "'x=y'", "g": "[1,2]"}
+    assert keys_of(["a.b=0.5", "+c.d='x=y'", "~e.f", "++g@pkg=1"]) == {"a.b", "c.d", "e.f", "g@pkg"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["plain", "c[1-2]", "a,b", "x=y", "it's", "back\\slash", "end\\", "q\\'", "a\\\\'b", "sp ace", "${oc.env:X}", ""],
+)
+def test_hydra_quoted_reads_back_as_the_same_string(text: str):
+    parsed = parse_one(f"key={hydra_quoted(text)}")
+    assert parsed is not None and parsed.value() == text
+
+
+def test_secret_guard_reads_keys_as_hydra_does():
+    secret = "s3cr3t-value-123"
+    env = {"HF_TOKEN": secret}
+    for argument in (
+        "+cluster.env.WANDB_API_KEY=abc",
+        "++cluster.env.HF_TOKEN='x=y'",
+        "~cluster.env.HF_TOKEN",
+        f"trainer.experiment_name='run {secret}'",
+        f"trainer.experiment_name=[a,{secret}]",
+        f"k={secret}=x",  # Hydra cannot read it: the secret value is still refused
+    ):
+        with pytest.raises(UserError, match="secret on the command line") as refused:
+            refuse_secret_overrides([argument], env)
+        assert secret not in str(refused.value)
+    # not a secret by name or value: passed on (what Hydra cannot read, Hydra refuses with its own message)
+    refuse_secret_overrides(["trainer.experiment_name='MY_TOKEN=1'", "-m", "k=a=b", "a.token_budget=3"], env)

@@ -239,7 +239,7 @@ def test_real_verl_driver_reaches_the_gpu_check_with_the_plugin_active(tmp_path:
     plan = json.loads(planned.stdout)
     assert plan["verl"]["trainer"]["v1"]["trainer_mode"] == "mtl_pcgrad"
     # verl's own ray.init on this 2-core machine: enough logical CPUs for TransferQueue, or it hangs (FACTS)
-    command = [sys.executable, *plan["verl_command"][1:], "ray_kwargs.ray_init.num_cpus=16"]
+    command = [sys.executable, *plan["driver_command"][1:], "ray_kwargs.ray_init.num_cpus=16"]
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",) and not k.startswith("RLAUNCH_PCGRAD")}
     try:
         result = subprocess.run(

@@ -42,8 +42,8 @@ def test_verl_config_is_verl_only_with_absolute_paths(tmp_path):
     env = verl["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]
     assert env["RLAUNCH_PCGRAD_ENABLED"] == "1" and env["RLAUNCH_PCGRAD_TASK_KEY"] == "data_source"
     assert "${" not in json.dumps(verl), "verl receives a fully resolved config"
-    assert plan.verl_command[1:3] == ["-m", "verl.trainer.main_ppo"]
-    assert f"--config-path={plan.run_dir}" in plan.verl_command
+    assert plan.driver_command[1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert f"--config-path={plan.run_dir}" in plan.driver_command
 
 
 def test_baseline_sends_no_pcgrad_switch(tmp_path):

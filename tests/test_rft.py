@@ -227,7 +227,7 @@ def make_run_dir(tmp_path: Path, model: Path, *extra: str) -> Path:
     cfg = compose_config(*overrides)
     validate_composed(cfg)
     plan = make_plan(cfg, cpu_facts(model_config=read_model_config(str(model))), overrides, tmp_path, sys.executable)
-    plan = dataclasses.replace(plan, verl_command=pipeline_command(sys.executable, Path(plan.run_dir)))
+    plan = dataclasses.replace(plan, driver_command=pipeline_command(sys.executable, Path(plan.run_dir)))
     write_run_dir(plan, cfg)
     return Path(plan.run_dir)
 
@@ -249,7 +249,7 @@ def run_pipeline_process(run_dir: Path, *args: str, env: dict[str, str] | None =
     plan = json.loads((run_dir / "plan.json").read_text())
     environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | plan["worker_env"] | (env or {})
     return subprocess.run(
-        [*plan["verl_command"], *args], cwd=run_dir, env=environment, capture_output=True, text=True, timeout=300
+        [*plan["driver_command"], *args], cwd=run_dir, env=environment, capture_output=True, text=True, timeout=300
     )
 
 

@@ -147,7 +147,7 @@ def test_queued_job_runs_the_submitted_code_although_the_checkout_changed(slurm_
     try:
         facts = dataclasses.replace(gather_facts("x", "slurm", None), code=snapshot.read_checkout(source))
         plan = make_plan(cfg, facts, base, tmp_path, sys.executable)
-        plan = dataclasses.replace(plan, verl_command=[sys.executable, "-c", PROBE])
+        plan = dataclasses.replace(plan, driver_command=[sys.executable, "-c", PROBE])
         write_run_dir(plan, cfg)
         job_id = slurm.submit([plan], 0)["runs"][0]["job_id"]
     finally:

@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,9 @@ from launch import provenance
 from launch.errors import UserError
 from launch.facts import wandb_credentials
 from launch.job import attempt_command
-from launch.metrics import read_history, read_run, series, validation_series
 from launch.plan import make_plan
 from launch.render import render
+from launch.report.metrics import read_history, read_run, series, validation_series
 from launch.run import write_run_dir
 from launch.secret_guard import copy_redacted
 
@@ -59,6 +60,18 @@ def test_credentials_are_found_in_the_environment_or_netrc_and_never_copied(tmp_
     assert wandb_credentials({"NETRC": str(netrc)}) == "~/.netrc"
     assert wandb_credentials({"NETRC": str(netrc), "WANDB_BASE_URL": "https://wandb.example.org"}) == ""
     assert wandb_credentials({"NETRC": str(tmp_path / "none")}) == ""
+
+
+def run_record(path: Path, timeout_s: float = 30.0):
+    """The run record of a .wandb file. wandb-core writes the file from its own process: on a loaded machine the
+    record has been seen to land after wandb.finish() returned in the actor."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [record.run for record in wandb_records(path) if record.HasField("run")]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, f"no run record in {path} after {timeout_s:.0f} s"
+        time.sleep(0.5)
 
 
 def wandb_records(path: Path):
@@ -112,7 +125,7 @@ def test_verls_tracking_in_a_ray_actor_gets_the_identity_only_through_the_runtim
     run_dir = Path(plan.run_dir)
     offline_runs = list((run_dir / "wandb").glob(f"offline-run-*-{plan.run_id}"))
     assert seen["id"] == plan.run_id and len(offline_runs) == 1, seen
-    run = next(r.run for r in wandb_records(offline_runs[0] / f"run-{plan.run_id}.wandb") if r.HasField("run"))
+    run = run_record(offline_runs[0] / f"run-{plan.run_id}.wandb")
     assert (run.run_id, run.run_group, run.job_type) == (plan.run_id, "track", "mtl_pcgrad")
     assert list(run.tags) == ["a40", "standard", "mtl_pcgrad", "qwen2_5_7b"]
     assert run.display_name == "mtl_pcgrad-qwen2_5_7b-a40-standard"
@@ -178,11 +191,20 @@ def test_a_dirty_checkout_is_recorded_with_its_diff_and_hash(tmp_path: Path):
 
 
 def test_a_secret_on_the_command_line_is_refused_before_anything_is_written(tmp_path: Path):
-    for override in (f"+cluster.env.WANDB_API_KEY={FAKE_KEY}", f"trainer.experiment_name={FAKE_KEY}"):
+    for override in (
+        f"+cluster.env.WANDB_API_KEY={FAKE_KEY}",
+        f"trainer.experiment_name={FAKE_KEY}",
+        f"trainer.experiment_name={FAKE_KEY}=x",  # an override Hydra's grammar rejects: its secret still refused
+    ):
         result = run_cli("gpu=a40", override, cwd=tmp_path, env={"HF_TOKEN": FAKE_KEY})
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert "secret on the command line" in result.stderr and FAKE_KEY not in result.stderr
         assert not (tmp_path / "runs").exists()  # not even Hydra's .hydra/overrides.yaml
+    # a secret-named key in an override Hydra cannot read: Hydra's own refusal, one line, nothing written
+    result = run_cli("gpu=a40", "+cluster.env.WANDB_API_KEY='unterminated", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cannot parse the override" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_secret_in_cluster_env_is_refused(tmp_path: Path):

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from algos.rft.overrides import render_value
 from algos.rft.stages import file_identity
+from algos.verl_entry_points import render_value
 
 PROMPT_ID = "rft_prompt_id"
 PROMPTS_FILE = "prompts.parquet"

@@ -17,12 +17,11 @@ The config is composed in its own Hydra compose call, over verl's `sft_trainer_e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from algos.rft.overrides import flatten, render_value
-from algos.verl_entry_points import hydra_entry_command
+from algos.verl_entry_points import hydra_entry_command, render_value
 
 SFT_CONFIG_NAME = "sft_config"
 OWNED_KEYS = (
@@ -34,6 +33,16 @@ OWNED_KEYS = (
 )
 # verl's SFT workers are placed in bundles of {CPU: 10, GPU: 1}: RayResourcePool's default max_colocate_count
 CPUS_PER_SFT_WORKER = 10
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Dotted keys of the leaves; an empty mapping is a leaf (it sets the key to {})."""
+    for key, value in mapping.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            yield from flatten(value, dotted + ".")
+        else:
+            yield dotted, value
 
 
 def derived_from_run(verl: Mapping[str, Any]) -> dict[str, Any]:

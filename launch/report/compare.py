@@ -1,14 +1,14 @@
-"""The sweep's runs side by side: python launch/compare.py <sweep dir | W&B group> [--out DIR] [--project P]
+"""The sweep's runs side by side: python launch/report/compare.py <sweep dir | W&B group> [--out DIR] [--project P]
 
 Runs on: any machine that sees the run directories (local metrics, the default), or any machine with W&B
 credentials (a W&B group: the sweep id, which rlaunch uses as every run's group). Per run: the per-domain
 validation reward and accuracy (final and best), throughput (tokens/s/GPU), MFU, time per step, and the measured
 memory peak beside the preflight's prediction; per PCGrad run, the change in mean final reward against the GURU
 baseline on the same GPU profile. Output: a terminal table (rich), <out>/report.md, and <out>/reward_<domain>.png
-(each run's validation reward curve, baseline and PCGrad overlaid). Each run's diagnosis (launch/doctor.py) is
+(each run's validation reward curve, baseline and PCGrad overlaid). Each run's diagnosis (launch/report/doctor.py) is
 written next to it and linked from the report. Each run's state (COMPLETED / FAILED / RUNNING / REQUEUED, from its
 job log; W&B's run state for a W&B group) carries the cause of its failed attempts, and the failed runs are listed
-with their evidence and fix (launch/failures.py).
+with their evidence and fix (launch/report/failures.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch import doctor, failures
 from launch.errors import UserError
-from launch.metrics import (
+from launch.report import doctor, failures
+from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
     MFU,
@@ -390,7 +390,7 @@ def compare(target: str, out_dir: Path | None, project: str, entity: str | None)
 def main(argv: Sequence[str] | None = None) -> None:
     from launch.run import exit_with_message  # the same one-line exit as the launcher's
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python launch/compare.py")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python launch/report/compare.py")
     parser.add_argument("target", help="a sweep directory (<launch.runs_dir>/<sweep id>) or a W&B group (sweep id)")
     parser.add_argument("--out", type=Path, default=None, help="report directory (default: <sweep dir>/report)")
     parser.add_argument("--project", default="rlaunch", help="W&B project (trainer.project_name)")

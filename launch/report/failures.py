@@ -4,7 +4,7 @@ Runs on: any machine that sees the run directories (login node, laptop with the 
 kinds, the signatures that recognise them in real logs (submitit's output of each attempt, which carries the driver's
 and Ray's forwarded output, the copied Ray logs and rlaunch's ray_start logs), the split of a requeued job's log into
 its attempts, and the fix for each kind. The plan-aware numbers a fix quotes (the preflight's prediction, the steps
-an attempt reached) come in a `FixContext` that launch/doctor.py builds, so this module needs only the plan dict.
+an attempt reached) come in a `FixContext` that launch/report/doctor.py builds, so this module needs only the plan dict.
 
 The signatures were taken from real reports (tests/data/failures/, one directory per kind, each excerpt with its
 source) and from runs on the dev cluster. A log usually shows several errors: the first failure unwinds the rest
@@ -411,7 +411,7 @@ def generic_fix(failure: Failure) -> str:
 
 @dataclass(frozen=True)
 class FixContext:
-    """What the plan and the run's files say, for fixes with numbers (launch/doctor.py builds it)."""
+    """What the plan and the run's files say, for fixes with numbers (launch/report/doctor.py builds it)."""
 
     plan: dict[str, Any]
     predicted_peaks_gib: dict[str, float] = field(default_factory=dict)  # phase -> the preflight's predicted peak

@@ -1,5 +1,5 @@
-"""A run's metrics as verl logged them, read back from the run directory: the one reader behind compare.py and
-doctor.py.
+"""A run's metrics as verl logged them, read back from the run directory: the one reader behind report/compare.py and
+report/doctor.py.
 
 Runs on: any machine that sees the run directories. verl's file logger (trainer.logger includes `file`) writes JSON
 lines `{"step": N, "data": {...}}` and truncates its file on every start (FACTS), so the job points it at one file per

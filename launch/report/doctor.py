@@ -1,13 +1,13 @@
-"""The run doctor: python launch/doctor.py <run dir | sweep dir> [threshold=value ...]
+"""The run doctor: python launch/report/doctor.py <run dir | sweep dir> [threshold=value ...]
 
 Runs on: any machine that sees the run directories (the login node, or a laptop with the shared filesystem mounted).
 Reads what the plan expected (plan.json: the preflight's predicted MFU and per-phase peaks, the exact verl config,
-the model's architecture) next to what verl logged (launch.metrics) and what the job recorded (attempts.jsonl,
+the model's architecture) next to what verl logged (launch.report.metrics) and what the job recorded (attempts.jsonl,
 not_requeued.txt), and says what holds each run back, most important first, each with the overrides that address
-it. A run whose attempts failed gets the cause of each (launch/failures.py: kind, evidence, fix from the plan) before
+it. A run whose attempts failed gets the cause of each (failures.py: kind, evidence, fix from the plan) before
 anything else. Writes <run_dir>/diagnosis.md, which the sweep's comparison report links to (`diagnosis_path`).
 
-    python launch/doctor.py --log FILE [--json]   classifies one bare log file (no run directory needed)
+    python launch/report/doctor.py --log FILE [--json]   classifies one bare log file (no run directory needed)
 
 Importance orders the diagnoses: the share of a step's time the problem stands for beyond what a healthy run spends
 there (a run that makes no progress at all: 1.0; a calibration signal, which costs no time itself: 0.0). Thresholds
@@ -24,26 +24,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from launch import failures
 from launch.errors import UserError, closest
 from launch.memory import Architecture, Knobs, estimate, predicted_mfu, with_changes
-from launch.metrics import (
-    MEMORY_ALLOCATED,
-    MEMORY_RESERVED,
-    MFU,
-    STEP_TIME,
-    TRAINER_PHASES,
-    RunMetrics,
-    predicted_torch_peaks,
-    read_records,
-    read_run,
-    run_dirs,
-    series,
-)
+from launch.overrides import key_of, parse_one
 from launch.preflight import (
     KEYS,
     TUNE_HEADROOM,
@@ -55,9 +41,22 @@ from launch.preflight import (
     user_keys,
     with_train_tokens,
 )
+from launch.report import failures
+from launch.report.metrics import (
+    MEMORY_ALLOCATED,
+    MEMORY_RESERVED,
+    MFU,
+    STEP_TIME,
+    RunMetrics,
+    predicted_torch_peaks,
+    read_records,
+    read_run,
+    run_dirs,
+    series,
+)
 from launch.rundir import attempt_log_path
 
-THRESHOLDS_FILE = Path(__file__).resolve().parent.parent / "conf" / "doctor.yaml"
+THRESHOLDS_FILE = Path(__file__).resolve().parents[2] / "conf" / "doctor.yaml"
 DIAGNOSIS_FILE = "diagnosis.md"
 NOT_REQUEUED_FILE = "not_requeued.txt"  # launch/job.py writes it when it stops requeueing a run
 
@@ -110,17 +109,19 @@ class Diagnosis:
 def load_thresholds(overrides: Sequence[str] = (), path: Path = THRESHOLDS_FILE) -> DoctorThresholds:
     """conf/doctor.yaml, typed, with `name=value` overrides on top."""
     names = [item.name for item in fields(DoctorThresholds)]
+    given: dict[str, Any] = {}
     for item in overrides:
-        name = item.partition("=")[0]
-        if "=" not in item or name not in names:
+        parsed = parse_one(item)
+        if parsed is None or key_of(parsed) not in names:
+            name = key_of(parsed) if parsed is not None else item
             raise UserError(
                 f"unknown doctor threshold '{item}'{closest(name, names)}: write name=value with one of "
                 f"{', '.join(names)} (conf/doctor.yaml)"
             )
+        # a sweep (a,b) goes on as its text: the schema's type check then names the threshold and its type
+        given[key_of(parsed)] = parsed.get_value_string() if parsed.is_sweep_override() else parsed.value()
     try:
-        merged = OmegaConf.merge(
-            OmegaConf.structured(DoctorThresholds), OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides))
-        )
+        merged = OmegaConf.merge(OmegaConf.structured(DoctorThresholds), OmegaConf.load(path), OmegaConf.create(given))
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as error:
         first_line = str(error).strip().splitlines()[0]
@@ -145,30 +146,28 @@ class Expectation:
     mini_batch_sequences: int
 
 
-def rlaunch_config(run: RunMetrics) -> dict[str, Any]:
-    path = run.run_dir / "rlaunch_config.yaml"
-    return yaml.safe_load(path.read_text()) if path.exists() else {}
-
-
-def planned_knobs(run: RunMetrics, arch: Architecture, capacity: float) -> Knobs:
-    """The knobs the preflight saw. plan.json does not record whether flash-attn was in the planning venv (it picks
-    the log-prob kernel, and so the logits' memory), so the candidate that reproduces the recorded peaks is taken."""
-    ours = rlaunch_config(run)
-    pcgrad = bool(ours.get("algo", {}).get("pcgrad", {}).get("enabled"))
-    tasks = len(ours.get("dataset", {}).get("domains") or []) if pcgrad else 0
-    recorded = run.plan["preflight"]["phases"]
-    candidates = [Knobs.from_verl(run.plan["verl"], pcgrad_tasks=tasks, flash_ce=flash) for flash in (False, True)]
-    for knobs in candidates:
-        predicted = {phase.name: phase.peak_gib for phase in estimate(arch, knobs, capacity)}
-        if all(abs(predicted[name] - recorded[name]["peak_gib"]) < 0.01 for name in TRAINER_PHASES if name in recorded):
-            return knobs
-    return candidates[0]
+def planned_knobs(run: RunMetrics) -> Knobs | None:
+    """The knobs the preflight judged (flash-attn, PCGrad's tasks and the engine's host RAM included), as plan.json
+    recorded them: read, never rebuilt, so the doctor's what-ifs start where the preflight stood. None for a plan
+    written before the preflight recorded them, or by a launcher whose knobs differ from these."""
+    recorded = run.plan["preflight"].get("knobs")
+    if not isinstance(recorded, dict):
+        return None
+    names = {item.name for item in fields(Knobs)}
+    try:
+        return Knobs(**{name: value for name, value in recorded.items() if name in names})
+    except TypeError:  # a field this launcher requires is missing
+        return None
 
 
 def expectation(run: RunMetrics) -> Expectation | None:
-    """None when the run was planned with launch.preflight=off (no prediction to compare with)."""
+    """None when the run was planned with launch.preflight=off (no prediction to compare with) or its plan does not
+    record the knobs the preflight judged."""
     verdict = run.plan.get("preflight")
     if not verdict:
+        return None
+    knobs = planned_knobs(run)
+    if knobs is None:
         return None
     phases = verdict["phases"]
     arch = Architecture.from_llm(run.plan["llm"])
@@ -178,7 +177,7 @@ def expectation(run: RunMetrics) -> Expectation | None:
     verl = run.plan["verl"]
     return Expectation(
         arch=arch,
-        knobs=planned_knobs(run, arch, capacity),
+        knobs=knobs,
         capacity_gib=capacity,
         mfu=float(verdict["predicted"]["mfu"]),
         torch_peak_gib=round(torch_peaks[peak_phase], 2),
@@ -639,13 +638,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "--log" in args:
             rest = [arg for arg in args if arg not in ("--log", "--json")]
             if len(rest) != 1:
-                raise UserError("usage: python launch/doctor.py --log FILE [--json]: give exactly one log file")
+                raise UserError("usage: python launch/report/doctor.py --log FILE [--json]: give exactly one log file")
             print(classify_log(Path(rest[0]), "--json" in args), flush=True)
             return
         paths = [arg for arg in args if "=" not in arg]
         if len(paths) != 1:
             raise UserError(
-                "usage: python launch/doctor.py <run dir | sweep dir> [threshold=value ...]: "
+                "usage: python launch/report/doctor.py <run dir | sweep dir> [threshold=value ...]: "
                 f"give exactly one directory (got {len(paths)})"
             )
         thresholds = load_thresholds([arg for arg in args if "=" in arg])

@@ -328,3 +328,23 @@ def test_a_ray_start_that_exits_fails_the_head_at_once_quoting_its_log(tmp_path:
     message = str(error.value)
     assert message.startswith("ray start failed on node n1 (head): ")
     assert "ray.exceptions.AuthenticationError: RAY_AUTH_TOKEN_PATH is set but file cannot be" in message
+
+
+def test_ray_comes_down_without_ray_2_60s_thirty_second_drain(tmp_path: Path, monkeypatch):
+    """Ray 2.60 drains a node for up to 30 s on SIGTERM; with its own GCS stopped by the same signal the drain waits
+    all of it, and every job's Ray down took 34 s. The job's Ray gets no drain (nothing runs once verl has ended)."""
+    token = ray_cluster.ensure_auth_token(tmp_path, None)
+    topology = ray_cluster.Topology(
+        job_id=os.getpid(), nodes=("n1",), addresses=("127.0.0.34",), rank=0, cpus=2, gpus=0
+    )
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):  # whatever the code under test sets, undone afterwards
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    monkeypatch.delenv("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", raising=False)
+    log = tmp_path / "ray_start.log"
+    head = ray_cluster.start_node(topology, 0, log, token)
+    try:
+        ray_cluster.wait_for_nodes(topology, head, tmp_path, token, timeout_s=120)
+    finally:
+        ray_cluster.stop_node(head.process)
+    assert head.process.returncode is not None
+    assert "Draining for up to" not in log.read_text(errors="replace")

@@ -79,8 +79,9 @@ def test_compose_once_equals_full_composition_for_every_job(hydra_loader):
     """Job after job on the working copies the launcher lends, each changed in between as planning changes it."""
     loader, master = hydra_loader
     composer = ComposeOnce(loader, master)
+    full_of = {tuple(overrides): full_composition(loader, master, overrides) for overrides in JOBS}  # never changed
     for overrides in [*JOBS, *JOBS]:  # twice: every working copy has been lent and put back before
-        full = full_composition(loader, master, overrides)
+        full = full_of[tuple(overrides)]
         with composer.job_config(overrides) as cfg:
             assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full), overrides  # unresolved: interpolations kept
             assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides

@@ -37,10 +37,16 @@ from types import ModuleType
 from launch.errors import UserError
 from launch.secret_guard import copy_redacted, secret_values
 
-# Each job gets a block of ports: its GCS and client ports, then 8 per node. Jobs on one node differ by job id.
-PORT_BASE = 20000
+# Each job gets a block of ports: its GCS and client ports, then 8 per node. Jobs on one node differ by job id. The
+# blocks lie outside Linux's default ephemeral range (32768-60999, ip_local_port_range): a port inside it can be taken
+# by any outgoing connection between the free-port check and Ray's bind (seen: "Failed to start the grpc server. The
+# specified port is 33448"). Fixed, not read from /proc, so every node of a job computes the same head port. Below:
+# Ray's own worker ports (10002-19999).
 PORT_BLOCK = 160
-PORT_BLOCKS = 250  # 20000 .. 60000
+PORT_RANGES = ((20000, 32768), (61000, 65536))  # [start, end) of the room for blocks
+PORT_BLOCK_STARTS = tuple(
+    start for low, high in PORT_RANGES for start in range(low, high - PORT_BLOCK + 1, PORT_BLOCK)
+)  # 107 blocks
 PORTS_PER_NODE = 8
 MAX_NODES_PER_BLOCK = (PORT_BLOCK - 8) // PORTS_PER_NODE
 # token auth, decided here and never inherited: every process of the job reads the run's own token file
@@ -66,7 +72,7 @@ class Topology:
 
     @property
     def base_port(self) -> int:
-        return PORT_BASE + (self.job_id % PORT_BLOCKS) * PORT_BLOCK
+        return PORT_BLOCK_STARTS[self.job_id % len(PORT_BLOCK_STARTS)]
 
     @property
     def head_address(self) -> str:

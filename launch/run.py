@@ -16,6 +16,7 @@ import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+from omegaconf._utils import get_yaml_loader
 
 from launch import preflight, provenance, readiness, snapshot
 from launch.auto import resolve_auto_choices, submit_hint
@@ -31,7 +32,24 @@ from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
 # libyaml's safe dumper writes what yaml.safe_dump writes, ~4x faster (a sweep writes two files per job)
-YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+# verl reads its config through Hydra, whose YAML loader (OmegaConf's) takes more plain scalars for numbers than
+# PyYAML does: a run id such as 72e784279643 came back as the float inf and Ray refused it as WANDB_RUN_ID
+_OMEGACONF_RESOLVER = get_yaml_loader()("")
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+class YamlForOmegaConf(_BASE_DUMPER):  # type: ignore[misc, valid-type]
+    """Quotes every string that OmegaConf's loader would read as something else."""
+
+
+def _represent_str(dumper: yaml.BaseDumper, value: str) -> yaml.ScalarNode:
+    read_as = _OMEGACONF_RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
+    return dumper.represent_scalar(_STR_TAG, value, style="'" if read_as != _STR_TAG else None)
+
+
+YamlForOmegaConf.add_representer(str, _represent_str)
+YAML_DUMPER = YamlForOmegaConf
 
 
 def plan_job(

@@ -160,3 +160,16 @@ def test_a_pasted_micro_batch_the_profiles_token_packing_ignores_is_named(tmp_pa
     else:
         assert len(warnings) == 1 and ignored in warnings[0]
         assert "use_dynamic_bsz=false to use yours" in warnings[0]
+
+
+def test_the_dumped_verl_config_reads_back_through_omegaconf_with_every_string_a_string():
+    """verl reads verl_config.yaml through Hydra (OmegaConf's YAML loader), which takes 72e784279643, a run id seen
+    in CI, for the float inf; Ray then refused it as WANDB_RUN_ID. Such strings are written quoted."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from launch.run import YAML_DUMPER
+
+    data = {"run_id": "72e784279643", "other": "1e5", "flag": "true", "count": "12", "path": "/r/72e7", "lr": 1e-6}
+    text = yaml.dump(data, Dumper=YAML_DUMPER, sort_keys=False)
+    assert OmegaConf.to_container(OmegaConf.create(text)) == data

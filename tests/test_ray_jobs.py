@@ -43,9 +43,7 @@ def standing_head(home: Path, *resources: str, memory_gib: int = 64) -> Iterator
     token.chmod(0o600)
     gcs, dashboard, client = free_port(), free_port(), free_port()
     temp_dir = f"/tmp/rlrj-{os.getpid()}-{dashboard}"
-    env = {**ray_cluster.NO_DRAIN_ON_SIGTERM, **os.environ, "HOME": str(home), **ray_cluster.auth_environment(token)}
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env.pop("RAY_AUTH_TOKEN", None)
+    env = {**ray_cluster.ray_environment(token), "HOME": str(home)}  # what a job's Ray gets: token, no drain
     ray = str(Path(sys.executable).parent / "ray")
     command = [ray, "start", "--head", "--block", f"--port={gcs}", f"--ray-client-server-port={client}"]
     command += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}"]

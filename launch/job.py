@@ -101,6 +101,11 @@ def run_driver(plan: dict[str, Any], head_address: str, attempt: int, provenance
                 os.killpg(driver.pid, signal.SIGKILL)
 
 
+def announce(line: str | None) -> None:
+    if line:
+        print(line, flush=True)
+
+
 def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: float) -> int:
     run_dir = Path(plan["run_dir"])
     token_path = token_path_of(plan)
@@ -109,7 +114,9 @@ def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: fl
     provenance_overrides = provenance.record_attempt(run_dir, attempt)
     head = None
     try:
-        ray_cluster.check_ports(topology, 0)
+        topology = ray_cluster.with_free_ports(topology, 0)
+        announce(ray_cluster.moved_note(topology, 0))
+        ray_cluster.publish_head_port(topology, run_dir)
         head = ray_cluster.start_node(topology, 0, run_dir / f"ray_start-{topology.nodes[0]}-0.log", token_path)
         ray_cluster.wait_for_nodes(topology, head, run_dir, token_path, timeout_s)
         ready = time.monotonic() - JOB_STARTED
@@ -144,11 +151,13 @@ def run_worker(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: 
     def head_gave_up() -> str | None:
         return "the head ended the job before Ray came up (its error is in the head's log)" if done.exists() else None
 
-    try:  # its own ports first, while the head boots: a taken port then fails the job seconds after it started
-        ray_cluster.check_ports(topology, rank)
+    try:  # its own ports first, while the head boots: no free block then fails the job seconds after it started
+        topology = ray_cluster.with_free_ports(topology, rank)
     except RuntimeError as error:
         ray_cluster.report_worker_failure(topology, run_dir, str(error))
         raise
+    announce(ray_cluster.moved_note(topology, rank))
+    topology = ray_cluster.wait_for_head_port(topology, run_dir, timeout_s, head_gave_up)
     ray_cluster.wait_for_head(topology, timeout_s, head_gave_up)
     worker = ray_cluster.start_node(
         topology, rank, run_dir / f"ray_start-{topology.nodes[rank]}-{rank}.log", token_path

@@ -4,7 +4,7 @@ sleeps), and a teardown that leaves nothing behind.
 Runs on: every node of the job (one submitit task per node: rank 0 is the head and runs the driver, the others run
 a worker), or on the cluster=local machine (a head alone). The topology is computed from SLURM's variables first
 (`topology_from_slurm` is pure given its inputs); only `start_*` touch processes. Facts this follows (FACTS.md):
-fixed ports per job (random ones collide when jobs share a node), a short temp dir (Unix sockets break past 107
+ports from a block per node (random ones collide when jobs share a node), a short temp dir (Unix sockets break past 107
 bytes), each node's own address (Ray rewrites 127.0.0.1), `RAY_AUTH_MODE` set explicitly, never `ray stop --force`.
 
 Authentication: each run has its own Ray token, generated at submission into a 0600 file in the run directory (the
@@ -12,7 +12,11 @@ shared filesystem every node reads), or a site-managed file (`cluster.ray_auth_t
 driver and, through the raylets they inherit from, verl's workers find it by RAY_AUTH_TOKEN_PATH: the value itself is
 never in an environment SLURM records, a command line, the plan or a log. Nothing depends on ~/.ray.
 
-Failing fast: a node whose planned ports are taken, or whose `ray start` exits, ends the job within seconds with the
+Ports: each node takes the first block whose ports are all free on it, trying its job id's block first, so that two
+jobs sharing a node (ids 107 apart, or a stale Ray) move apart instead of failing; the head writes the GCS port it
+took into the run directory for the workers.
+
+Failing fast: a node that finds no free block, or whose `ray start` exits, ends the job within seconds with the
 node's name and the last error line of its log; a worker's failure reaches the head through a marker file.
 """
 
@@ -30,18 +34,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
 from launch.errors import UserError
 from launch.secret_guard import copy_redacted, secret_values
 
-# Each job gets a block of ports: its GCS and client ports, then 8 per node. Jobs on one node differ by job id. The
-# blocks lie outside Linux's default ephemeral range (32768-60999, ip_local_port_range): a port inside it can be taken
-# by any outgoing connection between the free-port check and Ray's bind (seen: "Failed to start the grpc server. The
-# specified port is 33448"). Fixed, not read from /proc, so every node of a job computes the same head port. Below:
-# Ray's own worker ports (10002-19999).
+# A block of ports: the GCS and client ports, then 8 per node. A node starts looking at its job id's block, so jobs
+# sharing a node mostly differ at once. The blocks lie outside Linux's default ephemeral range (32768-60999,
+# ip_local_port_range): a port inside it can be taken by any outgoing connection between the free-port check and
+# Ray's bind (seen: "Failed to start the grpc server. The specified port is 33448"). Below: Ray's own worker ports
+# (10002-19999). Ray's GCS listens on every address of its node, so a block taken on one address is taken on all.
 PORT_BLOCK = 160
 PORT_RANGES = ((20000, 32768), (61000, 65536))  # [start, end) of the room for blocks
 PORT_BLOCK_STARTS = tuple(
@@ -53,6 +57,7 @@ MAX_NODES_PER_BLOCK = (PORT_BLOCK - 8) // PORTS_PER_NODE
 RAY_AUTH_MODE = "token"
 AUTH_TOKEN_FILE = "ray_auth_token"  # in the run directory, mode 0600
 START_FAILED_MARKER = "ray_start_failed-{tag}-{rank}.txt"  # a worker's failure, for the head to report
+HEAD_PORT_FILE = "ray_head_port-{tag}.txt"  # the GCS port the head took, for the workers
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ class Topology:
     cpus: int  # logical CPUs each Ray node advertises
     gpus: int  # GPUs on this node, counted with NVML (never CUDA_VISIBLE_DEVICES)
     attempt: int = 0  # SLURM_RESTART_COUNT: a requeued job keeps its id, and its markers must not be the last one's
+    block: int | None = None  # this node's port block once chosen (`with_free_ports`); before, the job id's
+    head_port: int | None = None  # the GCS port the head took (a worker reads it from the run directory)
 
     @property
     def attempt_tag(self) -> str:
@@ -71,12 +78,16 @@ class Topology:
         return f"{self.job_id}-{self.attempt}"
 
     @property
+    def first_block(self) -> int:
+        return self.job_id % len(PORT_BLOCK_STARTS)
+
+    @property
     def base_port(self) -> int:
-        return PORT_BLOCK_STARTS[self.job_id % len(PORT_BLOCK_STARTS)]
+        return PORT_BLOCK_STARTS[self.first_block if self.block is None else self.block]
 
     @property
     def head_address(self) -> str:
-        return f"{self.addresses[0]}:{self.base_port}"
+        return f"{self.addresses[0]}:{self.base_port if self.head_port is None else self.head_port}"
 
     def node_ports(self, rank: int) -> dict[str, int]:
         first = self.base_port + 8 + (rank % MAX_NODES_PER_BLOCK) * PORTS_PER_NODE
@@ -279,8 +290,7 @@ def planned_ports(topology: Topology, rank: int) -> list[int]:
 
 
 def ports_in_use(address: str, ports: list[int]) -> list[int]:
-    """Ports of the plan that something else already holds on this node's address (the port plan is fixed per job
-    id, so a stale Ray or another job can own one: Ray would then retry for ~40 s before saying so)."""
+    """The ones among `ports` that something else already holds on this node's address (another job, a stale Ray)."""
     taken = []
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -295,22 +305,64 @@ def ports_in_use(address: str, ports: list[int]) -> list[int]:
     return taken
 
 
-def check_ports(topology: Topology, rank: int) -> None:
-    """Fail at once, naming the node, when one of its planned ports is taken."""
-    taken = ports_in_use(topology.addresses[rank], planned_ports(topology, rank))
-    if taken:
-        raise RuntimeError(
-            start_failure(
-                topology.nodes[rank],
-                "head" if rank == 0 else "worker",
-                f"port(s) {', '.join(map(str, taken))} on {topology.addresses[rank]} already in use by another "
-                f"process (this job's port block starts at {topology.base_port}); free them or run on other nodes",
-            )
+def with_free_ports(
+    topology: Topology, rank: int, taken: Callable[[str, list[int]], list[int]] = ports_in_use
+) -> Topology:
+    """This node's topology on the first port block whose ports are all free here, from the job id's block on; a
+    node that finds none fails at once, naming itself."""
+    address = topology.addresses[rank]
+    for step in range(len(PORT_BLOCK_STARTS)):
+        block = (topology.first_block + step) % len(PORT_BLOCK_STARTS)
+        candidate = replace(topology, block=block)
+        if not taken(address, planned_ports(candidate, rank)):
+            return replace(candidate, head_port=candidate.base_port) if rank == 0 else candidate
+    raise RuntimeError(
+        start_failure(
+            topology.nodes[rank],
+            "head" if rank == 0 else "worker",
+            f"every port block ({PORT_BLOCK_STARTS[0]}-{PORT_RANGES[-1][1] - 1}) has a port in use on {address}; "
+            "free them (a stale Ray? `ps -ef | grep raylet`) or run on other nodes",
         )
+    )
+
+
+def moved_note(topology: Topology, rank: int) -> str | None:
+    """A line for the job's log when this node left its job id's block (something else holds a port of it)."""
+    if topology.block in (None, topology.first_block):
+        return None
+    first = PORT_BLOCK_STARTS[topology.first_block]
+    return (
+        f"rlaunch: a port of block {first} is in use on {topology.nodes[rank]} ({topology.addresses[rank]}): "
+        f"its Ray uses the block at {topology.base_port}"
+    )
+
+
+def publish_head_port(topology: Topology, run_dir: Path) -> None:
+    path = run_dir / HEAD_PORT_FILE.format(tag=topology.attempt_tag)
+    partial = path.with_suffix(".partial")
+    partial.write_text(f"{topology.head_port}\n")
+    partial.rename(path)  # a worker never reads half a number
+
+
+def wait_for_head_port(
+    topology: Topology, run_dir: Path, timeout_s: float, gave_up: Callable[[], str | None]
+) -> Topology:
+    """A worker's topology with the GCS port its head took, once the head has written it."""
+    path = run_dir / HEAD_PORT_FILE.format(tag=topology.attempt_tag)
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        reason = gave_up()
+        if reason:
+            raise RuntimeError(reason)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Ray head on {topology.nodes[0]} chose no port within {timeout_s:.0f} s")
+        time.sleep(0.2)
+    return replace(topology, head_port=int(path.read_text()))
 
 
 def start_node(topology: Topology, rank: int, log_path: Path, token_path: Path) -> StartedNode:
-    """Start this node's Ray (`check_ports` first: Ray itself retries a taken port for ~40 s before it says so)."""
+    """Start this node's Ray on its topology's ports (`with_free_ports` first: Ray itself retries a taken port for
+    ~40 s before it says so)."""
     node, role = topology.nodes[rank], "head" if rank == 0 else "worker"
     raise_open_files_limit()
     with log_path.open("ab") as log:

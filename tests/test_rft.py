@@ -459,6 +459,7 @@ def test_stage3_on_a_ray_cluster_with_a_gpu_runs_verls_sft_trainer_to_its_nccl_s
     topology = ray_cluster.Topology(
         job_id=os.getpid(), nodes=("rft-test",), addresses=("127.0.0.31",), rank=0, cpus=16, gpus=1
     )
+    topology = ray_cluster.with_free_ports(topology, 0)  # as the job does: another Ray may hold the pid's block
     token = ray_cluster.ensure_auth_token(tmp_path, None)
     head = ray_cluster.start_node(topology, 0, tmp_path / "ray_start.log", token)
     try:

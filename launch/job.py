@@ -23,7 +23,7 @@ import submitit
 
 from launch import provenance, ray_cluster
 from launch.gpu import detect_gpus
-from launch.rundir import append_attempt, attempt_log_path, attempts, load_plan
+from launch.rundir import Plan, append_attempt, attempt_log_path, attempts, load_plan
 
 # Variables worth a line in the attempt log; everything else (tokens, keys) stays out of files rlaunch writes.
 LOGGED_VARIABLES = (*provenance.SLURM_VARIABLES.values(), "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES")
@@ -34,15 +34,15 @@ VERL_LATEST = "latest_checkpointed_iteration.txt"  # verl writes it next to glob
 CODE_ROOT = Path(__file__).resolve().parent.parent  # the code snapshot the job imports (launch/snapshot.py)
 
 
-def checkpointed_step(plan: dict[str, Any]) -> int:
-    latest = Path(plan["verl"]["trainer"]["default_local_dir"]) / VERL_LATEST
+def checkpointed_step(plan: Plan) -> int:
+    latest = Path(plan.verl["trainer"]["default_local_dir"]) / VERL_LATEST
     try:
         return int(latest.read_text().strip())
     except (OSError, ValueError):
         return 0
 
 
-def record_attempt(plan: dict[str, Any], gpus: int) -> dict[str, Any]:
+def record_attempt(plan: Plan, gpus: int) -> dict[str, Any]:
     """One JSON line per attempt (a requeued job appends another), with the GPUs NVML really sees."""
     attempt = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -51,27 +51,24 @@ def record_attempt(plan: dict[str, Any], gpus: int) -> dict[str, Any]:
         "checkpointed_step": checkpointed_step(plan),
         **{name: os.environ[name] for name in LOGGED_VARIABLES if name in os.environ},
     }
-    append_attempt(Path(plan["run_dir"]), attempt)
+    append_attempt(Path(plan.run_dir), attempt)
     return attempt
 
 
-def logical_cpus(plan: dict[str, Any]) -> int:
+def logical_cpus(plan: Plan) -> int:
     """Enough logical CPUs for verl's TransferQueue (~9 actors) plus 3 per GPU bundle (FACTS), or 10 per GPU for
     verl's Ray SFT trainer (its workers ask for {CPU: 10, GPU: 1}: algo=rft's stage 3), at least the allocation's."""
-    resources = plan["resources"]
-    per_gpu = 10 if plan["driver"] == "rft" else 3
-    return max(int(resources["cpus_per_task"]), 9 + per_gpu * int(resources["gpus_per_node"]) + 4)
+    per_gpu = 10 if plan.driver == "rft" else 3
+    return max(plan.resources.cpus_per_task, 9 + per_gpu * plan.resources.gpus_per_node + 4)
 
 
-def attempt_command(
-    plan: dict[str, Any], attempt: int, provenance_overrides: list[str]
-) -> tuple[list[str], dict[str, str]]:
+def attempt_command(plan: Plan, attempt: int, provenance_overrides: list[str]) -> tuple[list[str], dict[str, str]]:
     """The driver's command and extra environment for this attempt: verl's file logger truncates its file on every
     start (FACTS), so each attempt logs to its own file. verl's logger runs in its TaskRunner actor, which sees
     only Ray's runtime env: the path goes there as a Hydra override of the dumped config, next to where this
     attempt runs (launch/provenance.py)."""
-    log_path = str(attempt_log_path(Path(plan["run_dir"]), attempt))
-    command = list(plan["driver_command"])
+    log_path = str(attempt_log_path(Path(plan.run_dir), attempt))
+    command = list(plan.driver_command)
     # verl's Hydra overrides go to verl's driver as planned; tests and benchmarks swap the command for a stand-in
     # (a probe script) that takes none, and keep the plan's driver: hence the command's entry point decides.
     if command[1:3] == ["-m", "verl.trainer.main_ppo"]:
@@ -80,16 +77,16 @@ def attempt_command(
     return command, {"VERL_FILE_LOGGER_PATH": log_path, "RLAUNCH_ATTEMPT": str(attempt)}
 
 
-def token_path_of(plan: dict[str, Any]) -> Path:
-    return ray_cluster.auth_token_path(Path(plan["run_dir"]), plan["cluster_settings"].get("ray_auth_token_file"))
+def token_path_of(plan: Plan) -> Path:
+    return ray_cluster.auth_token_path(Path(plan.run_dir), plan.cluster_settings.ray_auth_token_file)
 
 
-def run_driver(plan: dict[str, Any], head_address: str, attempt: int, provenance_overrides: list[str]) -> int:
+def run_driver(plan: Plan, head_address: str, attempt: int, provenance_overrides: list[str]) -> int:
     """verl's own entry point on the planned config, connected to the job's Ray, its own process group."""
     command, attempt_env = attempt_command(plan, attempt, provenance_overrides)
     environment = ray_cluster.ray_environment(token_path_of(plan))
-    env = {**environment, **plan["worker_env"], **attempt_env, "RAY_ADDRESS": head_address}
-    driver = subprocess.Popen(command, cwd=plan["run_dir"], env=env, start_new_session=True)
+    env = {**environment, **plan.worker_env, **attempt_env, "RAY_ADDRESS": head_address}
+    driver = subprocess.Popen(command, cwd=plan.run_dir, env=env, start_new_session=True)
     try:
         return driver.wait()
     finally:
@@ -106,8 +103,8 @@ def announce(line: str | None) -> None:
         print(line, flush=True)
 
 
-def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: float) -> int:
-    run_dir = Path(plan["run_dir"])
+def run_head(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> int:
+    run_dir = Path(plan.run_dir)
     token_path = token_path_of(plan)
     record_attempt(plan, topology.gpus)
     attempt = len(attempts(run_dir))
@@ -135,14 +132,14 @@ def run_head(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: fl
         if head is not None:
             ray_cluster.stop_node(head.process)
     if code != 0:
-        raise RuntimeError(f"verl exited with code {code} (run {plan['run_id']}; its output is in this job's log)")
+        raise RuntimeError(f"verl exited with code {code} (run {plan.run_id}; its output is in this job's log)")
     return code
 
 
-def run_worker(plan: dict[str, Any], topology: ray_cluster.Topology, timeout_s: float) -> int:
+def run_worker(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> int:
     """Join the head, then stay until the head marks the job done (or disappears). A worker that cannot start
     reports why to the head (which fails the job with it) and fails its own task."""
-    run_dir = Path(plan["run_dir"])
+    run_dir = Path(plan.run_dir)
     token_path = token_path_of(plan)
     done = run_dir / DONE_MARKER.format(tag=topology.attempt_tag)
     ready = run_dir / READY_MARKER.format(tag=topology.attempt_tag)
@@ -186,11 +183,11 @@ class RunInAllocation(submitit.helpers.Checkpointable):
 
     def __call__(self) -> int:
         plan = load_plan(self.run_dir)
-        cluster = plan["cluster_settings"]
+        timeout_s = float(plan.cluster_settings.ray_timeout_s)
         topology = ray_cluster.topology_from_slurm(os.environ, logical_cpus(plan), detect_gpus().count)
         if topology.rank == 0:
-            return run_head(plan, topology, float(cluster["ray_timeout_s"]))
-        return run_worker(plan, topology, float(cluster["ray_timeout_s"]))
+            return run_head(plan, topology, timeout_s)
+        return run_worker(plan, topology, timeout_s)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission | None:
         """Requeue, unless the job keeps being requeued without ever reaching a checkpoint, or ran out of requeues
@@ -199,14 +196,14 @@ class RunInAllocation(submitit.helpers.Checkpointable):
         history = attempts(Path(self.run_dir))
         with (Path(self.run_dir) / "checkpoint_calls.txt").open("a") as log:  # evidence for the operator and tests
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} attempt {len(history)}\n")
-        limit = int(plan["cluster_settings"]["max_requeues"])
+        limit = plan.cluster_settings.max_requeues
         reason = ""
         if len(history) > limit:
             reason = f"requeued {len(history) - 1} times: cluster.max_requeues={limit} reached"
         elif len(history) >= 3 and checkpointed_step(plan) == 0:
             reason = (
                 f"{len(history)} attempts and never a first checkpoint: lower trainer.save_freq "
-                f"(now {plan['verl']['trainer']['save_freq']}) or give the mode more time"
+                f"(now {plan.verl['trainer']['save_freq']}) or give the mode more time"
             )
         if reason:
             (Path(self.run_dir) / "not_requeued.txt").write_text(reason + "\n")
@@ -215,9 +212,9 @@ class RunInAllocation(submitit.helpers.Checkpointable):
         return super().checkpoint(*args, **kwargs)
 
 
-def run_local(plan: dict[str, Any]) -> int:
+def run_local(plan: Plan) -> int:
     """cluster=local: the same head path on this machine, with the run's own Ray token made here."""
-    ray_cluster.ensure_auth_token(Path(plan["run_dir"]), plan["cluster_settings"].get("ray_auth_token_file"))
+    ray_cluster.ensure_auth_token(Path(plan.run_dir), plan.cluster_settings.ray_auth_token_file)
     gpus = detect_gpus().count
     topology = ray_cluster.local_topology(logical_cpus(plan), gpus, token_path_of(plan))
-    return run_head(plan, topology, float(plan["cluster_settings"]["ray_timeout_s"]))
+    return run_head(plan, topology, float(plan.cluster_settings.ray_timeout_s))

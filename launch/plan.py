@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -22,55 +21,8 @@ from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
 from launch.overrides import identity_excluded, key_in, key_of, parse, resolved_container
-from launch.rundir import VERL_CONFIG_NAME, attempt_log_path
+from launch.rundir import VERL_CONFIG_NAME, ClusterSettings, Driver, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
-
-
-@dataclass(frozen=True)
-class Resources:
-    nodes: int
-    gpus_per_node: int
-    cpus_per_task: int
-    mem_gb: int
-    time_min: int
-    gres: str  # gpu:N, or gpu:<type>:N where the partition's GRES has types
-    partition: str | None
-
-
-# What the job runs once Ray is up: verl's PPO trainer (verl.trainer.main_ppo) or the RFT pipeline (algos/rft/)
-Driver = Literal["ppo", "rft"]
-
-
-@dataclass(frozen=True)
-class Plan:
-    sweep_id: str
-    run_id: str
-    job_name: str
-    run_dir: str
-    cluster: str
-    execution: str  # what happens after planning: submit | run-local | plan-only
-    execution_reason: str
-    gpu_profile: str
-    gpu_selected_by: str
-    llm: dict[str, Any]  # the architecture the plan used, and where it came from
-    resources: Resources
-    slurm: dict[str, Any]  # submitit's SlurmExecutor parameters (sbatch options), empty for cluster=local
-    verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
-    driver: Driver  # the job's entry point once Ray is up; plan.json names it instead of readers parsing the command
-    driver_command: list[str]  # its command line (verl's main_ppo on the dumped config, or the RFT pipeline)
-    worker_env: dict[str, str]
-    cluster_settings: dict[str, Any]  # what the job itself reads: max_requeues, ray_timeout_s, ray_auth_token_file
-    overrides: list[str]
-    warnings: list[str] = field(default_factory=list)
-    preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
-    readiness: dict[str, Any] | None = None  # model, data and time checks (launch/readiness.py)
-    code_dir: str | None = None  # the code snapshot the job imports from (launch/snapshot.py); None: the checkout
-    container: dict[str, Any] | None = None  # cluster.container resolved (launch/container.py); None: on the host
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl
-        config, three times per job of a sweep); treat them as read-only like the plan."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "resources": asdict(self.resources)}
 
 
 def identity_overrides(overrides: list[str]) -> list[str]:
@@ -353,7 +305,9 @@ def make_plan(
         driver=driver_of(cfg),
         driver_command=make_driver_command(driver_of(cfg), python, run_dir),
         worker_env=worker_env,
-        cluster_settings={key: cfg.cluster[key] for key in ("max_requeues", "ray_timeout_s", "ray_auth_token_file")},
+        cluster_settings=ClusterSettings(
+            int(cfg.cluster.max_requeues), int(cfg.cluster.ray_timeout_s), cfg.cluster.ray_auth_token_file
+        ),
         overrides=list(overrides),
         warnings=warnings + ignored_batch_knobs(cfg, overrides) + slurm_unreachable_warning(cfg, facts),
         code_dir=code_dir,

@@ -33,7 +33,8 @@ from launch.memory import (
     with_changes,
 )
 from launch.overrides import keys_of
-from launch.plan import Plan, make_slurm_parameters
+from launch.plan import make_slurm_parameters
+from launch.rundir import Plan
 from launch.validate import skipped_engine_check
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees

@@ -21,8 +21,7 @@ from typing import Any
 
 from launch.facts import checkout_facts, git_diff
 from launch.overrides import hydra_quoted
-from launch.plan import Plan
-from launch.rundir import PLAN_FILE, RLAUNCH_CONFIG_FILE
+from launch.rundir import PLAN_FILE, RLAUNCH_CONFIG_FILE, Plan
 from launch.secret_guard import redact, secret_values
 
 PROVENANCE = "provenance.json"

@@ -33,7 +33,7 @@ from launch.errors import UserError
 from launch.ray_api import connect
 
 if TYPE_CHECKING:
-    from launch.plan import Plan
+    from launch.rundir import Plan
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 ENTRY_MODULE = "launch.ray_jobs"
@@ -150,10 +150,10 @@ def run_entrypoint(run_dir: str) -> int:
     attempt = len(attempts(Path(run_dir)))
     command, attempt_env = job.attempt_command(plan, attempt, provenance.record_attempt(Path(run_dir), attempt))
     command[0] = sys.executable
-    print(f"rlaunch: Ray job for run {plan['run_id']}, attempt {attempt}; code from {Path.cwd()}", flush=True)
+    print(f"rlaunch: Ray job for run {plan.run_id}, attempt {attempt}; code from {Path.cwd()}", flush=True)
     # verl's ray.init passes its own runtime env (the same worker settings, its defaults, this attempt's log path);
     # Ray refuses keys present in both unless told to combine them, the driver's values winning
-    env = {**os.environ, **plan["worker_env"], **attempt_env, "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
+    env = {**os.environ, **plan.worker_env, **attempt_env, "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
     return subprocess.call(command, cwd=run_dir, env=env)
 
 

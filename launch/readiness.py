@@ -32,7 +32,7 @@ from launch.facts import Facts, hub_cache_dir, is_local_path
 from launch.schema import LaunchSettings, choices_of
 
 if TYPE_CHECKING:
-    from launch.plan import Plan
+    from launch.rundir import Plan
 
 CHECKS = choices_of(LaunchSettings, "skip_checks")
 DATA_KEYS = ("data.train_files", "data.val_files")

@@ -12,7 +12,8 @@ import shlex
 from typing import Any
 
 from launch.container import describe as describe_container
-from launch.plan import Plan, sync_command
+from launch.plan import sync_command
+from launch.rundir import Plan
 
 
 def render_preflight(verdict: dict[str, Any] | None) -> list[str]:

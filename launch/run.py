@@ -24,10 +24,10 @@ from launch.cli_help import register_help_resolver
 from launch.cores import in_order
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
-from launch.plan import Plan, make_plan
+from launch.plan import make_plan
 from launch.rejected import discard_rejected_invocation
 from launch.render import refusal, render
-from launch.rundir import METRICS_DIR, PLAN_FILE, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME
+from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME, Plan, save_plan
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 
@@ -92,7 +92,7 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     run_dir = Path(plan.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / METRICS_DIR).mkdir(exist_ok=True)  # verl's file logger opens its file there and creates no directory
-    (run_dir / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    save_plan(plan)
     (run_dir / PLAN_TEXT_FILE).write_text(render(plan) + "\n")
     ours = {root: OmegaConf.to_container(cfg[root], resolve=True) for root in RLAUNCH_ROOTS}
     (run_dir / RLAUNCH_CONFIG_FILE).write_text(yaml.dump(ours, Dumper=YAML_DUMPER, sort_keys=False))
@@ -190,7 +190,7 @@ def run_here(plan: Plan) -> None:
         return
     from launch.job import run_local
 
-    run_local(plan.to_dict())
+    run_local(plan)
 
 
 def exit_with_message(error: Exception) -> None:

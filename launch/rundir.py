@@ -1,4 +1,5 @@
-"""The run directory's layout: the one module that knows its file names, and reads back what the job recorded.
+"""The run directory's layout: the one module that knows its file names, writes the plan and reads back, typed,
+the plan and what the job recorded.
 
 Runs on: the login node (launch/run.py writes a run directory before anything runs), the job head (attempts, the
 metrics file of each attempt) and wherever the report tools read runs (metrics, doctor, compare, sweep status).
@@ -9,8 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from launch.errors import UserError
 
 PLAN_FILE = "plan.json"  # the Plan, as JSON (launch/plan.py)
 PLAN_TEXT_FILE = "plan.txt"  # the plan as the user read it
@@ -21,8 +25,88 @@ METRICS_DIR = "metrics"  # verl's file logger, one file per attempt; other metri
 ATTEMPT_METRICS = re.compile(r"attempt-(\d+)\.jsonl$")
 
 
-def load_plan(run_dir: str | Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / PLAN_FILE).read_text())
+@dataclass(frozen=True)
+class Resources:
+    nodes: int
+    gpus_per_node: int
+    cpus_per_task: int
+    mem_gb: int
+    time_min: int
+    gres: str  # gpu:N, or gpu:<type>:N where the partition's GRES has types
+    partition: str | None
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """What the job itself reads of cluster/ (the rest of it was used up by planning)."""
+
+    max_requeues: int
+    ray_timeout_s: int
+    ray_auth_token_file: str | None  # a site's own Ray token; None: the run's own, made at submission
+
+
+# What the job runs once Ray is up: verl's PPO trainer (verl.trainer.main_ppo) or the RFT pipeline (algos/rft/)
+Driver = Literal["ppo", "rft"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run, as launch/plan.py planned it; written to plan.json before anything runs, read back by the job and the
+    report tools."""
+
+    sweep_id: str
+    run_id: str
+    job_name: str
+    run_dir: str
+    cluster: str
+    execution: str  # what happens after planning: submit | run-local | plan-only
+    execution_reason: str
+    gpu_profile: str
+    gpu_selected_by: str
+    llm: dict[str, Any]  # the architecture the plan used, and where it came from
+    resources: Resources
+    slurm: dict[str, Any]  # submitit's SlurmExecutor parameters (sbatch options), empty for cluster=local
+    verl: dict[str, Any]  # the complete resolved config, exactly as verl will receive it
+    driver: Driver  # the job's entry point once Ray is up; plan.json names it instead of readers parsing the command
+    driver_command: list[str]  # its command line (verl's main_ppo on the dumped config, or the RFT pipeline)
+    worker_env: dict[str, str]
+    cluster_settings: ClusterSettings
+    overrides: list[str]
+    warnings: list[str] = field(default_factory=list)
+    preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
+    readiness: dict[str, Any] | None = None  # model, data and time checks (launch/readiness.py)
+    code_dir: str | None = None  # the code snapshot the job imports from (launch/snapshot.py); None: the checkout
+    container: dict[str, Any] | None = None  # cluster.container resolved (launch/container.py); None: on the host
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl
+        config, three times per job of a sweep); treat them as read-only like the plan."""
+        nested = {"resources": asdict(self.resources), "cluster_settings": asdict(self.cluster_settings)}
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, **nested}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """to_dict's inverse. Keys this version does not know are left out (a plan.json written by a newer rlaunch
+        still reads)."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values["resources"] = Resources(**data["resources"])
+        values["cluster_settings"] = ClusterSettings(**data["cluster_settings"])
+        return cls(**values)
+
+
+def save_plan(plan: Plan) -> None:
+    (Path(plan.run_dir) / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+
+
+def load_plan(run_dir: str | Path) -> Plan:
+    path = Path(run_dir) / PLAN_FILE
+    try:
+        return Plan.from_dict(json.loads(path.read_text()))
+    except (KeyError, TypeError) as error:
+        raise UserError(
+            f"{path} is not a plan this rlaunch can read ({error}): plan it again with this version"
+        ) from None
 
 
 def is_run_dir(path: Path) -> bool:

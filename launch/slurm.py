@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from launch import container, ray_cluster, snapshot
-from launch.plan import Plan
+from launch.rundir import Plan
 
 MANIFEST = "manifest.json"
 

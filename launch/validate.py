@@ -23,7 +23,7 @@ from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
 from launch.overrides import holds_interpolation
-from launch.plan import Plan, Resources
+from launch.rundir import Plan, Resources
 from launch.schema import LaunchSettings, choices_of
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")

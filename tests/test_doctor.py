@@ -21,6 +21,7 @@ from launch import preflight
 from launch.plan import make_plan
 from launch.report import doctor
 from launch.report.metrics import RunMetrics, read_run
+from launch.rundir import load_plan
 
 SWEEP = "doctor-sweep"
 GPU = "a100_80"
@@ -138,9 +139,9 @@ def test_the_doctor_reads_the_knobs_the_preflight_saw(fixture_runs):
     expected = doctor.expectation(run)
     assert expected is not None
     summary = preflight.summarize(expected.arch, expected.knobs, expected.capacity_gib, 312.0)
-    assert summary["predicted"]["mfu"] == run.plan["preflight"]["predicted"]["mfu"]
+    assert summary["predicted"]["mfu"] == run.local_plan.preflight["predicted"]["mfu"]
     assert {name: phase["peak_gib"] for name, phase in summary["phases"].items()} == {
-        name: phase["peak_gib"] for name, phase in run.plan["preflight"]["phases"].items()
+        name: phase["peak_gib"] for name, phase in run.local_plan.preflight["phases"].items()
     }
     assert (expected.torch_peak_gib, expected.torch_peak_phase) == (23.37, "training")
     assert expected.mini_batch_sequences == 64 * 16
@@ -275,7 +276,7 @@ def test_a_run_that_requeues_without_progress_is_told_to_save_more_often(fixture
 
 
 def test_a_run_that_ran_out_of_requeues_after_progress(fixture_runs, tmp_path):
-    plan = json.loads((fixture_runs["healthy"] / "plan.json").read_text())
+    plan = load_plan(fixture_runs["healthy"])
     (tmp_path / "not_requeued.txt").write_text("requeued 3 times: cluster.max_requeues=3 reached\n")
     attempts = [{"checkpointed_step": step} for step in (0, 20, 40, 60)]
     run = RunMetrics(tmp_path, plan, dict(run_records(range(60, 71), StepProfile(), 0.0)), attempts)

@@ -183,8 +183,7 @@ def plan_fix(run_dir: Path, kind: str, name: str, steps_reached: dict[int, int] 
 
 
 def test_cuda_oom_fix_names_the_phase_the_prediction_and_the_preflights_next_fix(planned: Path):
-    plan = read_run(planned).plan
-    predicted = plan["preflight"]["phases"]["log-prob"]["peak_gib"]
+    predicted = read_run(planned).preflight_phases["log-prob"]["peak_gib"]
     failure = plan_fix(planned, "cuda_oom", "verl-2828-entropy-logprob")
     needed = 70.25 + 13.91
     assert failure.fix.startswith("log-prob phase ran out of GPU memory")
@@ -194,7 +193,7 @@ def test_cuda_oom_fix_names_the_phase_the_prediction_and_the_preflights_next_fix
 
 
 def test_engine_memory_fix_moves_the_engine_fraction_the_way_the_error_asks(planned: Path):
-    fraction = read_run(planned).plan["verl"]["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"]
+    fraction = read_run(planned).local_plan.verl["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"]
     too_small = plan_fix(planned, "engine_memory", "vllm-10439-cache-blocks")
     assert f"gpu_memory_utilization={round(min(0.9, fraction + 0.1), 2)} (now {fraction})" in too_small.fix
     too_big = plan_fix(planned, "engine_memory", "vllm-backport-24-worker-oom")
@@ -202,7 +201,7 @@ def test_engine_memory_fix_moves_the_engine_fraction_the_way_the_error_asks(plan
 
 
 def test_host_oom_fix_raises_mem_from_the_plan(planned: Path):
-    mem = read_run(planned).plan["resources"]["mem_gb"]
+    mem = read_run(planned).local_plan.resources.mem_gb
     assert (
         f"cluster.mem_gb={2 * mem} (now --mem={mem}G)" in plan_fix(planned, "host_oom", "flingbot-11-task-killed").fix
     )
@@ -210,7 +209,7 @@ def test_host_oom_fix_raises_mem_from_the_plan(planned: Path):
 
 def test_time_limit_fix_is_the_save_freq_that_fits(planned: Path):
     failure = plan_fix(planned, "time_limit", "zetta-671-slurmstepd", steps_reached={1: 7})
-    save_freq = read_run(planned).plan["verl"]["trainer"]["save_freq"]
+    save_freq = read_run(planned).local_plan.verl["trainer"]["save_freq"]
     if save_freq > 7:
         assert failure.fix.endswith("trainer.save_freq=3 saves 2x per attempt"), failure.fix
     none = plan_fix(planned, "time_limit", "zetta-671-slurmstepd", steps_reached={1: 0})

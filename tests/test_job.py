@@ -20,8 +20,9 @@ from tiny_assets import make_tiny_dataset, make_tiny_model
 
 from launch import ray_cluster, slurm
 from launch.facts import gather_facts
-from launch.plan import Plan, make_plan
+from launch.plan import make_plan
 from launch.run import write_run_dir
+from launch.rundir import Plan
 
 JOBS = Path(__file__).parent / "jobs"
 

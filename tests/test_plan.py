@@ -14,6 +14,7 @@ from launch.facts import PartitionFacts, read_model_config
 from launch.gpu import DetectedGpus
 from launch.plan import make_plan, make_run_id
 from launch.render import render
+from launch.rundir import load_plan, save_plan
 from launch.validate import validate
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -173,3 +174,21 @@ def test_the_dumped_verl_config_reads_back_through_omegaconf_with_every_string_a
     data = {"run_id": "72e784279643", "other": "1e5", "flag": "true", "count": "12", "path": "/r/72e7", "lr": 1e-6}
     text = yaml.dump(data, Dumper=YAML_DUMPER, sort_keys=False)
     assert OmegaConf.to_container(OmegaConf.create(text)) == data
+
+
+def test_the_plan_reads_back_typed_from_its_run_directory(tmp_path):
+    """plan.json holds the Plan; the job and the report tools read it back as the same Plan, typed. A key a newer
+    rlaunch added is left out; a plan missing a field this one needs is refused with what to do."""
+    plan = plan_for(tmp_path, "algo=guru_baseline")
+    Path(plan.run_dir).mkdir(parents=True)
+    save_plan(plan)
+    assert load_plan(plan.run_dir) == plan
+    assert isinstance(load_plan(plan.run_dir).cluster_settings.ray_timeout_s, int)
+    path = Path(plan.run_dir) / "plan.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "from_a_newer_rlaunch": 1}))
+    assert load_plan(plan.run_dir) == plan
+    del data["driver"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match=r"plan.json is not a plan this rlaunch can read .*plan it again"):
+        load_plan(plan.run_dir)

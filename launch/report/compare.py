@@ -29,6 +29,7 @@ from launch.report.metrics import (
     MFU,
     STEP_TIME,
     THROUGHPUT,
+    RemoteRun,
     RunMetrics,
     read_run,
     run_dirs,
@@ -99,7 +100,7 @@ class RunSummary:
 
 def label_of(run: RunMetrics) -> str:
     """algo · gpu, plus whatever else the job's overrides vary (the job name without algo and gpu)."""
-    rest = [part for part in str(run.plan.get("job_name", "")).split(",") if part not in (run.algo, run.gpu)]
+    rest = [part for part in run.job_name.split(",") if part not in (run.algo, run.gpu)]
     return " · ".join([run.algo, run.gpu, *rest[:2]])
 
 
@@ -108,7 +109,7 @@ WANDB_STATES = {"finished": "COMPLETED", "crashed": "FAILED", "failed": "FAILED"
 
 def summarize(run: RunMetrics) -> RunSummary:
     peak = run.peak(MEMORY_RESERVED)
-    wandb_state = run.plan.get("wandb_state")  # wandb_runs records W&B's own state of the run
+    wandb_state = run.wandb_state
     return RunSummary(
         run=run,
         label=label_of(run),
@@ -171,15 +172,16 @@ def wandb_runs(group: str, project: str, entity: str | None) -> list[RunMetrics]
             step = row.get("_step")
             if step is not None:
                 history.setdefault(int(step), {}).update({k: v for k, v in row.items() if not k.startswith("_")})
-        plan = {
-            "run_id": remote.id,
-            "job_name": provenance.get("job_name", remote.name),
-            "gpu_profile": provenance.get("gpu_profile", "?"),
-            "worker_env": {"WANDB_JOB_TYPE": remote.job_type},
-            "preflight": {"phases": (provenance.get("preflight") or {}).get("phases") or {}},
-            "wandb_state": remote.state,
-        }
-        runs.append(RunMetrics(Path(remote.id), plan, dict(sorted(history.items()))))
+        job_name = str(provenance.get("job_name", remote.name))
+        kept = RemoteRun(
+            run_id=remote.id,
+            job_name=job_name,
+            algo=remote.job_type or job_name,
+            gpu=str(provenance.get("gpu_profile", "?")),
+            preflight_phases=(provenance.get("preflight") or {}).get("phases") or {},
+            state=remote.state,
+        )
+        runs.append(RunMetrics(Path(remote.id), None, dict(sorted(history.items())), remote=kept))
     return runs
 
 

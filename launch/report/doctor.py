@@ -150,7 +150,7 @@ def planned_knobs(run: RunMetrics) -> Knobs | None:
     """The knobs the preflight judged (flash-attn, PCGrad's tasks and the engine's host RAM included), as plan.json
     recorded them: read, never rebuilt, so the doctor's what-ifs start where the preflight stood. None for a plan
     written before the preflight recorded them, or by a launcher whose knobs differ from these."""
-    recorded = run.plan["preflight"].get("knobs")
+    recorded = (run.local_plan.preflight or {}).get("knobs")
     if not isinstance(recorded, dict):
         return None
     names = {item.name for item in fields(Knobs)}
@@ -163,18 +163,18 @@ def planned_knobs(run: RunMetrics) -> Knobs | None:
 def expectation(run: RunMetrics) -> Expectation | None:
     """None when the run was planned with launch.preflight=off (no prediction to compare with) or its plan does not
     record the knobs the preflight judged."""
-    verdict = run.plan.get("preflight")
+    verdict = run.local_plan.preflight
     if not verdict:
         return None
     knobs = planned_knobs(run)
     if knobs is None:
         return None
     phases = verdict["phases"]
-    arch = Architecture.from_llm(run.plan["llm"])
+    arch = Architecture.from_llm(run.local_plan.llm)
     capacity = float(phases["training"]["capacity_gib"])
-    torch_peaks = predicted_torch_peaks(run.plan)
+    torch_peaks = predicted_torch_peaks(phases)
     peak_phase = max(torch_peaks, key=torch_peaks.__getitem__)
-    verl = run.plan["verl"]
+    verl = run.local_plan.verl
     return Expectation(
         arch=arch,
         knobs=knobs,
@@ -265,7 +265,7 @@ def diagnose_low_mfu(
         better = with_train_tokens(knobs, tuned.get("train_tokens") or tuned["micro_batch"] * knobs.sequence)
         tuned_keys = overrides_for(tuned, knobs)
         overrides = [override(key, value) for key, value in tuned_keys.items()]
-        if not user_keys(run.plan.get("overrides", [])) & set(tuned_keys):  # tune never changes a key the user set
+        if not user_keys(run.local_plan.overrides) & set(tuned_keys):  # tune never changes a key the user set
             alternatives = ["launch.preflight=tune"]
         remedy = f"the largest micro-batch that fits with {1 - TUNE_HEADROOM:.0%} spare: {better.train_tokens} tokens"
     elif knobs.checkpointing and fits(arch, with_changes(knobs, checkpointing=False), capacity, TUNE_HEADROOM):
@@ -292,11 +292,11 @@ def diagnose_reward_bound(run: RunMetrics, times: StepTimes, thresholds: DoctorT
     share = times.share(times.reward_s)
     if share <= thresholds.reward_share_high:
         return None
-    reward = run.plan["verl"]["reward"]
+    reward = run.local_plan.verl["reward"]
     workers = int(reward["num_workers"])
     procs = reward["custom_reward_function"].get("reward_kwargs", {}).get("procs")
-    resources = run.plan["resources"]
-    cpus = int(resources["cpus_per_task"]) * int(resources["nodes"])  # one task per node holds the node's CPUs
+    resources = run.local_plan.resources
+    cpus = resources.cpus_per_task * resources.nodes  # one task per node holds the node's CPUs
     more_workers = 2 * workers
     overrides = [override("reward.num_workers", more_workers)]
     budget_procs = max(1, math.floor(cpus * thresholds.reward_cpu_share / more_workers))
@@ -326,7 +326,7 @@ def diagnose_generation_bound(
     share = times.share(times.gen_s)
     if share <= thresholds.generation_share_high:
         return None
-    rollout = run.plan["verl"]["actor_rollout_ref"]["rollout"]
+    rollout = run.local_plan.verl["actor_rollout_ref"]["rollout"]
     evidence: dict[str, float | int | str] = {
         "generation_share": rounded(share),
         "gen_s": rounded(times.gen_s, 2),
@@ -412,7 +412,7 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
     stop_reason = stop_file.read_text().strip() if stop_file.exists() else ""
     if stalled < thresholds.requeues_without_progress and not stop_reason:
         return None
-    trainer = run.plan["verl"]["trainer"]
+    trainer = run.local_plan.verl["trainer"]
     reached = steps_reached(run, starts)
     last_step = max(run.history, default=0)
     evidence: dict[str, float | int | str] = {
@@ -426,7 +426,7 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
     if stop_reason:
         evidence["not_requeued"] = stop_reason
     if stalled == 0:  # stopped after making progress: it ran out of requeues
-        limit = int(run.plan.get("cluster_settings", {}).get("max_requeues", 0))
+        limit = run.local_plan.cluster_settings.max_requeues
         headline = f"the job stopped requeueing at step {last_step}: {stop_reason}"
         return Diagnosis("requeues_exhausted", headline, evidence, [override("cluster.max_requeues", 2 * limit)], 1.0)
     stalled_reach = max(reached[-(stalled + 1) :])
@@ -481,12 +481,12 @@ def next_fix_per_phase(expected: Expectation) -> dict[str, list[str]]:
 
 def failure_context(run: RunMetrics, thresholds: DoctorThresholds) -> failures.FixContext:
     """The plan's numbers a failure's fix quotes: predicted peaks, the preflight's next fixes, each attempt's reach."""
-    phases = (run.plan.get("preflight") or {}).get("phases") or {}
+    phases = run.preflight_phases
     expected = expectation(run) if phases else None
     starts = [int(attempt.get("checkpointed_step") or 0) for attempt in run.attempts]
     reached = steps_reached(run, starts) if starts else []
     return failures.FixContext(
-        plan=run.plan,
+        plan=run.local_plan,
         predicted_peaks_gib={name: float(phase["peak_gib"]) for name, phase in phases.items()},
         next_fixes=next_fix_per_phase(expected) if expected is not None else {},
         steps_reached=dict(enumerate(reached, start=1)),
@@ -511,14 +511,14 @@ def diagnosis_path(run_dir: Path) -> Path:
 
 def retry_command(run: RunMetrics, item: Diagnosis) -> str:
     """The run's own overrides plus the diagnosis's, as one command line."""
-    return " ".join(["python launch/run.py", *run.plan.get("overrides", []), *item.overrides])
+    return " ".join(["python launch/run.py", *run.local_plan.overrides, *item.overrides])
 
 
 def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequence[failures.Failure] = ()) -> str:
     lines = [
         f"# Diagnosis of run {run.run_id}",
         "",
-        f"{run.plan.get('job_name', '')} · algo {run.algo} · gpu {run.gpu} · `{run.run_dir}`",
+        f"{run.job_name} · algo {run.algo} · gpu {run.gpu} · `{run.run_dir}`",
         "",
     ]
     for item in failed:

@@ -4,7 +4,7 @@ Runs on: any machine that sees the run directories (login node, laptop with the 
 kinds, the signatures that recognise them in real logs (submitit's output of each attempt, which carries the driver's
 and Ray's forwarded output, the copied Ray logs and rlaunch's ray_start logs), the split of a requeued job's log into
 its attempts, and the fix for each kind. The plan-aware numbers a fix quotes (the preflight's prediction, the steps
-an attempt reached) come in a `FixContext` that launch/report/doctor.py builds, so this module needs only the plan dict.
+an attempt reached) come in a `FixContext` that launch/report/doctor.py builds, so this module needs only the plan.
 
 The signatures were taken from real reports (tests/data/failures/, one directory per kind, each excerpt with its
 source) and from runs on the dev cluster. A log usually shows several errors: the first failure unwinds the rest
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launch.rundir import Plan
 from launch.slurm import MANIFEST
 
 # Tried in this order: an interruption explains whatever errors the kill caused; memory and missing inputs explain
@@ -413,7 +414,7 @@ def generic_fix(failure: Failure) -> str:
 class FixContext:
     """What the plan and the run's files say, for fixes with numbers (launch/report/doctor.py builds it)."""
 
-    plan: dict[str, Any]
+    plan: Plan
     predicted_peaks_gib: dict[str, float] = field(default_factory=dict)  # phase -> the preflight's predicted peak
     next_fixes: dict[str, list[str]] = field(default_factory=dict)  # phase -> the preflight's next fix (overrides)
     steps_reached: dict[int, int] = field(default_factory=dict)  # attempt -> training steps it logged past its start
@@ -426,8 +427,8 @@ def save_freq_that_fits(steps_reached: int, saves_per_attempt: int) -> int:
     return max(1, steps_reached // saves_per_attempt)
 
 
-def verl_value(plan: dict[str, Any], dotted: str) -> Any:
-    node: Any = plan.get("verl", {})
+def verl_value(plan: Plan, dotted: str) -> Any:
+    node: Any = plan.verl
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
             return None
@@ -464,7 +465,7 @@ def fix_cuda_oom(failure: Failure, context: FixContext, log_text: str) -> str:
 def fix_engine_memory(failure: Failure, context: FixContext, log_text: str) -> str:
     fraction = verl_value(context.plan, "actor_rollout_ref.rollout.gpu_memory_utilization")
     tp = verl_value(context.plan, "actor_rollout_ref.rollout.tensor_model_parallel_size")
-    gpus = int(context.plan.get("resources", {}).get("gpus_per_node") or 0)
+    gpus = context.plan.resources.gpus_per_node
     # "increase" messages: the reservation is too small for weights + KV cache; an OOM inside the engine (or a wake-up
     # that finds the card taken) means the reservation is larger than what is free.
     too_small = re.search(r"No available memory for the cache blocks|increase --mem-fraction|KV cache", log_text)
@@ -484,15 +485,14 @@ def fix_engine_memory(failure: Failure, context: FixContext, log_text: str) -> s
 
 
 def fix_host_oom(failure: Failure, context: FixContext, log_text: str) -> str:
-    resources = context.plan.get("resources", {})
-    mem = resources.get("mem_gb")
+    mem = context.plan.resources.mem_gb
     options = []
     if mem:
         options.append(f"cluster.mem_gb={int(mem) * 2} (now --mem={mem}G)")
     for key in ("param_offload", "optimizer_offload"):
         if verl_value(context.plan, f"actor_rollout_ref.actor.fsdp_config.{key}"):
             options.append(f"actor_rollout_ref.actor.fsdp_config.{key}=false")
-    predicted = (context.plan.get("preflight") or {}).get("host_ram_gib_per_node")
+    predicted = (context.plan.preflight or {}).get("host_ram_gib_per_node")
     note = f" (the preflight predicted {predicted} GiB per node)" if predicted else ""
     return "the node ran out of host RAM" + note + ": raise --mem or offload less: " + " or ".join(options or ["-"])
 
@@ -503,7 +503,7 @@ def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> str:
     save_freq = trainer.get("save_freq")
     start = context.checkpointed_step.get(attempt, 0)
     reached = context.steps_reached.get(attempt)
-    minutes = context.plan.get("resources", {}).get("time_min")
+    minutes = context.plan.resources.time_min
     limit = f" of {minutes} min" if minutes else ""
     if reached is None:
         return GENERIC_FIXES["time_limit"]

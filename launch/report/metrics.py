@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.rundir import ATTEMPT_METRICS, METRICS_DIR, attempts, is_run_dir, load_plan
+from launch.rundir import ATTEMPT_METRICS, METRICS_DIR, Plan, attempts, is_run_dir, load_plan
 
 # verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; FACTS)
 THROUGHPUT = "perf/throughput"  # tokens / s / GPU
@@ -93,10 +93,10 @@ def validation_series(history: dict[int, dict[str, Any]]) -> dict[tuple[str, str
     return {key: [(step, value) for step, (_, value) in sorted(by_step.items())] for key, by_step in found.items()}
 
 
-def predicted_torch_peaks(plan: dict[str, Any]) -> dict[str, float]:
-    """The preflight's trainer-process phases (training, log-prob) as torch's counters see them, i.e. without the
-    non-torch term (CUDA context, NCCL); vLLM's reservation is not in the counters verl reports either."""
-    phases = (plan.get("preflight") or {}).get("phases") or {}
+def predicted_torch_peaks(phases: dict[str, Any]) -> dict[str, float]:
+    """The preflight's trainer-process phases (training, log-prob; `phases` as plan.json records them) as torch's
+    counters see them, i.e. without the non-torch term (CUDA context, NCCL); vLLM's reservation is not in the counters
+    verl reports either."""
     return {
         name: phases[name]["peak_gib"] - phases[name]["terms"].get(NON_TORCH_TERM, 0.0)
         for name in TRAINER_PHASES
@@ -104,31 +104,69 @@ def predicted_torch_peaks(plan: dict[str, Any]) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class RemoteRun:
+    """What W&B keeps of a run that is not on this machine: the parts of its plan the report shows (rlaunch's
+    provenance in the run's config) and W&B's own state of it."""
+
+    run_id: str
+    job_name: str
+    algo: str
+    gpu: str
+    preflight_phases: dict[str, Any]
+    state: str
+
+
 @dataclass
 class RunMetrics:
-    """One run directory: what was planned (plan.json) and what verl logged."""
+    """One run: what was planned (plan.json, or for a run read from W&B what W&B kept of it) and what verl logged."""
 
     run_dir: Path
-    plan: dict[str, Any]
+    plan: Plan | None  # None: a run read from W&B (`remote`)
     history: dict[int, dict[str, Any]]
     attempts: list[dict[str, Any]] = field(default_factory=list)  # attempts.jsonl, one record per job start
+    remote: RemoteRun | None = None
+
+    @property
+    def local_plan(self) -> Plan:
+        """The plan of a run read from its run directory (the doctor's runs always are)."""
+        if self.plan is None:
+            raise ValueError(f"run {self.run_id} was read from W&B: its plan.json is not here")
+        return self.plan
 
     @property
     def run_id(self) -> str:
-        return str(self.plan.get("run_id", self.run_dir.name))
+        return self.plan.run_id if self.plan else self.remote.run_id if self.remote else self.run_dir.name
+
+    @property
+    def job_name(self) -> str:
+        return self.plan.job_name if self.plan else self.remote.job_name if self.remote else "?"
 
     @property
     def algo(self) -> str:
-        return str(self.plan.get("worker_env", {}).get("WANDB_JOB_TYPE") or self.plan.get("job_name", "?"))
+        if self.plan:
+            return self.plan.worker_env.get("WANDB_JOB_TYPE") or self.plan.job_name
+        return self.remote.algo if self.remote else "?"
 
     @property
     def gpu(self) -> str:
-        return str(self.plan.get("gpu_profile", "?"))
+        return self.plan.gpu_profile if self.plan else self.remote.gpu if self.remote else "?"
+
+    @property
+    def preflight_phases(self) -> dict[str, Any]:
+        """The preflight's phases as plan.json records them ({} when the preflight was off)."""
+        if self.plan:
+            return (self.plan.preflight or {}).get("phases") or {}
+        return self.remote.preflight_phases if self.remote else {}
+
+    @property
+    def wandb_state(self) -> str | None:
+        return self.remote.state if self.remote else None
 
     @property
     def predicted_torch_peak_gib(self) -> float | None:
         """The preflight's larger trainer-process peak as torch's counters see it (predicted_torch_peaks)."""
-        peaks = predicted_torch_peaks(self.plan)
+        peaks = predicted_torch_peaks(self.preflight_phases)
         return round(max(peaks.values()), 2) if peaks else None
 
     def last(self, name: str) -> float | None:

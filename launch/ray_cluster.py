@@ -162,8 +162,13 @@ def import_ray(token_path: Path) -> ModuleType:
     os.environ.pop("RAY_AUTH_TOKEN", None)
     import ray
     import ray.util
-    from ray._raylet import AuthenticationTokenLoader
+    from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
 
+    if get_authentication_mode() != AuthenticationMode.TOKEN:  # Ray fixes the mode when it is first imported
+        raise RuntimeError(
+            "ray was imported in this process before rlaunch set RAY_AUTH_MODE=token: the run's Ray would refuse "
+            "it (InvalidAuthToken); connect from a process that imports ray after ray_cluster.import_ray"
+        )
     AuthenticationTokenLoader.instance().reset_cache()
     return ray
 

@@ -365,17 +365,38 @@ def test_ray_comes_down_without_ray_2_60s_thirty_second_drain(tmp_path: Path, mo
     topology = ray_cluster.Topology(
         job_id=os.getpid(), nodes=("n1",), addresses=("127.0.0.34",), rank=0, cpus=2, gpus=0
     )
-    # as the job does: another Ray may hold the pid's block on every address (CI saw this test's driver meet another
-    # cluster's GCS at 127.0.0.34:30560, refused with InvalidAuthToken for 120 s)
     topology = ray_cluster.with_free_ports(topology, 0)
-    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):  # whatever the code under test sets, undone afterwards
-        monkeypatch.setenv(name, os.environ.get(name, ""))
     monkeypatch.delenv("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", raising=False)
     log = tmp_path / "ray_start.log"
     head = ray_cluster.start_node(topology, 0, log, token)
+    # up when `ray start` says so (its GCS and raylet running); no driver here: this process imported Ray long ago
+    # without the run's auth settings, and Ray fixes its auth mode at import (ray_cluster.import_ray)
+    deadline = time.monotonic() + 120
     try:
-        ray_cluster.wait_for_nodes(topology, head, tmp_path, token, timeout_s=120)
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            assert head.failure() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
     finally:
         ray_cluster.stop_node(head.process)
     assert head.process.returncode is not None
     assert "Draining for up to" not in log.read_text(errors="replace")
+
+
+def test_a_process_that_imported_ray_before_the_auth_settings_is_told_so_at_once(tmp_path: Path):
+    """Ray fixes its auth mode when first imported: a driver that imported it earlier (verl does) would be refused by
+    the run's Ray with InvalidAuthToken until the wait timed out; import_ray says why instead."""
+    token = ray_cluster.ensure_auth_token(tmp_path, None)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
+    script = (
+        "import ray, sys, pathlib; from launch import ray_cluster; ray_cluster.import_ray(pathlib.Path(sys.argv[1]))"
+    )
+    early = subprocess.run(
+        [sys.executable, "-c", script, str(token)], capture_output=True, text=True, env=env, cwd=PROJECT
+    )
+    assert early.returncode == 1
+    assert "RuntimeError: ray was imported in this process before rlaunch set RAY_AUTH_MODE=token" in early.stderr
+    script = script.replace("import ray, sys", "import sys")  # ray imported by import_ray itself
+    late = subprocess.run(
+        [sys.executable, "-c", script, str(token)], capture_output=True, text=True, env=env, cwd=PROJECT
+    )
+    assert late.returncode == 0, late.stderr[-2000:]

@@ -135,7 +135,13 @@ def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
 # The batch knobs verl reads in each mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU.
 BATCH_KNOBS = {
     True: ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"),
-    False: ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu"),
+    # with the global sizes older verl scripts still paste (verl 0.9.1 divides them by the data-parallel size)
+    False: (
+        "ppo_micro_batch_size_per_gpu",
+        "log_prob_micro_batch_size_per_gpu",
+        "ppo_micro_batch_size",
+        "log_prob_micro_batch_size",
+    ),
 }
 
 
@@ -149,7 +155,7 @@ def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
     ignored = sorted(key for key in set_by_user if key.rpartition(".")[2] in BATCH_KNOBS[not dynamic])
     if not ignored:
         return []
-    live = ", ".join(BATCH_KNOBS[dynamic])
+    live = ", ".join(BATCH_KNOBS[dynamic][:2])
     return [
         f"{', '.join(ignored)} ignored by verl: use_dynamic_bsz={str(dynamic).lower()} (gpu={cfg.gpu.name}) reads "
         f"{live} instead; set actor_rollout_ref.actor.use_dynamic_bsz={str(not dynamic).lower()} to use yours"

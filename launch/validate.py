@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
-from launch.overrides import holds_interpolation
+from launch.overrides import holds_interpolation, keys_of
 from launch.rundir import Plan, Resources
 from launch.schema import LaunchSettings, choices_of
 
@@ -184,9 +184,18 @@ def check_rollout_engine(verl: ConfigView) -> None:
         )
 
 
+STATE_PLACEMENT_KEYS = {
+    f"actor_rollout_ref.actor.fsdp_config.{name}" for name in ("param_offload", "optimizer_offload", "offload_policy")
+}
+
+
 def check_large_model(cfg: DictConfig, plan: Plan) -> None:
     """What the profile knows about a model too big for one node (gpu.large_models) comes before any TP arithmetic:
-    "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom."""
+    "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom. The table holds for the profile's own
+    model states (full fine-tuning, its offload settings); a LoRA run or one that offloads otherwise (verl's 72B LoRA
+    example runs on 8 H100s) is the preflight's to judge."""
+    if int(cfg.actor_rollout_ref.model.lora_rank or 0) > 0 or keys_of(plan.overrides) & STATE_PLACEMENT_KEYS:
+        return
     needs = (cfg.gpu.get("large_models") or {}).get(str(plan.llm["name"]))
     n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
     if needs is None or (needs.min_gpus is not None and n_gpus >= needs.min_gpus):

@@ -141,6 +141,10 @@ def test_plan_matches_golden_record(tmp_path, combo):
     "overrides, ignored",
     [
         (["gpu=h100", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=40"], "ppo_micro_batch_size_per_gpu"),
+        (  # verl's 72B LoRA example (examples/tuning/70b) still pastes the global, deprecated size
+            ["gpu=h100", "actor_rollout_ref.actor.ppo_micro_batch_size=176"],
+            "actor_rollout_ref.actor.ppo_micro_batch_size ",
+        ),
         (
             [
                 "gpu=a40",

@@ -317,6 +317,24 @@ def test_profile_knowledge_comes_before_tp_arithmetic(tmp_path: Path):
         dry_run(tmp_path, "llm=qwen2_5_72b", "gpu=a40", "trainer.n_gpus_per_node=1")
 
 
+@pytest.mark.parametrize(
+    "knob", ["actor_rollout_ref.model.lora_rank=32", "actor_rollout_ref.actor.fsdp_config.param_offload=true"]
+)
+def test_the_large_model_table_is_for_full_fine_tuning_on_the_gpu(tmp_path: Path, knob: str):
+    """gpu.large_models says what full fine-tuning with the states on the GPU needs; verl's own 72B LoRA example runs
+    on one node of 8 H100s (examples/tuning/70b), and a LoRA or offloaded run is the preflight's to judge."""
+    base = [
+        "llm=qwen2_5_72b",
+        "gpu=h100",
+        "trainer.n_gpus_per_node=8",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=8",
+    ]
+    with pytest.raises(UserError, match=r"qwen2_5_72b needs at least 64 h100 GPUs"):
+        dry_run(tmp_path, *base)
+    plan = dry_run(tmp_path, *base, knob, "launch.preflight=warn")
+    assert plan.preflight is not None and plan.resources.nodes * plan.resources.gpus_per_node == 8
+
+
 # --- acceptance: verl's own example, pasted ---------------------------------------------------------------------------
 
 # examples/grpo_trainer/run_qwen2-7b_math.sh of verl (0.9.x), its overrides as the script passes them, with the

@@ -1,8 +1,9 @@
 """How often the preflight's verdict matches public reports of verl runs that fit or ran out of memory.
 
 Runs on: any machine (no GPU, no cluster). Plans each case of tests/data/public_cases.yaml as reported (rlaunch's
-config tree with the case's overrides, the job's flash-attn as the case says) and compares the verdict, at the
-lengths the case's data had (its `length_fraction`; 1.0 judges the worst case), with the reported outcome. Baseline
+config tree with the case's overrides, the job's flash-attn as the case says), runs rlaunch's own checks first (a
+case they refuse is never queued: right only if it did not fit) and compares the verdict, at the lengths the case's
+data had (its `length_fraction`; 1.0 judges the worst case), with the reported outcome. Baseline
 in the same run: the same cases judged by the pure-torch log-prob coefficients of the planning machine (flash-attn
 not taken from the job), the mistake the old preflight made.
 
@@ -35,9 +36,11 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
     from hydra import compose, initialize_config_dir
 
     from launch import preflight
+    from launch.errors import UserError
     from launch.facts import Facts
     from launch.plan import make_plan
     from launch.schema import register_schemas
+    from launch.validate import validate
 
     register_schemas()
     flash = case["flash_attn"] if flash_attn is None else flash_attn
@@ -45,6 +48,10 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
     with initialize_config_dir(config_dir=str(PROJECT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["cluster=local", "launch.sweep_id=public-cases", *overrides])
     plan = make_plan(cfg, Facts(), overrides, working_dir=Path("/tmp"), python=sys.executable)
+    try:  # what rlaunch checks before the preflight: a case it refuses there is never judged by memory at all
+        validate(cfg, plan, Facts())
+    except UserError as error:
+        return refused(case, str(error), float(cfg.gpu.usable_gib))
     fraction = float(case["length_fraction"])
     verdict = preflight.check_plan(cfg, plan, {}, length_fraction=fraction)
     judged = verdict if fraction >= 1.0 else verdict["typical"]
@@ -66,6 +73,20 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
     }
 
 
+def refused(case: dict[str, Any], message: str, capacity_gib: float) -> dict[str, Any]:
+    """A case refused before the preflight: never queued, which is right only for a run that did not fit."""
+    return {
+        "name": case["name"],
+        "source": case["source"],
+        "reported": case["outcome"],
+        "predicted": "refused",
+        "right": case["outcome"] == "oom",
+        "refused": message.splitlines()[0],
+        "peaks_gib": {},
+        "capacity_gib": capacity_gib,
+    }
+
+
 def accuracy(results: list[dict[str, Any]]) -> float:
     return sum(result["right"] for result in results) / len(results)
 
@@ -84,6 +105,9 @@ def main() -> None:
         return
     for result in results:
         mark = "right" if result["right"] else "WRONG"
+        if "refused" in result:
+            print(f"{mark:5}  reported {result['reported']:3}  refused: {result['refused']}  {result['name']}")
+            continue
         peak = max(result["peaks_gib"].values())
         print(
             f"{mark:5}  reported {result['reported']:3}  predicted {result['predicted']:3}  "

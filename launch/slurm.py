@@ -132,7 +132,7 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
     from launch.job import RunInAllocation
 
     for plan in plans:  # every run's Ray token exists before anything is queued
-        ray_cluster.ensure_auth_token(Path(plan.run_dir), plan.cluster_settings["ray_auth_token_file"])
+        ray_cluster.ensure_auth_token(Path(plan.run_dir), plan.cluster_settings.ray_auth_token_file)
         if plan.code_dir:  # the code the jobs import, written before they are queued
             snapshot.materialize(Path(plan.code_dir))
     sweep_dir = sweep_dir_of(plans)

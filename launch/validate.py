@@ -79,10 +79,19 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
             f"({mini}): {batch} % {mini} = {batch % mini}; make the batch a multiple of the mini-batch"
         )
     sequences = mini * rollout.n
-    if sequences % n_gpus:
+    # verl splits a mini-batch over the data-parallel ranks: the GPUs / the Ulysses group that shares each sequence
+    sp = actor.ulysses_sequence_parallel_size or 1
+    if n_gpus % sp:
+        raise UserError(
+            f"actor_rollout_ref.actor.ulysses_sequence_parallel_size ({sp}) does not divide {gpus}: choose a "
+            f"sequence-parallel size that divides {n_gpus}"
+        )
+    ranks = n_gpus // sp
+    where = gpus if sp == 1 else f"{ranks} data-parallel ranks ({n_gpus} GPUs / ulysses_sequence_parallel_size {sp})"
+    if sequences % ranks:
         raise UserError(
             f"a mini-batch of {sequences} sequences (ppo_mini_batch_size {mini} x rollout.n {rollout.n}) does not "
-            f"split over {gpus}: {sequences} % {n_gpus} = {sequences % n_gpus}; change the mini-batch or the GPU count"
+            f"split over {where}: {sequences} % {ranks} = {sequences % ranks}; change the mini-batch or the GPU count"
         )
     if actor.use_dynamic_bsz:
         budgets = {
@@ -103,12 +112,13 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
                 "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is false: "
                 "set one of them"
             )
-        per_gpu = sequences // n_gpus
-        if per_gpu % micro:
+        share = sequences // ranks
+        rank = "GPU" if sp == 1 else "data-parallel rank"
+        if share % micro:
             raise UserError(
-                f"each GPU's share of a mini-batch ({sequences} / {n_gpus} = {per_gpu} sequences) is not a multiple "
-                f"of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({micro}): {per_gpu} % {micro} = "
-                f"{per_gpu % micro}; pick a micro-batch that divides {per_gpu}"
+                f"each {rank}'s share of a mini-batch ({sequences} / {ranks} = {share} sequences) is not a multiple "
+                f"of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({micro}): {share} % {micro} = "
+                f"{share % micro}; pick a micro-batch that divides {share}"
             )
 
 

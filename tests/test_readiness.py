@@ -418,3 +418,27 @@ def test_make_run_on_a_login_node_plans_and_prints_the_submit_command(slurm_env,
     assert "to submit: python launch/run.py llm=qwen2_5_0_5b cluster=slurm" in result.stderr
     assert "rlaunch plan" in result.stdout and "sbatch script (not submitted: dry run)" in result.stdout
     assert squeue(slurm_env) <= before
+
+
+def test_a_mini_batch_splits_over_data_parallel_ranks_not_gpus_with_ulysses(tmp_path: Path):
+    """verl splits a mini-batch over world / ulysses_sequence_parallel_size ranks (FSDP engine's
+    get_data_parallel_size) and asserts each rank's share divides by the micro-batch: verl's 14B LoRA example (2 GPUs,
+    SP 2, 480 sequences, micro-batch 96) is sound; without SP the same numbers are not."""
+    lora = [
+        "llm=qwen2_5_14b",
+        "gpu=h100",
+        "trainer.n_gpus_per_node=2",
+        "data.train_batch_size=96",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=96",
+        "actor_rollout_ref.rollout.n=5",
+        "actor_rollout_ref.model.lora_rank=32",
+        "actor_rollout_ref.actor.use_dynamic_bsz=false",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=96",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "launch.preflight=warn",
+    ]
+    assert dry_run(tmp_path, *lora, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2").run_id
+    with pytest.raises(UserError, match=r"each GPU's share of a mini-batch \(480 / 2 = 240 sequences\)"):
+        dry_run(tmp_path, *lora, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1")
+    with pytest.raises(UserError, match=r"ulysses_sequence_parallel_size \(4\) does not divide 2 GPUs"):
+        dry_run(tmp_path, *lora, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=4")

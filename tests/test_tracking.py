@@ -26,6 +26,7 @@ from launch.plan import make_plan
 from launch.render import render
 from launch.report.metrics import read_history, read_run, series, validation_series
 from launch.run import write_run_dir
+from launch.rundir import load_plan
 from launch.secret_guard import copy_redacted
 
 FAKE_KEY = "fake0123456789abcdef0123456789abcdef0123"
@@ -157,7 +158,7 @@ def test_provenance_records_the_checkout_packages_preflight_and_each_attempt(tmp
         monkeypatch.setenv(name, value)
     overrides = provenance.record_attempt(run_dir, 2)
     assert json.loads((run_dir / "provenance.json").read_text())["slurm"]["node_list"] == "c[1-2]"
-    plan = json.loads((run_dir / "plan.json").read_text())
+    plan = load_plan(run_dir)
     command, env = attempt_command(plan, 2, overrides)
     assert env["VERL_FILE_LOGGER_PATH"] == str(run_dir / "metrics" / "attempt-2.jsonl")
     # verl's own Hydra, on the dumped config, with this attempt's overrides from the command line

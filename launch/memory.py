@@ -182,6 +182,12 @@ class Knobs:
     def sequence(self) -> int:
         return self.prompt_length + self.response_length
 
+    def tokens_per_gpu(self, tokens: int) -> int:
+        """A micro-batch's tokens on one GPU. A token budget is per GPU already: verl packs budget x SP tokens for a
+        Ulysses group, which splits them (engine utils prepare_micro_batches); a micro-batch of whole sequences is
+        split over the group."""
+        return tokens if self.dynamic_bsz else tokens // self.sequence_parallel
+
     @property
     def shard_group(self) -> int:
         return self.n_gpus if self.fsdp_size in (-1, 0, None) else min(self.fsdp_size, self.n_gpus)
@@ -351,7 +357,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
     """The larger of two moments: the start of backward (activations and the logits' backward alive, no grads yet)
     and the optimizer step (all states, activations gone)."""
     states = model_states(arch, knobs)
-    tokens = knobs.train_tokens // knobs.sequence_parallel  # a micro-batch's tokens on one GPU
+    tokens = knobs.tokens_per_gpu(knobs.train_tokens)
     entropy = entropy_bytes(knobs, tokens, arch.vocab, backward=True)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
     backward = {
@@ -376,7 +382,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
 def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
     """Old (and ref) log-prob recomputation: forward only, its own micro-batch."""
     states = model_states(arch, knobs)
-    tokens = knobs.logprob_tokens // knobs.sequence_parallel
+    tokens = knobs.tokens_per_gpu(knobs.logprob_tokens)
     ref_resident = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
     values = {
         "params": states["params"],

@@ -69,6 +69,29 @@ def check_model(cfg: DictConfig, facts: Facts) -> None:
         )
 
 
+GLOBAL_MICRO_BATCHES = (  # deprecated global sizes older verl divided by the data-parallel ranks; 0.9.1 reads neither
+    "actor_rollout_ref.actor.ppo_micro_batch_size",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size",
+)
+
+
+def check_global_micro_batches(verl: ConfigView, ranks: int) -> None:
+    """verl's older scripts (its examples/tuning among them) set the global micro-batch; verl 0.9.1's engine workers
+    read only the *_per_gpu one, so the run would use the profile's instead or stop at verl's own check: the
+    per-GPU value it meant, computed."""
+    for key in GLOBAL_MICRO_BATCHES:
+        node: Any = verl
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            per_rank = max(1, int(node) // ranks)
+            raise UserError(
+                f"{key}={node} is the global micro-batch of older verl, which verl 0.9.1 does not read: drop it and "
+                f"set {key}_per_gpu={per_rank} ({node} / {ranks} data-parallel ranks)"
+            )
+
+
 def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens: int) -> None:
     """PPO's update arithmetic: batch into mini-batches, mini-batches over the GPUs, micro-batches or token budgets."""
     data, actor, rollout = verl.data, verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
@@ -98,14 +121,17 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
             "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": actor.ppo_max_token_len_per_gpu,
             "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": rollout.log_prob_max_token_len_per_gpu,
         }
+        needed = -(-sequence_tokens // sp)  # a Ulysses group packs budget x SP tokens and splits each sequence
+        split = f", split over ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
         for key, budget in budgets.items():
-            if budget < sequence_tokens:
+            if budget < needed:
                 raise UserError(
                     f"{key} ({budget}) cannot hold one sequence of data.max_prompt_length + max_response_length "
-                    f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}); raise it to at "
-                    f"least {sequence_tokens} or shorten the lengths"
+                    f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}{split}); raise it "
+                    f"to at least {needed} or shorten the lengths"
                 )
     else:
+        check_global_micro_batches(verl, ranks)
         micro = actor.ppo_micro_batch_size_per_gpu
         if micro is None:
             raise UserError(

@@ -98,6 +98,20 @@ def test_logits_activations_and_kv_terms():
     assert no_ckpt == pytest.approx((29.0 * 3584 + 7.3 * 18944) * tokens * 28)
 
 
+def test_ulysses_splits_a_micro_batch_of_sequences_but_a_token_budget_is_per_gpu_already():
+    """verl packs ppo_max_token_len_per_gpu x SP tokens for a Ulysses group, so each GPU holds the budget; a fixed
+    micro-batch of whole sequences is what SP splits."""
+
+    def activations(**changes) -> float:
+        phase = memory.training_phase(QWEN_7B, knobs(**changes), 79.2)
+        return {term.name: term.gib for term in phase.terms}["activations"]
+
+    budget = activations(train_tokens=16384)
+    assert activations(train_tokens=16384, sequence_parallel=2) == pytest.approx(budget)
+    fixed = {"dynamic_bsz": False, "micro_batch": 4, "train_tokens": 4 * 4096}
+    assert activations(**fixed, sequence_parallel=2) == pytest.approx(activations(**fixed) / 2)
+
+
 def test_rollout_reservation_depends_on_the_engine():
     k = knobs(engine_fraction=0.5, param_offload=False, optimizer_offload=False)
     vllm = {t.name: t.gib for t in memory.rollout_phase(QWEN_7B, k, 80.0).terms}

@@ -442,3 +442,16 @@ def test_a_mini_batch_splits_over_data_parallel_ranks_not_gpus_with_ulysses(tmp_
         dry_run(tmp_path, *lora, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=1")
     with pytest.raises(UserError, match=r"ulysses_sequence_parallel_size \(4\) does not divide 2 GPUs"):
         dry_run(tmp_path, *lora, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=4")
+
+
+def test_the_global_micro_batch_older_verl_scripts_set_is_translated_not_passed_on(tmp_path: Path):
+    """verl's examples/tuning scripts set actor.ppo_micro_batch_size (global, divided by the data-parallel ranks in
+    older verl); verl 0.9.1's engine workers read only the *_per_gpu key, and refuse both set at once."""
+    static = ["gpu=h100", "trainer.n_gpus_per_node=8", "actor_rollout_ref.actor.use_dynamic_bsz=false"]
+    sp = "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"
+    with pytest.raises(
+        UserError, match=re.escape("set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=44 (176 / 4")
+    ):
+        dry_run(tmp_path, *static, sp, "actor_rollout_ref.actor.ppo_micro_batch_size=176")
+    with pytest.raises(UserError, match=re.escape("rollout.log_prob_micro_batch_size_per_gpu=8 (64 / 8 data-parallel")):
+        dry_run(tmp_path, *static, "actor_rollout_ref.rollout.log_prob_micro_batch_size=64")

@@ -230,11 +230,11 @@ def check_large_model(cfg: DictConfig, plan: Plan) -> None:
     "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom. The table holds for the profile's own
     model states (full fine-tuning, its offload settings); a LoRA run or one that offloads otherwise (verl's 72B LoRA
     example runs on 8 H100s) is the preflight's to judge."""
-    if int(cfg.actor_rollout_ref.model.lora_rank or 0) > 0 or keys_of(plan.overrides) & STATE_PLACEMENT_KEYS:
-        return
     needs = (cfg.gpu.get("large_models") or {}).get(str(plan.llm["name"]))
     n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
     if needs is None or (needs.min_gpus is not None and n_gpus >= needs.min_gpus):
+        return
+    if int(cfg.actor_rollout_ref.model.lora_rank or 0) > 0 or keys_of(plan.overrides) & STATE_PLACEMENT_KEYS:
         return
     card = f"{cfg.gpu.name} ({cfg.gpu.card})"
     if needs.min_gpus is None:

@@ -48,10 +48,17 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
     with initialize_config_dir(config_dir=str(PROJECT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["cluster=local", "launch.sweep_id=public-cases", *overrides])
     plan = make_plan(cfg, Facts(), overrides, working_dir=Path("/tmp"), python=sys.executable)
+    reported = {
+        "name": case["name"],
+        "source": case["source"],
+        "reported": case["outcome"],
+        "capacity_gib": float(cfg.gpu.usable_gib),
+    }
     try:  # what rlaunch checks before the preflight: a case it refuses there is never judged by memory at all
         validate(cfg, plan, Facts())
-    except UserError as error:
-        return refused(case, str(error), float(cfg.gpu.usable_gib))
+    except UserError as error:  # never queued: right only for a run that did not fit
+        refusal = {"refused": str(error).splitlines()[0], "peaks_gib": {}}
+        return reported | {"predicted": "refused", "right": case["outcome"] == "oom"} | refusal
     fraction = float(case["length_fraction"])
     verdict = preflight.check_plan(cfg, plan, {}, length_fraction=fraction)
     judged = verdict if fraction >= 1.0 else verdict["typical"]
@@ -61,29 +68,11 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
         else judged["peaks_gib"]
     )
     predicted = "fit" if judged["fits"] else "oom"
-    return {
-        "name": case["name"],
-        "source": case["source"],
-        "reported": case["outcome"],
+    return reported | {
         "predicted": predicted,
         "right": predicted == case["outcome"],
         "peaks_gib": peaks,
-        "capacity_gib": float(cfg.gpu.usable_gib),
         **({"reported_peak_gib": case["peak_gib"]} if "peak_gib" in case else {}),
-    }
-
-
-def refused(case: dict[str, Any], message: str, capacity_gib: float) -> dict[str, Any]:
-    """A case refused before the preflight: never queued, which is right only for a run that did not fit."""
-    return {
-        "name": case["name"],
-        "source": case["source"],
-        "reported": case["outcome"],
-        "predicted": "refused",
-        "right": case["outcome"] == "oom",
-        "refused": message.splitlines()[0],
-        "peaks_gib": {},
-        "capacity_gib": capacity_gib,
     }
 
 

@@ -133,15 +133,16 @@ def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
 
 
 # The batch knobs verl reads in each mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU.
+# the global micro-batch sizes older verl scripts still paste, by role under actor_rollout_ref: older verl divided them
+# by the data-parallel ranks, verl 0.9.1 reads none of them (launch/validate.py refuses them with the per-GPU value)
+GLOBAL_MICRO_BATCHES = {
+    "actor": "ppo_micro_batch_size",
+    "rollout": "log_prob_micro_batch_size",
+    "ref": "log_prob_micro_batch_size",
+}
 BATCH_KNOBS = {
     True: ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"),
-    # with the global sizes older verl scripts still paste (verl 0.9.1 divides them by the data-parallel size)
-    False: (
-        "ppo_micro_batch_size_per_gpu",
-        "log_prob_micro_batch_size_per_gpu",
-        "ppo_micro_batch_size",
-        "log_prob_micro_batch_size",
-    ),
+    False: ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu", *GLOBAL_MICRO_BATCHES.values()),
 }
 
 

@@ -23,6 +23,7 @@ from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
 from launch.overrides import holds_interpolation, keys_of
+from launch.plan import GLOBAL_MICRO_BATCHES
 from launch.rundir import Plan, Resources
 from launch.schema import LaunchSettings, choices_of
 
@@ -69,26 +70,17 @@ def check_model(cfg: DictConfig, facts: Facts) -> None:
         )
 
 
-GLOBAL_MICRO_BATCHES = (  # deprecated global sizes older verl divided by the data-parallel ranks; 0.9.1 reads neither
-    "actor_rollout_ref.actor.ppo_micro_batch_size",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size",
-)
-
-
 def check_global_micro_batches(verl: ConfigView, ranks: int) -> None:
     """verl's older scripts (its examples/tuning among them) set the global micro-batch; verl 0.9.1's engine workers
     read only the *_per_gpu one, so the run would use the profile's instead or stop at verl's own check: the
     per-GPU value it meant, computed."""
-    for key in GLOBAL_MICRO_BATCHES:
-        node: Any = verl
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None:
-            per_rank = max(1, int(node) // ranks)
+    for role, name in GLOBAL_MICRO_BATCHES.items():
+        value = verl.actor_rollout_ref[role].get(name)
+        if value is not None:
+            key = f"actor_rollout_ref.{role}.{name}"
             raise UserError(
-                f"{key}={node} is the global micro-batch of older verl, which verl 0.9.1 does not read: drop it and "
-                f"set {key}_per_gpu={per_rank} ({node} / {ranks} data-parallel ranks)"
+                f"{key}={value} is the global micro-batch of older verl, which verl 0.9.1 does not read: drop it and "
+                f"set {key}_per_gpu={max(1, int(value) // ranks)} ({value} / {ranks} data-parallel ranks)"
             )
 
 

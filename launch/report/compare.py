@@ -29,7 +29,7 @@ from launch.report.metrics import (
     MFU,
     STEP_TIME,
     THROUGHPUT,
-    RemoteRun,
+    RunLabels,
     RunMetrics,
     read_run,
     run_dirs,
@@ -173,13 +173,13 @@ def wandb_runs(group: str, project: str, entity: str | None) -> list[RunMetrics]
             if step is not None:
                 history.setdefault(int(step), {}).update({k: v for k, v in row.items() if not k.startswith("_")})
         job_name = str(provenance.get("job_name", remote.name))
-        kept = RemoteRun(
+        kept = RunLabels(
             run_id=remote.id,
             job_name=job_name,
             algo=remote.job_type or job_name,
             gpu=str(provenance.get("gpu_profile", "?")),
             preflight_phases=(provenance.get("preflight") or {}).get("phases") or {},
-            state=remote.state,
+            wandb_state=remote.state,
         )
         runs.append(RunMetrics(Path(remote.id), None, dict(sorted(history.items())), remote=kept))
     return runs

@@ -105,16 +105,26 @@ def predicted_torch_peaks(phases: dict[str, Any]) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class RemoteRun:
-    """What W&B keeps of a run that is not on this machine: the parts of its plan the report shows (rlaunch's
-    provenance in the run's config) and W&B's own state of it."""
+class RunLabels:
+    """What the report shows of a run's plan: read from plan.json, or for a run that is not on this machine from what
+    W&B kept (rlaunch's provenance in the run's config) with W&B's own state of it."""
 
     run_id: str
     job_name: str
     algo: str
     gpu: str
-    preflight_phases: dict[str, Any]
-    state: str
+    preflight_phases: dict[str, Any]  # as plan.json records them ({} when the preflight was off)
+    wandb_state: str | None = None
+
+    @classmethod
+    def of_plan(cls, plan: Plan) -> RunLabels:
+        return cls(
+            run_id=plan.run_id,
+            job_name=plan.job_name,
+            algo=plan.worker_env.get("WANDB_JOB_TYPE") or plan.job_name,
+            gpu=plan.gpu_profile,
+            preflight_phases=(plan.preflight or {}).get("phases") or {},
+        )
 
 
 @dataclass
@@ -125,7 +135,7 @@ class RunMetrics:
     plan: Plan | None  # None: a run read from W&B (`remote`)
     history: dict[int, dict[str, Any]]
     attempts: list[dict[str, Any]] = field(default_factory=list)  # attempts.jsonl, one record per job start
-    remote: RemoteRun | None = None
+    remote: RunLabels | None = None
 
     @property
     def local_plan(self) -> Plan:
@@ -135,33 +145,32 @@ class RunMetrics:
         return self.plan
 
     @property
+    def labels(self) -> RunLabels:
+        return self.remote if self.remote is not None else RunLabels.of_plan(self.local_plan)
+
+    @property
     def run_id(self) -> str:
-        return self.plan.run_id if self.plan else self.remote.run_id if self.remote else self.run_dir.name
+        return self.labels.run_id
 
     @property
     def job_name(self) -> str:
-        return self.plan.job_name if self.plan else self.remote.job_name if self.remote else "?"
+        return self.labels.job_name
 
     @property
     def algo(self) -> str:
-        if self.plan:
-            return self.plan.worker_env.get("WANDB_JOB_TYPE") or self.plan.job_name
-        return self.remote.algo if self.remote else "?"
+        return self.labels.algo
 
     @property
     def gpu(self) -> str:
-        return self.plan.gpu_profile if self.plan else self.remote.gpu if self.remote else "?"
+        return self.labels.gpu
 
     @property
     def preflight_phases(self) -> dict[str, Any]:
-        """The preflight's phases as plan.json records them ({} when the preflight was off)."""
-        if self.plan:
-            return (self.plan.preflight or {}).get("phases") or {}
-        return self.remote.preflight_phases if self.remote else {}
+        return self.labels.preflight_phases
 
     @property
     def wandb_state(self) -> str | None:
-        return self.remote.state if self.remote else None
+        return self.labels.wandb_state
 
     @property
     def predicted_torch_peak_gib(self) -> float | None:

@@ -130,10 +130,11 @@ def flash_cross_entropy() -> Callable[..., Any] | None:
     return cross_entropy_loss
 
 
-def logprobs_flash(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def logprobs_flash(logits: torch.Tensor, labels: torch.Tensor, inplace_backward: bool = True) -> torch.Tensor:
+    """verl turns the in-place backward off when the entropy needs the logits too."""
     cross_entropy_loss = flash_cross_entropy()
     assert cross_entropy_loss is not None
-    return -cross_entropy_loss(logits, labels, inplace_backward=True)[0]
+    return -cross_entropy_loss(logits, labels, inplace_backward=inplace_backward)[0]
 
 
 def chunk_logprobs(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -203,10 +204,17 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 
 
 def logprobs_with_entropy(
-    entropy: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor
+    method: str,
+    entropy: Callable[[torch.Tensor], torch.Tensor],
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    labels: torch.Tensor,
 ) -> torch.Tensor:
+    """verl's order: the entropy from the logits, then the log-probs (flash-attn's without its in-place backward)."""
     logits = F.linear(hidden, weight)
-    return logprobs_torch(logits, labels) + 0.001 * entropy(logits)
+    entropies = entropy(logits)
+    log_probs = logprobs_flash(logits, labels, False) if method == "flash" else logprobs_torch(logits, labels)
+    return log_probs + 0.001 * entropies
 
 
 @functools.cache
@@ -215,21 +223,26 @@ def compiled_entropy() -> Callable[[torch.Tensor], torch.Tensor]:
     return torch.compile(entropy_from_logits, dynamic=True)
 
 
-def entropy_case(meter: Meter, tokens: int, hidden: int, vocab: int, backward: bool, compiled: bool) -> dict[str, Any]:
-    """Pure-torch log-probs plus the entropy (entropy_coeff != 0), eager or compiled as verl runs it: what the entropy
-    adds per token x vocab is this row's measurement less the torch row's at the same size. The compiled function is
+def entropy_case(
+    meter: Meter, tokens: int, hidden: int, vocab: int, backward: bool, compiled: bool, method: str = "torch"
+) -> dict[str, Any]:
+    """Log-probs plus the entropy (entropy_coeff != 0), eager or compiled as verl runs it: what the entropy adds per
+    token x vocab is this row's measurement less the same path's alone at the same size (with flash-attn, less its
+    in-place logits too: the grad copy verl's choice costs is counted with the entropy). The compiled function is
     run once at the same size first, so compilation and autotuning stay out of the measurement."""
     entropy = compiled_entropy() if compiled else entropy_from_logits
-    objective = partial(logprobs_with_entropy, entropy)
+    objective = partial(logprobs_with_entropy, method, entropy)
     if compiled:
         head_bytes(meter, tokens, hidden, vocab, backward, objective)
     measured, result = head_bytes(meter, tokens, hidden, vocab, backward, objective)
     variant = "compiled" if compiled else "eager"
     per_entropy = memory.ENTROPY_BYTES_PER_TOKEN_VOCAB[variant][0 if backward else 1]
-    predicted = memory.logits_bytes("torch", tokens, vocab, backward) + per_entropy * tokens * vocab
+    predicted = memory.logits_bytes(method, tokens, vocab, backward) + per_entropy * tokens * vocab
+    if method == "flash" and backward:
+        predicted += memory.FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB * tokens * vocab
     return {
         "phase": "logits+entropy" + ("+backward" if backward else ""),
-        "method": "torch",
+        "method": method,
         "entropy": variant,
         "tokens": tokens,
         "hidden": hidden,
@@ -407,8 +420,9 @@ def fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         if row["phase"].startswith("logits+entropy"):
             kind = "training" if row["phase"].endswith("backward") else "forward"
-            alone = per_path.get("torch", {}).get(kind, 0.0)
-            slot = entropy.setdefault(row.get("entropy", "eager"), {})
+            alone = per_path.get(row["method"], {}).get(kind, 0.0)
+            variant = row.get("entropy", "eager") + ("" if row["method"] == "torch" else f"+{row['method']}")
+            slot = entropy.setdefault(variant, {})
             slot[kind] = round(max(slot.get(kind, 0.0), row["bytes_per_token_vocab"] - alone), 3)
     return {
         "entropy_bytes_per_token_vocab": entropy,
@@ -468,8 +482,9 @@ def run_all(sizes: Sizes, device: torch.device, log: Callable[[str], None]) -> d
                 record(partial(logits_case, meter, tokens, hidden, vocab, method, backward))
         # compiled only on CUDA: inductor's CPU code keeps an fp32 copy of the logits that its Triton code does not
         for compiled in (False, True) if device.type == "cuda" else (False,):
-            for backward in (False, True):
-                record(partial(entropy_case, meter, tokens, hidden, vocab, backward, compiled))
+            for method in {"torch", "flash"} & set(methods):
+                for backward in (False, True):
+                    record(partial(entropy_case, meter, tokens, hidden, vocab, backward, compiled, method))
     for shape in sizes.layer_fit:
         for checkpointing in (True, False):
             record(partial(model_case, meter, shape, "train", "torch", checkpointing), fit=True)

@@ -31,23 +31,30 @@ def load_cases() -> list[dict[str, Any]]:
     return [case | {"overrides": [*defaults.get(case.get("with"), []), *case["overrides"]]} for case in data["cases"]]
 
 
-def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, Any]:
-    """The case planned as reported (flash_attn overrides the case's own, for the baseline)."""
+def plan_case(case: dict[str, Any], flash_attn: bool | None = None) -> tuple[Any, Any]:
+    """The case's composed config and plan, as reported (flash_attn overrides the case's own, for the baseline)."""
     from hydra import compose, initialize_config_dir
 
-    from launch import preflight
-    from launch.errors import UserError
     from launch.facts import Facts
     from launch.plan import make_plan
     from launch.schema import register_schemas
-    from launch.validate import validate
 
     register_schemas()
     flash = case["flash_attn"] if flash_attn is None else flash_attn
     overrides = [*case["overrides"], f"cluster.flash_attn={str(flash).lower()}", "cluster.engine_version=auto"]
     with initialize_config_dir(config_dir=str(PROJECT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["cluster=local", "launch.sweep_id=public-cases", *overrides])
-    plan = make_plan(cfg, Facts(), overrides, working_dir=Path("/tmp"), python=sys.executable)
+    return cfg, make_plan(cfg, Facts(), overrides, working_dir=Path("/tmp"), python=sys.executable)
+
+
+def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, Any]:
+    """The case planned as reported (flash_attn overrides the case's own, for the baseline)."""
+    from launch import preflight
+    from launch.errors import UserError
+    from launch.facts import Facts
+    from launch.validate import validate
+
+    cfg, plan = plan_case(case, flash_attn)
     reported = {
         "name": case["name"],
         "source": case["source"],

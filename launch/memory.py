@@ -2,8 +2,10 @@
 
 Runs on: the login node. Pure arithmetic on the model's architecture and the knobs in the verl config; every phase
 is a sum of named terms so the preflight can print the arithmetic (STYLE 3). Sources of each term are in FACTS.md
-("Memory, for the preflight"); the activation and logits coefficients and the margins were measured on an H100 with
-bench/gpu_memory.py (HF Qwen2 steps; tests/data/gpu_memory_h100.json) and are tested against those measurements.
+("Memory, for the preflight"); the activation and logits coefficients were measured on an H100 with bench/gpu_memory.py
+(HF Qwen2 steps; tests/data/gpu_memory_h100.json), the margins with bench/gpu_cases.py (verl's one-GPU LoRA cases
+built as verl builds them; tests/data/gpu_cases_h100.json), and are tested against those measurements. The NCCL
+buffers of multi-GPU runs are a GPU profile's figure (gpu.nccl_gib_per_communicator), not measured here.
 
 How verl 0.9 uses the card (FSDP engine, hybrid engine): the trainer keeps fp32 master params, fp32 grads and AdamW
 state (4 + 4 + 8 B/param) sharded over the FSDP group; `param_offload` / `optimizer_offload` move params / optimizer
@@ -32,20 +34,21 @@ LOGITS_BYTES_PER_TOKEN_VOCAB = {
     # use_fused_kernels: verl's FusedLinearForPPO, per 512-token chunk upcast to fp32 (measured 12.0 / 8.0)
     "fused": (12.0, 8.0),
 }
-FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB = 2.0  # ... whose grad then gets its own bf16 buffer
+FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB = 2.0  # ... whose grad then gets its own bf16 buffer (measured 1.9)
+# the in-place backward leaves lm_head's bf16 gradient as the largest thing beside the logits (when lm_head trains;
+# measured: 3.94 GiB for 8192 tokens of Qwen2.5-7B's shapes = logits 2.32 + this 1.01 + the layers' inputs and output)
+FLASH_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN = 2.0
 FUSED_CHUNK_TOKENS = 512  # use_fused_kernels: verl's FusedLinearForPPO computes log-probs 512 tokens at a time
 # the fused backward accumulates lm_head's gradient in its own buffer next to each chunk's (bf16 + fp32)
 FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN = 6.0
 # verl's entropy_from_logits beside the log-probs when computed, (training, log-prob pass), by how verl runs it:
 ENTROPY_BYTES_PER_TOKEN_VOCAB = {
-    # actor.use_torch_compile=false: eager softmax, product and logsumexp, their grads in training (measured on top of
-    # the pure-torch log-probs)
-    "eager": (12.0, 4.0),
+    # actor.use_torch_compile=false: eager softmax, product and logsumexp, their grads in training (measured 10.0 /
+    # 3.9 on top of the pure-torch log-probs; on flash-attn's, 9.9 beyond its grad copy)
+    "eager": (10.0, 4.0),
     # verl's default: torch.compile(entropy_from_logits) fuses the row reductions, so the forward keeps only per-row
-    # values and the backward writes one bf16 grad (2), then autograd sums it with the log-prob's grad (2, out of
-    # place unless it can reuse a buffer). From the compiled graph's shape, not yet measured on a GPU (the kit's
-    # `compiled` entropy rows do); verl's LoRA tuning searches agree (tests/data/public_cases.yaml).
-    "compiled": (4.0, 0.0),
+    # values and the backward writes one bf16 grad (measured 2.0 / 0.0, torch 2.11 on the H100)
+    "compiled": (2.0, 0.0),
 }
 CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.3  # recomputation keeps each layer's bf16 input (FACTS: 2·s·b·h; measured 2.24)
 # saved activations of one decoder layer without recomputation, per token: a x hidden + b x intermediate (measured)
@@ -54,9 +57,13 @@ LAYER_BYTES_PER_TOKEN = (29.0, 7.3)
 RECOMPUTE_BYTES_PER_TOKEN = (29.0, 10.6)
 FORWARD_BYTES_PER_TOKEN = (2.4, 6.8)  # log-prob pass: one layer's transients without grad, gate + up + act (measured)
 OUTPUT_BYTES_PER_TOKEN_HIDDEN = 4.0  # the final hidden states and their norm, alive while log-probs are computed
-# --- margins (README "Memory preflight") ------------------------------------------------------------------------------
-NON_TORCH_GIB = 1.0  # CUDA context + cuBLAS workspaces (measured 0.75 GiB on one process) + NCCL buffers
-FRAGMENTATION = 0.15  # caching allocator on a phase's transient bytes: reserved / allocated measured 1.15 (max 1.29)
+# --- margins (README "Memory preflight"), measured by bench/gpu_cases.py (tests/data/gpu_cases_h100.json) -----------
+# CUDA context, cuBLAS workspaces, Triton's and inductor's kernels, a one-rank NCCL group: measured 1.30 GiB
+NON_TORCH_GIB = 1.3
+# the caching allocator on a phase's transient bytes, with the expandable segments verl turns on for training:
+# reserved over allocated at the cases' sizes 1.6-5.6 % of the transient bytes, 0.2 % at the one that filled the card
+# (without expandable segments the kit measures 15-29 %)
+FRAGMENTATION = 0.05
 ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 24.0  # vLLM/SGLang prefill working set per batched token (profiled by vLLM)
 HOST_BASE_GIB_PER_NODE = 16.0  # Ray head/raylet, the driver, TransferQueue, the data loader
 HOST_GIB_PER_GPU_PROCESS = 6.0  # one worker process per GPU: CUDA/torch/vLLM libraries, pinned buffers
@@ -135,6 +142,7 @@ class Knobs:
     # PPO's hybrid engine generates while the trainer's state stays on the card; RFT generates (stage 1) before
     # any trainer exists and trains (stage 3) with no engine awake
     trainer_beside_engine: bool = True
+    communicator_gib: float = 0.0  # one NCCL communicator's buffers on this GPU (gpu.nccl_gib_per_communicator)
 
     @classmethod
     def from_verl(cls, verl: dict[str, Any], pcgrad_tasks: int = 0, flash_ce: bool = False) -> Knobs:
@@ -191,6 +199,21 @@ class Knobs:
     @property
     def shard_group(self) -> int:
         return self.n_gpus if self.fsdp_size in (-1, 0, None) else min(self.fsdp_size, self.n_gpus)
+
+    @property
+    def communicators(self) -> int:
+        """NCCL communicators of several ranks one GPU joins in verl's hybrid layout: FSDP's group (and the replica
+        group when fsdp_size shards over fewer GPUs), Ulysses' device mesh (its SP group, and its data-parallel
+        group when there are several), and the engine's TP group, twice (vLLM's own NCCL communicator and its torch
+        device group; SGLang's likewise). Each holds its buffers for the whole run."""
+        fsdp = (self.shard_group > 1) + (self.n_gpus > self.shard_group > 0)
+        data_parallel = self.n_gpus // self.sequence_parallel
+        ulysses = (self.sequence_parallel > 1) + (self.sequence_parallel > 1 and data_parallel > 1)
+        return fsdp + ulysses + 2 * (self.rollout_tp > 1)
+
+    @property
+    def communicators_gib(self) -> float:
+        return self.communicators * self.communicator_gib
 
 
 @dataclass(frozen=True)
@@ -296,12 +319,18 @@ def forward_working_set(arch: Architecture, tokens: int) -> float:
     return per_token(FORWARD_BYTES_PER_TOKEN, arch) * tokens
 
 
-def training_dynamic(arch: Architecture, checkpointing: bool, path: str, tokens: int, entropy: float) -> dict:
+def training_dynamic(
+    arch: Architecture, checkpointing: bool, path: str, tokens: int, entropy: float, head_trains: bool = True
+) -> dict:
     """Bytes one training micro-batch adds above the model states, by term. With recomputation the logits' backward
-    and the recomputed layer come one after the other (the larger counts); without it everything is saved at once."""
+    and the recomputed layer come one after the other (the larger counts); without it everything is saved at once.
+    head_trains: lm_head gets a gradient (not under LoRA)."""
     logits = logits_bytes(path, tokens, arch.vocab, backward=True)
     if path == "flash" and entropy:  # verl turns the in-place backward off when entropy needs the logits
         logits += FLASH_GRAD_COPY_BYTES_PER_TOKEN_VOCAB * tokens * arch.vocab
+    elif path == "flash" and head_trains:  # the in-place backward's peak is lm_head's, beside the final hidden states
+        logits += FLASH_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN * arch.vocab * arch.hidden
+        logits += OUTPUT_BYTES_PER_TOKEN_HIDDEN * tokens * arch.hidden
     if path == "fused":
         logits += FUSED_WEIGHT_GRAD_BYTES_PER_VOCAB_HIDDEN * arch.vocab * arch.hidden
     terms = {"activations": saved_activations(arch, checkpointing, tokens)}
@@ -346,11 +375,22 @@ def entropy_bytes(knobs: Knobs, tokens: int, vocab: int, backward: bool) -> floa
 STATE_TERMS = ("params", "grads", "optimizer", "pcgrad buffers", "ref params")
 
 
-def margin_terms(values: dict[str, float]) -> list[Term]:
+OUTSIDE_TORCH_TERMS = ("non-torch", "NCCL buffers")  # what torch's memory counters never see
+
+
+def outside_torch(knobs: Knobs) -> list[Term]:
+    """What the process holds outside torch's allocator in every phase: CUDA context and libraries, then the NCCL
+    communicators' buffers (present from the first collective to the end of the run)."""
+    context, nccl = OUTSIDE_TORCH_TERMS
+    communicators = Term(nccl, knobs.communicators_gib, f"{knobs.communicators} communicators")
+    return [Term(context, NON_TORCH_GIB), *([communicators] if knobs.communicators_gib else [])]
+
+
+def margin_terms(values: dict[str, float], knobs: Knobs) -> list[Term]:
     """Fragmentation of what a phase allocates and frees (micro-batch tensors, gathered units), measured as reserved
     over allocated at the peak; the model states are allocated once and add none. Then the memory outside torch."""
     transient = sum(value for name, value in values.items() if name not in STATE_TERMS)
-    return [Term("fragmentation", _gib(transient) * FRAGMENTATION), Term("non-torch", NON_TORCH_GIB)]
+    return [Term("fragmentation", _gib(transient) * FRAGMENTATION), *outside_torch(knobs)]
 
 
 def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
@@ -365,7 +405,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
         "optimizer": optimizer_in_backward,
         "pcgrad buffers": states["pcgrad"],
         "gathered unit": gathered_unit(arch),
-        **training_dynamic(arch, knobs.checkpointing, logits_path(knobs), tokens, entropy),
+        **training_dynamic(arch, knobs.checkpointing, logits_path(knobs), tokens, entropy, knobs.lora_rank == 0),
     }
     step = {
         "params": states["params"],
@@ -374,7 +414,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
         "pcgrad buffers": states["pcgrad"],
     }
     moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
-    terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen)
+    terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen, knobs)
     note = f"peak at the {moment}; {tokens} tokens per micro-batch"
     return Phase("training", tuple(terms), capacity_gib, (note,))
 
@@ -391,7 +431,7 @@ def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
         "gathered unit": gathered_unit(arch),
         **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab, backward=False)),
     }
-    terms = [Term(name, _gib(value)) for name, value in values.items()] + margin_terms(values)
+    terms = [Term(name, _gib(value)) for name, value in values.items()] + margin_terms(values, knobs)
     return Phase("log-prob", tuple(terms), capacity_gib, (f"{tokens} tokens per micro-batch",))
 
 
@@ -411,7 +451,7 @@ def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
 def engine_memory(arch: Architecture, knobs: Knobs, capacity_gib: float) -> tuple[float, float, float, float]:
     """GiB of the engine's reservation, its weights, its prefill activations and the KV cache room left."""
     resident = _gib(resident_trainer_state(arch, knobs))
-    free = capacity_gib - resident - NON_TORCH_GIB
+    free = capacity_gib - resident - sum(term.gib for term in outside_torch(knobs))
     reserve = knobs.engine_fraction * (capacity_gib if knobs.engine != "sglang" else max(free, 0.0))
     weights = _gib(arch.params * 2 / knobs.rollout_tp)
     activations = _gib(ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * knobs.max_num_batched_tokens * arch.hidden)
@@ -443,7 +483,7 @@ def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
     terms = (
         Term("resident trainer state", resident),
         Term(f"{knobs.engine} reservation", reserve),
-        Term("non-torch", NON_TORCH_GIB),
+        *outside_torch(knobs),
     )
     return Phase("rollout", terms, capacity_gib, tuple(notes), failure)
 

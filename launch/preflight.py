@@ -359,6 +359,7 @@ def check_plan(
     knobs = with_changes(
         Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce=software.flash_attn),
         engine_weights_in_host_ram=software.engine_weights_in_host_ram,
+        communicator_gib=float(cfg.gpu.nccl_gib_per_communicator),
     )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)

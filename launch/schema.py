@@ -66,6 +66,8 @@ class GpuProfile:
     fp8: bool = False  # Hopper and newer
     compute_capability: str = MISSING
     interconnect: str = MISSING  # nvlink | pcie: what the all-gathers of FSDP and TP>1 ride on
+    # GPU memory one NCCL communicator of several ranks holds on this node (buffers per channel; NVLS on Hopper)
+    nccl_gib_per_communicator: float = MISSING
     host_cpus_per_gpu: int = MISSING  # typical node: sets --cpus-per-task
     host_ram_gib_per_gpu: int = MISSING  # typical node: sets --mem
     nvml_names: list[str] = field(default_factory=list)  # substrings of NVML's device name that mean this card

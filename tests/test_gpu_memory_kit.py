@@ -72,3 +72,41 @@ def test_recorded_gpu_run_is_the_kits_output():
     recorded = json.loads((Path(__file__).parent / "data" / "gpu_memory_h100.json").read_text())
     assert {"rows", "fitted", "accuracy", "margins", "device", "date", "torch"} <= set(recorded)
     assert recorded["margins"]["non_torch_gib"] > 0 and recorded["margins"]["total_gib"] > 70
+
+
+def test_case_reproduction_runs_end_to_end_on_cpu(tmp_path: Path):
+    """bench/gpu_cases.py (verl's one-GPU LoRA cases built as verl builds them) at a tiny size on CPU: each case in
+    its own process, every micro-batch size and the log-prob pass run, the report is written."""
+    out = tmp_path / "cases.json"
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "bench" / "gpu_cases.py"), "--cpu", "--tiny", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    (case,) = report["cases"]
+    assert {"train", "train_half", "train_quarter", "logprob"} <= set(case)
+    assert [case[label]["sequences"] for label in ("train", "train_half", "train_quarter")] == [4, 2, 1]
+    assert not any("out_of_memory" in case[label] for label in ("train", "logprob"))
+
+
+def test_the_one_gpu_cases_are_the_public_ones_and_were_measured_on_a_gpu():
+    from bench import gpu_cases
+
+    names = {case.name for case in gpu_cases.one_gpu_cases()}
+    recorded = json.loads((Path(__file__).parent / "data" / "gpu_cases_h100.json").read_text())
+    assert names == {case["name"] for case in recorded["cases"]} and len(names) >= 5
+    assert recorded["device"].startswith("NVIDIA H100") and recorded["flash_cross_entropy"]
+
+
+def test_largest_micro_batch_from_two_sizes():
+    from bench.gpu_cases import largest_micro_batch
+
+    result = {
+        "train": {"sequences": 40, "out_of_memory": "CUDA out of memory"},
+        "train_half": {"sequences": 20, "total_gib": 50.0},
+        "train_quarter": {"sequences": 10, "total_gib": 30.0},
+    }
+    assert largest_micro_batch(result, 80.0) == 35  # 2 GiB per sequence from 30 GiB at 10

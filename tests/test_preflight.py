@@ -21,6 +21,7 @@ from launch.memory import GIB, Architecture, Knobs
 from launch.plan import make_plan
 
 GPU_MEASUREMENTS = json.loads((Path(__file__).parent / "data" / "gpu_memory_h100.json").read_text())
+GPU_CASES = json.loads((Path(__file__).parent / "data" / "gpu_cases_h100.json").read_text())
 QWEN_7B = Architecture(28, 3584, 28, 4, 128, 18944, 152064, False)
 QWEN_1_5B = Architecture(28, 1536, 12, 2, 128, 8960, 151936, True)
 
@@ -88,7 +89,11 @@ def test_logits_activations_and_kv_terms():
     assert terms["logits"] == pytest.approx(4.0 * tokens * 152064 / GIB)  # pure torch, bf16 logits
     assert terms["activations"] == pytest.approx(2.3 * tokens * 3584 * 28 / GIB)  # each layer's input
     flash = {t.name: t.gib for t in memory.training_phase(QWEN_1_5B, knobs(flash_ce=True), 79.2).terms}
-    assert flash["logits"] == pytest.approx(2.0 * tokens * 151936 / GIB)  # flash-attn's in-place cross-entropy
+    # flash-attn's in-place cross-entropy, then lm_head's bf16 gradient beside it (measured 3.9 GiB for 8k tokens
+    # of Qwen2.5-7B's head: logits 2.3 + gradient 1.0 + the layers' inputs)
+    assert flash["logits"] == pytest.approx((2.0 * tokens * 151936 + 2.0 * 151936 * 1536 + 4.0 * tokens * 1536) / GIB)
+    lora = {t.name: t.gib for t in memory.training_phase(QWEN_1_5B, knobs(flash_ce=True, lora_rank=8), 79.2).terms}
+    assert lora["logits"] == pytest.approx(2.0 * tokens * 151936 / GIB)  # a frozen lm_head gets no gradient
     fused = {t.name: t.gib for t in memory.training_phase(QWEN_7B, knobs(fused_kernels=True), 79.2).terms}
     # one 512-token chunk in fp32 beside lm_head's gradient buffers, or the recomputed layer when that is larger
     chunk = (12.0 * 512 * 152064 + 6.0 * 152064 * 3584) / GIB
@@ -178,10 +183,22 @@ def test_each_measured_step_is_predicted_within_15_percent_never_under_by_more_t
 
 
 def test_margins_are_the_measured_ones():
+    """Outside torch and fragmentation as the whole one-GPU cases measured them (expandable segments on, as verl
+    trains): where a case filled the card, reserved over allocated within FRAGMENTATION of the transient bytes."""
     margins = GPU_MEASUREMENTS["margins"]
-    assert GPU_MEASUREMENTS["device"].startswith("NVIDIA H100")
-    assert memory.FRAGMENTATION >= margins["fragmentation_median"] - 0.01
-    assert memory.NON_TORCH_GIB >= margins["non_torch_gib"]
+    assert GPU_MEASUREMENTS["device"].startswith("NVIDIA H100") and GPU_CASES["device"].startswith("NVIDIA H100")
+    assert memory.NON_TORCH_GIB >= margins["non_torch_gib"]  # one process, no communicator
+    filled = 0
+    for case in GPU_CASES["cases"]:
+        measured = case["train"] if "allocated_gib" in case["train"] else case["train_half"]
+        assert memory.NON_TORCH_GIB >= measured["non_torch_gib"] - 0.01  # with a one-rank NCCL group
+        if measured["total_gib"] < 0.95 * GPU_CASES["capacity_gib"]:
+            continue  # with room to spare the allocator keeps freed segments mapped (up to 60 % more at 7B's sizes)
+        transient = measured["allocated_gib"] - case["logprob"]["states_gib"]
+        slack = (measured["reserved_gib"] - measured["allocated_gib"]) / transient
+        assert slack <= memory.FRAGMENTATION, case["name"]  # a full card: what it really needed beyond allocated
+        filled += 1
+    assert filled >= 1
     assert len(MODEL_ROWS) >= 20
 
 
@@ -293,7 +310,7 @@ def tuned_plan(*overrides: str) -> tuple[dict, Architecture, Knobs, float, int, 
     rollout = plan.verl["actor_rollout_ref"]["rollout"]
     mini = plan.verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * rollout["n"]
     batch = plan.verl["data"]["train_batch_size"] * rollout["n"]
-    base = Knobs.from_verl(plan.verl)
+    base = Knobs(**verdict["knobs"])  # what the preflight judged, the GPU's NCCL buffers included
     return verdict["apply_overrides"], Architecture.from_llm(plan.llm), base, float(cfg.gpu.usable_gib), mini, batch
 
 
@@ -504,8 +521,8 @@ def test_plan_carries_the_verdict(tmp_path: Path):
 )
 def test_verl_compiles_the_entropy_unless_told_not_to_or_padded(eager_by: str):
     """torch.compile fuses entropy_from_logits' row reductions: without it (or on verl's padded path, which calls it
-    eagerly) the softmax and its product are materialized, and the entropy term grows from 4 to 12 B per token x vocab
-    in training."""
+    eagerly) the softmax and its product are materialized, and the entropy term grows from 2 to 10 B per token x vocab
+    in training (both measured on the H100)."""
     knobs = (
         "gpu=a100_80",
         "actor_rollout_ref.model.use_fused_kernels=false",
@@ -513,4 +530,4 @@ def test_verl_compiles_the_entropy_unless_told_not_to_or_padded(eager_by: str):
     )
     compiled = verdict_for(*knobs)["phases"]["training"]["terms"]["entropy"]
     eager = verdict_for(*knobs, eager_by)["phases"]["training"]["terms"]["entropy"]
-    assert eager == pytest.approx(3 * compiled, rel=0.01)
+    assert eager == pytest.approx(5 * compiled, rel=0.01)

@@ -315,7 +315,8 @@ def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], 
         "",
         "Throughput, MFU and s/step are means over the logged steps after the first; peak memory is torch's "
         "reserved peak (perf/max_memory_reserved_gb) beside the preflight's predicted trainer peak without its "
-        "non-torch term. A resumed run's steps come from the attempt that reached them last.",
+        "terms outside torch (CUDA context, NCCL buffers). A resumed run's steps come from the attempt that "
+        "reached them last.",
         "",
         markdown_table(header, rows),
         "",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launch.memory import OUTSIDE_TORCH_TERMS
 from launch.rundir import ATTEMPT_METRICS, METRICS_DIR, Plan, attempts, is_run_dir, load_plan
 
 # verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; FACTS)
@@ -27,7 +28,6 @@ MEMORY_ALLOCATED = "perf/max_memory_allocated_gb"
 MEMORY_RESERVED = "perf/max_memory_reserved_gb"
 STEP_TIME = "timing_s/step"
 TRAINER_PHASES = ("training", "log-prob")  # the preflight's phases that run in verl's trainer processes
-NON_TORCH_TERM = "non-torch"  # the phase term torch's memory counters never see (launch/memory.py)
 VALIDATION = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>reward|acc)/mean@(?P<n>\d+)$")
 
 
@@ -95,10 +95,10 @@ def validation_series(history: dict[int, dict[str, Any]]) -> dict[tuple[str, str
 
 def predicted_torch_peaks(phases: dict[str, Any]) -> dict[str, float]:
     """The preflight's trainer-process phases (training, log-prob; `phases` as plan.json records them) as torch's
-    counters see them, i.e. without the non-torch term (CUDA context, NCCL); vLLM's reservation is not in the counters
-    verl reports either."""
+    counters see them, i.e. without the terms outside torch (CUDA context, NCCL buffers); vLLM's reservation is not
+    in the counters verl reports either."""
     return {
-        name: phases[name]["peak_gib"] - phases[name]["terms"].get(NON_TORCH_TERM, 0.0)
+        name: phases[name]["peak_gib"] - sum(phases[name]["terms"].get(term, 0.0) for term in OUTSIDE_TORCH_TERMS)
         for name in TRAINER_PHASES
         if name in phases
     }

@@ -33,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ class Case:
     outcome: str
     lora_rank: int
     entropy: bool
+    checkpointing: bool = True
+    flash: bool = True  # flash-attn in the job's environment (the case's own `flash_attn`)
 
 
 def override_values(overrides: list[str]) -> dict[str, str]:
@@ -64,15 +67,15 @@ def override_values(overrides: list[str]) -> dict[str, str]:
 
 
 def one_gpu_cases() -> list[Case]:
-    """The public LoRA cases that ran on one GPU."""
+    """The public cases that ran on one GPU (the trainer's phases: an engine beside it is not built here)."""
     data = yaml.safe_load(CASES_FILE.read_text())
     cases = []
     for case in data["cases"]:
         values = override_values([*data.get("defaults", {}).get(case.get("with"), []), *case["overrides"]])
         one_gpu = values.get("trainer.n_gpus_per_node") == "1" and values.get("trainer.nnodes", "1") == "1"
         lora = int(values.get("actor_rollout_ref.model.lora_rank", 0))
-        if not one_gpu or not lora or "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in values:
-            continue  # full fine-tuning adds optimizer states and engines this does not build
+        if not one_gpu or "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in values:
+            continue
         sequence = int(values["data.max_prompt_length"]) + int(values["data.max_response_length"])
         llm = yaml.safe_load((PROJECT / "conf" / "llm" / f"{values['llm']}.yaml").read_text())
         cases.append(
@@ -84,6 +87,8 @@ def one_gpu_cases() -> list[Case]:
                 outcome=case["outcome"],
                 lora_rank=lora,
                 entropy=float(values.get("actor_rollout_ref.actor.entropy_coeff", 0)) != 0,
+                checkpointing=values.get("actor_rollout_ref.model.enable_gradient_checkpointing", "true") == "true",
+                flash=bool(case["flash_attn"]),
             )
         )
     return cases
@@ -91,7 +96,8 @@ def one_gpu_cases() -> list[Case]:
 
 def tiny_cases() -> list[Case]:
     llm = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "intermediate": 176, "vocab": 512}
-    return [Case("tiny LoRA", llm | {"tied_embeddings": True}, 4, 32, "fit", 8, True)]
+    tied = llm | {"tied_embeddings": True}
+    return [Case("tiny LoRA", tied, 4, 32, "fit", 8, True), Case("tiny full", tied, 4, 32, "fit", 0, False, False)]
 
 
 # --- the model, as verl's FSDP engine builds it -----------------------------------------------------------------------
@@ -120,8 +126,9 @@ def build(case: Case, device: torch.device) -> torch.nn.Module:
     config._attn_implementation = "sdpa"  # flash-attn's memory shape: no seq x seq scores kept
     with torch.device(device):
         model = Qwen2ForCausalLM(config)  # fp32: verl trains from an fp32 copy (model_dtype)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.enable_input_require_grads()
+    if case.checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
     if case.lora_rank:
         lora = LoraConfig(task_type=TaskType.CAUSAL_LM, r=case.lora_rank, lora_alpha=16, target_modules="all-linear")
         model = get_peft_model(model, lora)
@@ -150,13 +157,13 @@ def build(case: Case, device: torch.device) -> torch.nn.Module:
     )
 
 
-def head(logits: torch.Tensor, labels: torch.Tensor, entropy: bool, compiled: bool) -> torch.Tensor:
+def head(logits: torch.Tensor, labels: torch.Tensor, entropy: bool, compiled: bool, flash: bool) -> torch.Tensor:
     """verl's remove-padding head (engine/fsdp transformer_impl): the entropy first, then the log-probs; flash-attn's
     cross-entropy keeps the logits for backward when the entropy needs them."""
     objective = torch.zeros((), device=logits.device)
     if entropy:
         objective = objective - 0.001 * (compiled_entropy() if compiled else entropy_from_logits)(logits).mean()
-    cross_entropy = flash_cross_entropy()
+    cross_entropy = flash_cross_entropy() if flash else None
     if cross_entropy is not None:
         log_probs = -cross_entropy(logits, labels, inplace_backward=not entropy)[0]
     else:
@@ -191,32 +198,42 @@ def step(model: torch.nn.Module, case: Case, sequences: int, train: bool, device
     compiled = device.type == "cuda"  # inductor's CPU code has another memory shape (bench/gpu_memory.py)
     with torch.set_grad_enabled(train):
         logits = model(input_ids=input_ids).logits.flatten(0, 1)  # (tokens, vocab), as verl's squeeze(0)
-        objective = head(logits, labels, case.entropy, compiled)
+        objective = head(logits, labels, case.entropy, compiled, case.flash)
         del logits
         if train:
             objective.backward()
-    for param in model.parameters():
-        param.grad = None
 
 
+def update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, case: Case, sequences: int, device: torch.device):
+    """What verl does with a mini-batch: micro-batches whose gradients accumulate (FSDP keeps each one's sharded
+    fp32 gradient for the next), then AdamW's step and the gradients dropped."""
+    for _ in range(MICRO_BATCHES_PER_UPDATE):
+        step(model, case, sequences, True, device)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+MICRO_BATCHES_PER_UPDATE = 2
 SIZES = (("train", 1), ("train_half", 2), ("train_quarter", 4))  # the micro-batch, divided by
 
 
 def measure(case: Case, device: torch.device, log: Callable[[str], None]) -> dict[str, Any]:
-    """The training micro-batch at the case's size, half and a quarter of it, then the log-prob pass."""
+    """A training update at the case's micro-batch, half and a quarter of it, then a log-prob micro-batch."""
     model = build(case, device)
+    optimizer = torch.optim.AdamW([param for param in model.parameters() if param.requires_grad], lr=1e-6)
     rows: dict[str, Any] = {}
     plan = [(label, max(1, case.sequences // divisor), True) for label, divisor in SIZES]
     for label, sequences, train in [*plan, ("logprob", case.sequences, False)]:
         model.train(train)
         result: dict[str, Any] = {"sequences": sequences}
+        run = partial(update, model, optimizer) if train else partial(step, model, train=False)
         try:
-            step(model, case, sequences, train, device)  # warm-up: compilation, cuBLAS workspaces
+            run(case, sequences, device=device)  # warm-up: compilation, cuBLAS workspaces, AdamW's state
             with peak(result, device):
-                step(model, case, sequences, train, device)
+                run(case, sequences, device=device)
         except torch.OutOfMemoryError as error:
             result["out_of_memory"] = str(error).splitlines()[0]
-            model.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)
         rows[label] = result
         log(f"{case.name:45} {label:13} {describe(result)}")
     return {
@@ -224,6 +241,7 @@ def measure(case: Case, device: torch.device, log: Callable[[str], None]) -> dic
         "outcome_reported": case.outcome,
         "sequences": case.sequences,
         "sequence_tokens": case.sequence_tokens,
+        "training_update": f"{MICRO_BATCHES_PER_UPDATE} micro-batches, then AdamW's step",
         **rows,
     }
 

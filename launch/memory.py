@@ -57,6 +57,11 @@ LAYER_BYTES_PER_TOKEN = (29.0, 7.3)
 RECOMPUTE_BYTES_PER_TOKEN = (29.0, 10.6)
 FORWARD_BYTES_PER_TOKEN = (2.4, 6.8)  # log-prob pass: one layer's transients without grad, gate + up + act (measured)
 OUTPUT_BYTES_PER_TOKEN_HIDDEN = 4.0  # the final hidden states and their norm, alive while log-probs are computed
+# torch's AdamW step (foreach, verl's default) beside the states and gradients: the fp32 square root of the second
+# moments it allocates whole (torch/optim/adam.py `_foreach_sqrt`). On one GPU, where FSDP does not shard, the
+# measured floor of an update is 23.1 B/param (Qwen2.5-1.5B, bench/gpu_cases.py): fp32 params, grads, AdamW state,
+# this, and the bf16 copy with its gradients (2 + 2) that NO_SHARD keeps
+ADAMW_STEP_BYTES_PER_PARAM = 4.0
 # --- margins (README "Memory preflight"), measured by bench/gpu_cases.py (tests/data/gpu_cases_h100.json) -----------
 # CUDA context, cuBLAS workspaces, Triton's and inductor's kernels, a one-rank NCCL group: measured 1.30 GiB
 NON_TORCH_GIB = 1.3
@@ -143,6 +148,9 @@ class Knobs:
     # any trainer exists and trains (stage 3) with no engine awake
     trainer_beside_engine: bool = True
     communicator_gib: float = 0.0  # one NCCL communicator's buffers on this GPU (gpu.nccl_gib_per_communicator)
+    # torch's AdamW as verl builds it: foreach (the default on CUDA) allocates whole-size temporaries in its step;
+    # actor.optim.override_optimizer_config {fused: true} or {foreach: false} does not
+    optimizer_temporaries: bool = True
 
     @classmethod
     def from_verl(cls, verl: dict[str, Any], pcgrad_tasks: int = 0, flash_ce: bool = False) -> Knobs:
@@ -184,6 +192,7 @@ class Knobs:
             else 4,
             flash_ce=flash_ce,
             entropy_compiled=bool(actor.get("use_torch_compile", True)) and bool(model.get("use_remove_padding", True)),
+            optimizer_temporaries=foreach_optimizer(actor.get("optim") or {}),
         )
 
     @property
@@ -214,6 +223,12 @@ class Knobs:
     @property
     def communicators_gib(self) -> float:
         return self.communicators * self.communicator_gib
+
+
+def foreach_optimizer(optim: dict[str, Any]) -> bool:
+    """Whether verl's torch AdamW runs its foreach implementation (torch's default on CUDA)."""
+    overrides = optim.get("override_optimizer_config") or {}
+    return not overrides.get("fused") and overrides.get("foreach") is not False
 
 
 @dataclass(frozen=True)
@@ -288,13 +303,21 @@ def model_states(arch: Architecture, knobs: Knobs) -> dict[str, float]:
         "grads": trainable * 4 / shard,
         "optimizer": trainable * 8 / shard,
         "pcgrad": knobs.pcgrad_tasks * trainable * 4 / shard,  # one fp32 gradient shard per task
+        "optimizer step": trainable * ADAMW_STEP_BYTES_PER_PARAM / shard if knobs.optimizer_temporaries else 0.0,
     }
 
 
-def gathered_unit(arch: Architecture) -> float:
+def compute_copy(arch: Architecture, knobs: Knobs) -> dict[str, float]:
     """bf16 parameters FSDP holds unsharded at once: the root unit (embeddings, lm_head) plus the current and the
-    prefetched decoder layer."""
-    return 2.0 * (arch.embedding_params + 2 * arch.layer_params)
+    prefetched decoder layer. On one GPU FSDP does not shard (NO_SHARD) and keeps the bf16 copy of what trains for
+    the whole run (measured: 2.0 B/param with full fine-tuning, none beyond the units under LoRA)."""
+    if unsharded_training(knobs):
+        return {"bf16 model copy": 2.0 * arch.params}
+    return {"gathered unit": 2.0 * (arch.embedding_params + 2 * arch.layer_params)}
+
+
+def unsharded_training(knobs: Knobs) -> bool:
+    return knobs.shard_group == 1 and knobs.lora_rank == 0
 
 
 def saved_activations(arch: Architecture, checkpointing: bool, tokens: int) -> float:
@@ -372,7 +395,7 @@ def entropy_bytes(knobs: Knobs, tokens: int, vocab: int, backward: bool) -> floa
     return (training if backward else forward) * counted * vocab
 
 
-STATE_TERMS = ("params", "grads", "optimizer", "pcgrad buffers", "ref params")
+STATE_TERMS = ("params", "grads", "optimizer", "pcgrad buffers", "ref params", "bf16 model copy", "bf16 gradients")
 
 
 OUTSIDE_TORCH_TERMS = ("non-torch", "NCCL buffers")  # what torch's memory counters never see
@@ -394,17 +417,22 @@ def margin_terms(values: dict[str, float], knobs: Knobs) -> list[Term]:
 
 
 def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
-    """The larger of two moments: the start of backward (activations and the logits' backward alive, no grads yet)
-    and the optimizer step (all states, activations gone)."""
+    """The larger of two moments: a micro-batch's backward (activations and the logits' backward alive beside the
+    gradients the mini-batch's earlier micro-batches left) and the optimizer step (all states and AdamW's
+    temporaries, activations gone)."""
     states = model_states(arch, knobs)
     tokens = knobs.tokens_per_gpu(knobs.train_tokens)
     entropy = entropy_bytes(knobs, tokens, arch.vocab, backward=True)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
+    copy = compute_copy(arch, knobs)
+    copy_grads = {"bf16 gradients": 2.0 * arch.params} if unsharded_training(knobs) else {}
     backward = {
         "params": states["params"],
+        "grads": states["grads"],
         "optimizer": optimizer_in_backward,
         "pcgrad buffers": states["pcgrad"],
-        "gathered unit": gathered_unit(arch),
+        **copy,
+        **copy_grads,
         **training_dynamic(arch, knobs.checkpointing, logits_path(knobs), tokens, entropy, knobs.lora_rank == 0),
     }
     step = {
@@ -412,6 +440,9 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
         "grads": states["grads"],
         "optimizer": states["optimizer"],
         "pcgrad buffers": states["pcgrad"],
+        **{name: value for name, value in copy.items() if name in STATE_TERMS},  # the units are resharded by now
+        **copy_grads,
+        "optimizer step": states["optimizer step"],
     }
     moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
     terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen, knobs)
@@ -428,7 +459,7 @@ def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
         "params": states["params"],
         "optimizer": 0.0 if knobs.optimizer_offload else states["optimizer"],
         "ref params": ref_resident,
-        "gathered unit": gathered_unit(arch),
+        **compute_copy(arch, knobs),
         **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab, backward=False)),
     }
     terms = [Term(name, _gib(value)) for name, value in values.items()] + margin_terms(values, knobs)

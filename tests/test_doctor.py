@@ -27,10 +27,10 @@ SWEEP = "doctor-sweep"
 GPU = "a100_80"
 ALGO = "guru_baseline"
 # What the preflight records for guru_baseline on a100_80 (plan.json), read back by `planned`: predicted MFU 0.368;
-# the trainer's torch-visible peak is the training phase's 24.26 GiB less its terms outside torch (1.3 + 0.7 NCCL).
+# the trainer's torch-visible peak is the training phase's 27.81 GiB less its terms outside torch (1.3 + 0.7 NCCL).
 CAPACITY_GIB = 79.2
 # what launch.preflight=tune applies to this plan (test_low_mfu_override_is_what_tune_applies)
-TUNED_TRAIN_TOKENS = 105472
+TUNED_TRAIN_TOKENS = 99328
 NOT_REQUEUED = "3 attempts and never a first checkpoint: lower trainer.save_freq (now 20) or give the mode more time"
 
 
@@ -126,7 +126,7 @@ def diagnoses_of(run_dir: Path, *overrides: str) -> list[doctor.Diagnosis]:
 def test_the_fixture_plan_is_the_one_the_numbers_below_assume(fixture_runs):
     plan = json.loads((fixture_runs["healthy"] / "plan.json").read_text())
     assert plan["preflight"]["predicted"]["mfu"] == 0.368
-    assert plan["preflight"]["phases"]["training"]["peak_gib"] == 24.26
+    assert plan["preflight"]["phases"]["training"]["peak_gib"] == 27.81
     assert plan["preflight"]["phases"]["training"]["capacity_gib"] == CAPACITY_GIB
     assert plan["resources"]["cpus_per_task"] == 128 and plan["verl"]["reward"]["num_workers"] == 8
 
@@ -142,7 +142,7 @@ def test_the_doctor_reads_the_knobs_the_preflight_saw(fixture_runs):
     assert {name: phase["peak_gib"] for name, phase in summary["phases"].items()} == {
         name: phase["peak_gib"] for name, phase in run.local_plan.preflight["phases"].items()
     }
-    assert (expected.torch_peak_gib, expected.torch_peak_phase) == (22.26, "training")
+    assert (expected.torch_peak_gib, expected.torch_peak_phase) == (25.81, "training")
     assert expected.mini_batch_sequences == 64 * 16
 
 
@@ -178,15 +178,15 @@ def test_low_mfu_with_memory_to_spare_suggests_the_micro_batch_tune_would_choose
         "predicted_mfu": 0.368,
         "mfu_ratio": 0.272,  # 0.1 / 0.368
         "update_share": 0.4,  # 40 of 100 s
-        "memory_gib": 21.15,  # 0.95 x 22.26
+        "memory_gib": 24.52,  # 0.95 x 25.81
         "capacity_gib": CAPACITY_GIB,
-        "memory_used": 0.267,
+        "memory_used": 0.31,
         "train_tokens_per_micro_batch": 16384,
         "tuned_train_tokens_per_micro_batch": TUNED_TRAIN_TOKENS,
-        "tuned_predicted_mfu": 0.406,  # 0.55 x 105472 / (105472 + 2048) / 1.33 (checkpointing)
+        "tuned_predicted_mfu": 0.405,  # 0.55 x 99328 / (99328 + 2048) / 1.33 (checkpointing)
     }
     assert found.importance == 0.291  # 0.4 x (1 - 0.1 / 0.368)
-    assert found.headline.startswith("MFU 10.0% is 27% of the predicted 36.8% while the trainer uses 21.1 of 79.2 GiB")
+    assert found.headline.startswith("MFU 10.0% is 27% of the predicted 36.8% while the trainer uses 24.5 of 79.2 GiB")
 
 
 def test_low_mfu_override_is_what_tune_applies(fixture_runs):
@@ -247,9 +247,9 @@ def test_memory_far_above_the_prediction_is_a_calibration_signal(fixture_runs):
     assert found.kind == "memory_calibration"
     assert found.overrides == [] and found.importance == 0.0
     assert found.evidence == {
-        "measured_reserved_gib": 33.39,  # 1.5 x 22.26
-        "measured_allocated_gib": 31.16,
-        "predicted_gib": 22.26,
+        "measured_reserved_gib": 38.71,  # 1.5 x 25.81
+        "measured_allocated_gib": 36.13,
+        "predicted_gib": 25.81,
         "predicted_phase": "training",
         "ratio": 1.5,
         "capacity_gib": CAPACITY_GIB,

@@ -75,8 +75,9 @@ def test_recorded_gpu_run_is_the_kits_output():
 
 
 def test_case_reproduction_runs_end_to_end_on_cpu(tmp_path: Path):
-    """bench/gpu_cases.py (verl's one-GPU LoRA cases built as verl builds them) at a tiny size on CPU: each case in
-    its own process, every micro-batch size and the log-prob pass run, the report is written."""
+    """bench/gpu_cases.py (verl's one-GPU cases built as verl builds them) at a tiny size on CPU: each case in its
+    own process, every micro-batch size (an update of two micro-batches and AdamW's step) and the log-prob pass run,
+    the report is written."""
     out = tmp_path / "cases.json"
     result = subprocess.run(
         [sys.executable, str(PROJECT / "bench" / "gpu_cases.py"), "--cpu", "--tiny", "--json", str(out)],
@@ -86,10 +87,11 @@ def test_case_reproduction_runs_end_to_end_on_cpu(tmp_path: Path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
-    (case,) = report["cases"]
-    assert {"train", "train_half", "train_quarter", "logprob"} <= set(case)
-    assert [case[label]["sequences"] for label in ("train", "train_half", "train_quarter")] == [4, 2, 1]
-    assert not any("out_of_memory" in case[label] for label in ("train", "logprob"))
+    assert [case["name"] for case in report["cases"]] == ["tiny LoRA", "tiny full"]  # LoRA, and full fine-tuning
+    for case in report["cases"]:
+        assert {"train", "train_half", "train_quarter", "logprob"} <= set(case)
+        assert [case[label]["sequences"] for label in ("train", "train_half", "train_quarter")] == [4, 2, 1]
+        assert not any("out_of_memory" in case[label] for label in ("train", "logprob"))
 
 
 def test_the_one_gpu_cases_are_the_public_ones_and_were_measured_on_a_gpu():

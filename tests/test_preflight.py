@@ -266,11 +266,18 @@ def test_default_7b_run_on_eight_a100_80_fits():
 @pytest.mark.parametrize("gpu", ["a40", "a100_40", "a100_80", "h100"])
 def test_every_shipped_profile_fits_every_shipped_algorithm(gpu):
     """PCGrad's task buffers live only during the update (freed before the engine wakes); RFT generates with no
-    trainer on the card, so its rollout phase is the engine alone."""
+    trainer on the card, so its rollout phase is the engine alone. On a100_40 PCGrad's six fp32 gradient buffers
+    (21.3 GiB per GPU at 7B on 8) beside the gradients the last task accumulates do not fit 39.4 GiB: the verdict
+    says so and asks for 16 GPUs, which fit."""
     baseline, pcgrad, rft = (
         verdict_for(f"gpu={gpu}", f"algo={algo}") for algo in ("guru_baseline", "mtl_pcgrad", "rft")
     )
-    assert baseline["fits"] and pcgrad["fits"] and rft["fits"]
+    assert baseline["fits"] and rft["fits"]
+    if gpu == "a100_40":
+        assert not pcgrad["fits"] and "trainer.nnodes=2" in pcgrad["first_fitting_fixes"]
+        assert verdict_for(f"gpu={gpu}", "algo=mtl_pcgrad", "trainer.nnodes=2")["fits"]
+    else:
+        assert pcgrad["fits"]
     assert pcgrad["phases"]["training"]["terms"]["pcgrad buffers"] > 0
     assert pcgrad["phases"]["rollout"]["peak_gib"] == baseline["phases"]["rollout"]["peak_gib"]
     assert rft["phases"]["rollout"]["terms"]["resident trainer state"] == 0.0

@@ -217,10 +217,12 @@ MICRO_BATCHES_PER_UPDATE = 2
 SIZES = (("train", 1), ("train_half", 2), ("train_quarter", 4))  # the micro-batch, divided by
 
 
-def measure(case: Case, device: torch.device, log: Callable[[str], None]) -> dict[str, Any]:
+def measure(case: Case, device: torch.device, log: Callable[[str], None], adamw: str = "foreach") -> dict[str, Any]:
     """A training update at the case's micro-batch, half and a quarter of it, then a log-prob micro-batch."""
     model = build(case, device)
-    optimizer = torch.optim.AdamW([param for param in model.parameters() if param.requires_grad], lr=1e-6)
+    trainable = [param for param in model.parameters() if param.requires_grad]
+    fused = adamw == "fused" and device.type == "cuda"
+    optimizer = torch.optim.AdamW(trainable, lr=1e-6, fused=fused or None, foreach=None if fused else True)
     rows: dict[str, Any] = {}
     plan = [(label, max(1, case.sequences // divisor), True) for label, divisor in SIZES]
     for label, sequences, train in [*plan, ("logprob", case.sequences, False)]:
@@ -241,7 +243,7 @@ def measure(case: Case, device: torch.device, log: Callable[[str], None]) -> dic
         "outcome_reported": case.outcome,
         "sequences": case.sequences,
         "sequence_tokens": case.sequence_tokens,
-        "training_update": f"{MICRO_BATCHES_PER_UPDATE} micro-batches, then AdamW's step",
+        "training_update": f"{MICRO_BATCHES_PER_UPDATE} micro-batches, then AdamW's step ({adamw})",
         **rows,
     }
 
@@ -273,7 +275,7 @@ def largest_micro_batch(result: dict[str, Any], capacity_gib: float) -> int | No
     return int(small["sequences"] + (capacity_gib - small["total_gib"]) / per_sequence)
 
 
-def run_case(case: Case, device: torch.device) -> dict[str, Any]:
+def run_case(case: Case, device: torch.device, adamw: str = "foreach") -> dict[str, Any]:
     capacity = 0.0
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -281,7 +283,7 @@ def run_case(case: Case, device: torch.device) -> dict[str, Any]:
         capacity = torch.cuda.mem_get_info()[1] / GIB
     torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
     try:
-        result = measure(case, device, lambda line: print(line, flush=True))
+        result = measure(case, device, lambda line: print(line, flush=True), adamw)
     finally:
         torch.distributed.destroy_process_group()
     result["largest_micro_batch"] = largest_micro_batch(result, capacity)
@@ -297,6 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--case", default="", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--adamw", choices=("foreach", "fused"), default="foreach", help="torch's AdamW implementation (verl: foreach)"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if not args.cpu and not torch.cuda.is_available():
@@ -308,12 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     cases = [case for case in (tiny_cases() if args.tiny else one_gpu_cases()) if args.only in case.name]
     if args.case:  # one case in this process (the parent's child): nothing left over from another case's model
         case = next(case for case in cases if case.name == args.case)
-        print(json.dumps(run_case(case, torch.device("cpu") if args.cpu else torch.device("cuda", 0))))
+        print(json.dumps(run_case(case, torch.device("cpu") if args.cpu else torch.device("cuda", 0), args.adamw)))
         return
     # the parent never touches the GPU: its CUDA context would take memory from the cases
     results = []
     for case in cases:
-        argv = [sys.executable, __file__, "--case", case.name] + ["--cpu"] * args.cpu + ["--tiny"] * args.tiny
+        argv = [sys.executable, __file__, "--case", case.name, "--adamw", args.adamw]
+        argv += ["--cpu"] * args.cpu + ["--tiny"] * args.tiny
         child = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
         lines = child.stdout.strip().splitlines()
         print("\n".join(lines[:-1]), flush=True)

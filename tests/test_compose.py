@@ -42,6 +42,10 @@ HARDWARE_KNOBS = {
     "actor_rollout_ref.rollout.max_num_batched_tokens",
     "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    # torch's AdamW implementation: foreach (verl's default) allocates whole-size temporaries in the step, fused does
+    # not (launch/memory.py, measured by bench/gpu_cases.py); the small cards choose fused
+    "actor_rollout_ref.actor.optim.override_optimizer_config",
+    "actor_rollout_ref.actor.optim.override_optimizer_config.fused",
 }
 NAME_KEYS = {"trainer.experiment_name"}  # interpolates algo/llm/gpu/mode names: differs by construction
 

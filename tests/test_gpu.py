@@ -20,6 +20,7 @@ PROFILES = load_profiles()
         ("NVIDIA A100-SXM4-80GB", 79.2, "a100_80"),
         ("NVIDIA A100 80GB PCIe", 79.1, "a100_80"),
         ("NVIDIA H100 80GB HBM3", 79.1, "h100"),
+        ("NVIDIA H800 80GB HBM3", 79.1, "h800"),  # not h100: its NCCL has no NVLS
     ],
 )
 def test_known_cards_map_to_their_profile(name, total_gib, profile):

@@ -44,9 +44,9 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
 from bench.gpu_memory import compiled_entropy, entropy_from_logits, flash_cross_entropy, logprobs_torch  # noqa: E402
+from bench.preflight_accuracy import load_cases  # noqa: E402  (yaml only at import: no config tree needed)
 
 GIB = 1024**3
-CASES_FILE = PROJECT / "tests" / "data" / "public_cases.yaml"
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,9 @@ def override_values(overrides: list[str]) -> dict[str, str]:
 
 def one_gpu_cases() -> list[Case]:
     """The public cases that ran on one GPU (the trainer's phases: an engine beside it is not built here)."""
-    data = yaml.safe_load(CASES_FILE.read_text())
     cases = []
-    for case in data["cases"]:
-        values = override_values([*data.get("defaults", {}).get(case.get("with"), []), *case["overrides"]])
+    for case in load_cases():
+        values = override_values(case["overrides"])
         one_gpu = values.get("trainer.n_gpus_per_node") == "1" and values.get("trainer.nnodes", "1") == "1"
         lora = int(values.get("actor_rollout_ref.model.lora_rank", 0))
         if not one_gpu or "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in values:

@@ -425,14 +425,15 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
     entropy = entropy_bytes(knobs, tokens, arch.vocab, backward=True)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
     copy = compute_copy(arch, knobs)
-    copy_grads = {"bf16 gradients": 2.0 * arch.params} if unsharded_training(knobs) else {}
+    # on one GPU the bf16 copy and its gradients stay through the update; sharded units are resharded by the step
+    kept = copy | {"bf16 gradients": 2.0 * arch.params} if unsharded_training(knobs) else {}
     backward = {
         "params": states["params"],
         "grads": states["grads"],
         "optimizer": optimizer_in_backward,
         "pcgrad buffers": states["pcgrad"],
         **copy,
-        **copy_grads,
+        **kept,
         **training_dynamic(arch, knobs.checkpointing, logits_path(knobs), tokens, entropy, knobs.lora_rank == 0),
     }
     step = {
@@ -440,8 +441,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
         "grads": states["grads"],
         "optimizer": states["optimizer"],
         "pcgrad buffers": states["pcgrad"],
-        **{name: value for name, value in copy.items() if name in STATE_TERMS},  # the units are resharded by now
-        **copy_grads,
+        **kept,
         "optimizer step": states["optimizer step"],
     }
     moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)

@@ -14,17 +14,23 @@ from conftest import PROJECT
 from bench import gpu_memory
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("kit") / "tiny.json"
+def run_tiny(kit: str, out: Path) -> str:
+    """One of bench/'s GPU kits at tiny sizes on CPU, writing its report to `out`: its stdout."""
     result = subprocess.run(
-        [sys.executable, str(PROJECT / "bench" / "gpu_memory.py"), "--cpu", "--tiny", "--json", str(out)],
+        [sys.executable, str(PROJECT / "bench" / kit), "--cpu", "--tiny", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "measured" in result.stdout and "predicted" in result.stdout and "fitted:" in result.stdout
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("kit") / "tiny.json"
+    stdout = run_tiny("gpu_memory.py", out)
+    assert "measured" in stdout and "predicted" in stdout and "fitted:" in stdout
     return json.loads(out.read_text())
 
 
@@ -79,13 +85,7 @@ def test_case_reproduction_runs_end_to_end_on_cpu(tmp_path: Path):
     own process, every micro-batch size (an update of two micro-batches and AdamW's step) and the log-prob pass run,
     the report is written."""
     out = tmp_path / "cases.json"
-    result = subprocess.run(
-        [sys.executable, str(PROJECT / "bench" / "gpu_cases.py"), "--cpu", "--tiny", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    run_tiny("gpu_cases.py", out)
     report = json.loads(out.read_text())
     assert [case["name"] for case in report["cases"]] == ["tiny LoRA", "tiny full"]  # LoRA, and full fine-tuning
     for case in report["cases"]:

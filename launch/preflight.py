@@ -36,6 +36,7 @@ from launch.overrides import keys_of
 from launch.plan import make_slurm_parameters
 from launch.rundir import Plan
 from launch.validate import skipped_engine_check
+from launch.verl_diff import relabel
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
 TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
@@ -409,6 +410,12 @@ def apply_policy(cfg: DictConfig, plan: Plan, facts: Facts, remake: Callable[[],
             for key, value in changes.items():
                 OmegaConf.update(cfg, key, value, merge=False)
         plan = remake()
+        plan = replace(
+            plan,
+            changed_from_verl=relabel(
+                plan.changed_from_verl, list(changes), f"launch.preflight={cfg.launch.preflight}"
+            ),
+        )
         before = verdict
         verdict = check_plan(cfg, plan, facts.packages)
         verdict.pop("apply_overrides")

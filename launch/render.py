@@ -8,12 +8,15 @@ text a plan is shown as; the plan (launch/plan.py), the preflight (launch/prefli
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
 from launch.container import describe as describe_container
 from launch.plan import sync_command
-from launch.rundir import Plan
+from launch.rundir import Change, Plan
+
+SHOWN_VALUE_CHARS = 40  # a value longer than this (a file list, the worker env) is cut in the text; plan.json has it
 
 
 def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
@@ -100,8 +103,30 @@ def render(plan: Plan) -> str:
     else:
         lines += render_preflight(plan.preflight)
     lines += render_readiness(plan.readiness)
+    lines += render_changes(plan.changed_from_verl, plan.run_dir)
     lines += [f"  WARNING       {warning}" for warning in plan.warnings]
     return "\n".join(lines)
+
+
+def _shown(value: object, run_dir: str) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = text.replace(run_dir, "<run dir>")
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 3] + "..."
+
+
+def render_changes(changes: list[Change], run_dir: str) -> list[str]:
+    """What differs from verl's own composition of the user's keys, one line a key, grouped by the layer that set
+    it (plan.json's changed_from_verl holds the full values)."""
+    if not changes:
+        return ["  from verl     nothing changed: verl's own config for your keys, exactly"]
+    lines = [f"  from verl     {len(changes)} key(s) differ from verl's own config for your keys (changed_from_verl):"]
+    layer = None
+    for change in changes:
+        if change.by != layer:
+            layer = change.by
+            lines.append(f"    by {layer}")
+        lines.append(f"      {change.key}: {_shown(change.verl, run_dir)} -> {_shown(change.value, run_dir)}")
+    return lines
 
 
 def render_readiness(readiness: dict[str, Any] | None) -> list[str]:

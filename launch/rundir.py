@@ -45,6 +45,17 @@ class ClusterSettings:
     ray_auth_token_file: str | None  # a site's own Ray token; None: the run's own, made at submission
 
 
+@dataclass(frozen=True)
+class Change:
+    """One key of verl's config whose planned value differs from verl's own composition of the user's keys
+    (launch/verl_diff.py); a key only one side has covers its sub-keys."""
+
+    key: str  # dotted, e.g. actor_rollout_ref.actor.use_dynamic_bsz
+    verl: Any  # what verl alone would run with ("<not in verl's config>" for a key verl does not have)
+    value: Any  # what the plan runs with ("<not in verl's config>" for a key rlaunch removed)
+    by: str  # the layer that set it: gpu=h100, mode=standard, algo=..., rlaunch (...), launch.preflight=fix
+
+
 # What the job runs once Ray is up: verl's PPO trainer (verl.trainer.main_ppo) or the RFT pipeline (algos/rft/)
 Driver = Literal["ppo", "rft"]
 
@@ -77,11 +88,17 @@ class Plan:
     readiness: dict[str, Any] | None = None  # model, data and time checks (launch/readiness.py)
     code_dir: str | None = None  # the code snapshot the job imports from (launch/snapshot.py); None: the checkout
     container: dict[str, Any] | None = None  # cluster.container resolved (launch/container.py); None: on the host
+    # every verl key whose value differs from verl's own composition of the user's keys, with its layer
+    changed_from_verl: list[Change] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl
         config, three times per job of a sweep); treat them as read-only like the plan."""
-        nested = {"resources": asdict(self.resources), "cluster_settings": asdict(self.cluster_settings)}
+        nested = {
+            "resources": asdict(self.resources),
+            "cluster_settings": asdict(self.cluster_settings),
+            "changed_from_verl": [asdict(change) for change in self.changed_from_verl],
+        }
         return {**{f.name: getattr(self, f.name) for f in fields(self)}, **nested}
 
     @classmethod
@@ -92,6 +109,7 @@ class Plan:
         values = {key: value for key, value in data.items() if key in known}
         values["resources"] = Resources(**data["resources"])
         values["cluster_settings"] = ClusterSettings(**data["cluster_settings"])
+        values["changed_from_verl"] = [Change(**change) for change in data.get("changed_from_verl", [])]
         return cls(**values)
 
 

@@ -1,0 +1,267 @@
+"""What rlaunch changed in a verl run: verl's own composition of the user's keys, and every key of the planned verl
+config that differs from it, with the layer that set it (plan.json's `changed_from_verl`).
+
+Runs on: the login node (launch/plan.py, for every plan).
+
+"verl's own composition" is what `python -m verl.trainer.main_ppo <the user's verl keys>` composes: verl's shipped
+ppo_trainer.yaml (its Hydra defaults tree, found through launch.schema.verl_config_source) with exactly the overrides
+the user typed for verl's keys (our roots, our group choices and Hydra's own keys left out), composed and resolved
+by Hydra as verl's `@hydra.main` does. Everything rlaunch's layers add on top (a gpu profile's knobs, a mode's
+cadence, an algo's hyper-parameters, the run directory, tracking, the reward wiring) is then a listed difference: a
+pasted verl script is verl's run plus this list, and nothing changes silently.
+
+Layers are named the way a user chooses them (`gpu=h100`, `mode=standard`, `algo=guru_baseline`, `llm=...`,
+`dataset=...`, `cluster=...`), or `rlaunch (...)` for what the planner itself sets, or `launch.preflight=fix|tune`
+for what the preflight's policy changed (launch/preflight.py renames those after it re-plans).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from typing import Any
+
+import yaml
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.utils import create_config_search_path
+from hydra.core.override_parser.types import Override
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from launch.overrides import find, key_of, parse
+from launch.rundir import Change
+from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, verl_config_source
+
+CONF_DIR = PROJECT_DIR / "conf"
+# The groups of conf/config.yaml's defaults list, in its order: a later layer's value wins over an earlier one's.
+LAYER_GROUPS = ("gpu", "mode", "algo", "llm", "dataset", "cluster")
+# Keys of verl's config that the planner itself sets (launch/plan.py, launch/readiness.py), and why.
+PLANNER_KEYS = {
+    "trainer.default_local_dir": "rlaunch: run dir",  # checkpoints where every node sees them
+    "ray_kwargs.ray_init.runtime_env": "rlaunch: tracking",  # W&B ids and RLAUNCH_* settings for verl's workers
+    "trainer.logger": "rlaunch: tracking",  # the file logger that compare and the doctor read
+    "trainer.project_name": "rlaunch: tracking",
+    "trainer.experiment_name": "rlaunch: tracking",
+    "reward.custom_reward_function.path": "rlaunch: code snapshot",  # the reward file the job imports
+}
+CONFIG_YAML = "rlaunch (conf/config.yaml)"
+MISSING_IN_VERL = "<not in verl's config>"
+_INTERPOLATED_ROOT = re.compile(r"^\$\{(\w+)\.[\w.]+\}$")
+# verl's keys that follow another key: `${actor_rollout_ref.actor.x}` or `${oc.select:actor_rollout_ref.actor.x,...}`
+_FOLLOWS = re.compile(r"^\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)[,}]")
+
+
+@lru_cache(maxsize=1)
+def _loader() -> ConfigLoaderImpl:
+    return ConfigLoaderImpl(config_search_path=create_config_search_path(verl_config_source()))
+
+
+@lru_cache(maxsize=1)
+def _verl_base() -> DictConfig:
+    """verl's ppo_trainer with no override, composed once per process (~0.25 s); each job copies it."""
+    cfg = _loader().load_configuration("ppo_trainer", [], run_mode=RunMode.RUN)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+@lru_cache(maxsize=1)
+def _verl_raw() -> dict[str, Any]:
+    return OmegaConf.to_container(_verl_base(), resolve=False)  # type: ignore[return-value]
+
+
+def _followed(key: str) -> str | None:
+    """The key whose value verl's own config makes `key` follow (critic.use_dynamic_bsz follows the actor's)."""
+    value = _setters(_verl_raw(), key)
+    match = _FOLLOWS.match(value) if isinstance(value, str) else None
+    return match.group(1) if match else None
+
+
+def user_verl_overrides(overrides: Sequence[str]) -> list[Override]:
+    """The overrides that address verl's own tree: not our roots, not our group choices, not Hydra's."""
+    ours = {*RLAUNCH_ROOTS, "hydra"}
+    return [
+        override
+        for override in parse(overrides)
+        if not override.is_hydra_override() and key_of(override).split(".", 1)[0].split("/", 1)[0] not in ours
+    ]
+
+
+def verl_composition(overrides: Sequence[str]) -> dict[str, Any]:
+    """What verl's own main_ppo would compose from the user's verl keys, resolved. A key that chooses one of verl's
+    own config groups (`actor_rollout_ref/actor=...`, `actor@...`) composes the whole tree again; plain values are
+    applied to a copy of the base the way Hydra's loader applies them."""
+    mine = user_verl_overrides(overrides)
+    if any("/" in key_of(o) or "@" in key_of(o) for o in mine):
+        lines = [o.input_line or "" for o in mine]
+        cfg = _loader().load_configuration("ppo_trainer", lines, run_mode=RunMode.RUN)
+        with open_dict(cfg):
+            del cfg["hydra"]
+    else:
+        cfg = copy.deepcopy(_verl_base())
+        ConfigLoaderImpl._apply_overrides_to_config(mine, cfg)
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def differences(verl: Any, ours: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(key, verl's value, ours) for every leaf that differs; a key only one side has is one entry (it covers its
+    sub-keys)."""
+    if isinstance(verl, dict) and isinstance(ours, dict):
+        for key in ours.keys() | verl.keys():
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in verl:
+                yield sub, MISSING_IN_VERL, ours[key]
+            elif key not in ours:
+                yield sub, verl[key], MISSING_IN_VERL
+            else:
+                yield from differences(verl[key], ours[key], sub)
+    elif verl != ours or (type(verl) is not type(ours) and not _same_number(verl, ours)):
+        yield path, verl, ours
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    """1 and 1.0 are the same value to verl (a yaml `1e-6` and a typed `0.000001` too); True is not 1."""
+    numbers = (int, float)
+    return isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool)
+
+
+@lru_cache(maxsize=64)
+def _option_tree(group: str, option: str) -> dict[str, Any]:
+    """A group option's own keys at their place in the composed tree, with the options its defaults list includes
+    merged under it (its own keys win, as Hydra's `_self_` last). Read-only: shared by every lookup."""
+    path = CONF_DIR / group / f"{option}.yaml"
+    if not path.is_file():
+        return {}
+    text = path.read_text()
+    content = yaml.safe_load(text) or {}
+    merged: dict[str, Any] = {}
+    for entry in content.pop("defaults", None) or []:
+        if isinstance(entry, str) and entry != "_self_":
+            _merge(merged, _option_tree(group, entry.removeprefix(f"/{group}/")))
+    placed = content if "@package _global_" in text.split("\n", 3)[0] else {group: content}
+    _merge(merged, placed)
+    return merged
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+def _setters(tree: dict[str, Any], key: str) -> Any:
+    """What `tree` sets at `key`: its value, a dict holding keys under it, or None when nothing there or above is
+    set (a value set at a prefix of `key` counts: it replaces the whole subtree)."""
+    node: Any = tree
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+@lru_cache(maxsize=1)
+def _config_yaml() -> dict[str, Any]:
+    content = yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}
+    return {key: value for key, value in content.items() if key not in ("defaults", "hydra", *RLAUNCH_ROOTS)}
+
+
+def _layer_of(key: str, cfg: DictConfig, user_keys: set[str], depth: int = 0) -> str:
+    """The layer that set `key`: conf/config.yaml's own keys last, then the groups in reverse defaults order; a key
+    verl makes follow another is credited to the layer that set that one."""
+    if any(overlap(key, user) for user in user_keys):
+        # the user set it and a later stage changed it: one of the planner's own keys
+        return _planner_reason(key) or "rlaunch"
+    layers = [(CONFIG_YAML, _config_yaml())]
+    layers += [
+        (f"{group}={cfg[group].name}", _option_tree(group, str(cfg[group].name))) for group in LAYER_GROUPS[::-1]
+    ]
+    for name, tree in layers:
+        value = _setters(tree, key)
+        if value is None:
+            continue
+        interpolated = _INTERPOLATED_ROOT.match(value) if isinstance(value, str) else None
+        if interpolated and interpolated.group(1) in LAYER_GROUPS:
+            root = interpolated.group(1)
+            return f"{root}={cfg[root].name}"
+        if name == CONFIG_YAML:
+            return _planner_reason(key) or name
+        return name
+    followed = _followed(key)
+    if followed is not None and depth < 4:
+        return _layer_of(followed, cfg, user_keys, depth + 1)
+    return _planner_reason(key) or "rlaunch"
+
+
+def overlap(key: str, other: str) -> bool:
+    """One dotted key is the other or lies under it."""
+    return key == other or key.startswith(other + ".") or other.startswith(key + ".")
+
+
+def _planner_reason(key: str) -> str | None:
+    return next((reason for planner_key, reason in PLANNER_KEYS.items() if overlap(key, planner_key)), None)
+
+
+def changed_from_verl(cfg: DictConfig, overrides: Sequence[str], verl: dict[str, Any]) -> list[Change]:
+    """Every key of `verl` (the planned config, exactly as verl will read it) that differs from verl's own
+    composition of the user's verl keys, with the layer that set it; sorted by layer, then key."""
+    theirs = verl_composition(overrides)
+    user_keys = {key_of(o) for o in user_verl_overrides(overrides)}
+    return by_layer(
+        Change(key=key, verl=old, value=new, by=_layer_of(key, cfg, user_keys))
+        for key, old, new in differences(theirs, verl)
+    )
+
+
+def apply_changes(verl: dict[str, Any], changes: Sequence[Change]) -> dict[str, Any]:
+    """verl's composition with `changes` put in: what the planned config must equal (tests/test_verl_diff.py)."""
+    result = copy.deepcopy(verl)
+    for change in changes:
+        *parents, last = change.key.split(".")
+        node = result
+        for part in parents:
+            node = node.setdefault(part, {})
+        if change.value == MISSING_IN_VERL:
+            node.pop(last, None)
+        else:
+            node[last] = copy.deepcopy(change.value)
+    return result
+
+
+def relabel(changes: Sequence[Change], keys: Sequence[str], by: str) -> list[Change]:
+    """The same changes, with those at (or under) `keys` credited to `by` (the preflight's policy, which changed them
+    after the layers did)."""
+    return by_layer(
+        Change(change.key, change.verl, change.value, by)
+        if any(
+            change.key == key or change.key.startswith(key + ".") or key.startswith(change.key + ".") for key in keys
+        )
+        else change
+        for change in changes
+    )
+
+
+def by_layer(changes: Iterable[Change]) -> list[Change]:
+    return sorted(changes, key=lambda change: (change.by, change.key))
+
+
+def algo_suggestion(cfg: DictConfig, overrides: Sequence[str], changes: Sequence[Change]) -> list[str]:
+    """A pasted verl script under the default algo: its own algorithm keys are kept, and the algo's others change
+    silently unless the plan says so and names the way out (algo=verl)."""
+    if find(overrides, "algo") is not None:
+        return []
+    layer = f"algo={cfg.algo.name}"
+    tree = _option_tree("algo", str(cfg.algo.name))
+    typed = sorted(key for key in map(key_of, user_verl_overrides(overrides)) if _setters(tree, key) is not None)
+    changed = [change.key for change in changes if change.by == layer]
+    if not typed or not changed:
+        return []
+    shown = ", ".join(typed[:3]) + (f" (and {len(typed) - 3} more)" if len(typed) > 3 else "")
+    return [
+        f"you set verl's algorithm keys ({shown}) under the default {layer}, which also changes {len(changed)} "
+        f"key(s) you did not set (listed under 'by {layer}'): add algo=verl to keep verl's own algorithm"
+    ]

@@ -1,0 +1,230 @@
+"""A pasted verl script is verl's run plus a listed set of changes: every key of the dumped verl_config.yaml that
+differs from what verl's own main_ppo composes from the script's overrides is in plan.json's changed_from_verl, with
+the layer that set it, and nothing else differs.
+
+verl's own composition is made here through Hydra's public compose API on verl's shipped config directory (as verl's
+`@hydra.main(config_path="config", config_name="ppo_trainer")` does), independently of launch/verl_diff.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from launch.provenance import VERL_KEY
+from launch.rundir import VERL_CONFIG_NAME, Change
+from launch.schema import verl_config_source
+from launch.verl_diff import MISSING_IN_VERL, apply_changes, differences, overlap
+
+HOME_DATA = "/home/user/data"
+
+# verl's example scripts, their overrides as the shell passes them (variables at the scripts' defaults). None of them
+# is used by another test.
+SCRIPTS = {
+    # https://github.com/verl-project/verl/blob/main/examples/grpo_trainer/run_qwen3_8b_fsdp.sh (DEVICE=gpu defaults)
+    "run_qwen3_8b_fsdp": [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=False",
+        f"data.train_files=['{HOME_DATA}/gsm8k/train.parquet', '{HOME_DATA}/math/train.parquet']",
+        f"data.val_files=['{HOME_DATA}/gsm8k/test.parquet', '{HOME_DATA}/math/test.parquet']",
+        "data.train_batch_size=1024",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=2048",
+        "data.filter_overlong_prompts=True",
+        "data.truncation='error'",
+        "actor_rollout_ref.model.path=Qwen/Qwen3-8B",
+        "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+        "actor_rollout_ref.rollout.n=5",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=24576",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=24576",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=True",
+        "trainer.balance_batch=True",
+        'trainer.logger=["console","wandb"]',
+        "trainer.project_name=verl_grpo_gsm8k_math",
+        "trainer.experiment_name=qwen3_8b_grpo_vllm_fsdp",
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=1",
+        "trainer.save_freq=20",
+        "trainer.test_freq=5",
+        "trainer.total_epochs=15",
+    ],
+    # https://github.com/volcengine/verl/blob/main/examples/grpo_trainer/run_qwen3-1.7b.sh (its mini-batch of 80 does
+    # not divide its 1024-prompt batch; 64 here, the rest verbatim)
+    "run_qwen3-1.7b": [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={HOME_DATA}/gsm8k/train.parquet",
+        f"data.val_files={HOME_DATA}/gsm8k/test.parquet",
+        "data.train_batch_size=1024",
+        "data.max_prompt_length=512",
+        "data.max_response_length=1024",
+        "data.filter_overlong_prompts=True",
+        "data.truncation='error'",
+        "actor_rollout_ref.model.path=Qwen/Qwen3-1.7B",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.model.use_liger=True",
+        "actor_rollout_ref.model.use_fused_kernels=True",
+        "actor_rollout_ref.model.fused_kernel_options.impl_backend=triton",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=10",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=20",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+        "actor_rollout_ref.rollout.n=3",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=20",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=True",
+        "algorithm.use_kl_in_reward=False",
+        "trainer.critic_warmup=0",
+        "trainer.logger=['console','wandb']",
+        "trainer.project_name='verl_grpo_example_gsm8k'",
+        "trainer.experiment_name='qwen3_1_7b_function_rm'",
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=1",
+        "trainer.save_freq=-1",
+        "trainer.test_freq=5",
+        "trainer.total_epochs=15",
+    ],
+    # https://github.com/volcengine/verl/blob/main/examples/grpo_trainer/run_qwen2-7b_seq_balance.sh (its defaults:
+    # rollout_mode=async, rollout_name=sglang, return_raw_chat=True)
+    "run_qwen2-7b_seq_balance": [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={HOME_DATA}/gsm8k/train.parquet",
+        f"data.val_files={HOME_DATA}/gsm8k/test.parquet",
+        "data.return_raw_chat=True",
+        "data.train_batch_size=1024",
+        "data.max_prompt_length=512",
+        "data.max_response_length=1024",
+        "data.filter_overlong_prompts=True",
+        "data.truncation='error'",
+        "actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        "actor_rollout_ref.model.use_remove_padding=True",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24000",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "actor_rollout_ref.rollout.name=sglang",
+        "actor_rollout_ref.rollout.mode=async",
+        "actor_rollout_ref.rollout.multi_turn.format=hermes",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+        "actor_rollout_ref.rollout.n=5",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=True",
+        "algorithm.use_kl_in_reward=False",
+        "trainer.critic_warmup=0",
+        "trainer.logger=['console','wandb']",
+        "trainer.project_name='verl_grpo_example_gsm8k'",
+        "trainer.experiment_name='qwen2_7b_function_rm_kl1e-3'",
+        "trainer.val_before_train=False",
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=1",
+        "trainer.save_freq=20",
+        "trainer.test_freq=5",
+        "trainer.total_epochs=15",
+    ],
+}
+
+# What rlaunch may change under algo=verl: the gpu profile's hardware knobs, the run directory, tracking.
+ALGO_VERL_LAYERS = {"rlaunch: run dir", "rlaunch: tracking"}
+
+
+def verl_own_config(overrides: list[str]) -> dict[str, Any]:
+    """python -m verl.trainer.main_ppo <overrides>: verl's ppo_trainer composed with exactly these overrides."""
+    with initialize_config_dir(config_dir=verl_config_source().removeprefix("file://"), version_base=None):
+        cfg = compose("ppo_trainer", overrides=overrides)
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def planned(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(plan.json, verl_config.yaml as verl loads it) of one dry run through the CLI."""
+    result = run_cli(*args, "launch.dry_run=json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    dumped = OmegaConf.to_container(OmegaConf.load(Path(plan["run_dir"]) / f"{VERL_CONFIG_NAME}.yaml"))
+    dumped.pop(VERL_KEY)  # rlaunch's own provenance block: exempt
+    return plan, dumped  # type: ignore[return-value]
+
+
+def assert_listed(theirs: dict[str, Any], dumped: dict[str, Any], changes: list[Change]) -> None:
+    """Every key that differs is covered by a listed change with a layer, and the listed changes are exactly the
+    difference: verl's composition plus them is the dumped config."""
+    for key, _, _ in differences(theirs, dumped):
+        covering = [change for change in changes if overlap(key, change.key)]
+        assert covering, f"{key} differs from verl's own config but is not in changed_from_verl"
+        assert all(change.by for change in covering)
+    assert apply_changes(theirs, changes) == dumped
+    for change in changes:  # nothing listed that does not differ
+        assert change.verl != change.value or type(change.verl) is not type(change.value), change
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_pasted_script_differs_from_verl_only_where_listed(tmp_path, script):
+    overrides = SCRIPTS[script]
+    plan, dumped = planned(tmp_path, *overrides, "gpu=h100")
+    changes = [Change(**change) for change in plan["changed_from_verl"]]
+    assert_listed(verl_own_config(overrides), dumped, changes)
+    layers = {change.by for change in changes}
+    # the default algo's hyper-parameters the script never set, and the profile's knobs, are each named
+    assert "algo=guru_baseline" in layers and "gpu=h100" in layers
+    by_key = {change.key: change for change in changes}
+    assert by_key["actor_rollout_ref.actor.optim.weight_decay"].by == "algo=guru_baseline"
+    assert by_key["trainer.default_local_dir"].by == "rlaunch: run dir"
+    assert any("add algo=verl" in warning for warning in plan["warnings"])  # the way to verl's own algorithm
+    assert "data.val_max_samples" not in by_key  # the default mode never cuts validation
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_algo_verl_changes_only_hardware_run_dir_and_tracking(tmp_path, script):
+    overrides = SCRIPTS[script]
+    plan, dumped = planned(tmp_path, *overrides, "gpu=a100_80", "algo=verl")
+    changes = [Change(**change) for change in plan["changed_from_verl"]]
+    assert_listed(verl_own_config(overrides), dumped, changes)
+    assert {change.by for change in changes} <= ALGO_VERL_LAYERS | {"gpu=a100_80"}
+    assert {change.key for change in changes if change.by == "rlaunch: tracking"} <= {
+        "trainer.logger",
+        "ray_kwargs.ray_init.runtime_env.env_vars",
+    }
+    assert plan["verl"]["trainer"]["total_epochs"] == 15  # the script's cadence: mode=verl changes none of it
+    assert not any("add algo=verl" in warning for warning in plan["warnings"])
+
+
+def test_an_unchanged_key_is_never_listed_and_a_missing_one_covers_its_subkeys():
+    theirs = {"a": {"b": 1, "c": [1, 2]}, "d": True}
+    ours = {"a": {"b": 1.0, "c": [1, 2], "new": {"x": 1, "y": 2}}, "d": 1}
+    assert sorted(differences(theirs, ours)) == [("a.new", MISSING_IN_VERL, {"x": 1, "y": 2}), ("d", True, 1)]

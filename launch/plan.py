@@ -20,9 +20,10 @@ from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
-from launch.overrides import identity_excluded, key_in, key_of, parse, resolved_container
+from launch.overrides import find, identity_excluded, key_in, key_of, parse, resolved_container
 from launch.rundir import VERL_CONFIG_NAME, ClusterSettings, Driver, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
+from launch.verl_diff import algo_suggestion, changed_from_verl
 
 
 def identity_overrides(overrides: list[str]) -> list[str]:
@@ -35,12 +36,17 @@ def make_run_id(sweep_id: str, overrides: list[str]) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def llm_architecture(cfg: DictConfig, facts: Facts) -> tuple[dict[str, Any], list[str]]:
+def llm_architecture(cfg: DictConfig, facts: Facts, overrides: list[str]) -> tuple[dict[str, Any], list[str]]:
     """The model actor_rollout_ref.model.path names wins over the llm/ group (whose table describes its own path):
     its config.json (a local directory or the HF cache) or the llm/ option with that path (facts.find_model). A path
-    nothing knows keeps the llm/ table, marked `known: false`: the preflight cannot judge it."""
+    nothing knows takes the architecture of an llm/ option named on the command line (a base model and its Instruct
+    share one: llm=qwen2_5_32b for Qwen/Qwen2.5-32B), else keeps the llm/ table, marked `known: false`: the preflight
+    cannot judge it."""
     table = OmegaConf.to_container(cfg.llm, resolve=True)
     path = str(cfg.actor_rollout_ref.model.path)
+    if facts.model_config is None and path != table["path"] and find(overrides, "llm") is not None:
+        source = f"conf/llm/{cfg.llm.name}.yaml (llm={cfg.llm.name}, named for {path})"
+        return {**table, "path": path, "source": source}, []
     if facts.model_config is None or facts.model_source == f"conf/llm/{cfg.llm.name}.yaml":
         if path != table["path"] and facts.model_config is None:
             unknown = {"name": path.rstrip("/").rsplit("/", 1)[-1], "path": path, "known": False}
@@ -201,6 +207,13 @@ def wandb_mode(cfg: DictConfig, facts: Facts) -> str:
     return "online" if facts.wandb_credentials else "offline"
 
 
+def model_tag(cfg: DictConfig) -> str:
+    """The model a run trains, as its W&B tag: the llm/ option's name when model.path is that option's, else the
+    path's last part (a pasted Qwen/Qwen3-1.7B is tagged Qwen3-1.7B, not the llm/ default)."""
+    path = str(cfg.actor_rollout_ref.model.path)
+    return str(cfg.llm.name) if path == str(cfg.llm.path) else path.rstrip("/").rsplit("/", 1)[-1]
+
+
 def tracking_env(cfg: DictConfig, facts: Facts, sweep_id: str, run_id: str, run_dir: Path) -> dict[str, str]:
     """W&B identity for verl's own wandb.init (which passes no id): the same run id on every attempt, resume allowed,
     so a requeued job continues its W&B run instead of starting a new one (verl#2783)."""
@@ -209,7 +222,7 @@ def tracking_env(cfg: DictConfig, facts: Facts, sweep_id: str, run_id: str, run_
         "WANDB_RESUME": "allow",
         "WANDB_RUN_GROUP": sweep_id,
         "WANDB_JOB_TYPE": str(cfg.algo.name),
-        "WANDB_TAGS": ",".join(str(cfg[root].name) for root in ("gpu", "mode", "algo", "llm")),
+        "WANDB_TAGS": ",".join([*(str(cfg[root].name) for root in ("gpu", "mode", "algo")), model_tag(cfg)]),
         "WANDB_DIR": str(run_dir),
         "WANDB_MODE": wandb_mode(cfg, facts),
         # the job points this at metrics/attempt-<n>.jsonl per attempt (verl's file logger truncates on start)
@@ -279,7 +292,7 @@ def make_plan(
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
     runs_dir = runs_dir if runs_dir.is_absolute() else working_dir / runs_dir
     run_dir = runs_dir / sweep_id / run_id
-    llm, warnings = llm_architecture(cfg, facts)
+    llm, warnings = llm_architecture(cfg, facts, overrides)
     if cfg.cluster.name == "ray" and facts.partition is not None and facts.partition.gpus_per_node == 0:
         warnings.append(
             f"{facts.partition.name} reports no GPU now: verl will stop at its GPU check unless the cluster adds "
@@ -291,9 +304,10 @@ def make_plan(
     verl = make_verl_config(cfg, run_dir, worker_env)
     code_dir = None
     if cfg.cluster.get("snapshot") and facts.code is not None:
-        code_dir = str(snapshot.code_dir(run_dir.parent, facts.code.digest))
+        code_dir = str(snapshot.code_dir(runs_dir, facts.code.digest))
         verl = snapshot.relocate(verl, facts.code.source, code_dir)
     container = resolve_container(cfg, str(runs_dir), code_dir)
+    changes = changed_from_verl(cfg, overrides, verl)
     python = container["python"] if container else python  # the job's driver runs inside the container
     return Plan(
         sweep_id=sweep_id,
@@ -316,7 +330,11 @@ def make_plan(
             int(cfg.cluster.max_requeues), int(cfg.cluster.ray_timeout_s), cfg.cluster.ray_auth_token_file
         ),
         overrides=list(overrides),
-        warnings=warnings + ignored_batch_knobs(cfg, overrides) + slurm_unreachable_warning(cfg, facts),
+        warnings=warnings
+        + ignored_batch_knobs(cfg, overrides)
+        + algo_suggestion(cfg, overrides, changes)
+        + slurm_unreachable_warning(cfg, facts),
         code_dir=code_dir,
         container=container,
+        changed_from_verl=changes,
     )

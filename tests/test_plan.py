@@ -108,6 +108,29 @@ def test_local_model_config_json_wins_over_the_llm_table(tmp_path):
     assert any("differs from llm=qwen2_5_7b" in warning for warning in plan.warnings)
 
 
+def test_an_llm_named_on_the_command_line_gives_the_architecture_of_any_path(tmp_path):
+    """A base model and its Instruct share an architecture: llm=qwen2_5_32b describes Qwen/Qwen2.5-32B too."""
+    plan = plan_for(tmp_path, "llm=qwen2_5_32b", "actor_rollout_ref.model.path=Qwen/Qwen2.5-32B")
+    assert plan.llm.get("known") is not False and plan.llm["layers"] == 64 and plan.llm["path"] == "Qwen/Qwen2.5-32B"
+    assert "llm=qwen2_5_32b" in plan.llm["source"]
+    # without llm= on the command line the path is unknown: the default llm/ option says nothing of it
+    unknown = plan_for(tmp_path, "actor_rollout_ref.model.path=Qwen/Qwen2.5-32B")
+    assert unknown.llm["known"] is False
+
+
+@pytest.mark.parametrize(
+    "overrides, model_tag",
+    [
+        (["actor_rollout_ref.model.path=Qwen/Qwen3-1.7B"], "Qwen3-1.7B"),
+        (["llm=qwen3_8b"], "qwen3_8b"),
+        ([], "qwen2_5_7b"),
+    ],
+)
+def test_wandb_tags_name_the_model_actually_used(tmp_path, overrides, model_tag):
+    plan = plan_for(tmp_path, "gpu=a40", *overrides)
+    assert plan.worker_env["WANDB_TAGS"].split(",") == ["a40", "standard", "guru_baseline", model_tag]
+
+
 def test_short_context_model_is_refused_with_the_arithmetic(tmp_path):
     model = tiny_model_dir(tmp_path, max_position_embeddings=4096)
     facts = cpu_facts(model_config=read_model_config(str(model)))

@@ -316,7 +316,7 @@ class ResolvedBase:
             self.resolved: dict[str, Any] | None = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
         except OmegaConfBaseException:  # e.g. an interpolation that only a job's override makes resolvable
             self.resolved = None
-        self.read: list[tuple[str | int, ...]] = sorted(set(_interpolation_paths(raw, ())), key=len)
+        self.read: list[tuple[str | int, ...]] = interpolation_read_paths(raw)
 
     def resolve(self, raw_now: dict[str, Any]) -> dict[str, Any] | None:
         """OmegaConf.to_container(resolve=True) of the working copy whose raw content is now `raw_now`, or None where
@@ -433,6 +433,11 @@ def _split_arguments(text: str) -> list[str]:
         current.append(char)
     parts.append("".join(current))
     return parts
+
+
+def interpolation_read_paths(raw: dict[str, Any]) -> list[tuple[str | int, ...]]:
+    """Every config path an interpolation in the raw (unresolved) tree `raw` may read, shortest first."""
+    return sorted(set(_interpolation_paths(raw, ())), key=len)
 
 
 def holds_interpolation(node: Any) -> bool:

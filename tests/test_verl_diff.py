@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from launch.provenance import VERL_KEY
 from launch.rundir import VERL_CONFIG_NAME, Change
 from launch.schema import verl_config_source
-from launch.verl_diff import MISSING_IN_VERL, apply_changes, differences, overlap
+from launch.verl_diff import MISSING_IN_VERL, apply_changes, differences, overlap, verl_composition
 
 HOME_DATA = "/home/user/data"
 
@@ -228,3 +228,23 @@ def test_an_unchanged_key_is_never_listed_and_a_missing_one_covers_its_subkeys()
     theirs = {"a": {"b": 1, "c": [1, 2]}, "d": True}
     ours = {"a": {"b": 1.0, "c": [1, 2], "new": {"x": 1, "y": 2}}, "d": 1}
     assert sorted(differences(theirs, ours)) == [("a.new", MISSING_IN_VERL, {"x": 1, "y": 2}), ("d", True, 1)]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["actor_rollout_ref.actor.optim.lr=3e-6", "trainer.total_epochs=2"],  # values no interpolation reads
+        ["data.train_files=['/d/a.parquet','/d/b.parquet']", "trainer.logger=['console']", "data.truncation='error'"],
+        ["+ray_kwargs.ray_init.num_gpus=8", "++trainer.balance_batch=false"],
+        ["actor_rollout_ref.rollout.n=5", "actor_rollout_ref.model.path=Qwen/Qwen3-8B"],  # read by interpolations
+        ["actor_rollout_ref.actor.fsdp_config={param_offload: true}"],  # a dict: Hydra merges it
+        ["~actor_rollout_ref.actor.checkpoint"],
+    ],
+)
+def test_verl_composition_is_what_verls_own_hydra_composes(overrides):
+    assert verl_composition(overrides) == verl_own_config(overrides)
+
+
+def test_a_key_only_rlaunchs_layers_have_is_not_verls():
+    ours_only = "reward.custom_reward_function.reward_kwargs.timeout_s=10"  # algo/ adds reward_kwargs, verl has none
+    assert verl_composition([ours_only, "trainer.total_epochs=3"]) == verl_own_config(["trainer.total_epochs=3"])

@@ -75,7 +75,7 @@ def bench_submission_stage(plans: list, env: dict[str, str]) -> tuple[float, flo
     started = time.perf_counter()
     manifest = slurm.submit(plans, max_requeues=3)
     ours = time.perf_counter() - started
-    assert len(manifest["arrays"]) == len(SHAPES), manifest["arrays"]
+    assert len(manifest.arrays) == len(SHAPES), manifest.arrays
     cancel_all(env)
 
     per_shape = len(plans) // len(SHAPES)

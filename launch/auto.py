@@ -1,5 +1,6 @@
-"""Resolve gpu=auto and cluster=auto on the command line BEFORE Hydra composes, so that `--cfg job`, the plan and
-the run id all show the profile and cluster actually used.
+"""Rewrite the command line BEFORE Hydra composes: resolve gpu=auto and cluster=auto, so that `--cfg job`, the plan
+and the run id all show the profile and cluster actually used, and take hydra-submitit-launcher's
+`hydra.launcher.*` keys as the rlaunch keys they mean (`launcher_aliases`).
 
 Runs on: the login node (or the cluster=local machine). Rewrites the override list only; Hydra does the rest.
 """
@@ -7,12 +8,14 @@ Runs on: the login node (or the cluster=local machine). Rewrites the override li
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from launch.errors import UserError
 from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
 from launch.overrides import hydra_quoted, parse, value_in, without
@@ -20,6 +23,67 @@ from launch.secret_guard import refuse_secret_overrides
 
 # Flags after which Hydra expects no overrides to resolve (completion, help, info about the app itself).
 PASSIVE_FLAGS = ("-sc", "--shell-completion", "-h", "--help", "--hydra-help")
+
+
+# hydra-submitit-launcher's keys (its SlurmQueueConf) -> the rlaunch key that sets the same sbatch option, and what a
+# user of that launcher should know about it (said once, on stderr)
+LAUNCHER_ALIASES = {
+    "partition": ("cluster.partition", ""),
+    "timeout_min": (
+        "mode.time_budget_min",
+        "the job's --time adds cluster.time_margin_min for checkpoint and teardown",
+    ),
+    "mem_gb": (
+        "cluster.mem_gb",
+        "taken as is: it wins over the --mem rlaunch derives from the GPU profile, host RAM per GPU x GPUs per node "
+        "capped at the node",
+    ),
+    "cpus_per_task": (
+        "cluster.cpus_per_task",
+        "taken as is: it wins over the profile's host CPUs per GPU x GPUs per node, capped at the node",
+    ),
+    "gpus_per_node": ("trainer.n_gpus_per_node", "verl's GPU count: --gres, Ray and the batch checks follow it"),
+    "nodes": ("trainer.nnodes", "verl's node count: --nodes and Ray follow it"),
+    "additional_parameters": ("cluster.sbatch_extra", ""),
+    "setup": ("cluster.setup", "it replaces the venv activation conf/cluster/slurm.yaml puts there"),
+    "array_parallelism": ("cluster.array_parallelism", ""),
+    "account": ("cluster.account", ""),
+    "qos": ("cluster.qos", ""),
+    "constraint": ("cluster.constraint", ""),
+    "signal_delay_s": ("cluster.signal_delay_s", ""),
+    "max_num_timeout": ("cluster.max_requeues", "preemptions and time limits together"),
+}
+LAUNCHER_KEY = re.compile(r"^(?P<prefix>~|\+\+|\+)?hydra\.launcher\.(?P<key>[^.=]+)(?P<sub>\.[^=]+)?(?P<value>=.*)?$")
+MAPS_DICT = ("additional_parameters",)  # dicts: also one key of their own (additional_parameters.mail-type=END)
+
+
+def launcher_aliases(argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv with each `hydra.launcher.<key>` override written as the rlaunch key it means (the value, a sweep
+    included, unchanged), and one note per rewrite; UserError for a key rlaunch has no equivalent of, or one that the
+    command line also sets under its rlaunch name."""
+    rewritten, notes = [], []
+    for arg in argv:
+        match = None if arg.startswith("-") else LAUNCHER_KEY.match(arg)
+        if match is None:
+            rewritten.append(arg)
+            continue
+        key, sub, value = match["key"], match["sub"] or "", match["value"] or ""
+        if key not in LAUNCHER_ALIASES or sub and key not in MAPS_DICT:
+            accepted = ", ".join(LAUNCHER_ALIASES)
+            raise UserError(
+                f"hydra.launcher.{key}{sub} has no rlaunch equivalent: hydra.launcher.* takes {accepted} "
+                "(hydra-submitit-launcher's names); other settings are cluster.* keys (--help)"
+            )
+        target, why = LAUNCHER_ALIASES[key]
+        # keys in a dict are new to the schema's empty default, which Hydra's struct mode refuses without ++
+        prefix = match["prefix"] or ("++" if key in MAPS_DICT else "")
+        clash = [other for other in argv if other.lstrip("+~").split("=", 1)[0] == target + sub]
+        if clash:
+            raise UserError(f"{arg} and {clash[0]} both set {target}{sub}: keep one")
+        rewritten.append(f"{prefix}{target}{sub}{value}")
+        shown = arg.lstrip("+~")
+        notes.append(f"rlaunch: note: {shown} is {target}{sub}{value}" + (f" ({why})" if why else ""))
+    return rewritten, notes
 
 
 def _replace(overrides: list[str], key: str, value: str) -> list[str]:

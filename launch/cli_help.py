@@ -1,6 +1,7 @@
 """rlaunch's `--help`: the sections that Hydra's app-help template (conf/hydra/help/rlaunch.yaml) pulls in through
 the `${rlaunch_help:...}` resolver: each of our groups with its options (the one in use marked), and our own keys
-(`launch.*`, `cluster.*`) with their current value and the one line their schema field carries as a comment.
+(`launch.*`, `cluster.*`) with their current value and the comment their schema field carries, wrapped to the
+terminal (100 columns into a pipe), never cut.
 
 Runs on: the login node (`python launch/run.py --help`). The text comes from the config tree and the schema, so a new
 option or key shows up without editing the help; tests/test_cli_help.py makes sure every key has its line.
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import shutil
+import textwrap
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -39,15 +42,18 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-WIDTH = 118  # one line per key
+KEY_COLUMN = 46  # where a key's description starts (a longer KEY=value pushes it right on that line)
+PIPED_WIDTH = 100  # the width when stdout is not a terminal (a pipe, a file): nothing is ever cut, only wrapped
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+def width() -> int:
+    """The terminal's columns ($COLUMNS first, as shutil reads it), else PIPED_WIDTH; never so narrow that a
+    description gets less than a few words per line."""
+    return max(shutil.get_terminal_size((PIPED_WIDTH, 24)).columns, KEY_COLUMN + 30)
 
 
 def _shown(value: Any) -> str:
-    return _cut("null" if value is None else str(value).lower() if isinstance(value, bool) else str(value), 30)
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def key_lines(root: str, cfg: DictConfig) -> str:
@@ -58,8 +64,20 @@ def key_lines(root: str, cfg: DictConfig) -> str:
         value = OmegaConf.select(node, key, default=None, throw_on_resolution_failure=False) if node else None
         if OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=False)
-        head = f"  {root}.{key}={_shown(value)}".ljust(45) + " "
-        lines.append(head + _cut(doc, WIDTH - len(head)))
+        head = f"  {root}.{key}={_shown(value)}".ljust(KEY_COLUMN - 1) + " "
+        if len(head) > width() - 20:  # a long value (a dict) gets its own line: the description starts below it
+            lines.append(head.rstrip())
+            head = " " * KEY_COLUMN
+        # a path or a URL in the description is one word: moved whole to the next line, never split
+        wrapped = textwrap.fill(
+            doc,
+            width(),
+            initial_indent=head,
+            subsequent_indent=" " * KEY_COLUMN,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        lines.append(wrapped if doc else head.rstrip())
     return "\n".join(lines)
 
 

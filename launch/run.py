@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import hydra
@@ -19,11 +20,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
 from launch import preflight, provenance, readiness, snapshot
-from launch.auto import resolve_auto_choices, submit_hint
+from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
 from launch.cores import in_order
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
+from launch.manifest import Manifest
 from launch.plan import make_plan
 from launch.rejected import discard_rejected_invocation
 from launch.render import refusal, render
@@ -77,12 +79,11 @@ def plan_job(
 
 
 def checked_plan(cfg: DictConfig, facts: Facts, overrides: list[str], job_name: str) -> Plan:
-    """plan -> validate; the code snapshot is written first, since the checks read the files verl will load (the
-    reward file)."""
+    """plan -> validate. The checks read files verl will load from the code snapshot (the reward file), which only a
+    submission writes: until then they read the checkout files the snapshot will hold (snapshot.at_checkout)."""
     plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
-    if plan.code_dir:
-        snapshot.materialize(Path(plan.code_dir))
-    validate(cfg, plan, facts)
+    checked = replace(plan, verl=snapshot.at_checkout(plan.verl, plan.code_dir)) if plan.code_dir else plan
+    validate(cfg, checked, facts)
     return plan
 
 
@@ -136,6 +137,8 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
         return json.dumps(plan.to_dict() | ({"sbatch": scripts[plan.run_id]} if scripts else {}))
 
     lines = in_order(write, jobs)  # a large sweep's files on every core (launch/cores.py)
+    if not executes:  # sweep.py status|logs then list what was planned, and say that nothing was submitted
+        Manifest.planned(plans).write()
     if dry_run == "json":
         for line in lines:
             print(line, flush=True)
@@ -162,11 +165,11 @@ def submit_sweep(plans: list[Plan], max_requeues: int) -> None:
     from launch import slurm
 
     manifest = slurm.submit(plans, max_requeues)
-    arrays = ", ".join(f"{array['job_id']} ({array['tasks']} task(s))" for array in manifest["arrays"])
-    print(f"queued {len(manifest['runs'])} job(s) as {len(manifest['arrays'])} array(s): {arrays}", flush=True)
-    for run in manifest["runs"]:
+    arrays = ", ".join(f"{array['job_id']} ({array['tasks']} task(s))" for array in manifest.arrays)
+    print(f"queued {len(manifest.runs)} job(s) as {len(manifest.arrays)} array(s): {arrays}", flush=True)
+    for run in manifest.runs:
         print(f"  {run['job_id']:>12}  {run['run_id']}  {run['job_name']}", flush=True)
-    print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
+    print(f"sweep {manifest.sweep_id}: python launch/sweep.py status {manifest.sweep_dir}", flush=True)
 
 
 def submit_ray_jobs(plans: list[Plan], cfg: DictConfig) -> None:
@@ -222,8 +225,11 @@ def main() -> None:
     register_schemas()
     register_help_resolver()
     try:
-        resolved = resolve_auto_choices(sys.argv[1:])
-        hint = submit_hint(sys.argv[1:], resolved)
+        argv, notes = launcher_aliases(sys.argv[1:])
+        for note in notes:
+            print(note, file=sys.stderr, flush=True)
+        resolved = resolve_auto_choices(argv)
+        hint = submit_hint(argv, resolved)
         sys.argv = [sys.argv[0], *resolved]
         hydra_main()
         if hint:

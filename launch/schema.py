@@ -168,7 +168,8 @@ class ClusterSettings:
     ray_auth_token_file: str | None = None
     sbatch_extra: dict[str, str] = field(default_factory=dict)  # any other sbatch option, e.g. {mail-type: END}
     array_parallelism: int | None = None  # at most this many tasks of one job array run at once (%N); null: all
-    # copy the code into the sweep directory at submission and run the job from there (launch/snapshot.py)
+    # copy the code once to <runs_dir>/code/<digest> at submission (shared by sweeps; never by a dry run) and run the
+    # job from there (launch/snapshot.py)
     snapshot: bool = False
     # the image every node's Ray and verl's driver run in: .runtime (pyxis|apptainer), .image, .mounts, .workdir, .env
     container: ContainerSettings = field(default_factory=ContainerSettings)

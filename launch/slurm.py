@@ -4,8 +4,9 @@ Runs on: the login node. A sweep is grouped by resource shape (identical sbatch 
 array, submitted without waiting for anything to run (the stock Hydra submitit launcher can do neither: one template
 per launch, hydra#2874, and it blocks until jobs end, hydra#692). A shape with more jobs than the cluster's
 MaxArraySize (`scontrol show config`) becomes several arrays; `cluster.array_parallelism` throttles each (%N).
-A manifest in the sweep directory records run ids, job ids, arrays and overrides for `launch/sweep.py
-status|logs|cancel`.
+A manifest in the sweep directory (launch/manifest.py) records run ids, job ids, arrays and overrides for
+`launch/sweep.py status|logs|cancel`. The code snapshot the jobs import is written here, just before they are queued
+(never by a dry run).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from launch import container, ray_cluster, snapshot
+from launch.manifest import MANIFEST as MANIFEST  # re-exported: launch/report/failures.py imports it from here
+from launch.manifest import Manifest
 from launch.rundir import Plan
-
-MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,9 @@ def render_all(plans: list[Plan], limit: int | None = None) -> list[tuple[ShapeG
     return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(groups)]
 
 
-def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
-    """Queue every plan, one array per shape (several where a shape exceeds MaxArraySize); return (and write) the
-    manifest. Returns as soon as sbatch answered."""
+def submit(plans: list[Plan], max_requeues: int) -> Manifest:
+    """Queue every plan, one array per shape (several where a shape exceeds MaxArraySize); write the sweep's manifest
+    and return this submission's part of it. Returns as soon as sbatch answered."""
     import submitit
 
     from launch.job import RunInAllocation
@@ -136,7 +137,7 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
         if plan.code_dir:  # the code the jobs import, written before they are queued
             snapshot.materialize(Path(plan.code_dir))
     sweep_dir = sweep_dir_of(plans)
-    manifest: dict[str, Any] = {"sweep_id": plans[0].sweep_id, "sweep_dir": str(sweep_dir), "arrays": [], "runs": []}
+    manifest = Manifest(plans[0].sweep_id, str(sweep_dir), runs=[])
     started = time.perf_counter()
     for index, group in enumerate(arrays_of(plans, max_array_size())):
         executor = submitit.SlurmExecutor(
@@ -146,11 +147,11 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
         with executor.batch():
             jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]
         array_id = jobs[0].job_id.split("_")[0]
-        manifest["arrays"].append(
+        manifest.arrays.append(
             {"job_id": array_id, "name": job_name(group, index), "tasks": len(jobs), "sbatch": group.parameters}
         )
         for task, (plan, job) in enumerate(zip(group.plans, jobs, strict=True)):
-            manifest["runs"].append(
+            manifest.runs.append(
                 {
                     "run_id": plan.run_id,
                     "job_name": plan.job_name,
@@ -163,36 +164,15 @@ def submit(plans: list[Plan], max_requeues: int) -> dict[str, Any]:
                     "stderr": str(job.paths.stderr),
                 }
             )
-    manifest["submit_seconds"] = round(time.perf_counter() - started, 3)
-    write_manifest(sweep_dir, manifest)
+    manifest = replace(manifest, submit_seconds=round(time.perf_counter() - started, 3))
+    manifest.write()
     return manifest
 
 
+# launch/ray_jobs.py builds its manifest as a dict: these two take that form until it builds a Manifest
 def write_manifest(sweep_dir: Path, manifest: dict[str, Any]) -> None:
-    """Merged with an existing manifest: one sweep id may be submitted in parts (never the same run twice)."""
-    path = sweep_dir / MANIFEST
-    if path.exists():
-        previous = json.loads(path.read_text())
-        known = {run["run_id"] for run in manifest["runs"]}
-        manifest["arrays"] = previous["arrays"] + manifest["arrays"]
-        manifest["runs"] = [run for run in previous["runs"] if run["run_id"] not in known] + manifest["runs"]
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    Manifest.from_dict({**manifest, "sweep_dir": str(sweep_dir)}).write()
 
 
 def select_runs(manifest: dict[str, Any], run: str | None) -> list[dict[str, Any]]:
-    """One run by run id or job id, or all of them."""
-    chosen = [r for r in manifest["runs"] if run in (None, r["run_id"], r["job_id"])]
-    if not chosen:
-        known = ", ".join(f"{r['job_id']} ({r['run_id']})" for r in manifest["runs"])
-        raise SystemExit(f"sweep: no run {run} in this sweep: choose one of {known}")
-    return chosen
-
-
-def read_manifest(sweep: str, runs_dir: Path) -> dict[str, Any]:
-    """A sweep directory, or a sweep id under runs_dir."""
-    candidates = [Path(sweep), runs_dir / sweep]
-    for directory in candidates:
-        if (directory / MANIFEST).is_file():
-            return json.loads((directory / MANIFEST).read_text())
-    raise FileNotFoundError(f"no {MANIFEST} in {' or '.join(str(c) for c in candidates)}")
+    return Manifest.from_dict(manifest).select(run)

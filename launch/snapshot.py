@@ -1,13 +1,15 @@
-"""Code snapshots: the project's code as it was at submission, copied into the sweep directory, so that a job that
+"""Code snapshots: the project's code as it was at submission, copied under the runs directory, so that a job that
 waits hours in the queue runs the code that was submitted, not whatever the checkout holds when it starts.
 
 Runs on: the login node. `read_checkout` reads the checkout ONCE per process (tracked files with their working-tree
 content, i.e. uncommitted changes included; never `runs/` or `.venv`) into memory and names it by the sha256 of its
-contents; the plan derives `<sweep_dir>/code/<digest>` from that digest (a pure function), and `materialize` writes
-exactly the bytes that were hashed (launch/run.py calls it before validating, so the checks see the files verl will
-load), so an edit while a sweep is being planned cannot slip in. The jobs of a sweep share one snapshot; a sweep
-submitted again with other code gets a second directory beside the first. Files are copied, never hard-linked:
-editors that write in place would change a hard-linked snapshot too.
+contents; the plan derives `<runs_dir>/code/<digest>` from that digest (a pure function), and `materialize` writes
+exactly the bytes that were hashed, so an edit while a sweep is being planned cannot slip in. Content-addressed:
+every sweep submitted with the same code shares one directory, written once (into a temporary directory, then
+renamed: concurrent submissions never see or leave half a snapshot); other code gets a directory beside it. Only a
+submission writes it (launch/slurm.py, launch/ray_jobs.py): the checks read the files verl will load through
+`at_checkout`, and a dry run copies nothing. Files are copied, never hard-linked: editors that write in place would
+change a hard-linked snapshot too.
 
 Inside the job the snapshot is the working directory and the first PYTHONPATH entry (launch/plan.py puts both in the
 sbatch script), so submitit's unpickling of `launch.job.RunInAllocation`, verl's `verl.plugins` entry point
@@ -22,12 +24,13 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CODE_DIR = "code"  # under the sweep directory
+CODE_DIR = "code"  # under the runs directory, beside the sweeps
 NEVER = ("runs/", ".venv/")  # run directories and the venv are not code, even if someone tracked them
 DIGEST_CHARS = 16
 
@@ -80,8 +83,8 @@ def read_checkout(source: Path) -> CodeSnapshot:
     return snapshot
 
 
-def code_dir(sweep_dir: Path, digest: str) -> Path:
-    return sweep_dir / CODE_DIR / digest
+def code_dir(runs_dir: Path, digest: str) -> Path:
+    return runs_dir / CODE_DIR / digest
 
 
 def materialize(directory: Path) -> Path:
@@ -93,8 +96,10 @@ def materialize(directory: Path) -> Path:
     entries = _CONTENTS.get(directory.name)
     if entries is None:
         raise RuntimeError(f"no code read in this process has digest {directory.name} (launch/snapshot.py)")
-    partial = directory.with_name(f".{directory.name}.{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    # a unique name, not the pid: two login nodes writing to one shared filesystem can share a pid
+    partial = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    partial.chmod(0o755)  # mkdtemp's 0700 would keep a container's other user (or a colleague) out
     for name, executable, content in entries:
         target = partial / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -102,21 +107,47 @@ def materialize(directory: Path) -> Path:
         target.chmod(0o755 if executable else 0o644)
     try:
         partial.rename(directory)
-    except OSError:  # another submission of the same sweep wrote it first: same digest, same content
+    except OSError:  # another submission wrote it first: same digest, same content
         shutil.rmtree(partial, ignore_errors=True)
     return directory
+
+
+def at_checkout(value: Any, directory: str) -> Any:
+    """A config tree as the checks should read it before the snapshot `directory` exists: each path to a file the
+    snapshot will hold points at the checkout file it was read from (the same bytes). A path to anything the snapshot
+    will not hold (an untracked reward file) keeps its snapshot path, so the check that the file exists fails as the
+    job would."""
+    digest = Path(directory).name
+    source = next((read.source for read in _READ.values() if read.digest == digest), None)
+    if source is None or Path(directory).is_dir():
+        return value
+    held = {name for name, _, _ in _CONTENTS[digest]}
+    prefix = directory.rstrip("/") + "/"
+
+    def moved(path: str) -> str:
+        inside = path.startswith(prefix) and path[len(prefix) :] in held
+        return f"{source}/{path[len(prefix) :]}" if inside else path
+
+    return _map_strings(value, moved)
 
 
 def relocate(value: Any, source: str, target: str) -> Any:
     """Every string in a config tree that is a path inside `source` (the checkout), moved into `target` (the
     snapshot): verl loads the reward file by path inside its Ray workers."""
+    root = source.rstrip("/")
+
+    def moved(path: str) -> str:
+        return target + path[len(root) :] if path == source or path.startswith(root + "/") else path
+
+    return _map_strings(value, moved)
+
+
+def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
     if isinstance(value, Mapping):
-        return {key: relocate(item, source, target) for key, item in value.items()}
+        return {key: _map_strings(item, change) for key, item in value.items()}
     if isinstance(value, list):
-        return [relocate(item, source, target) for item in value]
-    if isinstance(value, str) and (value == source or value.startswith(source.rstrip("/") + "/")):
-        return target + value[len(source.rstrip("/")) :]
-    return value
+        return [_map_strings(item, change) for item in value]
+    return change(value) if isinstance(value, str) else value
 
 
 def job_setup(directory: str) -> list[str]:

@@ -1,9 +1,11 @@
-"""Sweep commands: python launch/sweep.py {status,logs,cancel} <sweep dir | sweep id> [--runs-dir DIR]
+"""Sweep commands: python launch/sweep.py {status,logs,cancel} <sweep dir | run dir | sweep id> [--runs-dir DIR]
 
-Runs on: the login node. Reads the manifest that submission wrote; asks squeue/sacct (every attempt of a requeued
-job included) and scancel. A sweep id is looked up under --runs-dir (default: the slurm cluster's shared_dir/rlaunch).
-`status` names the cause of each failed or interrupted attempt and `logs` shows its evidence and fix before the
-tail (launch/report/failures.py, through the doctor for the plan's numbers).
+Runs on: the login node. Reads the sweep's manifest (launch/manifest.py); asks squeue/sacct (every attempt of a
+requeued job included) and scancel. A sweep id is looked up in --runs-dir and in every runs directory a plan made here
+could have used by default (launch.runs_dir over each conf/cluster/*.yaml's shared_dir: ./runs/rlaunch for local,
+~/rlaunch/rlaunch for slurm and ray). A dry run's manifest lists what was planned and says that nothing was
+submitted. `status` names the cause of each failed or interrupted attempt and `logs` shows its evidence and fix
+before the tail (launch/report/failures.py, through the doctor for the plan's numbers).
 """
 
 from __future__ import annotations
@@ -13,15 +15,71 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from launch import manifest as manifests
 from launch.errors import UserError
+from launch.manifest import MANIFEST, Manifest
 from launch.report import doctor, failures
 from launch.report.metrics import progress, read_run
 from launch.rundir import is_run_dir
-from launch.slurm import read_manifest, select_runs
+from launch.schema import PROJECT_DIR, LaunchSettings
 
-DEFAULT_RUNS_DIR = Path("~/rlaunch/rlaunch").expanduser()
+
+def default_runs_dirs() -> list[Path]:
+    """launch.runs_dir's default resolved over each cluster option's shared_dir, as a plan made in this directory
+    would resolve it (a relative one is under the working directory)."""
+    found = []
+    for conf in sorted((PROJECT_DIR / "conf" / "cluster").glob("*.yaml")):
+        shared_dir = OmegaConf.load(conf).get("cluster", {}).get("shared_dir")
+        if shared_dir is None:  # cluster=auto: one of the others
+            continue
+        tree = OmegaConf.create(
+            {"cluster": {"shared_dir": shared_dir}, "launch": {"runs_dir": LaunchSettings.runs_dir}}
+        )
+        try:
+            runs_dir = Path(str(tree.launch.runs_dir)).expanduser()
+        except OmegaConfBaseException:  # a shared_dir naming a variable this shell lacks: no plan here used it
+            continue
+        found.append(runs_dir if runs_dir.is_absolute() else Path.cwd() / runs_dir)
+    return list(dict.fromkeys(found))
+
+
+def find_sweep(sweep: str, runs_dir: Path | None) -> Path:
+    """The sweep directory a command names: a sweep directory, one of its run directories, or a sweep id found in
+    exactly one runs directory (--runs-dir, then the defaults); else UserError, naming where it looked."""
+    given = Path(sweep).expanduser()
+    if is_run_dir(given):
+        return given.parent
+    if (given / MANIFEST).is_file() or given.is_dir() and any(is_run_dir(entry) for entry in given.iterdir()):
+        return given
+    roots = [*([runs_dir.expanduser().absolute()] if runs_dir else []), *default_runs_dirs()]
+    found = list(dict.fromkeys((root / sweep).resolve() for root in roots if (root / sweep).is_dir()))
+    if len(found) == 1:
+        return found[0]
+    where = ", ".join(map(str, found or dict.fromkeys(roots)))
+    if found:
+        raise UserError(f"sweep id {sweep} is ambiguous: it is in {where}: give its directory")
+    raise UserError(f"no sweep {sweep}: looked in {where} (give the sweep directory, or --runs-dir)")
+
+
+def read_sweep(directory: Path) -> Manifest:
+    try:
+        return manifests.read(directory)
+    except FileNotFoundError:
+        raise UserError(
+            f"{directory} has no {MANIFEST}: nothing was submitted from it (a cluster=local run, or one planned by an "
+            "rlaunch whose dry runs wrote no manifest)"
+        ) from None
+
+
+def dry_run(manifest: Manifest) -> str:
+    """status and logs of a dry run: what was planned, where its run directories are."""
+    lines = [f"sweep {manifest.sweep_id}  dry run: nothing submitted ({len(manifest.runs)} planned runs)"]
+    lines += [f"  {run['run_id']}  {run['job_name']:<24} {run['run_dir']}" for run in manifest.runs]
+    return "\n".join(lines)
 
 
 def sacct_attempts(job_ids: Sequence[str]) -> dict[str, list[dict[str, str]]]:
@@ -56,12 +114,11 @@ def squeue_states(job_ids: Sequence[str]) -> dict[str, str]:
     return states
 
 
-def status(manifest: dict[str, Any]) -> str:
-    runs = manifest["runs"]
-    array_ids = sorted({run["array_job_id"] for run in runs})
-    queued = squeue_states(array_ids)
-    accounted = sacct_attempts(array_ids)
-    lines = [f"sweep {manifest['sweep_id']}  ({len(runs)} runs in {len(manifest['arrays'])} arrays)"]
+def status(manifest: Manifest) -> str:
+    runs = manifest.runs
+    queued = squeue_states(manifest.array_ids)
+    accounted = sacct_attempts(manifest.array_ids)
+    lines = [f"sweep {manifest.sweep_id}  ({len(runs)} runs in {len(manifest.arrays)} arrays)"]
     for run in runs:
         # an array cancelled before its tasks started has one sacct line for all of them: 12_[0-3%4]
         pending_array = next((v for k, v in accounted.items() if k.startswith(f"{run['array_job_id']}_[")), [])
@@ -78,9 +135,9 @@ def status(manifest: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
+def logs(manifest: Manifest, run: str | None, lines: int) -> str:
     out = []
-    for record in select_runs(manifest, run):
+    for record in manifest.select(run):
         run_dir = Path(record["run_dir"])
         found = doctor.run_failures(read_run(run_dir)) if is_run_dir(run_dir) else []
         if found:  # the lines that show the cause first: they sit far above the tail
@@ -94,41 +151,38 @@ def logs(manifest: dict[str, Any], run: str | None, lines: int) -> str:
     return "\n".join(out)
 
 
-def cancel(manifest: dict[str, Any]) -> str:
-    array_ids = sorted({run["array_job_id"] for run in manifest["runs"]})
-    subprocess.run(["scancel", *array_ids], check=False, timeout=30)
-    return f"cancelled {len(array_ids)} array(s): {', '.join(array_ids)}"
+def cancel(manifest: Manifest) -> str:
+    subprocess.run(["scancel", *manifest.array_ids], check=False, timeout=30)
+    return f"cancelled {len(manifest.array_ids)} array(s): {', '.join(manifest.array_ids)}"
+
+
+def answer(command: str, manifest: Manifest, run: str | None, lines: int) -> str:
+    if manifest.dry_run:
+        return f"sweep {manifest.sweep_id}: dry run: nothing to cancel" if command == "cancel" else dry_run(manifest)
+    if manifest.cluster == "ray":  # Ray jobs: the same commands through Ray's job API
+        from launch import ray_jobs
+
+        record = manifest.to_dict()
+        return ray_jobs.logs(record, run, lines) if command == "logs" else getattr(ray_jobs, command)(record)
+    if command == "logs":
+        return logs(manifest, run, lines)
+    return status(manifest) if command == "status" else cancel(manifest)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sweep.py", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("status", "logs", "cancel"))
-    parser.add_argument("sweep", help="sweep directory, or sweep id under --runs-dir")
-    parser.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR)
+    parser.add_argument("sweep", help="sweep directory (or a run directory in it), or sweep id")
+    parser.add_argument("--runs-dir", type=Path, help="look for a sweep id here first (a plan's launch.runs_dir)")
     parser.add_argument("--run", help="logs: one run (run id or job id); default all")
     parser.add_argument("-n", "--lines", type=int, default=20, help="logs: lines per file")
     args = parser.parse_args(argv)
     try:
-        manifest = read_manifest(args.sweep, args.runs_dir)
-    except FileNotFoundError as error:
-        print(f"sweep: error: {error}: give a sweep directory or id (see the submission's last line)", file=sys.stderr)
+        manifest = read_sweep(find_sweep(args.sweep, args.runs_dir))
+        print(answer(args.command, manifest, args.run, args.lines))
+    except UserError as error:  # not found, or the Ray cluster is gone or refuses: one line
+        print(f"sweep: error: {error}", file=sys.stderr)
         sys.exit(2)
-    if manifest.get("cluster") == "ray":  # Ray jobs: the same commands through Ray's job API
-        from launch import ray_jobs
-
-        backend = {"status": ray_jobs.status, "logs": ray_jobs.logs, "cancel": ray_jobs.cancel}
-        try:
-            print(backend[args.command](*([manifest, args.run, args.lines] if args.command == "logs" else [manifest])))
-        except UserError as error:  # the cluster is gone or refuses: say so in one line
-            print(f"sweep: error: {error}", file=sys.stderr)
-            sys.exit(2)
-        return
-    if args.command == "status":
-        print(status(manifest))
-    elif args.command == "logs":
-        print(logs(manifest, args.run, args.lines))
-    else:
-        print(cancel(manifest))
 
 
 if __name__ == "__main__":

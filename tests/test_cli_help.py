@@ -4,6 +4,7 @@ script's --help, dry runs with cluster=slurm where no SLURM answers, and refusal
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import subprocess
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import get_args
 import pytest
 from conftest import PROJECT, compose_config, run_cli
 
-from launch.cli_help import SECTIONS, field_docs
+from launch.cli_help import KEY_COLUMN, PIPED_WIDTH, SECTIONS, field_docs
 from launch.errors import UserError
 from launch.schema import ContainerSettings, LaunchSettings, choices_of
 from launch.validate import check_launch_settings
@@ -25,16 +26,31 @@ def test_help_lists_our_groups_keys_and_examples_not_the_config_dump(tmp_path: P
     assert "gpu=a100_40|a100_80|a40|[auto]|h100" in out and "algo=[guru_baseline]|mtl_pcgrad|rft" in out
     for group in ("mode=", "llm=", "dataset=", "cluster=[auto]|local|ray|slurm"):
         assert group in out, group
+    lines = out.splitlines()
     for root, cls in SECTIONS.items():
         for key, doc in field_docs(cls).items():
-            line = next((line for line in out.splitlines() if line.strip().startswith(f"{root}.{key}=")), None)
-            assert line is not None, f"{root}.{key} is missing from --help"
-            assert doc and doc[:20] in line, f"{root}.{key} needs a comment at its schema field"
+            at = next((i for i, line in enumerate(lines) if line.strip().startswith(f"{root}.{key}=")), None)
+            assert at is not None, f"{root}.{key} is missing from --help"
+            # the key's line and the lines its description wraps onto: all of the description, never cut
+            block = [lines[at], *itertools.takewhile(lambda line: line.startswith(" " * KEY_COLUMN), lines[at + 1 :])]
+            assert doc and " ".join(" ".join(block).split()).endswith(doc), f"{root}.{key}: its comment, whole"
+            assert all(len(line) <= PIPED_WIDTH for line in block[1:]), block
+    assert "..." not in out.split("== rlaunch's own keys")[1].split("== Examples")[0]
     assert "== Examples ==" in out and "launch.dry_run=true" in out
     assert "--cfg,-c" in out  # Hydra's flags
     assert "actor_rollout_ref:" not in out, "--help must not dump the composed config"
     assert len(out.splitlines()) < 150
     assert not any(tmp_path.iterdir()), "--help writes nothing"
+
+
+def test_help_wraps_to_the_terminal_and_names_every_readiness_check(tmp_path: Path):
+    result = run_cli("--help", cwd=tmp_path, env={"COLUMNS": "150"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  launch.skip_checks="))
+    assert 100 < len(lines[at]) <= 150 and lines[at + 1].startswith(" " * KEY_COLUMN)
+    names = ", ".join(choices_of(LaunchSettings, "skip_checks"))
+    assert " ".join(" ".join(lines[at : at + 2]).split()).endswith(names)
 
 
 def test_help_marks_the_options_in_use(tmp_path: Path):

@@ -29,9 +29,12 @@ def slurm(command: list[str], env: dict[str, str]) -> str:
     return subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=60).stdout
 
 
-def sweep_cli(command: str, sweep_dir: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+def sweep_cli(
+    command: str, sweep: str, env: dict[str, str], *extra: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(PROJECT / "launch" / "sweep.py"), command, sweep_dir, *extra],
+        [sys.executable, str(PROJECT / "launch" / "sweep.py"), command, sweep, *extra],
+        cwd=cwd,
         env={**os.environ, **env},
         capture_output=True,
         text=True,
@@ -101,7 +104,8 @@ def test_dry_run_prints_every_sbatch_script_and_submits_nothing(slurm_env, tmp_p
     assert set(slurm(["squeue", "-h", "-o", "%i"], slurm_env).split()) <= set(before.split()), (
         "a dry run submits nothing"
     )
-    assert not list(tmp_path.rglob("manifest.json"))
+    [manifest] = [json.loads(path.read_text()) for path in tmp_path.rglob("manifest.json")]
+    assert manifest["dry_run"] is True and not any("job_id" in run for run in manifest["runs"])
 
 
 def test_single_run_is_one_job(slurm_env, tmp_path: Path):

@@ -90,13 +90,40 @@ def test_slurm_plan_runs_from_the_snapshot_and_says_so(tmp_path: Path):
     cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}")
     facts = cpu_facts(code=snapshot.read_checkout(PROJECT))
     plan = make_plan(cfg, facts, [], tmp_path, "python")
-    code_dir = str(tmp_path / "rlaunch" / "test-sweep" / "code" / facts.code.digest)
+    code_dir = str(tmp_path / "rlaunch" / "code" / facts.code.digest)  # under the runs dir: shared by sweeps
     assert plan.code_dir == code_dir
     assert plan.slurm["setup"][:2] == [f"cd {code_dir}", f"export PYTHONPATH={code_dir}${{PYTHONPATH:+:$PYTHONPATH}}"]
     reward_file = plan.verl["reward"]["custom_reward_function"]["path"]
     assert reward_file == f"{code_dir}/rewards/verl_entry.py"
     local = make_plan(compose_config("cluster=local"), facts, [], tmp_path, "python")
     assert local.code_dir is None  # cluster.snapshot is false for local runs: they start now
+
+
+def test_paths_the_snapshot_will_hold_are_checked_at_the_checkout_before_it_is_written(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"rewards/mine.py": "def compute_score(): ...\n"})
+    (repo / "rewards" / "untracked.py").write_text("")  # the snapshot will not hold it: the job could not load it
+    read = snapshot.read_checkout(repo)
+    code_dir = str(snapshot.code_dir(tmp_path / "runs", read.digest))
+    tree = {"held": f"{code_dir}/rewards/mine.py", "not_held": [f"{code_dir}/rewards/untracked.py"], "n": 1}
+    assert snapshot.at_checkout(tree, code_dir) == {
+        "held": f"{repo}/rewards/mine.py",
+        "not_held": [f"{code_dir}/rewards/untracked.py"],
+        "n": 1,
+    }
+    snapshot.materialize(Path(code_dir))
+    assert snapshot.at_checkout(tree, code_dir) == tree  # written: the checks read the snapshot itself
+
+
+def test_concurrent_writers_of_one_snapshot_leave_one_whole_copy_and_no_partial_one(tmp_path: Path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    repo = make_repo(tmp_path / "repo", {f"pkg/m{i}.py": f"X = {i}\n" for i in range(50)})
+    target = snapshot.code_dir(tmp_path / "runs", snapshot.read_checkout(repo).digest)
+    with ThreadPoolExecutor(8) as pool:
+        written = list(pool.map(lambda _: snapshot.materialize(target), range(8)))
+    assert written == [target] * 8
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # every partial copy renamed or removed
+    assert len(list(target.rglob("*.py"))) == 50 and (target / "pkg/m7.py").read_text() == "X = 7\n"
 
 
 # The driver of the queued job: what its own process, and a Ray worker of the job, import.
@@ -149,7 +176,7 @@ def test_queued_job_runs_the_submitted_code_although_the_checkout_changed(slurm_
         plan = make_plan(cfg, facts, base, tmp_path, sys.executable)
         plan = dataclasses.replace(plan, driver_command=[sys.executable, "-c", PROBE])
         write_run_dir(plan, cfg)
-        job_id = slurm.submit([plan], 0)["runs"][0]["job_id"]
+        job_id = slurm.submit([plan], 0).runs[0]["job_id"]
     finally:
         os.environ.pop("SLURM_CONF", None)
     # the researcher edits the checkout while the job waits: tracked files, committed or not
@@ -160,7 +187,7 @@ def test_queued_job_runs_the_submitted_code_although_the_checkout_changed(slurm_
     assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 240) == "COMPLETED"
     run_dir = Path(plan.run_dir)
     code_dir = Path(plan.code_dir)
-    assert code_dir.parent == run_dir.parent / "code"
+    assert code_dir.parent == run_dir.parent.parent / "code"  # <runs dir>/code/<digest>
     seen = json.loads((run_dir / "code_probe.json").read_text())
     assert seen["launch"] == str(code_dir / "launch" / "__init__.py")
     assert seen["marker"] == "submitted" and seen["plugin_probe"] == "submitted"

@@ -4,7 +4,8 @@ them here, one after the other). Each distinct combination of group choices is c
 a large sweep's jobs are planned on every core (launch/cores.py).
 
 Runs on: the login node. Hydra only loads launchers from the hydra_plugins namespace, so this thin class lives here;
-everything it does is in launch/.
+everything it does is in launch/. Its config has no sbatch keys: hydra-submitit-launcher's `hydra.launcher.*` ones
+(partition, timeout_min, mem_gb, ...) are rewritten to rlaunch's before Hydra composes (launch/auto.py).
 """
 
 # no `from __future__ import annotations`: Hydra executes plugin modules outside sys.modules, where dataclasses

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.rundir import Plan
-from launch.slurm import MANIFEST
+from launch.manifest import MANIFEST
+from launch.rundir import NOT_REQUEUED_FILE, Plan
 
 # Tried in this order: an interruption explains whatever errors the kill caused; memory and missing inputs explain
 # the collective timeouts and dead actors that follow them; `unknown` is what is left.
@@ -701,7 +701,7 @@ def run_state(run_dir: Path) -> str | None:
     if last == "completed":
         return COMPLETED_STATE
     if last == "interrupted":
-        return REQUEUED_STATE if not (run_dir / "not_requeued.txt").exists() else FAILED_STATE
+        return REQUEUED_STATE if not (run_dir / NOT_REQUEUED_FILE).exists() else FAILED_STATE
     if last == "failed":
         return FAILED_STATE
     return RUNNING_STATE

@@ -17,11 +17,11 @@
 #SBATCH --wckey=submitit
 
 # setup
-cd /shared/alice/rlaunch/test-sweep/code/0123456789abcdef
-export PYTHONPATH=/shared/alice/rlaunch/test-sweep/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
+cd /shared/alice/rlaunch/code/0123456789abcdef
+export PYTHONPATH=/shared/alice/rlaunch/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
 export HF_HUB_OFFLINE=1
 export TOKENIZERS_PARALLELISM=false
 
 # command
 export SUBMITIT_EXECUTOR=slurm
-srun --unbuffered --output /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.out --error /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.err apptainer exec --nv --pwd /shared/alice/rlaunch/test-sweep/code/0123456789abcdef --bind /shared/alice/rlaunch:/shared/alice/rlaunch --bind /shared/hf:/hf:ro --env HF_HOME=/hf /shared/images/verl.sif /opt/venv/bin/python -u -m submitit.core._submit /shared/alice/rlaunch/test-sweep/submitit/%j
+srun --unbuffered --output /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.out --error /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.err apptainer exec --nv --pwd /shared/alice/rlaunch/code/0123456789abcdef --bind /shared/alice/rlaunch:/shared/alice/rlaunch --bind /shared/hf:/hf:ro --env HF_HOME=/hf /shared/images/verl.sif /opt/venv/bin/python -u -m submitit.core._submit /shared/alice/rlaunch/test-sweep/submitit/%j

@@ -17,8 +17,8 @@
 #SBATCH --wckey=submitit
 
 # setup
-cd /shared/alice/rlaunch/test-sweep/code/0123456789abcdef
-export PYTHONPATH=/shared/alice/rlaunch/test-sweep/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
+cd /shared/alice/rlaunch/code/0123456789abcdef
+export PYTHONPATH=/shared/alice/rlaunch/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
 source /shared/alice/venvs/rlaunch/bin/activate
 export HF_HUB_OFFLINE=1
 export TOKENIZERS_PARALLELISM=false

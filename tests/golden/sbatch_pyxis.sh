@@ -17,12 +17,12 @@
 #SBATCH --wckey=submitit
 
 # setup
-cd /shared/alice/rlaunch/test-sweep/code/0123456789abcdef
-export PYTHONPATH=/shared/alice/rlaunch/test-sweep/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
+cd /shared/alice/rlaunch/code/0123456789abcdef
+export PYTHONPATH=/shared/alice/rlaunch/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
 export HF_HOME=/root/.cache/huggingface
 export HF_HUB_OFFLINE=1
 export TOKENIZERS_PARALLELISM=false
 
 # command
 export SUBMITIT_EXECUTOR=slurm
-srun --unbuffered --output /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.out --error /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.err --container-image=docker://verlai/verl:vllm011.latest --container-mounts=/shared/alice/rlaunch:/shared/alice/rlaunch,/shared/hf:/root/.cache/huggingface --container-workdir=/shared/alice/rlaunch/test-sweep/code/0123456789abcdef --container-env=PYTHONPATH,HF_HOME python -u -m submitit.core._submit /shared/alice/rlaunch/test-sweep/submitit/%j
+srun --unbuffered --output /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.out --error /shared/alice/rlaunch/test-sweep/submitit/%j/%j_%t_log.err --container-image=docker://verlai/verl:vllm011.latest --container-mounts=/shared/alice/rlaunch:/shared/alice/rlaunch,/shared/hf:/root/.cache/huggingface --container-workdir=/shared/alice/rlaunch/code/0123456789abcdef --container-env=PYTHONPATH,HF_HOME python -u -m submitit.core._submit /shared/alice/rlaunch/test-sweep/submitit/%j

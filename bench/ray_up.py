@@ -63,6 +63,7 @@ def job_bring_up(nodes: int, workdir: Path) -> float:
     from launch.facts import gather_facts
     from launch.plan import make_plan
     from launch.run import write_run_dir
+    from launch.rundir import RAY_READY_FILE
 
     overrides = [
         "cluster=slurm",
@@ -76,8 +77,8 @@ def job_bring_up(nodes: int, workdir: Path) -> float:
     plan = make_plan(cfg, gather_facts("x", "slurm", None), overrides, workdir, sys.executable)
     plan = dataclasses.replace(plan, driver_command=[sys.executable, str(PROJECT / "tests" / "jobs" / "ray_probe.py")])
     write_run_dir(plan, cfg)
-    job_id = slurm.submit([plan], 1)["runs"][0]["job_id"]
-    ready = Path(plan.run_dir) / "ray_ready.jsonl"
+    job_id = slurm.submit([plan], 1).runs[0]["job_id"]
+    ready = Path(plan.run_dir) / RAY_READY_FILE
     deadline = time.monotonic() + 300
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(1)

@@ -220,8 +220,15 @@ def parse_time_limit(limit: str) -> int | None:
     return (int(days) if days else 0) * 1440 + hours * 60 + minutes + (1 if seconds else 0)
 
 
-@cache  # a sweep plans many jobs against the same partitions
 def _sinfo_rows() -> list[list[str]]:
+    """sinfo's partition rows, asked once per process and SLURM cluster (SLURM_CONF names it: a test session, or a
+    user, may point at a second cluster in the same process)."""
+    return _sinfo_rows_of(os.environ.get("SLURM_CONF"))
+
+
+@cache  # a sweep plans many jobs against the same partitions
+def _sinfo_rows_of(slurm_conf: str | None) -> list[list[str]]:
+    del slurm_conf  # the cache key: sinfo itself reads SLURM_CONF from the environment
     if shutil.which("sinfo") is None:
         return []  # no SLURM client here (a laptop): cluster=slurm still plans, its facts unknown
     command = ["sinfo", "-h", "-o", "%P|%c|%m|%G|%l|%D"]

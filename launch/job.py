@@ -23,7 +23,16 @@ import submitit
 
 from launch import provenance, ray_cluster
 from launch.gpu import detect_gpus
-from launch.rundir import Plan, append_attempt, attempt_log_path, attempts, load_plan
+from launch.rundir import (
+    CHECKPOINT_CALLS_FILE,
+    NOT_REQUEUED_FILE,
+    RAY_READY_FILE,
+    Plan,
+    append_attempt,
+    attempt_log_path,
+    attempts,
+    load_plan,
+)
 
 # Variables worth a line in the attempt log; everything else (tokens, keys) stays out of files rlaunch writes.
 LOGGED_VARIABLES = (*provenance.SLURM_VARIABLES.values(), "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES")
@@ -123,7 +132,7 @@ def run_head(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> in
             flush=True,
         )
         (run_dir / READY_MARKER.format(tag=topology.attempt_tag)).touch()
-        with (run_dir / "ray_ready.jsonl").open("a") as log:
+        with (run_dir / RAY_READY_FILE).open("a") as log:
             log.write(json.dumps({"nodes": len(topology.nodes), "seconds_after_job_start": round(ready, 2)}) + "\n")
         code = run_driver(plan, topology.head_address, attempt, provenance_overrides)
     finally:
@@ -194,7 +203,7 @@ class RunInAllocation(submitit.helpers.Checkpointable):
         (verl saves its own checkpoints: nothing to save here)."""
         plan = load_plan(self.run_dir)
         history = attempts(Path(self.run_dir))
-        with (Path(self.run_dir) / "checkpoint_calls.txt").open("a") as log:  # evidence for the operator and tests
+        with (Path(self.run_dir) / CHECKPOINT_CALLS_FILE).open("a") as log:  # evidence for the operator and tests
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} attempt {len(history)}\n")
         limit = plan.cluster_settings.max_requeues
         reason = ""
@@ -206,7 +215,7 @@ class RunInAllocation(submitit.helpers.Checkpointable):
                 f"(now {plan.verl['trainer']['save_freq']}) or give the mode more time"
             )
         if reason:
-            (Path(self.run_dir) / "not_requeued.txt").write_text(reason + "\n")
+            (Path(self.run_dir) / NOT_REQUEUED_FILE).write_text(reason + "\n")
             print(f"rlaunch: not requeued: {reason}", flush=True)
             return None
         return super().checkpoint(*args, **kwargs)

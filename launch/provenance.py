@@ -21,10 +21,9 @@ from typing import Any
 
 from launch.facts import checkout_facts, git_diff
 from launch.overrides import hydra_quoted
-from launch.rundir import PLAN_FILE, RLAUNCH_CONFIG_FILE, Plan
+from launch.rundir import PLAN_FILE, PROVENANCE_FILE, RLAUNCH_CONFIG_FILE, Plan
 from launch.secret_guard import redact, secret_values
 
-PROVENANCE = "provenance.json"
 GIT_DIFF = "git_diff.patch"
 CONFIG_FILES = (PLAN_FILE, RLAUNCH_CONFIG_FILE)  # verl_config.yaml carries this record: not hashed here
 VERL_KEY = "rlaunch"  # the key of verl's config (and so of the W&B config) holding the record
@@ -85,17 +84,17 @@ def write_planned(plan: Plan) -> dict[str, Any]:
     record = build(plan, run_dir)
     if record["git_diff_file"]:
         (run_dir / GIT_DIFF).write_text(redact(git_diff(), secret_values()))
-    (run_dir / PROVENANCE).write_text(json.dumps(record, indent=2) + "\n")
+    (run_dir / PROVENANCE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 
 def record_attempt(run_dir: Path, attempt: int) -> list[str]:
     """Inside the job: where this attempt runs, added to provenance.json; returns the same as overrides of the
     `rlaunch` key for verl's command line (so the W&B config shows the attempt that is running)."""
-    record = json.loads((run_dir / PROVENANCE).read_text())
+    record = json.loads((run_dir / PROVENANCE_FILE).read_text())
     slurm = {name: os.environ[variable] for name, variable in SLURM_VARIABLES.items() if variable in os.environ}
     record.update(slurm=slurm, attempt=attempt)
-    (run_dir / PROVENANCE).write_text(json.dumps(record, indent=2) + "\n")
+    (run_dir / PROVENANCE_FILE).write_text(json.dumps(record, indent=2) + "\n")
     overrides = [f"++{VERL_KEY}.attempt={attempt}"]
     overrides += [f"++{VERL_KEY}.slurm.{name}={hydra_quoted(value)}" for name, value in slurm.items()]
     return overrides

@@ -23,6 +23,10 @@ VERL_CONFIG_NAME = "verl_config"  # verl's config exactly as verl reads it: <run
 ATTEMPTS_FILE = "attempts.jsonl"  # one record per start of the job (a requeued job appends another)
 METRICS_DIR = "metrics"  # verl's file logger, one file per attempt; other metric files beside them
 ATTEMPT_METRICS = re.compile(r"attempt-(\d+)\.jsonl$")
+PROVENANCE_FILE = "provenance.json"  # git sha + dirty diff, package versions, host (launch/provenance.py)
+RAY_READY_FILE = "ray_ready.jsonl"  # one record per Ray bring-up in the job: how long each node took to register
+CHECKPOINT_CALLS_FILE = "checkpoint_calls.txt"  # one line per signal that made the job checkpoint and requeue
+NOT_REQUEUED_FILE = "not_requeued.txt"  # why the job stopped requeueing its run (the failure is not transient)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@ CLI in a subprocess."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -64,16 +67,60 @@ def require_or_skip(reason: str) -> None:
     pytest.skip(reason)
 
 
-# Short: Unix socket paths under it must stay < 107 bytes. Not the dev default port (16817), so a developer's own dev
-# cluster keeps running; both can be moved so that two checkouts can run their suites side by side.
-SLURM_PREFIX = os.environ.get("RLAUNCH_TEST_SLURM_PREFIX", "/tmp/rlaunch-test-slurm")
-SLURM_PORT_BASE = os.environ.get("RLAUNCH_TEST_SLURM_PORT_BASE", "17817")
+# Each test session gets a dev cluster of its own: a slot of its own (held with a lock for the whole session), so
+# two test runs on one host (two checkouts, or a developer's second run) never share nodes or jobs. A slot k is
+# prefix /tmp/rlt<k> (short: Unix socket paths under it must stay < 107 bytes) and ports from 17817 + 100 k (never
+# the dev default 16817, so a developer's own dev cluster keeps running); a second cluster of the session (the
+# array tests') takes base + 50. RLAUNCH_TEST_SLURM_PREFIX / _PORT_BASE pin them instead.
+SLOTS = 16
+_slot_lock: IO[str] | None = None
+
+
+def _session_slot() -> int:
+    """The first slot no other test session on this host holds (flock: released by the OS when this one ends,
+    however it ends)."""
+    global _slot_lock
+    for slot in range(SLOTS):
+        lock = open(f"/tmp/rlaunch-test-slot-{slot}.lock", "w")  # noqa: SIM115 (held open for the session)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _slot_lock = lock
+        return slot
+    raise RuntimeError(f"all {SLOTS} dev-cluster slots are held by other test sessions on this host")
+
+
+def slurm_slot() -> tuple[str, str]:
+    """(prefix, port base) of this session's dev cluster."""
+    if os.environ.get("RLAUNCH_TEST_SLURM_PREFIX"):
+        return os.environ["RLAUNCH_TEST_SLURM_PREFIX"], os.environ.get("RLAUNCH_TEST_SLURM_PORT_BASE", "17817")
+    slot = _session_slot() if _slot_lock is None else int(Path(_slot_lock.name).stem.rsplit("-", 1)[1])
+    return f"/tmp/rlt{slot}", str(17817 + 100 * slot)
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str, poll_s: float = 0.5) -> object:
+    """Poll `condition` until it returns something true (returned), or fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s")
+        time.sleep(poll_s)
+
+
+def _no_jobs(env: dict[str, str]) -> bool:
+    listed = subprocess.run(["squeue", "-h", "-o", "%i"], env={**os.environ, **env}, capture_output=True, text=True)
+    return listed.returncode == 0 and not listed.stdout.strip()
 
 
 def dev_cluster(prefix: str, port_base: str, *shape: str) -> Iterator[dict[str, str]]:
     """scripts/dev_cluster.sh up with `shape` under its own prefix and ports (skipped, or failed under CI=true,
-    where it cannot start); yields the environment that points SLURM commands at it, then stops exactly its
-    daemons."""
+    where it cannot start); yields the environment that points SLURM commands at it, then cancels every job and
+    stops exactly its daemons. Jobs a killed earlier session left in the slot are cancelled before the first test."""
     if os.geteuid() != 0:
         require_or_skip("the dev SLURM cluster needs root (slurmd runs as root)")
     script = PROJECT / "scripts" / "dev_cluster.sh"
@@ -82,13 +129,18 @@ def dev_cluster(prefix: str, port_base: str, *shape: str) -> Iterator[dict[str, 
     if up.returncode != 0:
         require_or_skip(f"dev SLURM cluster did not start: {(up.stdout + up.stderr)[-1500:]}")
     env = {"SLURM_CONF": f"{prefix}/etc/slurm.conf"}
-    yield env
-    subprocess.run(["scancel", "--full", "-u", "root"], env={**os.environ, **env}, check=False, timeout=30)
-    subprocess.run(["bash", str(script), "down", "--prefix", prefix], check=False, timeout=120)
+    cancel = ["scancel", "--full", "-u", "root"]
+    subprocess.run(cancel, env={**os.environ, **env}, check=False, timeout=30)
+    wait_until(lambda: _no_jobs(env), 120, f"the jobs left on the dev cluster under {prefix} to end")
+    try:
+        yield env
+    finally:
+        subprocess.run(cancel, env={**os.environ, **env}, check=False, timeout=30)
+        subprocess.run(["bash", str(script), "down", "--prefix", prefix], check=False, timeout=120)
 
 
 @pytest.fixture(scope="session")
 def slurm_env():
     """A real SLURM cluster on loopback, started once per test session by the project's own script: two virtual
     DGX-sized nodes (128 CPUs, ~1 TiB, 8 fake GPUs each) with the preemption partitions."""
-    yield from dev_cluster(SLURM_PREFIX, SLURM_PORT_BASE, "-n", "2", "-g", "8", "--big", "--preempt")
+    yield from dev_cluster(*slurm_slot(), "-n", "2", "-g", "8", "--big", "--preempt")

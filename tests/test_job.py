@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from conftest import PROJECT, compose_config, run_cli
@@ -42,15 +43,12 @@ def submit(env: dict[str, str], tmp_path: Path, driver: list[str], *overrides: s
         *overrides,
     ]
     cfg = compose_config(*base)
-    os.environ["SLURM_CONF"] = env["SLURM_CONF"]
-    try:
+    with mock.patch.dict(os.environ, {"SLURM_CONF": env["SLURM_CONF"]}):  # restored as it was, whatever happens
         plan = make_plan(cfg, gather_facts("x", "slurm", None), base, tmp_path, sys.executable)
         plan = dataclasses.replace(plan, driver_command=[sys.executable, *driver])
         write_run_dir(plan, cfg)
         manifest = slurm.submit([plan], int(cfg.cluster.max_requeues))
-    finally:
-        os.environ.pop("SLURM_CONF", None)
-    return plan, manifest["runs"][0]["job_id"]
+    return plan, manifest.runs[0]["job_id"]
 
 
 def wait_for_state(job_id: str, env: dict[str, str], states: set[str], timeout_s: float) -> str:
@@ -90,23 +88,35 @@ def test_two_node_job_brings_ray_up_pins_a_task_to_each_node_and_leaves_nothing(
     assert not ray_processes_of(job_id), "no Ray process of the job survives it"
 
 
+def worker_task_pids(job_id: str) -> list[int]:
+    """The processes of the job's node-1 task (its environment names the job and node 1)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_JOB_ID={job_id}".encode() in environ and b"SLURM_NODEID=1" in environ:
+            pids.append(int(pid))
+    return pids
+
+
 def kill_worker_task(job_id: str, deadline: float) -> bool:
-    """Failure injection from outside: kill the job's node-1 task (and what it started) whenever it appears."""
+    """Failure injection from outside: kill the job's node-1 task (and what it started) as soon as it appears;
+    done once it was killed and no process of it is left (a child can appear while its parent dies)."""
     killed = False
     while time.monotonic() < deadline:
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
+        pids = worker_task_pids(job_id)
+        if killed and not pids:
+            return True
+        for pid in pids:
             try:
-                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if f"SLURM_JOB_ID={job_id}".encode() in environ and b"SLURM_NODEID=1" in environ:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                    killed = True
-                except ProcessLookupError:
-                    pass
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+            except ProcessLookupError:
+                pass
         time.sleep(0.2)
     return killed
 

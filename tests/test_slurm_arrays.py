@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SLURM_PORT_BASE, SLURM_PREFIX, compose_config, cpu_facts, dev_cluster, run_cli
+from conftest import compose_config, cpu_facts, dev_cluster, run_cli, slurm_slot
 
 from launch.plan import make_plan
 from launch.slurm import arrays_of, parse_max_array_size, render_all
@@ -46,7 +46,8 @@ def small_array_cluster():
     """One DGX-sized node with 8 fake GPUs and MaxArraySize=3; its own prefix and ports beside the session's
     cluster. No slurmdbd: submission and squeue need none."""
     shape = ["-n", "1", "-g", "8", "--big", "--no-dbd", "--max-array-size", str(MAX_ARRAY_SIZE)]
-    yield from dev_cluster(f"{SLURM_PREFIX}-arr", str(int(SLURM_PORT_BASE) + 50), *shape)
+    prefix, port_base = slurm_slot()
+    yield from dev_cluster(f"{prefix}-arr", str(int(port_base) + 50), *shape)
 
 
 def slurm(command: list[str], env: dict[str, str]) -> str:

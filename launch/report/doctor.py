@@ -54,11 +54,10 @@ from launch.report.metrics import (
     run_dirs,
     series,
 )
-from launch.rundir import attempt_log_path
+from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path
 
 THRESHOLDS_FILE = Path(__file__).resolve().parents[2] / "conf" / "doctor.yaml"
 DIAGNOSIS_FILE = "diagnosis.md"
-NOT_REQUEUED_FILE = "not_requeued.txt"  # launch/job.py writes it when it stops requeueing a run
 
 # verl's names (verl/trainer/ppo/ray_trainer.py marked_timer, experimental/agent_loop/agent_loop.py)
 GEN_TIME = "timing_s/gen"

@@ -21,7 +21,7 @@ from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
 from launch.overrides import find, identity_excluded, key_in, key_of, parse, resolved_container
-from launch.rundir import VERL_CONFIG_NAME, ClusterSettings, Driver, Plan, Resources, attempt_log_path
+from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 from launch.verl_diff import algo_suggestion, changed_from_verl
 
@@ -326,7 +326,7 @@ def make_plan(
         driver=driver_of(cfg),
         driver_command=make_driver_command(driver_of(cfg), python, run_dir),
         worker_env=worker_env,
-        cluster_settings=ClusterSettings(
+        cluster_settings=JobSettings(
             int(cfg.cluster.max_requeues), int(cfg.cluster.ray_timeout_s), cfg.cluster.ray_auth_token_file
         ),
         overrides=list(overrides),

@@ -41,7 +41,7 @@ class Resources:
 
 
 @dataclass(frozen=True)
-class ClusterSettings:
+class JobSettings:
     """What the job itself reads of cluster/ (the rest of it was used up by planning)."""
 
     max_requeues: int
@@ -85,7 +85,7 @@ class Plan:
     driver: Driver  # the job's entry point once Ray is up; plan.json names it instead of readers parsing the command
     driver_command: list[str]  # its command line (verl's main_ppo on the dumped config, or the RFT pipeline)
     worker_env: dict[str, str]
-    cluster_settings: ClusterSettings
+    cluster_settings: JobSettings
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
     preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
@@ -112,7 +112,7 @@ class Plan:
         known = {f.name for f in fields(cls)}
         values = {key: value for key, value in data.items() if key in known}
         values["resources"] = Resources(**data["resources"])
-        values["cluster_settings"] = ClusterSettings(**data["cluster_settings"])
+        values["cluster_settings"] = JobSettings(**data["cluster_settings"])
         values["changed_from_verl"] = [Change(**change) for change in data.get("changed_from_verl", [])]
         return cls(**values)
 

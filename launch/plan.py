@@ -16,11 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
 from launch import snapshot
+from launch.compose_once import Resolve, full_resolution
 from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.facts import Facts
-from launch.overrides import find, identity_excluded, key_in, key_of, parse, resolved_container
+from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
 from launch.verl_diff import algo_suggestion, changed_from_verl
@@ -238,9 +239,12 @@ def sync_command(plan: Plan) -> str | None:
     return f"wandb sync {shlex.quote(plan.run_dir)}/wandb/offline-run-*"
 
 
-def make_verl_config(cfg: DictConfig, run_dir: Path, worker_env: dict[str, str]) -> dict[str, Any]:
-    """Our roots stripped, interpolations resolved, paths made absolute (Ray actors run elsewhere)."""
-    verl = resolved_container(cfg)  # a sweep's job: from its composition's resolution (launch/overrides.py)
+def make_verl_config(
+    cfg: DictConfig, run_dir: Path, worker_env: dict[str, str], resolve: Resolve = full_resolution
+) -> dict[str, Any]:
+    """Our roots stripped, interpolations resolved (`resolve`: a sweep's composer resolves its jobs quicker,
+    launch/compose_once.py), paths made absolute (Ray actors run elsewhere)."""
+    verl = resolve(cfg)
     for root in (*RLAUNCH_ROOTS, "hydra"):
         verl.pop(root, None)
     trainer = verl["trainer"]
@@ -283,7 +287,13 @@ def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
 
 
 def make_plan(
-    cfg: DictConfig, facts: Facts, overrides: list[str], working_dir: Path, python: str, job_name: str = ""
+    cfg: DictConfig,
+    facts: Facts,
+    overrides: list[str],
+    working_dir: Path,
+    python: str,
+    job_name: str = "",
+    resolve: Resolve = full_resolution,
 ) -> Plan:
     """`job_name`: the readable name a sweep gives the job (launch/overrides.py); a single run is named by its
     profile."""
@@ -301,7 +311,7 @@ def make_plan(
     worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
     resources = make_resources(cfg, facts)
-    verl = make_verl_config(cfg, run_dir, worker_env)
+    verl = make_verl_config(cfg, run_dir, worker_env, resolve)
     code_dir = None
     if cfg.cluster.get("snapshot") and facts.code is not None:
         code_dir = str(snapshot.code_dir(runs_dir, facts.code.digest))

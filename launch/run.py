@@ -22,6 +22,7 @@ from omegaconf._utils import get_yaml_loader
 from launch import preflight, provenance, readiness, snapshot
 from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
+from launch.compose_once import Resolve, full_resolution
 from launch.cores import in_order
 from launch.errors import UserError, explain
 from launch.facts import Facts, gather_facts
@@ -55,10 +56,15 @@ YAML_DUMPER = YamlForOmegaConf
 
 
 def plan_job(
-    cfg: DictConfig, overrides: list[str], job_name: str = "", gather: Callable[..., Facts] = gather_facts
+    cfg: DictConfig,
+    overrides: list[str],
+    job_name: str = "",
+    gather: Callable[..., Facts] = gather_facts,
+    resolve: Resolve = full_resolution,
 ) -> Plan:
     """repairs + data -> facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)
-    -> readiness (model, data, time: refused in dispatch when the run executes)."""
+    -> readiness (model, data, time: refused in dispatch when the run executes). `resolve`: how the job's config
+    becomes plain data (a sweep's composer lends its quicker one, launch/compose_once.py)."""
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)
@@ -71,17 +77,21 @@ def plan_job(
         ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
         ray_token_file=cfg.cluster.get("ray_auth_token_file"),
     )
-    plan = checked_plan(cfg, facts, overrides, job_name)
+    plan = checked_plan(cfg, facts, overrides, job_name, resolve)
     if cfg.launch.preflight == "off" or plan.llm.get("known") is False:  # an unknown model: no verdict at all
         return readiness.judge(cfg, plan, facts, data, repairs)
-    plan = preflight.apply_policy(cfg, plan, facts, remake=lambda: checked_plan(cfg, facts, overrides, job_name))
+    plan = preflight.apply_policy(
+        cfg, plan, facts, remake=lambda: checked_plan(cfg, facts, overrides, job_name, resolve)
+    )
     return readiness.judge(cfg, plan, facts, data, repairs)
 
 
-def checked_plan(cfg: DictConfig, facts: Facts, overrides: list[str], job_name: str) -> Plan:
+def checked_plan(
+    cfg: DictConfig, facts: Facts, overrides: list[str], job_name: str, resolve: Resolve = full_resolution
+) -> Plan:
     """plan -> validate. The checks read files verl will load from the code snapshot (the reward file), which only a
     submission writes: until then they read the checkout files the snapshot will hold (snapshot.at_checkout)."""
-    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name)
+    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name, resolve)
     checked = replace(plan, verl=snapshot.at_checkout(plan.verl, plan.code_dir)) if plan.code_dir else plan
     validate(cfg, checked, facts)
     return plan

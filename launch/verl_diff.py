@@ -31,7 +31,8 @@ from hydra.core.override_parser.types import Override, OverrideType
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from launch.overrides import find, holds_interpolation, interpolation_read_paths, key_of, parse
+from launch.compose_once import interpolation_read_paths
+from launch.overrides import find, holds_interpolation, key_of, parse
 from launch.rundir import Change
 from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, verl_config_source
 

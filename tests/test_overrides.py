@@ -1,5 +1,6 @@
-"""launch/overrides.py: a sweep composed once per combination of group choices equals Hydra's full composition of
-every job (+, ++, ~, interpolations, packaged groups), and job names carry the profile plus what the sweep varies."""
+"""launch/overrides.py and launch/compose_once.py: a sweep composed once per combination of group choices equals
+Hydra's full composition of every job (+, ++, ~, interpolations, packaged groups), and job names carry the profile
+plus what the sweep varies."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ from hydra.core.override_parser.types import OverrideType
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 
+from launch.compose_once import ComposeOnce
 from launch.errors import UserError
 from launch.overrides import (
-    _RESOLVED,
-    ComposeOnce,
     as_written,
     hydra_quoted,
     job_name,
@@ -24,7 +24,6 @@ from launch.overrides import (
     key_of,
     keys_of,
     parse_one,
-    resolved_container,
     swept_keys,
     value_in,
     value_text,
@@ -86,7 +85,7 @@ def test_compose_once_equals_full_composition_for_every_job(hydra_loader):
             assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(full), overrides  # unresolved: interpolations kept
             assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(full, resolve=True), overrides
             # what plan.make_verl_config reads: equal in values, types and key order
-            resolved = json.dumps(resolved_container(cfg))
+            resolved = json.dumps(composer.resolve(cfg))
             assert resolved == json.dumps(OmegaConf.to_container(full, resolve=True)), overrides
             with open_dict(cfg):  # what planning may do: a preflight fix, a new key
                 OmegaConf.update(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization", 0.3, merge=False)
@@ -103,7 +102,7 @@ def test_resolution_is_reused_only_where_no_interpolation_reads_a_change(hydra_l
         if index not in REUSED | RESOLVED_IN_FULL:
             continue
         with composer.job_config(overrides) as cfg:
-            reused = _RESOLVED[id(cfg)].resolve(OmegaConf.to_container(cfg, resolve=False))
+            reused = composer.pristine(cfg).resolve(OmegaConf.to_container(cfg, resolve=False))
             assert (reused is not None) == (index in REUSED), overrides
 
 

@@ -42,8 +42,9 @@ class RlaunchSlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from launch.compose_once import ComposeOnce, detached_roots, interpolations_parsed_once
         from launch.cores import in_order
-        from launch.overrides import ComposeOnce, detached_roots, interpolations_parsed_once, job_name, swept_keys
+        from launch.overrides import job_name, swept_keys
         from launch.plan import Plan
         from launch.run import dispatch, plan_job
 
@@ -58,7 +59,7 @@ class RlaunchSlurmLauncher(Launcher):
         def plan_one(overrides: Sequence[str]) -> tuple[Plan, DictConfig]:
             with composer.job_config(overrides) as cfg:
                 name = job_name(str(cfg.gpu.name), overrides, swept, composer.groups(overrides))
-                plan = plan_job(cfg, list(overrides), name)
+                plan = plan_job(cfg, list(overrides), name, resolve=composer.resolve)
                 return plan, detached_roots(cfg)  # the working copy goes back to the next job
 
         with interpolations_parsed_once():

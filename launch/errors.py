@@ -81,8 +81,16 @@ def explain(exc: BaseException) -> str | None:
     if appended:
         key = appended.group(1)
         return f"+{key} adds a new key, but verl's config already has {key}: drop the + ({key}=...)"
+    ambiguous = re.match(r"Ambiguous value for argument '([^=']+)=([^']*)'", str(exc))
+    if ambiguous:
+        key, value = ambiguous.groups()
+        return (
+            f"{key}={value} is ambiguous: write a list in brackets ({key}=[{value}]), quote one string "
+            f"({key}=\"'{value}'\"), or add -m to sweep over {value.replace(',', ', ')}"
+        )
     if type(exc).__name__ == "ConfigCompositionException":
-        return f"{_first_line(exc)}: check the command-line overrides"
+        # Hydra's own lines after the first are its hint: kept, on the one line
+        return f"{'; '.join(_lines(exc))}: check the command-line overrides"
     return None
 
 
@@ -109,6 +117,9 @@ def _causes(exc: BaseException) -> Iterable[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def _lines(exc: BaseException) -> list[str]:
+    return [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+
+
 def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    return _lines(exc)[0]

@@ -29,6 +29,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from launch.errors import UserError
 from launch.facts import Facts, hub_cache_dir, is_local_path
+from launch.overrides import as_written
+from launch.ranges import check_ranges
 from launch.schema import LaunchSettings, choices_of
 
 if TYPE_CHECKING:
@@ -123,7 +125,9 @@ def ensure_file_logger(cfg: DictConfig) -> list[str]:
 
 
 def prepare(cfg: DictConfig) -> list[str]:
-    """The repairs, applied to the composed config before it is planned; returns what the plan's warnings say."""
+    """The repairs, applied to the composed config before it is planned; returns what the plan's warnings say. The
+    range table comes first: this is where planning first reads the values."""
+    check_ranges(cfg)
     check_skip_names(cfg)
     return ensure_file_logger(cfg) + [f"resolved {note}" for note in resolve_globs(cfg)]
 
@@ -216,7 +220,20 @@ def apply_data_facts(cfg: DictConfig, report: DataReport) -> None:
         cfg.dataset.domains = sorted({domain_of(source) for source in sources})
 
 
-def judge_data(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
+def missing_file_fix(cfg: DictConfig, key: str, set_on_command_line: dict[str, str]) -> str:
+    """Where the path came from decides the fix: the user's own `key=...`, or the dataset group under dataset.root."""
+    if key in set_on_command_line:
+        return (
+            f"{key}={set_on_command_line[key]} was set on the command line: correct the path there, or drop it to "
+            f"read dataset={cfg.dataset.name}'s files under dataset.root"
+        )
+    return f"point dataset.root (now {cfg.dataset.root}; RLAUNCH_DATA_DIR) at your copy, or set {key}"
+
+
+def judge_data(
+    cfg: DictConfig, report: DataReport, findings: Findings, set_on_command_line: dict[str, str] | None = None
+) -> None:
+    """`set_on_command_line`: key -> value as written, for the overrides of this job (the plan's)."""
     batch = int(cfg.data.train_batch_size)
     for key in DATA_KEYS:
         bad = [file for file in report.files if file.key == key and file.problem]
@@ -224,7 +241,7 @@ def judge_data(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
             continue
         first = bad[0]
         fix = (
-            f"point dataset.root (now {cfg.dataset.root}; RLAUNCH_DATA_DIR) at your copy, or set {key}"
+            missing_file_fix(cfg, key, set_on_command_line or {})
             if first.rows is None
             else "write the files the way verl's examples/data_preprocess scripts do, or set data.prompt_key / "
             "data.reward_fn_key to the columns you have"
@@ -349,10 +366,12 @@ def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[st
 
 
 def judge_time(cfg: DictConfig, predicted: dict[str, Any] | None, findings: Findings) -> None:
-    """Only SLURM has a time limit: the first checkpoint must come within one attempt, or every requeue starts over."""
+    """Only SLURM has a time limit: the run must end within the attempts cluster.max_requeues allows, and the first
+    checkpoint must come within one attempt, or every requeue starts over."""
     if predicted is None or cfg.cluster.name != "slurm":
         return
     step_s, attempt_min = predicted["step_s"], predicted["attempt_min"]
+    judge_attempts(cfg, predicted, findings)
     first_min = predicted["first_checkpoint_step"] * step_s / 60
     if predicted["attempts"] > 1 and not predicted["checkpoints"]:
         findings.problems.append(
@@ -380,6 +399,32 @@ def judge_time(cfg: DictConfig, predicted: dict[str, Any] | None, findings: Find
         )
 
 
+def judge_attempts(cfg: DictConfig, predicted: dict[str, Any], findings: Findings) -> None:
+    """A job is requeued at most cluster.max_requeues times (launch/slurm.py): a run that needs more attempts stops
+    unfinished, after days in the queue. The fix names the numbers that fit."""
+    allowed = 1 + int(cfg.cluster.max_requeues)
+    needed = predicted["attempts"]
+    if needed <= allowed:
+        return
+    step_s, attempt_min, total = predicted["step_s"], predicted["attempt_min"], predicted["total_steps"]
+    train_min = total * step_s / 60
+    fitting_steps = int(allowed * attempt_min * 60 // step_s)
+    budget = math.ceil(train_min / allowed) + STARTUP_MIN
+    steps_fix = f"trainer.total_training_steps={fitting_steps}" if fitting_steps >= 1 else ""
+    if cfg.trainer.get("total_training_steps") is None and fitting_steps >= predicted["steps_per_epoch"] >= 1:
+        steps_fix = f"trainer.total_epochs={fitting_steps // predicted['steps_per_epoch']} or {steps_fix}"
+    fixes = [f"fewer steps ({steps_fix})"] if steps_fix else []
+    fixes += [f"a larger budget (mode.time_budget_min={budget})", f"more requeues (cluster.max_requeues={needed - 1})"]
+    findings.problems.append(
+        (
+            "time",
+            f"the run needs {needed} attempts of {attempt_min} min ({total} steps x {step_s:g} s = {train_min:.0f} "
+            f"min) but cluster.max_requeues={cfg.cluster.max_requeues} allows 1 + {allowed - 1}: the job would stop "
+            f"unfinished; choose {', '.join(fixes[:-1])} or {fixes[-1]}",
+        )
+    )
+
+
 # --- verdict -------------------------------------------------------------------------------------------------------
 
 
@@ -392,7 +437,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     """The readiness of one planned job, recorded in the plan (its problems refuse the run in `refuse`)."""
     findings = Findings(notes=list(report.notes))
     judge_model(cfg, plan, facts, findings)
-    judge_data(cfg, report, findings)
+    judge_data(cfg, report, findings, as_written(plan.overrides))
     predicted = predict_time(cfg, plan, report.rows("data.train_files"))
     judge_time(cfg, predicted, findings)
     off = skipped(cfg)

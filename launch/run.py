@@ -24,12 +24,12 @@ from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
 from launch.compose_once import Resolve, full_resolution
 from launch.cores import in_order
-from launch.errors import UserError, explain
+from launch.errors import explain
 from launch.facts import Facts, gather_facts
 from launch.manifest import Manifest
 from launch.plan import make_plan
 from launch.rejected import discard_rejected_invocation
-from launch.render import refusal, render
+from launch.render import render
 from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME, Plan, save_plan
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
@@ -120,16 +120,11 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     cfg = jobs[0][1]
     dry_run = str(cfg.launch.dry_run).lower()
     executes = readiness.executes(cfg, plans[0])  # planning alone never refuses
-    if executes and cfg.launch.preflight == "fail":
-        refused = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
-        if refused:
-            raise UserError(refusal(refused[0].preflight, refused[0].job_name))
     if executes:
+        warnings = preflight.gate(plans, str(cfg.launch.preflight))
         readiness.refuse(plans)
-    if executes and cfg.launch.preflight == "warn":
-        for plan in plans:
-            if plan.preflight is not None and not plan.preflight["fits"]:
-                print(refusal(plan.preflight, plan.job_name).replace("refuses", "warns"), file=sys.stderr)
+        for warning in warnings:
+            print(warning, file=sys.stderr)
     scripts = {}
     if plans[0].cluster == "slurm":
         from launch import slurm
@@ -183,17 +178,17 @@ def submit_sweep(plans: list[Plan], max_requeues: int) -> None:
 
 
 def submit_ray_jobs(plans: list[Plan], cfg: DictConfig) -> None:
-    from launch import ray_jobs
+    from launch import ray_submit
 
     cluster = cfg.cluster
     for warning in dict.fromkeys(warning for plan in plans for warning in plan.warnings):
         print(f"rlaunch: warning: {warning}", file=sys.stderr, flush=True)
-    manifest = ray_jobs.submit(plans, str(cluster.address), cluster.get("ray_auth_token_file"), str(cluster.python))
-    submitted = manifest["runs"][-len(plans) :]  # the manifest also lists earlier submissions of this sweep
-    print(f"submitted {len(submitted)} Ray job(s) to {manifest['address']}", flush=True)
+    manifest = ray_submit.submit(plans, str(cluster.address), cluster.get("ray_auth_token_file"), str(cluster.python))
+    submitted = manifest.runs[-len(plans) :]  # the manifest also lists earlier submissions of this sweep
+    print(f"submitted {len(submitted)} Ray job(s) to {manifest.address}", flush=True)
     for run in submitted:
         print(f"  {run['job_id']:>28}  {run['run_id']}  {run['job_name']}", flush=True)
-    print(f"sweep {manifest['sweep_id']}: python launch/sweep.py status {manifest['sweep_dir']}", flush=True)
+    print(f"sweep {manifest.sweep_id}: python launch/sweep.py status {manifest.sweep_dir}", flush=True)
 
 
 def run_here(plan: Plan) -> None:
@@ -209,9 +204,9 @@ def run_here(plan: Plan) -> None:
 def exit_with_message(error: Exception) -> None:
     """Bad input ends here: one line on stderr, exit 2, nothing submitted. A bug keeps its traceback."""
     message = explain(error)
+    discard_rejected_invocation()  # a bug's traceback too: the empty sweep directory it created goes
     if message is None or os.environ.get("RLAUNCH_DEBUG"):
         raise error
-    discard_rejected_invocation()
     print(f"rlaunch: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
 

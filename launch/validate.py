@@ -24,6 +24,7 @@ from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
 from launch.overrides import holds_interpolation, keys_of
 from launch.plan import GLOBAL_MICRO_BATCHES
+from launch.ranges import select
 from launch.rundir import Plan, Resources
 from launch.schema import LaunchSettings, choices_of
 
@@ -84,18 +85,44 @@ def check_global_micro_batches(verl: ConfigView, ranks: int) -> None:
             )
 
 
+# Where verl 0.9.1 stops on PPO batch arithmetic, at the first actor update (after the first rollout): its engine
+# workers are the only ones it has, and they assert where older verl's dp_actor split off a smaller last mini-batch
+VERL_MINI_BATCHES = (
+    "verl 0.9.1 stops at the first actor update: TrainingWorker.train_mini_batch (verl/workers/engine_workers.py) "
+    "cuts each rank's share of the batch with tensordict_utils.make_iterator, which asserts whole mini-batches "
+    "(older verl ran a smaller last mini-batch)"
+)
+VERL_MINI_OVER_RANKS = (
+    "verl 0.9.1 stops at the first actor update: TrainingWorker.train_mini_batch (verl/workers/engine_workers.py) "
+    "asserts mini_batch_size % data-parallel size == 0"
+)
+VERL_MICRO_BATCHES = (
+    "verl 0.9.1 stops at the first actor update: prepare_micro_batches (verl/workers/engine/utils.py) asserts "
+    "whole micro-batches"
+)
+
+
+def neighbours(whole: int, part: int) -> str:
+    """The divisors of `whole` nearest to `part` on either side, as 'A or B' (one of them at the ends)."""
+    below = next((d for d in range(min(part, whole), 0, -1) if whole % d == 0), 1)
+    above = next((d for d in range(part + 1, whole + 1) if whole % d == 0), None)
+    return f"{below} or {above}" if above is not None and below != above else str(below)
+
+
 def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens: int) -> None:
-    """PPO's update arithmetic: batch into mini-batches, mini-batches over the GPUs, micro-batches or token budgets."""
+    """PPO's update arithmetic: batch into mini-batches, mini-batches over the GPUs, micro-batches or token budgets.
+    Each refusal says where verl 0.9.1 would stop (the first update, after a whole rollout)."""
     data, actor, rollout = verl.data, verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
     batch, mini = data.train_batch_size, actor.ppo_mini_batch_size
     if batch % mini:
         raise UserError(
             f"data.train_batch_size ({batch}) is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
-            f"({mini}): {batch} % {mini} = {batch % mini}; make the batch a multiple of the mini-batch"
+            f"({mini}): {batch} % {mini} = {batch % mini}; make the batch a multiple of the mini-batch (e.g. "
+            f"ppo_mini_batch_size={neighbours(batch, mini)}); {VERL_MINI_BATCHES}"
         )
     sequences = mini * rollout.n
     # verl splits a mini-batch over the data-parallel ranks: the GPUs / the Ulysses group that shares each sequence
-    sp = actor.ulysses_sequence_parallel_size or 1
+    sp = actor.ulysses_sequence_parallel_size
     if n_gpus % sp:
         raise UserError(
             f"actor_rollout_ref.actor.ulysses_sequence_parallel_size ({sp}) does not divide {gpus}: choose a "
@@ -106,7 +133,8 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
     if sequences % ranks:
         raise UserError(
             f"a mini-batch of {sequences} sequences (ppo_mini_batch_size {mini} x rollout.n {rollout.n}) does not "
-            f"split over {where}: {sequences} % {ranks} = {sequences % ranks}; change the mini-batch or the GPU count"
+            f"split over {where}: {sequences} % {ranks} = {sequences % ranks}; change the mini-batch or the GPU count; "
+            f"{VERL_MINI_OVER_RANKS}"
         )
     if actor.use_dynamic_bsz:
         budgets = {
@@ -136,24 +164,19 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
             raise UserError(
                 f"each {rank}'s share of a mini-batch ({sequences} / {ranks} = {share} sequences) is not a multiple "
                 f"of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({micro}): {share} % {micro} = "
-                f"{share % micro}; pick a micro-batch that divides {share}"
+                f"{share % micro}; pick a micro-batch that divides {share} (e.g. {neighbours(share, micro)}); "
+                f"{VERL_MICRO_BATCHES}"
             )
 
 
 def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: bool = True) -> None:
-    """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all. `ppo_updates` false (RFT:
+    """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all; the values are of the right
+    type and range already (launch/ranges.py, at the start of planning). `ppo_updates` false (RFT:
     the PPO config only generates; algos/rft/validate.py checks its SFT batches) skips the mini-batch arithmetic."""
     trainer, data, rollout = verl.trainer, verl.data, verl.actor_rollout_ref.rollout
     n_gpus = trainer.nnodes * trainer.n_gpus_per_node
     gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
-    if n_gpus < 1:
-        raise UserError(f"{gpus}: set trainer.nnodes and trainer.n_gpus_per_node to at least 1")
     sequence_tokens = data.max_prompt_length + data.max_response_length
-    if rollout.n < 1:
-        raise UserError(
-            f"actor_rollout_ref.rollout.n={rollout.n}: GRPO needs at least 1 sample per prompt (several, to compare "
-            "them); set actor_rollout_ref.rollout.n>=1"
-        )
     if ppo_updates:
         check_ppo_batches(verl, gpus, n_gpus, sequence_tokens)
     tp = rollout.tensor_model_parallel_size
@@ -250,17 +273,8 @@ def check_fork_keys(verl: dict[str, Any]) -> None:
         if message is not None:
             raise UserError(message)
     for (key, value), (fork, instead) in FORK_VALUES.items():
-        if _select(verl, key) == value:
+        if select(verl, key) == value:
             raise UserError(f"{key}={value} is {fork}'s, not verl 0.9.1's: {instead}")
-
-
-def _select(node: Any, key: str) -> Any:
-    """OmegaConf.select on the resolved dict, without building a DictConfig of the whole tree (~50 ms a job)."""
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _leaf_keys(node: Any, path: str) -> Any:

@@ -147,7 +147,12 @@ def test_good_tiny_run_is_ready(tmp_path: Path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda train: train.unlink(), r"data.train_files file .*train.parquet does not exist: point dataset.root"),
+        (
+            # tiny_run sets data.train_files itself: the fix is that override, not dataset.root
+            lambda train: train.unlink(),
+            r"data.train_files file (\S+)train.parquet does not exist: data.train_files=\1train.parquet was set on "
+            r"the command line: correct the path there, or drop it",
+        ),
         (lambda train: train.write_text("not parquet"), r"is not readable parquet"),
         (
             lambda train: pd.DataFrame({"data_source": ["math__x"], "prompt": ["p"]}).to_parquet(train),
@@ -242,7 +247,8 @@ def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_tha
     overrides = [*tiny_run(tmp_path, per_source=400), "llm=qwen2_5_3b", "data.max_response_length=8192"]
     overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.model.path")]
     overrides += ["trainer.total_training_steps=null", "trainer.total_epochs=2"]
-    overrides += ["trainer.save_freq=100", "launch.skip_checks=[hub_cache]"]
+    # 200 steps of ~9 min need ~36 attempts: requeues enough for them, so that only the checkpoint is wrong
+    overrides += ["cluster.max_requeues=40", "trainer.save_freq=100", "launch.skip_checks=[hub_cache]"]
     plan = dry_run(tmp_path, *overrides)
     time = plan.readiness["time"]
     fitting = int(50 * 60 // time["step_s"])
@@ -296,7 +302,8 @@ def test_compose_errors_name_the_fix(override: str, message: str):
     [
         ("reward_model.reward_manager=async_dapo", "reward_model.reward_manager=async_dapo is Reasoning360's verl"),
         ("+reward_model.overlong_buffer.enable=True", "reward_model.overlong_buffer.enable is a key of Reasoning360"),
-        ("actor_rollout_ref.rollout.n=0", "actor_rollout_ref.rollout.n=0: GRPO needs at least 1 sample"),
+        # the type comes from verl's own RolloutConfig, the range from launch/ranges.py
+        ("actor_rollout_ref.rollout.n=0", "must be an integer >= 1 (verl's RolloutConfig.n is int)"),
         ("trainer.default_local_dir=/path/to/checkpoint/", "trainer.default_local_dir is a placeholder"),
         ("actor_rollout_ref.model.path=/path/to/model", "model path '/path/to/model' does not exist"),
         ("launch.skip_checks=[dat]", "launch.skip_checks names unknown check(s) dat: choose from model, hub_cache"),

@@ -1,0 +1,315 @@
+"""The range table: what the numeric keys that matter may hold, checked before anything reads them.
+
+Runs on: the login node, first thing in planning (launch/readiness.py's prepare), before any arithmetic on the
+values: `data.train_batch_size=abc` or `ppo_mini_batch_size=0` would otherwise surface as a TypeError or a
+ZeroDivisionError in our own checks, and `optim.lr=-1` would be planned and queued.
+
+A key's type is verl's own: the field annotation of the config dataclass its node names with `_target_` (ActorConfig,
+RolloutConfig, OptimizerConfig, ...), read from verl's source with `ast` (importing verl takes ~3 s of torch and Ray,
+which planning avoids: launch/validate.py asks verl only through a cache); where no dataclass has the field (data.*,
+trainer.*), the type of verl's yaml default. rlaunch's own roots are typed by launch/schema.py (OmegaConf refuses a
+wrong type at compose), so only their ranges are checked here. The table holds only ranges.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import math
+import typing
+from dataclasses import dataclass, fields, is_dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from launch.errors import UserError
+from launch.schema import RlaunchSchema
+
+# verl's whole default config flattened into one file (verl regenerates it from ppo_trainer.yaml and checks it in CI)
+VERL_DEFAULTS_FILE = "trainer/config/_generated_ppo_trainer.yaml"
+NUMBER_TYPES = ("int", "float")
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Range:
+    """low (<= value, or < value when low_open) and high (value <= high); `never`: the one value outside that means
+    "never"; `nullable`: null allowed; `verl_does`: what verl 0.9.1 does with a value outside (said where we are
+    stricter than verl, or where verl's own failure comes only in the job)."""
+
+    low: float
+    low_open: bool = False
+    high: float | None = None
+    never: int | None = None
+    nullable: bool = False
+    verl_does: str = ""
+
+    def holds(self, value: float) -> bool:
+        if value == self.never:
+            return True
+        above = value > self.low if self.low_open else value >= self.low
+        return above and (self.high is None or value <= self.high)
+
+    def fallback_kind(self) -> str:
+        """Where neither verl nor launch/schema.py declares a type (a null default): a closed range of whole numbers
+        from 1 counts something (prompts, steps) and takes an integer."""
+        return "int" if self.low >= 1 and not self.low_open else "float"
+
+    def describe(self, kind: str) -> str:
+        noun = "an integer" if kind == "int" else "a number"
+        bound = f"{noun} {'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            bound += f" and <= {self.high:g}"
+        text = f"{self.never} (never) or {bound}" if self.never is not None else bound
+        return f"{text} or null" if self.nullable else text
+
+
+SIZE = Range(1)
+OPTIONAL_SIZE = Range(1, nullable=True)
+FRACTION = Range(0, low_open=True, high=1)
+NON_NEGATIVE = Range(0)
+# verl checks `freq > 0` before saving or validating: every other value means "never", which -1 says plainly
+FREQUENCY = Range(
+    1,
+    never=-1,
+    verl_does="verl 0.9.1 treats every value <= 0 as never (ray_trainer.py checks freq > 0): write -1 for that",
+)
+COEFFICIENT = Range(0, verl_does="verl 0.9.1 would run it, rewarding the policy for moving away from the reference")
+CLIP = Range(0, verl_does="verl 0.9.1 would run it with the clip range turned inside out")
+
+# key -> the values it may hold. Sizes count prompts, sequences, tokens or GPUs: verl 0.9.1 compares some of them
+# (train_batch_size >= ppo_mini_batch_size) but checks none is positive, and our own arithmetic divides by them.
+RANGES: dict[str, Range] = {
+    "data.train_batch_size": SIZE,
+    "data.val_batch_size": OPTIONAL_SIZE,
+    "data.max_prompt_length": SIZE,
+    "data.max_response_length": SIZE,
+    "actor_rollout_ref.actor.ppo_mini_batch_size": SIZE,
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": OPTIONAL_SIZE,
+    "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": SIZE,
+    "actor_rollout_ref.actor.ppo_epochs": SIZE,
+    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": SIZE,
+    "actor_rollout_ref.actor.optim.lr": Range(
+        0, low_open=True, verl_does="verl 0.9.1 would run it: 0 trains nothing, a negative rate climbs the loss"
+    ),
+    "actor_rollout_ref.actor.clip_ratio": CLIP,
+    "actor_rollout_ref.actor.clip_ratio_low": CLIP,
+    "actor_rollout_ref.actor.clip_ratio_high": CLIP,
+    "actor_rollout_ref.actor.clip_ratio_c": Range(
+        1,
+        low_open=True,
+        verl_does="verl 0.9.1 asserts clip_ratio_c > 1.0 in core_algos.compute_policy_loss_vanilla, at the first "
+        "actor update",
+    ),
+    "actor_rollout_ref.actor.kl_loss_coef": COEFFICIENT,
+    "actor_rollout_ref.rollout.n": SIZE,
+    "actor_rollout_ref.rollout.temperature": NON_NEGATIVE,
+    "actor_rollout_ref.rollout.top_p": FRACTION,
+    "actor_rollout_ref.rollout.val_kwargs.n": SIZE,
+    "actor_rollout_ref.rollout.val_kwargs.temperature": NON_NEGATIVE,
+    "actor_rollout_ref.rollout.val_kwargs.top_p": FRACTION,
+    "actor_rollout_ref.rollout.gpu_memory_utilization": FRACTION,
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": SIZE,
+    "actor_rollout_ref.rollout.max_num_seqs": SIZE,
+    "actor_rollout_ref.rollout.max_num_batched_tokens": SIZE,
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": OPTIONAL_SIZE,
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": SIZE,
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": OPTIONAL_SIZE,
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": SIZE,
+    "algorithm.kl_ctrl.kl_coef": COEFFICIENT,
+    "trainer.total_epochs": Range(1, verl_does="verl 0.9.1 would train 0 steps"),
+    "trainer.total_training_steps": Range(
+        1, nullable=True, verl_does="verl 0.9.1 takes any value that is not null as the step count"
+    ),
+    "trainer.nnodes": SIZE,
+    "trainer.n_gpus_per_node": SIZE,
+    "trainer.save_freq": FREQUENCY,
+    "trainer.test_freq": FREQUENCY,
+    "mode.time_budget_min": Range(0, low_open=True),
+    "cluster.max_requeues": NON_NEGATIVE,
+}
+
+
+@dataclass(frozen=True)
+class KeyType:
+    """A key's type as its owner declares it: `kind` int | float | bool | str | "" (unknown), and where it says so.
+    Whether null is allowed is the range table's to say (verl declares Optional[int] for fields it requires)."""
+
+    kind: str
+    source: str
+
+
+# --- verl's declared types, read from its source -------------------------------------------------------------------
+
+
+def verl_root() -> Path:
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
+    return Path(spec.submodule_search_locations[0])
+
+
+def annotation_type(node: ast.expr | None) -> tuple[str, bool]:
+    """(int | float | bool | str, nullable) of a field annotation; ("", nullable) for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
+        return annotation_type(ast.parse(node.value, mode="eval").body)
+    if isinstance(node, ast.Name):
+        return (node.id if node.id in ("int", "float", "bool", "str") else ""), False
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Optional":
+        return annotation_type(node.slice)[0], True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # X | None
+        parts = [
+            part for part in (node.left, node.right) if not (isinstance(part, ast.Constant) and part.value is None)
+        ]
+        return (annotation_type(parts[0])[0] if len(parts) == 1 else ""), True
+    return "", False
+
+
+@cache
+def verl_classes(module: str) -> dict[str, tuple[tuple[str, ...], dict[str, tuple[str, bool]]]]:
+    """The classes of a verl module, by name: their base class names and annotated fields. A `_target_` often names
+    a package that re-exports the class (verl.workers.config.RolloutConfig, defined in verl/workers/config/rollout.py):
+    then every file of the package."""
+    relative = Path(*module.split(".")[1:])
+    path = verl_root() / relative
+    # a module file before a directory of that name: verl/trainer/config/algorithm/ holds yaml, algorithm.py the code
+    module_file = path.with_suffix(".py")
+    files = [module_file] if module_file.is_file() else sorted(path.glob("*.py"))
+    classes = {}
+    for file in files:
+        for node in ast.parse(file.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                bases = tuple(base.id for base in node.bases if isinstance(base, ast.Name))
+                annotated = {
+                    item.target.id: annotation_type(item.annotation)
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                }
+                classes[node.name] = (bases, annotated)
+    return classes
+
+
+def verl_field_type(target: str, name: str) -> tuple[str, tuple[str, bool]] | None:
+    """(the class that declares it, its type) of field `name` of the dataclass `target` (verl's `_target_`, e.g.
+    verl.workers.config.FSDPActorConfig), its base classes included; None where the class has no such field."""
+    module, _, class_name = target.rpartition(".")
+    if not module.startswith("verl."):
+        return None
+    classes = verl_classes(module)
+    pending = [class_name]
+    while pending:
+        current = pending.pop(0)
+        if current not in classes:
+            continue
+        bases, annotated = classes[current]
+        if name in annotated:
+            return current, annotated[name]
+        pending += bases
+    return None
+
+
+@cache
+def verl_defaults() -> dict[str, Any]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((verl_root() / VERL_DEFAULTS_FILE).read_text(), Loader=loader) or {}
+
+
+def kind_of(value: Any) -> str:
+    return "bool" if isinstance(value, bool) else type(value).__name__ if isinstance(value, int | float | str) else ""
+
+
+# --- rlaunch's own declared types ----------------------------------------------------------------------------------
+
+
+def schema_field_type(key: str) -> KeyType | None:
+    """The type launch/schema.py gives one of our keys (mode.time_budget_min: ModeSettings.time_budget_min is int)."""
+    schema: Any = RlaunchSchema
+    parts = key.split(".")
+    for index, part in enumerate(parts):
+        if not is_dataclass(schema) or part not in {item.name for item in fields(schema)}:
+            return None
+        declared = typing.get_type_hints(schema)[part]
+        if index == len(parts) - 1:
+            args = [arg for arg in typing.get_args(declared) if arg is not type(None)]
+            name = getattr(args[0] if args else declared, "__name__", "")
+            return KeyType(name, f"rlaunch's {schema.__name__}.{part} is {name}")
+        schema = declared
+    return None
+
+
+def declared_type(cfg: DictConfig, key: str) -> KeyType:
+    """verl's dataclass field (through the `_target_` of the key's node), else verl's yaml default, else ours."""
+    parent = key.rpartition(".")[0]
+    target = OmegaConf.select(cfg, f"{parent}._target_", default=None)
+    return declared_type_under(key, str(target) if target else "")
+
+
+@cache
+def declared_type_under(key: str, target: str) -> KeyType:
+    """declared_type for a key whose node names `target` (""; none): asked once per process, not once per job."""
+    ours = schema_field_type(key)
+    if ours is not None:
+        return ours
+    name = key.rpartition(".")[2]
+    found = verl_field_type(target, name) if target else None
+    if found is not None:
+        owner, (kind, nullable) = found
+        return KeyType(kind, f"verl's {owner}.{name} is {f'Optional[{kind}]' if nullable else kind}")
+    default = select(verl_defaults(), key, _ABSENT)
+    if default is _ABSENT or (isinstance(default, str) and "${" in default):  # an interpolation: no type of its own
+        return KeyType("", "")
+    kind = kind_of(default)
+    return KeyType(kind, f"verl's default is {f'the {kind} {default}' if kind else shown(default)}")
+
+
+def select(node: Any, key: str, default: Any = None) -> Any:
+    """OmegaConf.select on a plain dict (the resolved config verl receives, verl's yaml), without building a
+    DictConfig of the whole tree (~50 ms a job)."""
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+# --- the check -----------------------------------------------------------------------------------------------------
+
+
+def shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def value_problem(value: Any, kind: str, allowed: Range) -> bool:
+    """True when `value` is not of `kind` (an int where a float is declared is fine) or outside `allowed`."""
+    if value is None:
+        return not allowed.nullable
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return True
+    if kind == "int" and not isinstance(value, int):
+        return True
+    return not math.isfinite(value) or not allowed.holds(value)
+
+
+def check_ranges(cfg: DictConfig) -> None:
+    """Every key of RANGES that the config holds, in the table's order; the first bad value stops the run."""
+    for key, allowed in RANGES.items():
+        parent, _, name = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent)
+        if not isinstance(node, DictConfig) or name not in node or OmegaConf.is_missing(node, name):
+            continue  # a key this config lacks, or ??? (validate.check_placeholders names what is unset)
+        value = node[name]
+        declared = declared_type(cfg, key)
+        kind = declared.kind if declared.kind in NUMBER_TYPES else allowed.fallback_kind()
+        if not value_problem(value, kind, allowed):
+            continue
+        source = f" ({declared.source})" if declared.source else ""
+        numeric = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        verl_does = f"; {allowed.verl_does}" if allowed.verl_does and numeric else ""
+        raise UserError(f"{key}={shown(value)}: must be {allowed.describe(kind)}{source}{verl_does}")

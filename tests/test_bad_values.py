@@ -1,0 +1,264 @@
+"""Bad values (wrong types, zero and negative sizes, fractions out of range, lists without brackets, requeues that
+cannot finish the run) through launch/run.py: one line on stderr naming the key and the value, exit 2, and nothing
+left under the runs directory; values at the edges of the ranges still plan.
+
+The CLI runs in this process (launch/run.py executed as __main__, exactly what `python launch/run.py` runs): a
+subprocess costs ~2-4 s of interpreter and import start-up per case, and there are dozens of cases. Two cases also run
+as a real subprocess, to show the two agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import re
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, compose_config, run_cli
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ValidationError
+from test_readiness import dry_run, submission, tiny_run
+
+from launch import ranges
+from launch.errors import UserError
+
+RUN_PY = str(PROJECT / "launch" / "run.py")
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """launch/run.py with these arguments, run as __main__ in this process from the test's own directory."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("SLURM_CONF", "RLAUNCH_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # run.py sets it: restored after the test
+
+    def run(*args: str) -> Result:
+        monkeypatch.setattr(sys, "argv", [RUN_PY, *args])
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(RUN_PY, run_name="__main__")
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+            except Exception:  # a bug: its traceback, as the interpreter would print it
+                traceback.print_exc(file=err)
+                code = 1
+            finally:  # the next invocation composes afresh, as a new process would
+                GlobalHydra.instance().clear()
+                HydraConfig.instance().cfg = None  # type: ignore[assignment]
+        return Result(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+@cache
+def composed() -> DictConfig:
+    return compose_config()
+
+
+def base_config() -> DictConfig:
+    """The default composed config, a copy per use (composing verl's tree takes ~1 s)."""
+    return copy.deepcopy(composed())
+
+
+def left_behind(directory: Path) -> list[str]:
+    return sorted(str(path.relative_to(directory)) for path in directory.rglob("*"))
+
+
+# override(s) -> a fragment of the one line. The first override's key and value must appear in the line.
+BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
+    (("data.train_batch_size=abc",), "must be an integer >= 1 (verl's default is the int 1024)"),
+    (("data.train_batch_size=-512",), "must be an integer >= 1"),
+    (("data.train_batch_size=null",), "must be an integer >= 1"),
+    (("data.val_batch_size=0",), "must be an integer >= 1 or null"),
+    (("actor_rollout_ref.actor.ppo_mini_batch_size=0",), "(verl's ActorConfig.ppo_mini_batch_size is int)"),
+    (("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=0",), "is Optional[int]"),
+    (("actor_rollout_ref.rollout.n=five",), "must be an integer >= 1 (verl's RolloutConfig.n is int)"),
+    (("actor_rollout_ref.rollout.n=2.5",), "must be an integer >= 1"),
+    (("actor_rollout_ref.rollout.n=true",), "must be an integer >= 1"),
+    (("actor_rollout_ref.rollout.val_kwargs.n=0",), "(verl's SamplingConfig.n is int)"),
+    (("actor_rollout_ref.rollout.gpu_memory_utilization=1.5",), "must be a number > 0 and <= 1"),
+    (("actor_rollout_ref.rollout.top_p=1.01",), "must be a number > 0 and <= 1 (verl's RolloutConfig.top_p is float)"),
+    (("actor_rollout_ref.actor.optim.lr=-1",), "must be a number > 0 (verl's OptimizerConfig.lr is float); verl 0.9.1"),
+    (("actor_rollout_ref.actor.optim.lr=0",), "a negative rate climbs the loss"),
+    (("actor_rollout_ref.actor.optim.lr=nan",), "must be a number > 0"),
+    (("actor_rollout_ref.actor.clip_ratio=-0.2",), "clip range turned inside out"),
+    (("actor_rollout_ref.actor.clip_ratio_c=1",), "asserts clip_ratio_c > 1.0"),
+    (("algorithm.kl_ctrl.kl_coef=-1",), "(verl's KLControlConfig.kl_coef is float)"),
+    (("trainer.total_epochs=0",), "verl 0.9.1 would train 0 steps"),
+    (("trainer.n_gpus_per_node=0",), "must be an integer >= 1"),
+    (("trainer.save_freq=0",), "must be -1 (never) or an integer >= 1"),
+    (("trainer.test_freq=-5",), "treats every value <= 0 as never"),
+    (("mode.time_budget_min=-5",), "must be an integer > 0 (rlaunch's ModeSettings.time_budget_min is int)"),
+    (("mode.time_budget_min=abc",), "bad value for mode.time_budget_min"),
+    (("cluster.max_requeues=-1",), "must be an integer >= 0 (rlaunch's ClusterSettings.max_requeues is int)"),
+    (("trainer.logger=console,wandb",), "write a list in brackets (trainer.logger=[console,wandb])"),
+    (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),
+    (
+        ("data.train_batch_size=1024", "actor_rollout_ref.actor.ppo_mini_batch_size=80"),
+        "1024 % 80 = 64; make the batch a multiple of the mini-batch (e.g. ppo_mini_batch_size=64 or 128); verl 0.9.1 "
+        "stops at the first actor update: TrainingWorker.train_mini_batch",
+    ),
+]
+
+
+def outside(allowed: ranges.Range) -> float:
+    """A value just outside `allowed`: below its low end."""
+    return allowed.low if allowed.low_open else allowed.low - 1
+
+
+@pytest.mark.parametrize(("key", "allowed"), list(ranges.RANGES.items()), ids=list(ranges.RANGES))
+def test_every_key_of_the_range_table_refuses_a_value_outside_and_a_word(key: str, allowed: ranges.Range):
+    """The whole table, on a config composed once (the CLI cases run a handful of them end to end)."""
+    for value in (outside(allowed), "many"):
+        cfg = base_config()
+        try:
+            OmegaConf.update(cfg, key, value, force_add=False)
+        except ValidationError:  # our own roots are typed by launch/schema.py: a word never composes
+            assert ranges.schema_field_type(key) is not None and isinstance(value, str), key
+            continue
+        with pytest.raises(UserError, match=rf"^{re.escape(key)}={value}: must be "):
+            ranges.check_ranges(cfg)
+    ranges.check_ranges(base_config())
+
+
+@pytest.mark.parametrize(("overrides", "fragment"), BAD_VALUES, ids=[" ".join(o) for o, _ in BAD_VALUES])
+def test_bad_value_is_one_line_exit_2_and_leaves_nothing(cli, tmp_path: Path, overrides: tuple[str, ...], fragment):
+    result = cli(*overrides, "launch.dry_run=true")
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlaunch: error: "), result.stderr[-3000:]
+    key, _, value = overrides[0].partition("=")
+    assert key in lines[0] and value in lines[0], lines[0]
+    assert fragment in lines[0], lines[0]
+    assert left_behind(tmp_path) == [], "a refusal leaves no directory behind (not even Hydra's .hydra/)"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [("actor_rollout_ref.actor.ppo_mini_batch_size=0",), ("trainer.logger=console,wandb", "cluster=local")],
+    ids=["range", "ambiguous-list"],
+)
+def test_the_real_cli_in_a_subprocess_says_the_same(cli, tmp_path: Path, overrides: tuple[str, ...]):
+    in_process = cli(*overrides)
+    (tmp_path / "subprocess").mkdir()
+    real = run_cli(*overrides, cwd=tmp_path / "subprocess")
+    assert in_process.returncode == real.returncode == 2
+    assert in_process.stderr == real.stderr
+    assert left_behind(tmp_path) == ["subprocess"]
+
+
+def test_values_at_the_edges_still_plan(cli, tmp_path: Path):
+    edges = {
+        "actor_rollout_ref.rollout.gpu_memory_utilization": 1.0,
+        "actor_rollout_ref.rollout.top_p": 1.0,
+        "actor_rollout_ref.actor.optim.lr": 1e-9,
+        "actor_rollout_ref.actor.clip_ratio": 0.0,
+        "actor_rollout_ref.actor.kl_loss_coef": 0.0,
+        "trainer.save_freq": -1,
+        "trainer.test_freq": 1,
+        "trainer.total_training_steps": None,
+        "actor_rollout_ref.rollout.temperature": 0.0,
+    }
+    written = [f"{key}={'null' if value is None else value}" for key, value in edges.items()]
+    result = cli(*written, "cluster.max_requeues=0", "launch.dry_run=json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    plan = json.loads(result.stdout)
+    for key, value in edges.items():
+        node = plan["verl"]
+        for part in key.split("."):
+            node = node[part]
+        assert node == value, key
+
+
+def test_a_bug_keeps_its_traceback_and_removes_the_sweep_directory_it_created(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Not bad input: rlaunch itself failed. The traceback is for the bug report; the empty sweep directory Hydra
+    created for the invocation goes all the same."""
+
+    def broken(cfg: object) -> list[str]:
+        raise RuntimeError("a bug in rlaunch")
+
+    monkeypatch.setattr("launch.readiness.prepare", broken)
+    result = cli("launch.dry_run=true")
+    assert result.returncode == 1 and "RuntimeError: a bug in rlaunch" in result.stderr
+    assert "Traceback" in result.stderr
+    assert left_behind(tmp_path) == []
+
+
+def test_types_read_from_verl_source_are_verls_dataclass_annotations():
+    """ranges.py reads verl's field annotations with `ast` (planning does not import verl); they are exactly what
+    typing.get_type_hints says of the imported dataclasses."""
+    import typing
+
+    from verl.trainer.config import KLControlConfig
+    from verl.workers.config import FSDPActorConfig, FSDPOptimizerConfig, RolloutConfig, SamplingConfig
+
+    for cls in (FSDPActorConfig, FSDPOptimizerConfig, RolloutConfig, SamplingConfig, KLControlConfig):
+        hints = typing.get_type_hints(cls)
+        target = f"{cls.__module__}.{cls.__name__}"
+        for key in ranges.RANGES:
+            name = key.rpartition(".")[2]
+            found = ranges.verl_field_type(target, name)
+            if name not in hints:
+                assert found is None, (target, name)
+                continue
+            assert found is not None, (target, name)
+            kind, nullable = found[1]
+            args = [arg for arg in typing.get_args(hints[name]) if arg is not type(None)]
+            assert (kind, nullable) == ((args[0] if args else hints[name]).__name__, bool(args)), (target, name)
+
+
+# --- requeues: the run must end within the attempts SLURM is asked for ---------------------------------------------
+
+
+def slow_run(tmp_path: Path) -> list[str]:
+    """A 3B model on one A40 with 8k-token responses: ~9 min a step, 10 steps an epoch, 50-min attempts (quick_test);
+    a checkpoint every 5 steps, so only the number of attempts is wrong."""
+    overrides = [*tiny_run(tmp_path, per_source=40), "llm=qwen2_5_3b", "data.max_response_length=8192"]
+    overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.model.path")]
+    return [*overrides, "trainer.total_training_steps=null", "trainer.save_freq=5", "launch.skip_checks=[hub_cache]"]
+
+
+def test_more_attempts_than_max_requeues_allow_is_refused_with_the_numbers_that_fit(tmp_path: Path):
+    overrides = [*slow_run(tmp_path), "trainer.total_epochs=100"]
+    time = dry_run(tmp_path, "cluster=slurm", *overrides).readiness["time"]
+    needed, fitting_steps = time["attempts"], int(4 * time["attempt_min"] * 60 // time["step_s"])
+    assert needed > 4 and 10 <= fitting_steps < 1000, time
+    with pytest.raises(UserError) as refused:
+        submission(tmp_path, *overrides)
+    message = str(refused.value)
+    assert f"needs {needed} attempts of 50 min (1000 steps x {time['step_s']:g} s" in message
+    assert "cluster.max_requeues=3 allows 1 + 3" in message
+    assert f"trainer.total_epochs={fitting_steps // 10} or trainer.total_training_steps={fitting_steps}" in message
+    assert f"cluster.max_requeues={needed - 1}" in message and "mode.time_budget_min=" in message
+    # each fix it names is enough
+    for fix in (f"trainer.total_epochs={fitting_steps // 10}", f"cluster.max_requeues={needed - 1}"):
+        assert submission(tmp_path, *overrides, fix).readiness["problems"] == []
+    budget = message.split("mode.time_budget_min=")[1].split(")")[0]
+    assert submission(tmp_path, *overrides, f"mode.time_budget_min={budget}").readiness["problems"] == []
+
+
+def test_a_dry_run_shows_too_many_attempts_as_not_ready(tmp_path: Path):
+    plan = dry_run(tmp_path, "cluster=slurm", *slow_run(tmp_path), "trainer.total_epochs=100000")
+    assert any(warning.startswith("not ready: the run needs") for warning in plan.warnings), plan.warnings

@@ -2,7 +2,7 @@
 submitted, their job ids: what `launch/sweep.py status|logs|cancel` reads. The one writer and reader of that file.
 
 Runs on: the login node: launch/run.py writes one for a dry run (`dry_run: true`: the planned runs, no job ids),
-launch/slurm.py and launch/ray_jobs.py for a submission; sweep.py and the report tools read it.
+launch/slurm.py and launch/ray_submit.py for a submission; sweep.py and the report tools read it.
 
 The JSON is the dataclass's fields; a manifest written before `cluster` and `dry_run` existed (a SLURM submission)
 reads as cluster=slurm, not dry. Each run is a plain record: its keys differ by backend (a SLURM array task has

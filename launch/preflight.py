@@ -34,6 +34,7 @@ from launch.memory import (
 )
 from launch.overrides import keys_of
 from launch.plan import make_slurm_parameters
+from launch.render import refusal
 from launch.rundir import Plan
 from launch.validate import skipped_engine_check
 from launch.verl_diff import relabel
@@ -278,6 +279,7 @@ def summarize(arch: Architecture, knobs: Knobs, capacity: float, bf16_tflops: fl
     mfu = predicted_mfu(knobs)
     return {
         "fits": all(phase.fits for phase in phases),
+        "misfit": next((phase.name for phase in phases if not phase.fits), None),  # the first phase that does not fit
         "phases": {phase.name: phase.to_dict() for phase in phases},
         "arithmetic": [phase.arithmetic() for phase in phases],
         "host_ram_gib_per_node": round(host_ram_per_node(arch, knobs), 1),
@@ -422,6 +424,18 @@ def apply_policy(cfg: DictConfig, plan: Plan, facts: Facts, remake: Callable[[],
         verdict["changed"] = {key: str(value) for key, value in changes.items()}
         verdict["before"] = {"fits": before["fits"], "predicted": before["predicted"]}
     return with_host_memory(cfg, plan, facts, verdict)
+
+
+def gate(plans: list[Plan], policy: str) -> list[str]:
+    """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit (one
+    UserError, the cheapest fix first), `warn` returns the same message for each as a warning; `fix` and `tune` have
+    already changed the plans (apply_policy), `off` judged nothing."""
+    misfits = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
+    if policy == "fail" and misfits:
+        raise UserError(refusal(misfits[0].preflight, misfits[0].job_name))
+    if policy == "warn":
+        return [refusal(plan.preflight, plan.job_name, verb="warns") for plan in misfits if plan.preflight is not None]
+    return []
 
 
 def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict[str, Any]) -> Plan:

@@ -150,12 +150,13 @@ def render_readiness(readiness: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def refusal(verdict: dict[str, Any], job: str) -> str:
-    """The message of a refused submission: the first line names the misfit and the cheapest fix."""
-    misfit = next(line for line in verdict["arithmetic"] if "DOES NOT FIT" in line)
+def refusal(verdict: dict[str, Any], job: str, verb: str = "refuses") -> str:
+    """The message of a refused (or, `verb="warns"`, a warned) submission: the first line names the misfit and the
+    cheapest fix."""
+    misfit = verdict["arithmetic"][list(verdict["phases"]).index(verdict["misfit"])]
     fixes = verdict.get("first_fitting_fixes") or []
     fix_text = " ".join(fixes) if fixes else "none of the fixes below is enough: use a bigger card or shorter lengths"
-    lines = [f"preflight refuses {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix)"]
+    lines = [f"preflight {verb} {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix)"]
     lines += [f"  {line}" for line in verdict["arithmetic"]]
     for fix in verdict.get("fixes", []):
         state = "fits" if fix["fits"] else "still too big"

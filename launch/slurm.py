@@ -167,12 +167,3 @@ def submit(plans: list[Plan], max_requeues: int) -> Manifest:
     manifest = replace(manifest, submit_seconds=round(time.perf_counter() - started, 3))
     manifest.write()
     return manifest
-
-
-# launch/ray_jobs.py builds its manifest as a dict: these two take that form until it builds a Manifest
-def write_manifest(sweep_dir: Path, manifest: dict[str, Any]) -> None:
-    Manifest.from_dict({**manifest, "sweep_dir": str(sweep_dir)}).write()
-
-
-def select_runs(manifest: dict[str, Any], run: str | None) -> list[dict[str, Any]]:
-    return Manifest.from_dict(manifest).select(run)

@@ -7,7 +7,7 @@ contents; the plan derives `<runs_dir>/code/<digest>` from that digest (a pure f
 exactly the bytes that were hashed, so an edit while a sweep is being planned cannot slip in. Content-addressed:
 every sweep submitted with the same code shares one directory, written once (into a temporary directory, then
 renamed: concurrent submissions never see or leave half a snapshot); other code gets a directory beside it. Only a
-submission writes it (launch/slurm.py, launch/ray_jobs.py): the checks read the files verl will load through
+submission writes it (launch/slurm.py, launch/ray_submit.py): the checks read the files verl will load through
 `at_checkout`, and a dry run copies nothing. Files are copied, never hard-linked: editors that write in place would
 change a hard-linked snapshot too.
 

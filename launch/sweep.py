@@ -160,10 +160,9 @@ def answer(command: str, manifest: Manifest, run: str | None, lines: int) -> str
     if manifest.dry_run:
         return f"sweep {manifest.sweep_id}: dry run: nothing to cancel" if command == "cancel" else dry_run(manifest)
     if manifest.cluster == "ray":  # Ray jobs: the same commands through Ray's job API
-        from launch import ray_jobs
+        from launch import ray_status
 
-        record = manifest.to_dict()
-        return ray_jobs.logs(record, run, lines) if command == "logs" else getattr(ray_jobs, command)(record)
+        return ray_status.logs(manifest, run, lines) if command == "logs" else getattr(ray_status, command)(manifest)
     if command == "logs":
         return logs(manifest, run, lines)
     return status(manifest) if command == "status" else cancel(manifest)

@@ -162,7 +162,7 @@ def test_verl_runs_as_a_ray_job_to_its_gpu_check_and_sweep_commands_work(ray_hea
     manifest = json.loads((Path(sweep_dir) / "manifest.json").read_text())
     [run] = manifest["runs"]
     plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
-    assert Path(plan["code_dir"], "launch", "ray_jobs.py").is_file()  # the snapshot is the job's working_dir
+    assert Path(plan["code_dir"], "launch", "ray_entry.py").is_file()  # the snapshot is the job's working_dir
     assert plan["verl"]["reward"]["custom_reward_function"]["path"] == f"{plan['code_dir']}/rewards/verl_entry.py"
 
     shown = wait_for(sweep_dir, r"FAILED|SUCCEEDED|STOPPED", 420)

@@ -1,0 +1,72 @@
+"""cluster=ray, submission: runs submitted to a Ray cluster that already stands (KubeRay, a head node), through Ray's
+job API, one Ray job per run.
+
+Runs on: the login node or a laptop, talking to the head's dashboard at `cluster.address` with
+`ray.job_submission.JobSubmissionClient` (launch/ray_api.py). The job's working_dir is the run's code snapshot
+(launch/snapshot.py; Ray uploads it once, content-addressed), its runtime env carries rlaunch's worker settings (the
+same `worker_env` verl's own ray.init passes; Ray merges the two), and its entrypoint is launch/ray_entry.py. Run
+directories live under `cluster.shared_dir`, which the cluster's nodes must see at the same path (verl writes
+checkpoints there, and the entrypoint reads the plan there). Ray jobs are never requeued: a failed job stays FAILED;
+submitting the same overrides again with the same `launch.sweep_id` gives the same run id, run directory and W&B
+run, and verl resumes from the last checkpoint. Afterwards: launch/ray_status.py (status, logs, cancel).
+
+Resources come from what the cluster reports (Ray's state API over the dashboard: CPUs, GPUs, memory per alive
+node), as a `PartitionFacts` (launch/facts.py), so the plan's caps, the checks and the preflight's host-RAM verdict
+use them as they use sinfo's.
+
+Auth: `cluster.ray_auth_token_file` is the cluster's token file, read by each client into its HTTP header (never
+copied, logged or put in the job); without it Ray's own lookup applies, and a cluster that requires a token refuses,
+which is reported with the fix.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from launch import snapshot
+from launch.errors import UserError
+from launch.manifest import Manifest
+from launch.ray_api import connect
+from launch.ray_entry import ENTRY_MODULE
+from launch.rundir import Plan
+
+
+def entrypoint(python: str, run_dir: str) -> str:
+    return shlex.join([python, "-m", ENTRY_MODULE, run_dir])
+
+
+def job_request(plan: Plan, python: str) -> dict[str, Any]:
+    """What is submitted for one run (pure): entrypoint, runtime env (working_dir = the snapshot), metadata."""
+    return {
+        "entrypoint": entrypoint(python, plan.run_dir),
+        "runtime_env": {"working_dir": plan.code_dir, "env_vars": dict(plan.worker_env)},
+        "metadata": {"rlaunch_run_id": plan.run_id, "rlaunch_sweep_id": plan.sweep_id, "job_name": plan.job_name},
+    }
+
+
+def submit(plans: list[Plan], address: str, token_file: str | None, python: str) -> Manifest:
+    """One Ray job per run; returns (and writes) the sweep's manifest, as soon as the cluster accepted them."""
+    if any(plan.code_dir is None for plan in plans):
+        raise UserError("cluster=ray needs the code snapshot as the job's working_dir: set cluster.snapshot=true")
+    client = connect(address, token_file)
+    started = time.perf_counter()
+    runs = []
+    for plan in plans:
+        snapshot.materialize(Path(str(plan.code_dir)))
+        submission_id = client.submit_job(**job_request(plan, python))
+        runs.append(
+            {
+                "run_id": plan.run_id,
+                "job_name": plan.job_name,
+                "overrides": plan.overrides,
+                "run_dir": plan.run_dir,
+                "job_id": submission_id,
+            }
+        )
+    sweep_dir = str(Path(plans[0].run_dir).parent)
+    manifest = Manifest(plans[0].sweep_id, sweep_dir, runs, cluster="ray", address=address, token_file=token_file)
+    return replace(manifest, submit_seconds=round(time.perf_counter() - started, 3)).write()

@@ -371,13 +371,31 @@ def verl_message(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def check_ray_cluster(resources: Resources, facts: Facts) -> None:
+    """What a standing Ray cluster (cluster=ray; its nodes as launch/facts.py asked them of Ray's state API) cannot
+    give, refused with the fix. A cluster that reports no GPU at all is let through (an autoscaling cluster adds GPU
+    nodes on demand); the plan warns instead."""
+    cluster = facts.partition
+    if cluster is None or cluster.gpus_per_node == 0:
+        return
+    if resources.gpus_per_node > cluster.gpus_per_node:
+        raise UserError(
+            f"trainer.n_gpus_per_node={resources.gpus_per_node} but the nodes of {cluster.name} have at most "
+            f"{cluster.gpus_per_node} GPUs: set trainer.n_gpus_per_node<={cluster.gpus_per_node} and raise "
+            "trainer.nnodes"
+        )
+    if resources.nodes > cluster.nodes:
+        raise UserError(
+            f"trainer.nnodes={resources.nodes} but {cluster.name} has {cluster.nodes} node(s) with GPUs: use fewer "
+            "nodes"
+        )
+
+
 def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
     """What the partition cannot give, refused before sbatch is asked (EnforcePartLimits would refuse it at submit,
     or worse, a cluster without it would leave the job pending forever)."""
     if cfg.cluster.name == "ray":
-        from launch.ray_jobs import check_resources
-
-        return check_resources(cfg, resources, facts)
+        return check_ray_cluster(resources, facts)
     if cfg.cluster.name != "slurm":
         return
     partition = facts.partition

@@ -16,8 +16,8 @@ the T x T Gram matrix K[k, l] = g_k . g_l alone:
     g_i' . g_j = (C[i] @ K)[j]          C[i] -= ((C[i] @ K)[j] / K[j, j]) e_j
 
 and update = sum_k w_k g_k with w = sum_i C[i]. Under FSDP each rank holds a shard of every g_k; K is the sum of the
-shards' Grams, so one all-reduce of T^2 numbers gives every rank the same weights (FACTS: checked against the
-literal loop to 1e-15 in float64).
+shards' Grams, so one all-reduce of T^2 numbers gives every rank the same weights (docs/facts.md#pcgrad: checked against
+the literal loop to 1e-15 in float64).
 
 Degenerate cases, chosen so that PCGrad never does worse than the baseline's plain sum:
 - a task absent from the batch, or whose gradient is exactly zero (K[k, k] == 0): it has nothing to project onto

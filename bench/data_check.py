@@ -19,7 +19,7 @@ sys.path.insert(0, str(PROJECT))
 
 ROWS = 92_000
 TARGET_S = 1.0
-# GURU's train split by domain, roughly (math dominates; FACTS: <domain>__<dataset> names)
+# GURU's train split by domain, roughly (math dominates; <domain>__<dataset> names: docs/facts.md#guru)
 SOURCES = {
     "math__combined": 0.59,
     "codegen__leetcode2k": 0.015,

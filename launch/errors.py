@@ -8,8 +8,10 @@ keeps its traceback.
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 
 # Keys (and values) of verl forks that scripts written for them carry, and what verl 0.9.1 has instead. A pasted
 # Reasoning360 DAPO script sets them; verl 0.9.1 would refuse the key or, worse, ignore it.
@@ -123,3 +125,16 @@ def _lines(exc: BaseException) -> list[str]:
 
 def _first_line(exc: BaseException) -> str:
     return _lines(exc)[0]
+
+
+def exit_with_message(error: Exception, cleanup: Callable[[], None] | None = None) -> None:
+    """Bad input ends here: one line on stderr, exit 2, nothing submitted. A bug keeps its traceback (so does every
+    error under RLAUNCH_DEBUG=1). `cleanup` runs first either way (the launcher removes the sweep directory it
+    opened)."""
+    message = explain(error)
+    if cleanup is not None:
+        cleanup()
+    if message is None or os.environ.get("RLAUNCH_DEBUG"):
+        raise error
+    print(f"rlaunch: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)

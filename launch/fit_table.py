@@ -2,7 +2,8 @@
 
 Runs on: the login node (or anywhere: no GPU, no cluster needed). For one model and algorithm, every gpu profile x
 GPU count with the predicted per-phase peaks (worst case; typical lengths in the JSON), the verdict, the cheapest
-fix of a misfit and what tune would set for a row that fits: the seeds' hand-made A40/A100 tables, computed.
+fix of a misfit and what tune would set for a row that fits: docs/background.md's hand-made A40/A100 tables,
+computed.
 """
 
 from __future__ import annotations

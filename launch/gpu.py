@@ -55,7 +55,7 @@ def load_profiles() -> dict[str, dict]:
 
 def detect_gpus() -> DetectedGpus:
     """Count real GPUs with NVML (nvidia-smi as fallback). Never from CUDA_VISIBLE_DEVICES: SLURM sets it on nodes
-    whose GRES are fake (FACTS)."""
+    whose GRES are fake (docs/facts.md#slurm)."""
     try:
         import pynvml
 

@@ -23,6 +23,7 @@ import submitit
 
 from launch import provenance, ray_cluster
 from launch.gpu import detect_gpus
+from launch.overrides import hydra_quoted
 from launch.rundir import (
     CHECKPOINT_CALLS_FILE,
     NOT_REQUEUED_FILE,
@@ -65,23 +66,23 @@ def record_attempt(plan: Plan, gpus: int) -> dict[str, Any]:
 
 
 def logical_cpus(plan: Plan) -> int:
-    """Enough logical CPUs for verl's TransferQueue (~9 actors) plus 3 per GPU bundle (FACTS), or 10 per GPU for
+    """Enough logical CPUs for TransferQueue (~9 actors) plus 3 per GPU bundle (docs/facts.md#verl), or 10 per GPU for
     verl's Ray SFT trainer (its workers ask for {CPU: 10, GPU: 1}: algo=rft's stage 3), at least the allocation's."""
     per_gpu = 10 if plan.driver == "rft" else 3
     return max(plan.resources.cpus_per_task, 9 + per_gpu * plan.resources.gpus_per_node + 4)
 
 
 def attempt_command(plan: Plan, attempt: int, provenance_overrides: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The driver's command and extra environment for this attempt: verl's file logger truncates its file on every
-    start (FACTS), so each attempt logs to its own file. verl's logger runs in its TaskRunner actor, which sees
-    only Ray's runtime env: the path goes there as a Hydra override of the dumped config, next to where this
-    attempt runs (launch/provenance.py)."""
+    """The driver's command and extra environment for this attempt: verl's file logger truncates its file on every start
+    (docs/facts.md#verl), so each attempt logs to its own file. verl's logger runs in its TaskRunner actor, which sees
+    only Ray's runtime env: the path goes there as a Hydra override of the dumped config, next to where this attempt
+    runs (launch/provenance.py)."""
     log_path = str(attempt_log_path(Path(plan.run_dir), attempt))
     command = list(plan.driver_command)
     # verl's Hydra overrides go to verl's driver as planned; tests and benchmarks swap the command for a stand-in
     # (a probe script) that takes none, and keep the plan's driver: hence the command's entry point decides.
     if command[1:3] == ["-m", "verl.trainer.main_ppo"]:
-        command.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={log_path}")
+        command.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={hydra_quoted(log_path)}")
         command += provenance_overrides
     return command, {"VERL_FILE_LOGGER_PATH": log_path, "RLAUNCH_ATTEMPT": str(attempt)}
 

@@ -10,6 +10,8 @@ venv, and the plan records which was taken and why.
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -90,3 +92,16 @@ def job_software(cluster: Any, engine: str, packages: dict[str, str]) -> JobSoft
     # unknown counts as the engine that keeps its weights: the host-RAM estimate stays on the safe side
     drops = engine == "vllm" and version is not None and version_tuple(version)[:2] >= VLLM_LEVEL_2_FROM
     return JobSoftware(has_flash, flash_source, engine, version, version_source, not drops)
+
+
+def skipped_engine_check(verl: Mapping[str, Any]) -> str:
+    """verl checks a LoRA rank against the installed vLLM and refuses when the planning machine has none ("vllm
+    version None not supported"): that is the job's environment, not this one's. The note when it is skipped."""
+    model, rollout = verl["actor_rollout_ref"]["model"], verl["actor_rollout_ref"]["rollout"]
+    lora = (model.get("lora") or {}).get("rank", 0) or model.get("lora_rank", 0)
+    if not lora or rollout["name"] != "vllm" or importlib.util.find_spec("vllm") is not None:
+        return ""
+    return (
+        "verl's vLLM version and LoRA-rank check skipped: vllm is not installed where this was planned "
+        "(the job's environment decides)"
+    )

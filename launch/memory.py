@@ -1,8 +1,8 @@
 """Per-GPU memory of each phase of a verl GRPO step with the colocated (hybrid) engine, predicted from the plan.
 
 Runs on: the login node. Pure arithmetic on the model's architecture and the knobs in the verl config; every phase
-is a sum of named terms so the preflight can print the arithmetic (STYLE 3). Sources of each term are in FACTS.md
-("Memory, for the preflight"); the activation and logits coefficients were measured on an H100 with bench/gpu_memory.py
+is a sum of named terms so the preflight can print the arithmetic (terms = peak vs capacity). Sources of each term are
+in docs/facts.md#memory; the activation and logits coefficients were measured on an H100 with bench/gpu_memory.py
 (HF Qwen2 steps; tests/data/gpu_memory_h100.json), the margins with bench/gpu_cases.py (verl's one-GPU LoRA cases
 built as verl builds them; tests/data/gpu_cases_h100.json), and are tested against those measurements. The NCCL
 buffers of multi-GPU runs are a GPU profile's figure (gpu.nccl_gib_per_communicator), not measured here.
@@ -50,7 +50,8 @@ ENTROPY_BYTES_PER_TOKEN_VOCAB = {
     # values and the backward writes one bf16 grad (measured 2.0 / 0.0, torch 2.11 on the H100)
     "compiled": (2.0, 0.0),
 }
-CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.3  # recomputation keeps each layer's bf16 input (FACTS: 2·s·b·h; measured 2.24)
+# recomputation keeps each layer's bf16 input (docs/facts.md#memory: 2·s·b·h; measured 2.24)
+CKPT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.3
 # saved activations of one decoder layer without recomputation, per token: a x hidden + b x intermediate (measured)
 LAYER_BYTES_PER_TOKEN = (29.0, 7.3)
 # one layer recomputed and back-propagated (its activations and their grads), per token (measured)

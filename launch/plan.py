@@ -172,7 +172,7 @@ def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
 
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     """What code inside verl's Ray workers must read: Ray workers see neither the job shell's variables nor its cwd
-    (FACTS), so it travels in Ray's runtime env."""
+    (docs/facts.md#ray), so it travels in Ray's runtime env."""
     import json
 
     from launch.errors import UserError

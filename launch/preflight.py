@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from launch.errors import UserError
 from launch.facts import Facts
-from launch.job_software import job_software
+from launch.job_software import job_software, skipped_engine_check
 from launch.memory import (
     Architecture,
     Knobs,
@@ -36,7 +36,6 @@ from launch.overrides import keys_of
 from launch.plan import make_slurm_parameters
 from launch.render import refusal
 from launch.rundir import Plan
-from launch.validate import skipped_engine_check
 from launch.verl_diff import relabel
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees

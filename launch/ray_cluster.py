@@ -3,7 +3,7 @@ sleeps), and a teardown that leaves nothing behind.
 
 Runs on: every node of the job (one submitit task per node: rank 0 is the head and runs the driver, the others run
 a worker), or on the cluster=local machine (a head alone). The topology is computed from SLURM's variables first
-(`topology_from_slurm` is pure given its inputs); only `start_*` touch processes. Facts this follows (FACTS.md):
+(`topology_from_slurm` is pure given its inputs); only `start_*` touch processes. It follows docs/facts.md#ray:
 ports from a block per node (random ones collide when jobs share a node), a short temp dir (Unix sockets break past 107
 bytes), each node's own address (Ray rewrites 127.0.0.1), `RAY_AUTH_MODE` set explicitly, never `ray stop --force`.
 
@@ -102,8 +102,8 @@ class Topology:
         return {name: first + offset for offset, name in enumerate(names)}
 
     def temp_dir(self, rank: int) -> str:
-        # <= 45 characters (FACTS); the node's address keeps two SLURM clusters on one host (dev copies, whose job ids
-        # both start at 1) out of each other's sessions
+        # <= 45 characters (docs/facts.md#ray); the node's address keeps two SLURM clusters on one host (dev copies,
+        # whose job ids both start at 1) out of each other's sessions
         return f"/tmp/rl{self.job_id % 10**7}-{rank}-{self.addresses[rank]}"
 
 
@@ -224,7 +224,7 @@ def ray_environment(token_path: Path) -> dict[str, str]:
 
 
 def raise_open_files_limit() -> None:
-    """To the hard limit, never above it (raising past it kills the job, FACTS)."""
+    """To the hard limit, never above it (raising past it kills the job: docs/facts.md#ray)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -18,10 +18,13 @@ cannot see the truth from here (data only the compute nodes see) is switched off
 
 from __future__ import annotations
 
+import ast
 import glob
+import importlib.util
 import math
 import os
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,12 +127,33 @@ def ensure_file_logger(cfg: DictConfig) -> list[str]:
     return [f"trainer.logger={loggers} has no 'file': added it (compare and doctor read the per-attempt metric files)"]
 
 
+# verl 0.9.1's critic.model.path default (trainer/config/model/hf_model.yaml): a placeholder its own model check rejects
+VERL_CRITIC_PLACEHOLDER = "~/models/deepseek-llm-7b-chat"
+
+
+def critic_from_actor(cfg: DictConfig) -> list[str]:
+    """A run that trains a critic (verl's need_critic: critic.enable, else adv_estimator=gae, verl's default) and
+    leaves critic.model.path at verl's placeholder starts its critic from the actor's model, as verl's examples do."""
+    enabled = cfg.critic.get("enable")
+    needs_critic = bool(enabled) if enabled is not None else str(cfg.algorithm.adv_estimator) == "gae"
+    if not needs_critic or str(cfg.critic.model.path) != VERL_CRITIC_PLACEHOLDER:
+        return []
+    actor = str(cfg.actor_rollout_ref.model.path)
+    with open_dict(cfg):
+        cfg.critic.model.path = actor
+    return [
+        f"algorithm.adv_estimator={cfg.algorithm.adv_estimator} trains a critic, and critic.model.path was verl's "
+        f"placeholder {VERL_CRITIC_PLACEHOLDER} (verl's own check rejects it): the critic starts from the actor's "
+        f"model {actor}; set critic.model.path to choose another"
+    ]
+
+
 def prepare(cfg: DictConfig) -> list[str]:
     """The repairs, applied to the composed config before it is planned; returns what the plan's warnings say. The
     range table comes first: this is where planning first reads the values."""
     check_ranges(cfg)
     check_skip_names(cfg)
-    return ensure_file_logger(cfg) + [f"resolved {note}" for note in resolve_globs(cfg)]
+    return ensure_file_logger(cfg) + critic_from_actor(cfg) + [f"resolved {note}" for note in resolve_globs(cfg)]
 
 
 def check_skip_names(cfg: DictConfig) -> None:
@@ -209,6 +233,43 @@ def scored_domains(cfg: DictConfig) -> tuple[set[str], Any] | None:
     return set(DOMAINS), domain_of
 
 
+@cache
+def verl_default_sources() -> tuple[frozenset[str], tuple[str, ...]]:
+    """The data_source values verl 0.9.1's default reward scores (verl/utils/reward_score/__init__.py
+    default_compute_score, what every reward manager falls back to without reward.custom_reward_function.path): the
+    strings it compares data_source with, and the prefixes it tests with startswith. Read from its source, without
+    importing verl (torch and Ray): any other data_source raises NotImplementedError at the first reward."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset(), ()
+    source = Path(spec.submodule_search_locations[0]) / "utils" / "reward_score" / "__init__.py"
+    tree = ast.parse(source.read_text())
+    function = next(
+        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "default_compute_score"
+    )
+    exact: set[str] = set()
+    prefixes: list[str] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "data_source":
+            for compared in node.comparators:
+                values = compared.elts if isinstance(compared, (ast.List, ast.Tuple, ast.Set)) else [compared]
+                exact.update(v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "startswith"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "data_source"
+        ):
+            prefixes += [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return frozenset(exact), tuple(prefixes)
+
+
+def verl_scores(source: str) -> bool:
+    exact, prefixes = verl_default_sources()
+    return source in exact or source.startswith(prefixes)
+
+
 def apply_data_facts(cfg: DictConfig, report: DataReport) -> None:
     """dataset.domains from the data itself: PCGrad's task count (the preflight's one gradient shard per task)."""
     known = scored_domains(cfg)
@@ -261,6 +322,9 @@ def judge_data(
             )
         )
     known = scored_domains(cfg)
+    if known is None and not cfg.reward.custom_reward_function.get("path"):
+        judge_verl_default_reward(report, findings)
+        return
     if known is None:
         if report.sources():
             findings.notes.append("data_source values not checked: the run uses its own reward function")
@@ -276,6 +340,24 @@ def judge_data(
                     f"data_source {shown} in {file.path} maps to no reward domain rlaunch scores "
                     f"({', '.join(sorted(domains))}, named <domain>__<dataset>): rename the data sources, or set "
                     "reward.custom_reward_function.path to your own reward function",
+                )
+            )
+
+
+def judge_verl_default_reward(report: DataReport, findings: Findings) -> None:
+    """No reward function of the run's own or rlaunch's (algo=verl): verl's default scores a fixed list of data
+    sources and raises NotImplementedError for any other, at the first reward of the first step."""
+    for file in report.files:
+        unknown = [source for source in file.sources if not verl_scores(source)]
+        if unknown:
+            shown = ", ".join(unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
+            findings.problems.append(
+                (
+                    "data_sources",
+                    f"data_source {shown} in {file.path} is not one verl's default reward scores (verl 0.9.1's "
+                    "default_compute_score raises NotImplementedError for it at the first step): set "
+                    "reward.custom_reward_function.path to your reward function, or use rlaunch's GURU reward "
+                    "(algo=guru_baseline) for <domain>__<dataset> sources",
                 )
             )
 

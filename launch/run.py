@@ -19,12 +19,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
-from launch import preflight, provenance, readiness, snapshot
+from launch import errors, preflight, provenance, readiness, snapshot
 from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
 from launch.compose_once import Resolve, full_resolution
 from launch.cores import in_order
-from launch.errors import explain
 from launch.facts import Facts, gather_facts
 from launch.manifest import Manifest
 from launch.plan import make_plan
@@ -202,13 +201,8 @@ def run_here(plan: Plan) -> None:
 
 
 def exit_with_message(error: Exception) -> None:
-    """Bad input ends here: one line on stderr, exit 2, nothing submitted. A bug keeps its traceback."""
-    message = explain(error)
-    discard_rejected_invocation()  # a bug's traceback too: the empty sweep directory it created goes
-    if message is None or os.environ.get("RLAUNCH_DEBUG"):
-        raise error
-    print(f"rlaunch: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
+    """The launcher's one-line exit (launch/errors.py); a refusal, or a bug, leaves no sweep directory behind."""
+    errors.exit_with_message(error, cleanup=discard_rejected_invocation)
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

@@ -60,7 +60,7 @@ class GpuProfile:
 
     name: str = MISSING  # profile name: a40, a100_40, a100_80, h100
     card: str = MISSING  # marketing name, for humans
-    usable_gib: float = MISSING  # what torch.cuda reports as total memory, in GiB (FACTS: GPUs table)
+    usable_gib: float = MISSING  # what torch.cuda reports as total memory, in GiB (docs/facts.md#gpus)
     bf16_tflops: float = MISSING  # dense bf16 peak, the same table verl's MFU uses
     mem_bandwidth_gbs: float = MISSING  # HBM/GDDR bandwidth in GB/s (rollout decode is bandwidth-bound)
     fp8: bool = False  # Hopper and newer

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
-import importlib.util
 import io
+import os
 import warnings
 from collections.abc import Callable
 from functools import cache
@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
+from launch.job_software import skipped_engine_check
 from launch.overrides import holds_interpolation, keys_of
 from launch.plan import GLOBAL_MICRO_BATCHES
 from launch.ranges import select
@@ -291,19 +292,6 @@ def check_reward_function(verl: ConfigView) -> None:
         raise UserError(f"reward.custom_reward_function.path '{path}' does not exist: point it at a Python file")
 
 
-def skipped_engine_check(verl: dict[str, Any] | DictConfig) -> str:
-    """verl checks a LoRA rank against the installed vLLM and refuses when the planning machine has none ("vllm
-    version None not supported"): that is the job's environment, not this one's. The note when it is skipped."""
-    model, rollout = verl["actor_rollout_ref"]["model"], verl["actor_rollout_ref"]["rollout"]
-    lora = (model.get("lora") or {}).get("rank", 0) or model.get("lora_rank", 0)
-    if not lora or rollout["name"] != "vllm" or importlib.util.find_spec("vllm") is not None:
-        return ""
-    return (
-        "verl's vLLM version and LoRA-rank check skipped: vllm is not installed where this was planned "
-        "(the job's environment decides)"
-    )
-
-
 @cache
 def verl_check_functions() -> tuple[Callable[..., Any], ...]:
     """verl's checks, imported once per process. Importing verl leaves millions of objects (torch, transformers,
@@ -341,9 +329,21 @@ def verl_checked_part(verl: dict[str, Any]) -> dict[str, Any]:
     return verl if holds_interpolation(part) else part
 
 
-def run_verl_validation(verl: DictConfig) -> None:
-    """verl's own checks, as main_ppo runs them, plus the rollout and actor dataclasses it builds later (FACTS:
-    validate_config alone does not look at rollout.name). Its prints go to stderr: stdout may be carrying JSON."""
+def model_files_here(path: str) -> bool:
+    """A model's config.json is on this machine: a local directory, or the HF cache this process reads (offline)."""
+    from launch.facts import cached_file, hub_cache_dir
+
+    local = Path(path).expanduser()
+    return local.is_dir() or cached_file(path, "config.json", hub_cache_dir(os.environ)) is not None
+
+
+def run_verl_validation(verl: DictConfig, critic_model_here: bool = True) -> None:
+    """verl's own checks, as main_ppo runs them, plus the rollout and actor dataclasses it builds later
+    (docs/facts.md#verl: validate_config alone does not look at rollout.name). Its prints go to stderr: stdout may be
+    carrying JSON.
+    verl builds a critic's config from its model's files (HFModelConfig loads config and tokenizer, from the Hub when
+    they are not here: a minute of retries on an offline login node); without them here (`critic_model_here`) the
+    critic's checks are left to the job, and readiness names a model the nodes' cache lacks."""
     need_critic, need_reference_policy, omega_conf_to_dataclass, validate_config = verl_check_functions()
 
     if skipped_engine_check(verl):  # every other check still runs, on a copy without the LoRA rank
@@ -357,7 +357,8 @@ def run_verl_validation(verl: DictConfig) -> None:
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            validate_config(verl, use_reference_policy=need_reference_policy(verl), use_critic=need_critic(verl))
+            use_critic = bool(need_critic(verl)) and critic_model_here  # need_critic warns: held back too
+            validate_config(verl, use_reference_policy=need_reference_policy(verl), use_critic=use_critic)
             omega_conf_to_dataclass(verl.actor_rollout_ref.rollout)
     except Exception as error:  # anything verl raises building its config (Hydra wraps it in InstantiationException)
         raise UserError(f"verl rejects the config: {verl_message(error)}") from error
@@ -463,8 +464,12 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
     cache = str(cfg.launch.verl_check_cache)
     checked = verl_checked_part(plan.verl)
-    ask_verl = lambda: run_verl_validation(OmegaConf.create(checked))  # noqa: E731
-    verl_checks.check_once(checked, names, facts.packages, cache, ask_verl)
+    critic_here = model_files_here(str(plan.verl["critic"]["model"]["path"]))
+    ask_verl = lambda: run_verl_validation(OmegaConf.create(checked), critic_here)  # noqa: E731
+    # whether the critic's checks could run is part of the verdict's key: a cached pass without them is not one with
+    verl_checks.check_once(
+        checked, names, {**facts.packages, "(critic model files here)": str(critic_here)}, cache, ask_verl
+    )
     if cfg.algo.name == "rft":  # its stages' own configs: verl's generation (PPO rollout) and SFT config code
         from algos.rft import RftConfigError, validate_rft
 

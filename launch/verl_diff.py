@@ -47,6 +47,7 @@ PLANNER_KEYS = {
     "trainer.project_name": "rlaunch: tracking",
     "trainer.experiment_name": "rlaunch: tracking",
     "reward.custom_reward_function.path": "rlaunch: code snapshot",  # the reward file the job imports
+    "critic.model.path": "rlaunch: critic from the actor",  # verl's placeholder path replaced (readiness.py)
 }
 CONFIG_YAML = "rlaunch (conf/config.yaml)"
 MISSING_IN_VERL = "<not in verl's config>"

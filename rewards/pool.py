@@ -2,7 +2,7 @@
 
 Runs in: the scoring process (verl's reward worker actor, a test, the bench) — one dispatcher THREAD that only moves
 bytes — and `procs` worker processes (`python -c "...worker_main()"`), where every grader runs in the MAIN thread.
-That is the point: math-verify's timeouts use SIGALRM, which fails in any other thread (FACTS).
+That is the point: math-verify's timeouts use SIGALRM, which fails in any other thread (docs/facts.md#rewards).
 
 A task names its grader as "module:function" and carries picklable arguments; the worker returns the grader's dict.
 The dispatcher gives each task to an idle worker and starts its clock then (time queued does not count). A worker

@@ -5,9 +5,9 @@ verl's reward worker itself.
 
 Every program gets its own sandbox (`command` renders it):
 - bubblewrap always runs WITHOUT privileges: as root we first drop to `uid` (65534, nobody) with setpriv, because
-  RLIMIT_NPROC is ignored for root (FACTS); an unprivileged caller keeps its own uid. Either way bubblewrap then
-  creates unprivileged user, pid, network, ipc and uts namespaces: no network (only a dead loopback), no other
-  process visible or killable, no capability left, and no nested user namespace to gain one in.
+  RLIMIT_NPROC is ignored for root (docs/facts.md#rewards); an unprivileged caller keeps its own uid. Either way
+  bubblewrap then creates unprivileged user, pid, network, ipc and uts namespaces: no network (only a dead loopback), no
+  other process visible or killable, no capability left, and no nested user namespace to gain one in.
 - the file system is /usr read-only plus a fresh /proc and a minimal /dev; the root and /dev are remounted
   read-only, so the ONLY writable place is /sandbox, a private tmpfs capped at `disk_mb` that vanishes with the
   sandbox. Nothing of the host's /tmp, home directories or the project is visible.

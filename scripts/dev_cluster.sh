@@ -17,7 +17,7 @@
 # Two copies coexist when they differ in --prefix and --port-base (every port and node address is derived from it):
 #   slurmctld P, slurmdbd P+2, MariaDB P+3, node i at 127.K.0.(10+i):P+10+i with K = (P / 50) % 256. Distinct
 #   node addresses matter: job ids restart at 1 in each copy, and a job's Ray ports are derived from its id.
-# Settings and why (shared/FACTS.md, each learned by failing): slurmdbd+MariaDB or sacct is off and submitit never
+# Settings and why (docs/facts.md#slurm, each learned by failing): slurmdbd+MariaDB or sacct is off and submitit never
 # learns a killed job died; the munge socket in AccountingStoragePass; DefMemPerCPU; EnforcePartLimits=ALL so an
 # impossible request is refused at submit; cred_expire=10 + sched_interval=5 so a requeued job restarts in ~15 s;
 # fake GPUs as character devices (slurmd rejects regular files); config_overrides for nodes bigger than the host.

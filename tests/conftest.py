@@ -24,7 +24,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 CONF = PROJECT / "conf"
 GPUS = ("a40", "a100_40", "a100_80", "h100")
 MODES = ("quick_test", "standard", "production", "extended")
-ALGOS = ("guru_baseline", "mtl_pcgrad")
+ALGOS = ("guru_baseline", "mtl_pcgrad", "verl")
 
 register_schemas()
 

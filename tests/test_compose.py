@@ -1,5 +1,6 @@
 """The config tree: every gpu x mode x algo composes over verl's own ppo_trainer and passes verl's validation, and
-each group owns only its keys (shared/DESIGN.md; seed 003: a mode that touched hardware knobs undid the profile)."""
+each group owns only its keys (README.md#how-a-run-is-put-together; docs/background.md#profile-first-then-mode: a
+mode that touched hardware knobs undid the profile)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ MODE_KEYS = {
     "trainer.val_before_train",
     "data.val_max_samples",
 }
-# What a gpu profile may change: its facts (gpu.*) and the hardware knobs of DESIGN.md.
+# What a gpu profile may change: its facts (gpu.*) and the hardware knobs (README.md#how-a-run-is-put-together).
 HARDWARE_KNOBS = {
     "actor_rollout_ref.model.enable_gradient_checkpointing",
     "actor_rollout_ref.actor.use_dynamic_bsz",
@@ -108,7 +109,7 @@ def test_bigger_cards_get_bigger_packs(all_configs):
     fraction = "actor_rollout_ref.rollout.gpu_memory_utilization"
     configs = {gpu: all_configs[gpu, "standard", "guru_baseline"] for gpu in GPUS}
     assert configs["a100_40"][budget] <= configs["a100_80"][budget] <= configs["h100"][budget]
-    # seed 001: an engine reserving 0.8 of an A40 starved the trainer
+    # docs/background.md#a40-oom: an engine reserving 0.8 of an A40 starved the trainer
     assert configs["a40"][fraction] <= 0.5 < configs["a100_80"][fraction]
     assert configs["a40"]["actor_rollout_ref.actor.fsdp_config.optimizer_offload"] is True
     assert configs["h100"]["actor_rollout_ref.actor.fsdp_config.optimizer_offload"] is False

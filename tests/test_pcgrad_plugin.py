@@ -210,7 +210,7 @@ def test_real_verl_driver_reaches_the_gpu_check_with_the_plugin_active(tmp_path:
     """launch/run.py plans algo=mtl_pcgrad on a tiny local model and GURU-shaped data; verl's own entry point on the
     planned config (with the plan's worker env, as the job runs it) gets through validation, ray.init, the task
     runner (where the plugin's trainer announces itself), TransferQueue, tokenizer and dataset, and stops at verl's
-    GPU check: the honest end of the CPU path (FACTS)."""
+    GPU check: the honest end of the CPU path (docs/facts.md#verl)."""
     from tiny_assets import make_tiny_dataset, make_tiny_model
 
     model = make_tiny_model(tmp_path / "model", weights=False)
@@ -238,7 +238,7 @@ def test_real_verl_driver_reaches_the_gpu_check_with_the_plugin_active(tmp_path:
     assert planned.returncode == 0, planned.stderr[-3000:]
     plan = json.loads(planned.stdout)
     assert plan["verl"]["trainer"]["v1"]["trainer_mode"] == "mtl_pcgrad"
-    # verl's own ray.init on this 2-core machine: enough logical CPUs for TransferQueue, or it hangs (FACTS)
+    # verl's own ray.init on a 2-core machine: enough logical CPUs for TransferQueue, or it hangs (docs/facts.md#verl)
     command = [sys.executable, *plan["driver_command"][1:], "ray_kwargs.ray_init.num_cpus=16"]
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",) and not k.startswith("RLAUNCH_PCGRAD")}
     try:

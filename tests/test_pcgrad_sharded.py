@@ -2,9 +2,9 @@
 verl wraps it (flat parameters), against the single-process PCGrad of the full per-task gradients of the same tiny
 transformer (built from a config).
 
-What is compared, not assumed: the per-task gradients FSDP2 reduces over gloo (FACTS: a torch version was reported
-to sum instead of average), the Gram matrix assembled from shard Grams, the combined gradient and the parameters
-after an optimizer step.
+What is compared, not assumed: the per-task gradients FSDP2 reduces over gloo (a torch version was reported to sum
+instead of average, pytorch#162338: docs/facts.md#pcgrad), the Gram matrix assembled from shard Grams, the combined
+gradient and the parameters after an optimizer step.
 """
 
 from __future__ import annotations

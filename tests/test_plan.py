@@ -66,7 +66,7 @@ def test_partition_caps_resources_and_types_gres(tmp_path):
     )
     plan = plan_for(tmp_path, "gpu=a100_80", "cluster=slurm", "mode=quick_test", facts=cpu_facts(partition=partition))
     res = plan.resources
-    assert (res.cpus_per_task, res.mem_gb) == (48, 250)  # seed 004's 8xA100 node shape
+    assert (res.cpus_per_task, res.mem_gb) == (48, 250)  # the 8xA100 node shape of docs/background.md#low-mfu
     assert res.gres == "gpu:a100:8"
     assert res.time_min == 60 + 15
     assert plan.execution == "submit"

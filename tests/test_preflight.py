@@ -66,7 +66,7 @@ def verdict_for(*overrides: str, packages: dict | None = None) -> dict:
 def test_parameter_counts_match_the_published_models():
     assert abs(QWEN_7B.params / 7.615e9 - 1) < 0.005  # Qwen2.5-7B: 7.61 B
     assert abs(QWEN_1_5B.params / 1.544e9 - 1) < 0.005  # Qwen2.5-1.5B: 1.54 B
-    assert QWEN_7B.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2 == 56 * 1024  # FACTS: 56 KiB
+    assert QWEN_7B.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2 == 56 * 1024  # docs/facts.md#memory: 56 KiB
 
 
 def test_model_states_are_16_bytes_per_param_sharded():
@@ -202,7 +202,7 @@ def test_margins_are_the_measured_ones():
     assert len(MODEL_ROWS) >= 20
 
 
-# --- the seeds' scenario, public must-OOM and must-fit cases -------------------------------------------------------
+# --- the A40 scenario (docs/background.md#a40-oom), public must-OOM and must-fit cases ------------------------------
 
 SEED_A40 = [
     "gpu=a40",

@@ -462,3 +462,29 @@ def test_the_global_micro_batch_older_verl_scripts_set_is_translated_not_passed_
         dry_run(tmp_path, *static, sp, "actor_rollout_ref.actor.ppo_micro_batch_size=176")
     with pytest.raises(UserError, match=re.escape("rollout.log_prob_micro_batch_size_per_gpu=8 (64 / 8 data-parallel")):
         dry_run(tmp_path, *static, "actor_rollout_ref.rollout.log_prob_micro_batch_size=64")
+
+
+def test_verl_default_reward_scores_its_own_data_sources_and_refuses_others(tmp_path: Path):
+    """algo=verl keeps verl's default reward, which raises NotImplementedError for a data_source it does not know:
+    refused before the queue, with the way out; its own sources (read from verl's source) pass."""
+    overrides = [*tiny_run(tmp_path), "algo=verl", "algorithm.adv_estimator=grpo"]
+    refused = r"data_source logic__\w+, math__\w+ in .* is not one verl.s default reward scores"
+    with pytest.raises(UserError, match=refused):
+        submission(tmp_path, *overrides)
+    pd.DataFrame(guru_rows(["openai/gsm8k", "aime2024"], 8, "train")).to_parquet(tmp_path / "data" / "train.parquet")
+    pd.DataFrame(guru_rows(["openai/gsm8k"], 8, "test")).to_parquet(tmp_path / "data" / "val.parquet")
+    plan = submission(tmp_path, *overrides)
+    assert not [p for p in plan.readiness["problems"] if p["check"] == "data_sources"]
+
+
+def test_a_critic_starts_from_the_actors_model_instead_of_verls_placeholder(tmp_path: Path):
+    """verl's default estimator (gae) trains a critic whose default path is a placeholder verl's own check rejects."""
+    overrides = [*tiny_run(tmp_path), "algo=verl", "mode=quick_test"]
+    plan = dry_run(tmp_path, *overrides)
+    actor = plan.verl["actor_rollout_ref"]["model"]["path"]
+    assert plan.verl["algorithm"]["adv_estimator"] == "gae" and plan.verl["critic"]["model"]["path"] == actor
+    assert any("the critic starts from the actor's model" in warning for warning in plan.warnings)
+    listed = {change.key: change.by for change in plan.changed_from_verl}
+    assert listed["critic.model.path"] == "rlaunch: critic from the actor"
+    grpo = dry_run(tmp_path, *overrides, "algorithm.adv_estimator=grpo")  # no critic: verl's value stays
+    assert grpo.verl["critic"]["model"]["path"] == "~/models/deepseek-llm-7b-chat"

@@ -455,7 +455,7 @@ def test_stage3_on_a_ray_cluster_with_a_gpu_runs_verls_sft_trainer_to_its_nccl_s
 
     run_dir = make_run_dir(tmp_path, tiny_model)
     generate_candidates(run_dir)
-    # its own loopback address: Ray keeps 127.0.0.x addresses other than 127.0.0.1, which it rewrites (FACTS)
+    # its own loopback address: Ray keeps 127.0.0.x other than 127.0.0.1, which it rewrites (docs/facts.md#ray)
     topology = ray_cluster.Topology(
         job_id=os.getpid(), nodes=("rft-test",), addresses=("127.0.0.31",), rank=0, cpus=16, gpus=1
     )

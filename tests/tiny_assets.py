@@ -30,7 +30,7 @@ CORPUS = [
     "The derivative of x squared is 2 x.",
     "user assistant system 0 1 2 3 4 5 6 7 8 9",
 ]
-# GURU's data_source names are <domain>__<dataset> (FACTS); one dataset per domain is enough here
+# GURU's data_source names are <domain>__<dataset> (docs/facts.md#guru); one dataset per domain is enough here
 GURU_DATASETS = {
     "math": "math__deepscaler",
     "codegen": "codegen__leetcode2k",

@@ -1,4 +1,4 @@
-"""Rejection-sampling fine-tuning (seed 002) as a three-stage job on verl 0.9.1's own entry points.
+"""Rejection-sampling fine-tuning (docs/background.md#rft-sampling): three stages on verl 0.9.1's own entry points.
 
     generate  verl.trainer.main_generation_server: `rft.oversample` samples per prompt from the rollout engine
     filter    rewards' batch API scores them; at most `rft.k` correct, distinct samples per prompt are kept

@@ -3,8 +3,8 @@
 Runs on: the job head (the pipeline), which starts `python -m verl.trainer.main_generation_server` on the dumped
 verl_config.yaml: verl brings up `trainer.nnodes x n_gpus_per_node / rollout TP` rollout replicas on the job's Ray
 cluster (RAY_ADDRESS) and sends every prompt `actor_rollout_ref.rollout.n` (= rft.oversample) chat requests, which
-the engine batches itself (max_num_seqs, max_num_batched_tokens: the GPU profile's knobs). Seed 002 spent most of its
-effort batching questions by hand; the engine's continuous batching does it.
+the engine batches itself (max_num_seqs, max_num_batched_tokens: the GPU profile's knobs). The RFT run of
+docs/background.md#rft-sampling batched its questions by hand; the engine's continuous batching does it.
 
 Before that, the prompts verl will read are written here once: the same selection verl's RL dataset makes from the
 same keys (`data.train_max_samples`, `data.shuffle` + `data.seed`, `data.filter_overlong_prompts`; the generation

@@ -14,9 +14,9 @@ from typing import Any
 @dataclass(kw_only=True)
 class RftSettings:
     # stage 1 (generate): samples per prompt; conf/algo/rft.yaml sets actor_rollout_ref.rollout.n from it, because
-    # verl's generation server reads rollout.n (seed 002: 15-50)
+    # verl's generation server reads rollout.n (docs/background.md#rft-sampling: 15-50)
     oversample: int = 16
-    # stage 1 sampling temperature; rollout.temperature follows it (seed 002: 0.7, diverse but mostly on-topic)
+    # stage 1 sampling temperature; rollout.temperature follows it (docs/background.md#rft-sampling: 0.7)
     temperature: float = 0.7
     # stage 2 (filter): at most this many correct, distinct samples per prompt go to fine-tuning
     k: int = 4

@@ -27,7 +27,7 @@ PLANNED_RUN_DIR = Path("/rlaunch-planned-run")
 def check_settings(rft: dict[str, Any], rollout: dict[str, Any]) -> None:
     oversample, k, temperature = int(rft["oversample"]), int(rft["k"]), float(rft["temperature"])
     if oversample < 1:
-        raise RftConfigError(f"rft.oversample={oversample}: generate at least one sample per prompt (seed 002: 15-50)")
+        raise RftConfigError(f"rft.oversample={oversample}: generate at least one sample per prompt (15-50 is usual)")
     if not 1 <= k <= oversample:
         raise RftConfigError(f"rft.k={k} must be between 1 and rft.oversample ({oversample}): keep at most that many")
     if temperature < 0:

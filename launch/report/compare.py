@@ -391,7 +391,7 @@ def compare(target: str, out_dir: Path | None, project: str, entity: str | None)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from launch.run import exit_with_message  # the same one-line exit as the launcher's
+    from launch.errors import exit_with_message  # the same one-line exit as the launcher's
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python launch/report/compare.py")
     parser.add_argument("target", help="a sweep directory (<launch.runs_dir>/<sweep id>) or a W&B group (sweep id)")

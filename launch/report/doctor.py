@@ -29,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from launch.errors import UserError, closest
 from launch.memory import Architecture, Knobs, estimate, predicted_mfu, with_changes
-from launch.overrides import key_of, parse_one
+from launch.overrides import hydra_quoted, key_of, parse_one
 from launch.preflight import (
     KEYS,
     TUNE_HEADROOM,
@@ -223,7 +223,7 @@ def step_times(run: RunMetrics, thresholds: DoctorThresholds) -> StepTimes | Non
 def override(key: str, value: Any) -> str:
     """key=value as Hydra parses it back (booleans lower-case)."""
     text = str(value).lower() if isinstance(value, bool) else str(value)
-    return f"{key}={text}"
+    return f"{key}={hydra_quoted(text) if isinstance(value, str) else text}"
 
 
 def rounded(value: float, digits: int = 3) -> float:
@@ -627,7 +627,7 @@ def classify_log(path: Path, as_json: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from launch.run import exit_with_message  # the same one-line exit as the launcher's
+    from launch.errors import exit_with_message  # the same one-line exit as the launcher's
 
     args = list(sys.argv[1:] if argv is None else argv)
     if any(arg in ("-h", "--help") for arg in args):

@@ -2,11 +2,11 @@
 report/doctor.py.
 
 Runs on: any machine that sees the run directories. verl's file logger (trainer.logger includes `file`) writes JSON
-lines `{"step": N, "data": {...}}` and truncates its file on every start (FACTS), so the job points it at one file per
-attempt: <run_dir>/metrics/attempt-<n>.jsonl (launch/job.py). A requeued attempt resumes from its last checkpoint
-step k and logs k, k+1, ... again; the earlier attempt's steps after k belong to work that was thrown away, so merging
-keeps, for every step, what the LATEST attempt that reached it logged. Other files in metrics/ (e.g. the RFT filter's
-statistics) are merged in after the attempts.
+lines `{"step": N, "data": {...}}` and truncates its file on every start (docs/facts.md#verl), so the job points it at
+one file per attempt: <run_dir>/metrics/attempt-<n>.jsonl (launch/job.py). A requeued attempt resumes from its last
+checkpoint step k and logs k, k+1, ... again; the earlier attempt's steps after k belong to work that was thrown away,
+so merging keeps, for every step, what the LATEST attempt that reached it logged. Other files in metrics/ (e.g. the RFT
+filter's statistics) are merged in after the attempts.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from launch.memory import OUTSIDE_TORCH_TERMS
 from launch.rundir import ATTEMPT_METRICS, METRICS_DIR, Plan, attempts, is_run_dir, load_plan
 
-# verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; FACTS)
+# verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; docs/facts.md#verl)
 THROUGHPUT = "perf/throughput"  # tokens / s / GPU
 MFU = "perf/mfu/actor"
 MEMORY_ALLOCATED = "perf/max_memory_allocated_gb"

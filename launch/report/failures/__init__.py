@@ -1,0 +1,32 @@
+"""Why a run failed: the cause of each failed attempt, read from its logs, with the evidence and the fix.
+
+Runs on: any machine that sees the run directories (login node, laptop with the shared filesystem). The package:
+  signatures.py  the failure kinds, the regex signatures that recognise them in real logs, `Failure`
+  classify.py    which cause explains an attempt (root causes and interruptions first), one per failed attempt
+  fixes.py       the fix for each kind, from the run's plan where the kind has numbers (`FixContext`)
+  logs.py        where an attempt's logs are (submitit's layout, the copied Ray logs), their split into attempts, the
+                 run's state
+The names below are what the rest of rlaunch reads from here. `failures.classify` is the function (it shadows the
+submodule of the same name on the package): reach the module as `from launch.report.failures.classify import ...`.
+"""
+
+from launch.report.failures.classify import classify, run_failures
+from launch.report.failures.fixes import FixContext, save_freq_that_fits, with_plan_fix
+from launch.report.failures.logs import FAILED_STATE, attempts_in, log_with_sibling, run_state
+from launch.report.failures.signatures import KINDS, Failure, render, summary
+
+__all__ = [
+    "FAILED_STATE",
+    "KINDS",
+    "Failure",
+    "FixContext",
+    "attempts_in",
+    "classify",
+    "log_with_sibling",
+    "render",
+    "run_failures",
+    "run_state",
+    "save_freq_that_fits",
+    "summary",
+    "with_plan_fix",
+]

@@ -1,0 +1,253 @@
+"""The failure kinds and how a log shows them: the vocabulary (`KINDS`, the order they are tried in), the regex
+signatures of each kind, the node and phase names a line can carry, and `Failure`, one attempt's cause as the rest
+of launch/report/failures/ and its readers pass it around (its one-line and terminal forms included).
+
+Runs on: any machine that sees the run directories (login node, laptop with the shared filesystem); pure data and
+text matching, no files read.
+
+The signatures were taken from real reports (tests/data/failures/, one directory per kind, each excerpt with its
+source) and from runs on the dev cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Tried in this order: an interruption explains whatever errors the kill caused; memory and missing inputs explain
+# the collective timeouts and dead actors that follow them; `unknown` is what is left.
+KINDS = (
+    "preempted",
+    "time_limit",
+    "host_oom",
+    "engine_memory",
+    "cuda_oom",
+    "gpu_unavailable",
+    "model_not_cached",
+    "data_missing",
+    "data_error",
+    "ray_start_failed",
+    "reward_error",
+    "config_error",
+    "ray_node_lost",
+    "nccl_timeout",
+    "unknown",
+)
+
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "preempted": (
+        r"DUE TO PREEMPTION",
+        r"Caught signal SIGUSR2 on \S+: this job is preempted",
+    ),
+    "time_limit": (
+        r"DUE TO TIME LIMIT",
+        r"Caught signal SIGUSR2 on \S+: this job is timed-out",
+    ),
+    "host_oom": (
+        r"OutOfMemoryError: Task was killed due to the node running low on memory",
+        r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        r"Detected \d+ oom[-_]kill event",
+        r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit",
+        r"oom-kill event\(s\)|Out of memory: Killed process",
+    ),
+    "engine_memory": (
+        r"No available memory for the cache blocks",
+        r"Not enough memory\. Please try to (?:increase|decrease) --mem-fraction-static",
+        r"Free memory on device .* is less than desired GPU memory utilization",
+        r"larger than the maximum number of tokens that can be stored in KV cache",
+        r"cuda error: out of memory at \S*cumem_allocator",
+        r"\((?:EngineCore\w*|RayWorkerWrapper|VllmWorker\S*) pid=\d+.*CUDA out of memory",
+        r"Worker failed with error 'CUDA out of memory",
+    ),
+    "cuda_oom": (
+        r"OutOfMemoryError: CUDA out of memory",
+        r"CUDA out of memory\. Tried to allocate",
+        r"RuntimeError: CUDA error: out of memory",
+    ),
+    "gpu_unavailable": (
+        r"Total available GPUs \S+ is less than total desired GPUs \S+",
+        r"No CUDA GPUs are available",
+        r"Found no NVIDIA driver on your system",
+        r"CUDA driver initialization failed|cudaErrorNoDevice|no CUDA-capable device is detected",
+    ),
+    "model_not_cached": (
+        r"We couldn't connect to '?https://huggingface\.co'? to load",
+        r"LocalEntryNotFoundError",
+        r"OfflineModeIsEnabled",
+        r"is not the path to a directory containing a file named config\.json",
+        r"Incorrect path_or_model_id",
+    ),
+    "data_missing": (
+        r"FileNotFoundError: .*\.(?:parquet|jsonl?|arrow)\b",
+        r"Unable to find '[^']+\.(?:parquet|jsonl?)'",
+        r"No such file or directory.*\.parquet",
+    ),
+    "data_error": (
+        r"ArrowInvalid",
+        r"Parquet magic bytes not found",
+        r"DatasetGenerationError",
+        r"ArrowTypeError|ArrowNotImplementedError",
+        r"KeyError: '(?:prompt|data_source|reward_model|ground_truth|extra_info)'",
+    ),
+    "ray_start_failed": (
+        r"ray start failed on node",
+        r"Ray did not come up",
+        r"Ray node\(s\) .* did not register",
+        r"the Ray head on \S+ .*did not come up|the Ray head on \S+ exited with code",
+        r"Could not find any running Ray instance",
+        r"Failed to connect to GCS|Failed to send request to gcs",
+        r"Token authentication is enabled but no authentication token was found",
+    ),
+    "reward_error": (
+        r"Reward function is not implemented for data_source",
+        r"Error in (?:custom )?reward",
+    ),
+    "config_error": (
+        r"omegaconf\.errors\.\w+",
+        r"ConfigAttributeError|ConfigKeyError|MissingMandatoryValue",
+        r"Key '[^']+' is not in struct",
+        r"Could not override '[^']+'",
+        r"\bmust be divisible by\b|\bis not divisible by\b",
+    ),
+    "ray_node_lost": (
+        r"has been marked dead because the detector has missed too many heartbeats",
+        r"NodeDiedError",
+        r"its node has died|node \S+ (?:has )?died|The node .* has been marked dead",
+        r"health check failed due to missing too many heartbeats",
+        r"raylet (?:has )?died|RayletDied|Owner's node has crashed",
+        r"ActorUnavailableError: .*(?:failed to connect|Failed to connect)",  # the actor's node no longer answers
+        r"the Ray worker on \S+ exited with code",  # rlaunch's worker task: its `ray start --block` died mid-run
+    ),
+    "nccl_timeout": (
+        r"Watchdog caught collective operation timeout",
+        r"NCCL (?:communicator was aborted|timeout)|ncclSystemError|ncclInternalError|ncclRemoteError",
+        r"DistBackendError",
+    ),
+}
+COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}
+
+# The frames of a traceback that say the exception came out of reward code (verl's managers, rewards/).
+REWARD_FRAME = re.compile(r'File "[^"]*(?:reward_score|reward_manager|/rewards/|reward_loop|compute_score)')
+EXCEPTION_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[\w.]+\.)?(?:\w*Error|\w*Exception|Killed)\b[:(]?")
+# rlaunch's own wrapper line names no cause; it is never evidence (launch/job.py raises it)
+WRAPPER = re.compile(r"verl exited with code|Submitted job triggered an exception|submitit ERROR")
+
+# Where a line names the node it comes from: Ray's prefixes and messages, rlaunch's Ray bring-up, SLURM.
+NODE_PATTERNS = (
+    re.compile(r"\[node (\S+)\]\s*$"),  # ray_texts marks each line of a node's copied logs
+    re.compile(r"on node (\S+?)[\s:(]"),
+    re.compile(r"Ray node\(s\) (\S+)"),
+    re.compile(r"Ray did not come up\b.*?\bnode(?:\(s\)|s)? ([\w.-]+)"),  # launch/job.py's fail-fast message
+    re.compile(r"node name: (\S+?)[,\s]"),
+    re.compile(r"the Ray (?:head|worker) on ([\w.-]+)"),
+    re.compile(r"ipv4:([\d.]+\d):\d+"),
+    re.compile(r"\bip[=:] ?([\d.]+\d)"),
+    re.compile(r"\bIP: ([\d.]+\d)"),
+    re.compile(r"JOB \d+ ON (\S+) CANCELLED"),
+    re.compile(r"^slurmstepd-([\w.-]+): "),  # slurmd -N <node> prefixes its step daemon's lines
+    re.compile(r"Local node IP: (\S+)"),
+)
+
+INTERRUPTIONS = ("preempted", "time_limit")
+
+PHASE_FRAMES = (  # verl's function and Ray task names -> the preflight's phase
+    ("log-prob", re.compile(r"compute_(?:ref_)?log_prob|infer_batch|logprob")),
+    ("training", re.compile(r"update_actor|update_policy|train_batch|train_mini_batch|forward_backward|backward")),
+    ("rollout", re.compile(r"generate_sequences|wake_up|rollout")),
+)
+# only names from tracebacks and Ray's task names: a log also prints overrides such as actor_rollout_ref.* that
+# name every phase
+CALL_NAMES = re.compile(r'File "[^"]*", line \d+, in (\w+)|ray::\w+\.(\w+)\(')
+
+
+def phase_of(text: str) -> str | None:
+    """The preflight phase an OOM happened in, from the function names of its traceback (None: it names none)."""
+    names = [first or second for first, second in CALL_NAMES.findall(text)]
+    for phase, pattern in PHASE_FRAMES:
+        if any(pattern.search(name) for name in names):
+            return phase
+    return None
+
+
+@dataclass
+class Failure:
+    """One failed (or interrupted) attempt: what went wrong, the lines that show it, and what to change."""
+
+    kind: str  # one of KINDS
+    evidence: list[str]  # the line or few lines that show it, as they appear in the log
+    attempt: int | None = None  # 1-based, in the order the job ran them
+    node: str | None = None  # the host (or Ray IP) the evidence names
+    fix: str = ""
+    details: dict[str, float | str] = field(default_factory=dict)  # numbers parsed from the evidence
+
+    def short(self, chars: int = 60) -> str:
+        """kind: the start of the evidence, for a table cell."""
+        text = self.evidence[0].strip() if self.evidence else ""
+        text = strip_prefix(text)
+        return f"{self.kind}: {text[:chars]}" if text else self.kind
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value not in (None, {}, "")}
+
+
+def strip_prefix(line: str) -> str:
+    """The line without Ray's `(WorkerDict pid=..., ip=...)` prefix and indentation."""
+    return re.sub(r"^\([^)]*\)\s*", "", line).strip()
+
+
+def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
+    """(frames, exception line) of each Python traceback in the log, Ray's prefixes kept."""
+    found = []
+    frames: list[str] | None = None
+    for line in lines:
+        body = strip_prefix(line)
+        if body.startswith("Traceback (most recent call last)"):
+            frames = []
+        elif frames is not None:
+            if body.startswith("File "):
+                frames.append(body)
+            elif EXCEPTION_LINE.match(body) and not body.startswith("File "):
+                found.append((frames, line))
+                frames = None
+    return found
+
+
+def is_source(line: str) -> bool:
+    """A traceback's source line (`raise RuntimeError(f"the Ray worker on {...}`) quotes a message without being it."""
+    body = strip_prefix(line)
+    return body.startswith(("raise ", "return ")) or 'f"' in body or "f'" in body
+
+
+def match_kind(kind: str, lines: list[str]) -> list[str]:
+    """The lines that show `kind`, in log order: the first is the cause, the later ones mostly its echoes."""
+    lines = [line for line in lines if not is_source(line)]
+    if kind == "reward_error":
+        hits = [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
+        for frames, exception in tracebacks(lines):
+            reward_frames = [frame for frame in frames if REWARD_FRAME.search(frame)]
+            if reward_frames and not WRAPPER.search(exception):
+                hits += [reward_frames[-1], exception]
+        return hits
+    return [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
+
+
+def summary(failures: list[Failure], chars: int = 60) -> str:
+    """Each failed attempt's cause in order: 'preempted > cuda_oom: torch.OutOfMemoryError: ...'."""
+    if not failures:
+        return ""
+    kinds = " > ".join(failure.kind for failure in failures[:-1])
+    return (kinds + " > " if kinds else "") + failures[-1].short(chars)
+
+
+def render(failure: Failure) -> list[str]:
+    """The lines a terminal shows for one failure: cause, evidence, fix."""
+    where = ", ".join(
+        part
+        for part in (f"attempt {failure.attempt}" if failure.attempt else "", failure.node and f"node {failure.node}")
+        if part
+    )
+    lines = [f"[{failure.kind}]" + (f" ({where})" if where else "")]
+    lines += [f"  evidence: {line}" for line in failure.evidence] or ["  evidence: (no error line in the log)"]
+    lines.append(f"  fix: {failure.fix}")
+    return lines

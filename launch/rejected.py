@@ -1,6 +1,6 @@
 """A rejected invocation leaves nothing behind: Hydra writes its bookkeeping (`.hydra/`: the composed config, the
-overrides, multirun.yaml) before rlaunch's checks run, into the sweep directory that a plan would have filled, and
-the code snapshot is written there before the checks that read it.
+overrides, multirun.yaml) before rlaunch's checks run, into the sweep directory that a plan would have filled (the
+code snapshot is written only at submission, under the runs dir: launch/snapshot.py).
 
 Runs on: the login node, on the way out of a refusal (launch/run.py's exit_with_message).
 """
@@ -14,8 +14,6 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from launch.snapshot import CODE_DIR
-
 
 def hydra_dir_of_this_invocation() -> Path | None:
     """Where Hydra wrote this invocation's bookkeeping (hydra.run.dir or hydra.sweep.dir), if it composed at all."""
@@ -28,15 +26,12 @@ def hydra_dir_of_this_invocation() -> Path | None:
 
 
 def discard(hydra_dir: Path, keep_above: Path) -> None:
-    """Remove `hydra_dir` (and the code snapshot written for the checks) when its sweep directory holds nothing else
-    (no run directory, no manifest: a sweep that was planned before keeps it), then the directories above it that
-    are left empty, up to `keep_above`."""
+    """Remove `hydra_dir` when its sweep directory holds nothing else (no run directory, no manifest: a sweep that
+    was planned before keeps it), then the directories above it that are left empty, up to `keep_above`."""
     sweep_dir = hydra_dir.parent
-    bookkeeping = {hydra_dir, sweep_dir / CODE_DIR}
-    if not hydra_dir.is_dir() or any(entry not in bookkeeping for entry in sweep_dir.iterdir()):
+    if not hydra_dir.is_dir() or any(entry != hydra_dir for entry in sweep_dir.iterdir()):
         return
-    for entry in bookkeeping:
-        shutil.rmtree(entry, ignore_errors=True)
+    shutil.rmtree(hydra_dir, ignore_errors=True)
     sweep_dir.rmdir()
     directory = sweep_dir.parent
     while directory != keep_above and directory.is_relative_to(keep_above) and not any(directory.iterdir()):

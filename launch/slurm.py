@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from launch import container, ray_cluster, snapshot
-from launch.manifest import MANIFEST as MANIFEST  # re-exported: launch/report/failures.py imports it from here
 from launch.manifest import Manifest
 from launch.rundir import Plan
 

@@ -5,7 +5,7 @@ requeued job included) and scancel. A sweep id is looked up in --runs-dir and in
 could have used by default (launch.runs_dir over each conf/cluster/*.yaml's shared_dir: ./runs/rlaunch for local,
 ~/rlaunch/rlaunch for slurm and ray). A dry run's manifest lists what was planned and says that nothing was
 submitted. `status` names the cause of each failed or interrupted attempt and `logs` shows its evidence and fix
-before the tail (launch/report/failures.py, through the doctor for the plan's numbers).
+before the tail (launch/report/failures/, through the doctor for the plan's numbers).
 """
 
 from __future__ import annotations

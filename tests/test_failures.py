@@ -1,4 +1,4 @@
-"""The failure classifier (launch/report/failures.py) on real logs: the corpus under tests/data/failures/<kind>/
+"""The failure classifier (launch/report/failures/) on real logs: the corpus under tests/data/failures/<kind>/
 holds excerpts from public verl, vLLM, SGLang, Ray, NCCL and SLURM reports and from dev-cluster runs, noise included
 (Ray's `(WorkerDict pid=...)` prefixes, tracebacks, submitit's lines), each with its source in its header."""
 

@@ -8,7 +8,7 @@ baseline on the same GPU profile. Output: a terminal table (rich), <out>/report.
 (each run's validation reward curve, baseline and PCGrad overlaid). Each run's diagnosis (launch/report/doctor.py) is
 written next to it and linked from the report. Each run's state (COMPLETED / FAILED / RUNNING / REQUEUED, from its
 job log; W&B's run state for a W&B group) carries the cause of its failed attempts, and the failed runs are listed
-with their evidence and fix (launch/report/failures.py).
+with their evidence and fix (launch/report/failures/).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Runs on: any machine that sees the run directories (the login node, or a laptop 
 Reads what the plan expected (plan.json: the preflight's predicted MFU and per-phase peaks, the exact verl config,
 the model's architecture) next to what verl logged (launch.report.metrics) and what the job recorded (attempts.jsonl,
 not_requeued.txt), and says what holds each run back, most important first, each with the overrides that address
-it. A run whose attempts failed gets the cause of each (failures.py: kind, evidence, fix from the plan) before
+it. A run whose attempts failed gets the cause of each (failures/: kind, evidence, fix from the plan) before
 anything else. Writes <run_dir>/diagnosis.md, which the sweep's comparison report links to (`diagnosis_path`).
 
     python launch/report/doctor.py --log FILE [--json]   classifies one bare log file (no run directory needed)

@@ -380,7 +380,23 @@ def check_plan(
     skipped = skipped_engine_check(verl)
     verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}
     verdict["knobs"] = asdict(knobs)  # what was judged: the doctor reads it back instead of rebuilding it
+    verdict["not_counted"] = not_counted(verl)
     return verdict
+
+
+def not_counted(verl: dict[str, Any]) -> list[str]:
+    """What the estimator does not model yet, said in the plan rather than left out silently."""
+    critic, algorithm = verl["critic"], verl["algorithm"]
+    trains_critic = critic.get("enable") if critic.get("enable") is not None else algorithm["adv_estimator"] == "gae"
+    missing = []
+    if trains_critic:
+        missing.append(
+            f"the critic (algorithm.adv_estimator={algorithm['adv_estimator']}): its model states, activations and "
+            "value pass share the actor's GPUs in verl, and are not in the peaks above"
+        )
+    if (verl.get("reward", {}).get("reward_model") or {}).get("enable"):
+        missing.append("the reward model (reward.reward_model.enable=true): not in the peaks above")
+    return missing
 
 
 def knobs_rollout_n(verl: dict[str, Any]) -> int:

@@ -38,6 +38,8 @@ def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
         )
     for note in verdict.get("job_software", {}).get("notes", []):
         lines.append(f"  job software  {note}")
+    for item in verdict.get("not_counted", []):
+        lines.append(f"  not counted   {item}")
     for key, value in verdict.get("changed", {}).items():
         lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict['policy']})")
     if verdict.get("first_fitting_fixes"):

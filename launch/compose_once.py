@@ -7,9 +7,9 @@ tests/test_overrides.py compares every job of a mixed sweep with full compositio
 Runs on: the login node (the sweep launcher, hydra_plugins/rlaunch_slurm_launcher).
 
 State is explicit: a `ComposeOnce` holds its compositions and their resolutions, and lends planning its `resolve`
-(launch/run.py plan_job -> launch/plan.py make_verl_config); nothing is module-global. Two seams reach inside
-Hydra and OmegaConf (both pinned in pyproject.toml), each guarded by tests/test_compose_once.py, which fails when a
-new version moves them:
+(launch/run.py plan_job resolves each job once, for the preflight and the plan); nothing is module-global. Two seams
+reach inside Hydra and OmegaConf (both pinned in pyproject.toml), each guarded by tests/test_compose_once.py, which
+fails when a new version moves them:
 - `ConfigLoaderImpl._apply_overrides_to_config`, `_parse_overrides_and_create_caching_repo`,
   `load_sweep_config` and the `CachingConfigRepository` a loader holds (hydra-core 1.3);
 - `omegaconf.base.parse`, the function OmegaConf's resolver parses `${...}` with, cached while a sweep is planned

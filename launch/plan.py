@@ -8,6 +8,7 @@ count from trainer.nnodes x trainer.n_gpus_per_node) and a plan can be diffed in
 from __future__ import annotations
 
 import hashlib
+import math
 import shlex
 from pathlib import Path
 from typing import Any
@@ -16,15 +17,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
 from launch import snapshot
-from launch.compose_once import Resolve, full_resolution
+from launch.compose_once import full_resolution
 from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
+from launch.errors import UserError
 from launch.facts import Facts
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
-from launch.verl_diff import algo_suggestion, changed_from_verl
+from launch.verl_diff import algo_suggestion, changed_from_verl, relabel
 
 
 def identity_overrides(overrides: list[str]) -> list[str]:
@@ -66,7 +68,21 @@ def llm_architecture(cfg: DictConfig, facts: Facts, overrides: list[str]) -> tup
     return {**used, "source": source}, warnings
 
 
-def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
+def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -> tuple[int, str]:
+    """--mem: the profile's host share (already capped at the node), never below 1.2 x the preflight's host-RAM
+    estimate; an error text when even that exceeds the node."""
+    needed = math.ceil(1.2 * estimate_gib)
+    if node_gib is not None and needed > node_gib:
+        return share_gb, (
+            f"host RAM: 1.2 x the estimate {estimate_gib:.0f} GiB = {needed} GiB exceeds the node's {node_gib:g} GiB: "
+            "turn param/optimizer offload off, use fewer GPUs per node, or a partition with bigger nodes"
+        )
+    return max(share_gb, needed), ""
+
+
+def make_resources(cfg: DictConfig, facts: Facts, host_ram_gib: float | None = None) -> Resources:
+    """`host_ram_gib`: the preflight's host-RAM estimate per node, when it judged the run: --mem never below 1.2 x
+    it (refused when the node cannot give that), unless cluster.mem_gb says otherwise."""
     gpu, trainer, partition, cluster = cfg.gpu, cfg.trainer, facts.partition, cfg.cluster
     gpus_per_node = int(trainer.n_gpus_per_node)
     # The profile's typical node share, capped at what the partition's nodes have; an explicit cluster.cpus_per_task
@@ -77,7 +93,13 @@ def make_resources(cfg: DictConfig, facts: Facts) -> Resources:
         cpus = min(cpus, partition.cpus_per_node)
         mem_gb = min(mem_gb, int(partition.mem_gib_per_node))
     cpus = int(cluster.get("cpus_per_task") or cpus)
-    mem_gb = int(cluster.get("mem_gb") or mem_gb)
+    if cluster.get("mem_gb"):
+        mem_gb = int(cluster.mem_gb)
+    elif host_ram_gib is not None:
+        node_gib = partition.mem_gib_per_node if partition is not None else None
+        mem_gb, problem = host_memory_gb(mem_gb, host_ram_gib, node_gib)
+        if problem:
+            raise UserError(problem)
     site_type = cfg.cluster.get("gres_types", {}).get(gpu.name)
     typed = site_type or (gpu.gres_type if partition is not None and partition.gres_type else None)
     gres = f"gpu:{typed}:{gpus_per_node}" if typed else f"gpu:{gpus_per_node}"
@@ -175,7 +197,6 @@ def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     (docs/facts.md#ray), so it travels in Ray's runtime env."""
     import json
 
-    from launch.errors import UserError
     from launch.secret_guard import refuse_secret_env
 
     env = {str(key): str(value) for key, value in (cfg.cluster.get("env") or {}).items()}
@@ -239,12 +260,10 @@ def sync_command(plan: Plan) -> str | None:
     return f"wandb sync {shlex.quote(plan.run_dir)}/wandb/offline-run-*"
 
 
-def make_verl_config(
-    cfg: DictConfig, run_dir: Path, worker_env: dict[str, str], resolve: Resolve = full_resolution
-) -> dict[str, Any]:
-    """Our roots stripped, interpolations resolved (`resolve`: a sweep's composer resolves its jobs quicker,
-    launch/compose_once.py), paths made absolute (Ray actors run elsewhere)."""
-    verl = resolve(cfg)
+def make_verl_config(resolved: dict[str, Any], run_dir: Path, worker_env: dict[str, str]) -> dict[str, Any]:
+    """Our roots stripped from the resolved config (taken over: the caller's own copy), paths made absolute (Ray
+    actors run elsewhere)."""
+    verl = resolved
     for root in (*RLAUNCH_ROOTS, "hydra"):
         verl.pop(root, None)
     trainer = verl["trainer"]
@@ -293,7 +312,8 @@ def make_plan(
     working_dir: Path,
     python: str,
     job_name: str = "",
-    resolve: Resolve = full_resolution,
+    resolved: dict[str, Any] | None = None,
+    verdict: dict[str, Any] | None = None,
 ) -> Plan:
     """`job_name`: the readable name a sweep gives the job (launch/overrides.py); a single run is named by its
     profile."""
@@ -310,14 +330,16 @@ def make_plan(
         )
     worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
-    resources = make_resources(cfg, facts)
-    verl = make_verl_config(cfg, run_dir, worker_env, resolve)
+    resources = make_resources(cfg, facts, verdict["host_ram_gib_per_node"] if verdict is not None else None)
+    verl = make_verl_config(resolved if resolved is not None else full_resolution(cfg), run_dir, worker_env)
     code_dir = None
     if cfg.cluster.get("snapshot") and facts.code is not None:
         code_dir = str(snapshot.code_dir(runs_dir, facts.code.digest))
         verl = snapshot.relocate(verl, facts.code.source, code_dir)
     container = resolve_container(cfg, str(runs_dir), code_dir)
     changes = changed_from_verl(cfg, overrides, verl)
+    if verdict is not None and verdict.get("changed"):  # the preflight's policy set these, after the layers did
+        changes = relabel(changes, list(verdict["changed"]), f"launch.preflight={cfg.launch.preflight}")
     python = container["python"] if container else python  # the job's driver runs inside the container
     return Plan(
         sweep_id=sweep_id,
@@ -347,4 +369,5 @@ def make_plan(
         code_dir=code_dir,
         container=container,
         changed_from_verl=changes,
+        preflight=verdict,
     )

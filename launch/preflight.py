@@ -1,8 +1,9 @@
 """The memory preflight: a verdict per phase, the cheapest fixes for a misfit, and tuning for a timid configuration.
 
-Runs on: the login node, between planning and submission. It reads a Plan (the verl config exactly as verl will
-receive it, the architecture, the GPU profile's usable memory) and returns a verdict plus the typed verl knob values
-its policy changes (check_plan, pure); apply_policy applies them once, re-makes the plan and sets --mem.
+Runs on: the login node, before the plan is made and at submission. It reads a job's resolved verl config, the
+architecture and the GPU profile's usable memory, and returns a verdict plus the typed verl knob values its policy
+changes (judge, pure); settle applies them to the config once, before the plan is made from it (the plan takes
+--mem from the verdict's host-RAM estimate); gate refuses or warns at submission.
 Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that fits), tune
 (raise micro-batch / token budget and engine concurrency to the largest that fit with TUNE_HEADROOM spare), warn,
 off. fix and tune never change a key the user set on the command line; they say so instead.
@@ -10,13 +11,12 @@ off. fix and tune never change a key the user set on the command line; they say 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from launch.compose_once import Resolve
 from launch.errors import UserError
 from launch.facts import Facts
 from launch.job_software import job_software, skipped_engine_check
@@ -33,10 +33,9 @@ from launch.memory import (
     with_changes,
 )
 from launch.overrides import keys_of
-from launch.plan import make_slurm_parameters
+from launch.plan import llm_architecture
 from launch.render import refusal
 from launch.rundir import Plan
-from launch.verl_diff import relabel
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
 TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
@@ -350,12 +349,17 @@ def typical(
     }
 
 
-def check_plan(
-    cfg: Any, plan: Any, packages: dict[str, str], length_fraction: float = TYPICAL_FRACTION
+def judge(
+    cfg: Any,
+    verl: dict[str, Any],
+    llm: dict[str, Any],
+    overrides: list[str],
+    packages: dict[str, str],
+    length_fraction: float = TYPICAL_FRACTION,
 ) -> dict[str, Any]:
-    """The preflight of one planned job (cfg: the composed config; plan: launch.plan.Plan; packages: the venv's;
-    length_fraction: the sequences' share of their maximum length for the `typical` figures)."""
-    verl = plan.verl
+    """The preflight of one job's config (cfg: the composed config; verl: its resolved verl keys; llm: the
+    architecture launch/plan.py's llm_architecture finds; packages: the venv's; length_fraction: the sequences' share
+    of their maximum length for the `typical` figures). Pure."""
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
     software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
     knobs = with_changes(
@@ -367,12 +371,12 @@ def check_plan(
         knobs = with_changes(knobs, trainer_beside_engine=False)
     mini_batch_sequences = verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * knobs_rollout_n(verl)
     verdict = run(
-        Architecture.from_llm(plan.llm),
+        Architecture.from_llm(llm),
         knobs,
         float(cfg.gpu.usable_gib),
         float(cfg.gpu.bf16_tflops),
         str(cfg.launch.preflight),
-        plan.overrides,
+        overrides,
         mini_batch_sequences,
         int(verl["data"]["train_batch_size"]) * knobs_rollout_n(verl),
         length_fraction,
@@ -382,6 +386,13 @@ def check_plan(
     verdict["knobs"] = asdict(knobs)  # what was judged: the doctor reads it back instead of rebuilding it
     verdict["not_counted"] = not_counted(verl)
     return verdict
+
+
+def check_plan(
+    cfg: Any, plan: Any, packages: dict[str, str], length_fraction: float = TYPICAL_FRACTION
+) -> dict[str, Any]:
+    """The preflight of a planned job (launch.plan.Plan): what-if questions of the report, the fit table and tests."""
+    return judge(cfg, plan.verl, plan.llm, plan.overrides, packages, length_fraction)
 
 
 def not_counted(verl: dict[str, Any]) -> list[str]:
@@ -403,65 +414,40 @@ def knobs_rollout_n(verl: dict[str, Any]) -> int:
     return int(verl["actor_rollout_ref"]["rollout"]["n"])
 
 
-def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -> tuple[int, str]:
-    """--mem: the profile's host share (already capped at the node), never below 1.2 x the estimate; an error text
-    when even that exceeds the node."""
-    needed = math.ceil(1.2 * estimate_gib)
-    if node_gib is not None and needed > node_gib:
-        return share_gb, (
-            f"host RAM: 1.2 x the estimate {estimate_gib:.0f} GiB = {needed} GiB exceeds the node's {node_gib:g} GiB: "
-            "turn param/optimizer offload off, use fewer GPUs per node, or a partition with bigger nodes"
-        )
-    return max(share_gb, needed), ""
-
-
-def apply_policy(cfg: DictConfig, plan: Plan, facts: Facts, remake: Callable[[], Plan]) -> Plan:
-    """The preflight of one planned job with its policy applied once. `fix` and `tune` set their typed knob values in
-    cfg (never a key the user set) and the plan is made again from it (`remake`: plan and validate), so the verdict
-    describes the plan as submitted, with what changed and the verdict before. `fail` and `warn` change nothing: the
-    submission refuses or warns (launch/run.py dispatch). --mem then follows the host-RAM estimate."""
-    verdict = check_plan(cfg, plan, facts.packages)
+def settle(
+    cfg: DictConfig, resolved: dict[str, Any], facts: Facts, overrides: list[str], resolve: Resolve
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The preflight of one job BEFORE its plan is made: (the verdict on the config as it will be planned, that
+    config resolved). `fix` and `tune` set their typed knob values in cfg (never a key the user set) first, so the
+    plan is made once, from the config that runs; the verdict then says what changed and what it was before. `fail`
+    and `warn` change nothing (gate() refuses or warns at submission). None: `off`, or a model nothing here knows."""
+    if cfg.launch.preflight == "off":
+        return None, resolved
+    llm, _ = llm_architecture(cfg, facts, overrides)
+    if llm.get("known") is False:
+        return None, resolved
+    verdict = judge(cfg, resolved, llm, overrides, facts.packages)
     changes = verdict.pop("apply_overrides")
-    if changes:
-        with open_dict(cfg):
-            for key, value in changes.items():
-                OmegaConf.update(cfg, key, value, merge=False)
-        plan = remake()
-        plan = replace(
-            plan,
-            changed_from_verl=relabel(
-                plan.changed_from_verl, list(changes), f"launch.preflight={cfg.launch.preflight}"
-            ),
-        )
-        before = verdict
-        verdict = check_plan(cfg, plan, facts.packages)
-        verdict.pop("apply_overrides")
-        verdict["changed"] = {key: str(value) for key, value in changes.items()}
-        verdict["before"] = {"fits": before["fits"], "predicted": before["predicted"]}
-    return with_host_memory(cfg, plan, facts, verdict)
+    if not changes:
+        return verdict, resolved
+    with open_dict(cfg):
+        for key, value in changes.items():
+            OmegaConf.update(cfg, key, value, merge=False)
+    resolved = resolve(cfg)
+    settled = judge(cfg, resolved, llm, overrides, facts.packages)
+    settled.pop("apply_overrides")
+    settled["changed"] = {key: str(value) for key, value in changes.items()}
+    settled["before"] = {"fits": verdict["fits"], "predicted": verdict["predicted"]}
+    return settled, resolved
 
 
 def gate(plans: list[Plan], policy: str) -> list[str]:
     """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit (one
     UserError, the cheapest fix first), `warn` returns the same message for each as a warning; `fix` and `tune` have
-    already changed the plans (apply_policy), `off` judged nothing."""
+    already changed the config before it was planned (settle), `off` judged nothing."""
     misfits = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
     if policy == "fail" and misfits:
         raise UserError(refusal(misfits[0].preflight, misfits[0].job_name))
     if policy == "warn":
         return [refusal(plan.preflight, plan.job_name, verb="warns") for plan in misfits if plan.preflight is not None]
     return []
-
-
-def with_host_memory(cfg: DictConfig, plan: Plan, facts: Facts, verdict: dict[str, Any]) -> Plan:
-    """The plan carrying its verdict; --mem never below 1.2 x the host-RAM estimate, refused only when the node cannot
-    give that (or kept as the user set it with cluster.mem_gb)."""
-    node_gib = facts.partition.mem_gib_per_node if facts.partition is not None else None
-    if cfg.cluster.get("mem_gb"):
-        return replace(plan, preflight=verdict)
-    mem_gb, problem = host_memory_gb(plan.resources.mem_gb, verdict["host_ram_gib_per_node"], node_gib)
-    if problem:
-        raise UserError(problem)
-    resources = replace(plan.resources, mem_gb=mem_gb)
-    slurm = make_slurm_parameters(cfg, resources, plan.code_dir, plan.container)
-    return replace(plan, resources=resources, slurm=slurm, preflight=verdict)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import hydra
 import yaml
@@ -61,9 +62,10 @@ def plan_job(
     gather: Callable[..., Facts] = gather_facts,
     resolve: Resolve = full_resolution,
 ) -> Plan:
-    """repairs + data -> facts -> plan -> validate -> preflight (which may, by policy, change knobs and re-plan)
-    -> readiness (model, data, time: refused in dispatch when the run executes). `resolve`: how the job's config
-    becomes plain data (a sweep's composer lends its quicker one, launch/compose_once.py)."""
+    """repairs + data -> facts -> preflight (whose policy may change knobs, in cfg, before anything is planned) ->
+    plan, made once -> validate -> readiness (model, data, time: refused in dispatch when the run executes).
+    `resolve`: how the job's config becomes plain data (a sweep's composer lends its quicker one,
+    launch/compose_once.py). cfg is not changed once the plan is made."""
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)
@@ -76,21 +78,22 @@ def plan_job(
         ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
         ray_token_file=cfg.cluster.get("ray_auth_token_file"),
     )
-    plan = checked_plan(cfg, facts, overrides, job_name, resolve)
-    if cfg.launch.preflight == "off" or plan.llm.get("known") is False:  # an unknown model: no verdict at all
-        return readiness.judge(cfg, plan, facts, data, repairs)
-    plan = preflight.apply_policy(
-        cfg, plan, facts, remake=lambda: checked_plan(cfg, facts, overrides, job_name, resolve)
-    )
+    verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve)
+    plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict)
     return readiness.judge(cfg, plan, facts, data, repairs)
 
 
 def checked_plan(
-    cfg: DictConfig, facts: Facts, overrides: list[str], job_name: str, resolve: Resolve = full_resolution
+    cfg: DictConfig,
+    facts: Facts,
+    overrides: list[str],
+    job_name: str,
+    resolved: dict[str, Any] | None = None,
+    verdict: dict[str, Any] | None = None,
 ) -> Plan:
     """plan -> validate. The checks read files verl will load from the code snapshot (the reward file), which only a
     submission writes: until then they read the checkout files the snapshot will hold (snapshot.at_checkout)."""
-    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name, resolve)
+    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name, resolved, verdict)
     checked = replace(plan, verl=snapshot.at_checkout(plan.verl, plan.code_dir)) if plan.code_dir else plan
     validate(cfg, checked, facts)
     return plan

@@ -12,7 +12,7 @@ pasted verl script is verl's run plus this list, and nothing changes silently.
 
 Layers are named the way a user chooses them (`gpu=h100`, `mode=standard`, `algo=guru_baseline`, `llm=...`,
 `dataset=...`, `cluster=...`), or `rlaunch (...)` for what the planner itself sets, or `launch.preflight=fix|tune`
-for what the preflight's policy changed (launch/preflight.py renames those after it re-plans).
+for what the preflight's policy changed before the plan was made (launch/plan.py relabels those).
 """
 
 from __future__ import annotations

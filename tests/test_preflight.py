@@ -18,7 +18,7 @@ from bench.preflight_accuracy import load_cases
 from launch import memory, preflight
 from launch.gpu import load_profiles
 from launch.memory import GIB, Architecture, Knobs
-from launch.plan import make_plan
+from launch.plan import host_memory_gb, make_plan
 
 GPU_MEASUREMENTS = json.loads((Path(__file__).parent / "data" / "gpu_memory_h100.json").read_text())
 GPU_CASES = json.loads((Path(__file__).parent / "data" / "gpu_cases_h100.json").read_text())
@@ -136,9 +136,9 @@ def test_host_ram_counts_offloaded_states_and_sleeping_engine():
     assert base == pytest.approx(
         8 * (QWEN_7B.params * 2 / GIB + memory.HOST_GIB_PER_GPU_PROCESS) + memory.HOST_BASE_GIB_PER_NODE
     )
-    assert preflight.host_memory_gb(256, 300.0, 1000.0) == (360, "")
-    assert preflight.host_memory_gb(512, 300.0, 1000.0) == (512, "")
-    mem, problem = preflight.host_memory_gb(256, 900.0, 1000.0)
+    assert host_memory_gb(256, 300.0, 1000.0) == (360, "")
+    assert host_memory_gb(512, 300.0, 1000.0) == (512, "")
+    mem, problem = host_memory_gb(256, 900.0, 1000.0)
     assert problem.startswith("host RAM: 1.2 x the estimate 900 GiB = 1080 GiB exceeds the node's 1000 GiB")
 
 

@@ -220,3 +220,26 @@ def test_the_plan_reads_back_typed_from_its_run_directory(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(UserError, match=r"plan.json is not a plan this rlaunch can read .*plan it again"):
         load_plan(plan.run_dir)
+
+
+def test_the_plan_is_made_once_and_the_config_never_changes_after(tmp_path, monkeypatch):
+    """The preflight's tune changes knobs BEFORE the plan: make_plan runs once, and cfg is what it planned."""
+    from omegaconf import OmegaConf
+
+    from launch import run
+
+    planned_from = []
+    make = run.make_plan
+
+    def recording(cfg, *args, **kwargs):
+        planned_from.append(OmegaConf.to_container(cfg, resolve=False))
+        return make(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(run, "make_plan", recording)
+    overrides = ["gpu=a40", "launch.preflight=tune", "launch.dry_run=true", f"cluster.shared_dir={tmp_path}"]
+    cfg = compose_config(*overrides)
+    plan = run.plan_job(cfg, overrides)
+    assert len(planned_from) == 1 and OmegaConf.to_container(cfg, resolve=False) == planned_from[0]
+    assert plan.preflight["changed"] and plan.resources.mem_gb >= 1.2 * plan.preflight["host_ram_gib_per_node"]
+    tuned = {change.key for change in plan.changed_from_verl if change.by == "launch.preflight=tune"}
+    assert tuned == set(plan.preflight["changed"])

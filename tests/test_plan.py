@@ -146,9 +146,12 @@ def normalized(text: str, plan) -> str:
 
 
 @pytest.mark.parametrize("combo", [("gpu=a40", "algo=guru_baseline"), ("gpu=h100", "algo=mtl_pcgrad")])
-def test_plan_matches_golden_record(tmp_path, combo):
+def test_plan_matches_golden_record(tmp_path, combo, monkeypatch):
     """A change of the rendered plan or of the config verl receives shows up in review. If the change is intended,
-    delete the record file (or run with RLAUNCH_REGOLD=1) and commit the new one."""
+    delete the record file (or run with RLAUNCH_REGOLD=1) and commit the new one. One home directory for every
+    machine: the plan text cuts long values, and a longer home (CI's) would cut them elsewhere."""
+    monkeypatch.setenv("HOME", "/home/golden")
+    monkeypatch.delenv("RLAUNCH_DATA_DIR", raising=False)
     plan = plan_for(tmp_path, *combo, "mode=quick_test")
     record = {
         "render": normalized(render(plan), plan).splitlines(),

@@ -34,6 +34,7 @@ from launch.memory import (
 )
 from launch.overrides import keys_of
 from launch.plan import llm_architecture
+from launch.readiness import trains_critic
 from launch.render import refusal
 from launch.rundir import Plan
 
@@ -397,10 +398,9 @@ def check_plan(
 
 def not_counted(verl: dict[str, Any]) -> list[str]:
     """What the estimator does not model yet, said in the plan rather than left out silently."""
-    critic, algorithm = verl["critic"], verl["algorithm"]
-    trains_critic = critic.get("enable") if critic.get("enable") is not None else algorithm["adv_estimator"] == "gae"
+    algorithm = verl["algorithm"]
     missing = []
-    if trains_critic:
+    if trains_critic(verl):
         missing.append(
             f"the critic (algorithm.adv_estimator={algorithm['adv_estimator']}): its model states, activations and "
             "value pass share the actor's GPUs in verl, and are not in the peaks above"

@@ -14,7 +14,6 @@ wrong type at compose), so only their ranges are checked here. The table holds o
 from __future__ import annotations
 
 import ast
-import importlib.util
 import math
 import typing
 from dataclasses import dataclass, fields, is_dataclass
@@ -26,7 +25,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from launch.errors import UserError
-from launch.schema import RlaunchSchema
+from launch.schema import RlaunchSchema, verl_package_dir
 
 # verl's whole default config flattened into one file (verl regenerates it from ppo_trainer.yaml and checks it in CI)
 VERL_DEFAULTS_FILE = "trainer/config/_generated_ppo_trainer.yaml"
@@ -145,13 +144,6 @@ class KeyType:
 # --- verl's declared types, read from its source -------------------------------------------------------------------
 
 
-def verl_root() -> Path:
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
-    return Path(spec.submodule_search_locations[0])
-
-
 def annotation_type(node: ast.expr | None) -> tuple[str, bool]:
     """(int | float | bool | str, nullable) of a field annotation; ("", nullable) for anything else."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
@@ -174,7 +166,7 @@ def verl_classes(module: str) -> dict[str, tuple[tuple[str, ...], dict[str, tupl
     a package that re-exports the class (verl.workers.config.RolloutConfig, defined in verl/workers/config/rollout.py):
     then every file of the package."""
     relative = Path(*module.split(".")[1:])
-    path = verl_root() / relative
+    path = verl_package_dir() / relative
     # a module file before a directory of that name: verl/trainer/config/algorithm/ holds yaml, algorithm.py the code
     module_file = path.with_suffix(".py")
     files = [module_file] if module_file.is_file() else sorted(path.glob("*.py"))
@@ -214,7 +206,7 @@ def verl_field_type(target: str, name: str) -> tuple[str, tuple[str, bool]] | No
 @cache
 def verl_defaults() -> dict[str, Any]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load((verl_root() / VERL_DEFAULTS_FILE).read_text(), Loader=loader) or {}
+    return yaml.load((verl_package_dir() / VERL_DEFAULTS_FILE).read_text(), Loader=loader) or {}
 
 
 def kind_of(value: Any) -> str:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import ast
 import glob
-import importlib.util
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -34,7 +34,7 @@ from launch.errors import UserError
 from launch.facts import Facts, hub_cache_dir, is_local_path
 from launch.overrides import as_written
 from launch.ranges import check_ranges
-from launch.schema import LaunchSettings, choices_of
+from launch.schema import LaunchSettings, choices_of, verl_package_dir
 
 if TYPE_CHECKING:
     from launch.rundir import Plan
@@ -131,12 +131,17 @@ def ensure_file_logger(cfg: DictConfig) -> list[str]:
 VERL_CRITIC_PLACEHOLDER = "~/models/deepseek-llm-7b-chat"
 
 
+def trains_critic(config: Mapping[str, Any]) -> bool:
+    """verl's need_critic (trainer/ppo/utils.py): critic.enable when set, else algorithm.adv_estimator=gae; on the
+    composed config or the resolved verl config alike."""
+    enabled = config["critic"].get("enable")
+    return bool(enabled) if enabled is not None else str(config["algorithm"]["adv_estimator"]) == "gae"
+
+
 def critic_from_actor(cfg: DictConfig) -> list[str]:
     """A run that trains a critic (verl's need_critic: critic.enable, else adv_estimator=gae, verl's default) and
     leaves critic.model.path at verl's placeholder starts its critic from the actor's model, as verl's examples do."""
-    enabled = cfg.critic.get("enable")
-    needs_critic = bool(enabled) if enabled is not None else str(cfg.algorithm.adv_estimator) == "gae"
-    if not needs_critic or str(cfg.critic.model.path) != VERL_CRITIC_PLACEHOLDER:
+    if not trains_critic(cfg) or str(cfg.critic.model.path) != VERL_CRITIC_PLACEHOLDER:
         return []
     actor = str(cfg.actor_rollout_ref.model.path)
     with open_dict(cfg):
@@ -239,10 +244,7 @@ def verl_default_sources() -> tuple[frozenset[str], tuple[str, ...]]:
     default_compute_score, what every reward manager falls back to without reward.custom_reward_function.path): the
     strings it compares data_source with, and the prefixes it tests with startswith. Read from its source, without
     importing verl (torch and Ray): any other data_source raises NotImplementedError at the first reward."""
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        return frozenset(), ()
-    source = Path(spec.submodule_search_locations[0]) / "utils" / "reward_score" / "__init__.py"
+    source = verl_package_dir() / "utils" / "reward_score" / "__init__.py"
     tree = ast.parse(source.read_text())
     function = next(
         node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "default_compute_score"

@@ -220,14 +220,19 @@ def project_path(relative: str) -> str:
     return str(PROJECT_DIR / relative)
 
 
+def verl_package_dir() -> Path:
+    """Where verl is installed, found without importing it (torch, Ray, transformers: ~4 s)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
+    return Path(spec.submodule_search_locations[0])
+
+
 def verl_config_source() -> str:
     """`${rlaunch_verl_config:}`: verl's shipped config directory as a file:// search path. Hydra's
     pkg://verl.trainer.config would import verl (and with it torch, Ray, transformers: ~4 s) only to list yaml files;
     find_spec locates the installed package without running it."""
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
-    return f"file://{Path(spec.submodule_search_locations[0]) / 'trainer' / 'config'}"
+    return f"file://{verl_package_dir() / 'trainer' / 'config'}"
 
 
 def register_schemas() -> None:

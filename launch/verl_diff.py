@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from launch.compose_once import interpolation_read_paths
 from launch.overrides import find, holds_interpolation, key_of, parse
+from launch.ranges import select
 from launch.rundir import Change
 from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, verl_config_source
 
@@ -77,7 +78,7 @@ def _verl_raw() -> dict[str, Any]:
 
 def _followed(key: str) -> str | None:
     """The key whose value verl's own config makes `key` follow (critic.use_dynamic_bsz follows the actor's)."""
-    value = _setters(_verl_raw(), key)
+    value = select(_verl_raw(), key)
     match = _FOLLOWS.match(value) if isinstance(value, str) else None
     return match.group(1) if match else None
 
@@ -192,24 +193,11 @@ def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
             into[key] = copy.deepcopy(value)
 
 
-def _setters(tree: dict[str, Any], key: str) -> Any:
-    """What `tree` sets at `key`: its value, a dict holding keys under it, or None when nothing there or above is
-    set (a value set at a prefix of `key` counts: it replaces the whole subtree)."""
-    node: Any = tree
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+_ABSENT = object()
 
 
 def _has(tree: dict[str, Any], key: str) -> bool:
-    node: Any = tree
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
+    return select(tree, key, _ABSENT) is not _ABSENT
 
 
 @lru_cache(maxsize=1)
@@ -229,7 +217,7 @@ def _layer_of(key: str, cfg: DictConfig, user_keys: set[str], depth: int = 0) ->
         (f"{group}={cfg[group].name}", _option_tree(group, str(cfg[group].name))) for group in LAYER_GROUPS[::-1]
     ]
     for name, tree in layers:
-        value = _setters(tree, key)
+        value = select(tree, key)
         if value is None:
             continue
         interpolated = _INTERPOLATED_ROOT.match(value) if isinstance(value, str) else None
@@ -304,7 +292,7 @@ def algo_suggestion(cfg: DictConfig, overrides: Sequence[str], changes: Sequence
         return []
     layer = f"algo={cfg.algo.name}"
     tree = _option_tree("algo", str(cfg.algo.name))
-    typed = sorted(key for key in map(key_of, user_verl_overrides(overrides)) if _setters(tree, key) is not None)
+    typed = sorted(key for key in map(key_of, user_verl_overrides(overrides)) if select(tree, key) is not None)
     changed = [change.key for change in changes if change.by == layer]
     if not typed or not changed:
         return []

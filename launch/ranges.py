@@ -129,6 +129,11 @@ RANGES: dict[str, Range] = {
     "trainer.test_freq": FREQUENCY,
     "mode.time_budget_min": Range(0, low_open=True),
     "cluster.max_requeues": NON_NEGATIVE,
+    "launch.expect.response_tokens": OPTIONAL_SIZE,
+    "launch.expect.prompt_tokens": OPTIONAL_SIZE,
+    "launch.calibrate_after_step": SIZE,
+    "launch.hang.factor": Range(1, low_open=True),
+    "launch.hang.floor_s": Range(0, low_open=True),
 }
 
 
@@ -275,6 +280,8 @@ def shown(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float) and value.is_integer():  # a float field holds the user's `2` as 2.0: say it as typed
+        return str(int(value))
     return str(value)
 
 

@@ -30,6 +30,7 @@ WandbMode = Literal["auto", "online", "offline", "disabled"]
 JobSoftwareSwitch = Literal["auto", "true", "false"]
 ContainerRuntime = Literal["pyxis", "apptainer"]
 ReadinessCheck = Literal["model", "hub_cache", "data", "data_sources", "time"]
+CalibrationSwitch = Literal["auto", "off"]
 
 
 def choice(default: Any, choices: Any) -> Any:
@@ -181,6 +182,26 @@ class ClusterSettings:
 
 
 @dataclass(kw_only=True)
+class ExpectedLengths:
+    """Typical lengths the user knows (from an earlier run, or the data's own statistics): the step-time forecast and
+    the preflight's typical line use them; the memory verdict stays the worst case (every sequence at full length).
+    null: measured by the calibration store or the data, else half the maximum."""
+
+    response_tokens: int | None = None  # mean response length in tokens
+    prompt_tokens: int | None = None  # mean prompt length in tokens
+
+
+@dataclass(kw_only=True)
+class HangWatchdog:
+    """Inside the job: an attempt in which no training step completes within max(factor x the expected step time,
+    floor_s) is stopped as a hang, after every process's stack is recorded (launch/watchdog.py)."""
+
+    enabled: bool = True
+    factor: float = 5.0  # K: how many expected step times without progress make a hang
+    floor_s: int = 1800  # never call a hang sooner than this (start-up, first generation, checkpoint saves)
+
+
+@dataclass(kw_only=True)
 class LaunchSettings:
     """How rlaunch itself behaves for this invocation."""
 
@@ -197,6 +218,13 @@ class LaunchSettings:
     # configs verl's own checks accepted, by hash (launch/verl_checks.py): a repeated plan skips importing verl;
     # "" asks verl every time
     verl_check_cache: str = "${oc.env:XDG_CACHE_HOME,${oc.env:HOME}/.cache}/rlaunch/verl_checks"
+    # typical lengths you know, for the step-time forecast and the typical memory line: .response_tokens, .prompt_tokens
+    expect: ExpectedLengths = field(default_factory=ExpectedLengths)
+    # auto: plans read the calibration store (<runs_dir>/calibration.jsonl) and jobs append to it; off: neither
+    calibration: str = choice("auto", CalibrationSwitch)
+    calibrate_after_step: int = 3  # the job writes calibration.json after this step, and again when an attempt ends
+    # in the job, no step within max(.factor x the expected step time, .floor_s) is a hang (.enabled to turn it off)
+    hang: HangWatchdog = field(default_factory=HangWatchdog)
 
 
 @dataclass(kw_only=True)

@@ -47,8 +47,8 @@ class ConfigView(dict):
 
 
 def check_launch_settings(cfg: DictConfig) -> None:
-    """launch.dry_run, .preflight and .wandb_mode against the choices their schema fields name."""
-    for name in ("dry_run", "preflight", "wandb_mode"):
+    """launch.dry_run, .preflight, .wandb_mode and .calibration against the choices their schema fields name."""
+    for name in ("dry_run", "preflight", "wandb_mode", "calibration"):
         value = cfg.launch[name]
         allowed = choices_of(LaunchSettings, name)
         # launch.dry_run=true arrives as a YAML boolean: compared as the text it was written as

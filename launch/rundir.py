@@ -27,6 +27,9 @@ PROVENANCE_FILE = "provenance.json"  # git sha + dirty diff, package versions, h
 RAY_READY_FILE = "ray_ready.jsonl"  # one record per Ray bring-up in the job: how long each node took to register
 CHECKPOINT_CALLS_FILE = "checkpoint_calls.txt"  # one line per signal that made the job checkpoint and requeue
 NOT_REQUEUED_FILE = "not_requeued.txt"  # why the job stopped requeueing its run (the failure is not transient)
+HANG_FILE = "hang.json"  # the hang watchdog's record of the attempt it stopped (launch/watchdog.py)
+HANG_DIR = "hang"  # hang/attempt-<n>/: every process's stack, ray status and nvidia-smi when the watchdog fired
+CALIBRATION_FILE = "calibration.json"  # predicted against measured, per phase (launch/calibration.py)
 
 
 @dataclass(frozen=True)

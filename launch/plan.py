@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
 from launch import snapshot
+from launch.calibration import StoreRecord, planned_forecast
 from launch.compose_once import full_resolution
 from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
@@ -314,9 +315,10 @@ def make_plan(
     job_name: str = "",
     resolved: dict[str, Any] | None = None,
     verdict: dict[str, Any] | None = None,
+    calibration_records: tuple[StoreRecord, ...] = (),
 ) -> Plan:
     """`job_name`: the readable name a sweep gives the job (launch/overrides.py); a single run is named by its
-    profile."""
+    profile. `calibration_records`: the cluster's measured runs (launch/calibration.py), read once by the caller."""
     sweep_id = str(cfg.launch.sweep_id)
     run_id = make_run_id(sweep_id, overrides)
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
@@ -370,4 +372,5 @@ def make_plan(
         container=container,
         changed_from_verl=changes,
         preflight=verdict,
+        time=planned_forecast(cfg, verl, llm, calibration_records),
     )

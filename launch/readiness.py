@@ -410,13 +410,10 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
 
 
 def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[str, Any] | None:
-    """Steps from the rows and the batch (verl drops the last incomplete batch), and the wall time at the
-    preflight's predicted tokens/s/GPU with every sequence at full length (an upper bound on the training tokens;
-    generation is not modelled separately)."""
-    verdict = plan.preflight
-    if verdict is None or train_rows is None or not verdict["predicted"]["tokens_per_s_per_gpu"]:
-        return None
-    if cfg.algo.name == "rft":  # generate -> filter -> SFT: not PPO steps (algos/rft says what its stages do)
+    """Steps from the rows and the batch (verl drops the last incomplete batch), and the wall time at the plan's
+    step time (launch/steptime.py: the phases at the typical lengths, calibrated where runs of this shape were
+    measured)."""
+    if plan.time is None or train_rows is None:
         return None
     verl = plan.verl
     trainer, data = verl["trainer"], verl["data"]
@@ -425,13 +422,7 @@ def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[st
     rows = min(train_rows, limit) if limit > 0 else train_rows
     steps_per_epoch = rows // batch
     total = int(trainer.get("total_training_steps") or steps_per_epoch * int(trainer["total_epochs"]))
-    n_gpus = int(trainer["nnodes"]) * int(trainer["n_gpus_per_node"])
-    tokens = (
-        batch
-        * int(verl["actor_rollout_ref"]["rollout"]["n"])
-        * (data["max_prompt_length"] + data["max_response_length"])
-    )
-    step_s = tokens / (float(verdict["predicted"]["tokens_per_s_per_gpu"]) * n_gpus)
+    step_s = plan.time.step_s
     attempt_min = max(int(cfg.mode.time_budget_min) - STARTUP_MIN, 1)
     wall_min = STARTUP_MIN + total * step_s / 60
     save_freq = int(trainer.get("save_freq") or -1)
@@ -440,6 +431,7 @@ def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[st
         "steps_per_epoch": steps_per_epoch,
         "total_steps": total,
         "step_s": round(step_s, 1),
+        "step_source": plan.time.source,
         "wall_min": round(wall_min, 1),
         "time_limit_min": int(cfg.mode.time_budget_min),
         "attempts": max(1, math.ceil(total * step_s / 60 / attempt_min)),

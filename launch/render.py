@@ -15,6 +15,7 @@ from typing import Any
 from launch.container import describe as describe_container
 from launch.plan import sync_command
 from launch.rundir import Change, Plan
+from launch.steptime import StepTime
 
 SHOWN_VALUE_CHARS = 40  # a value longer than this (a file list, the worker env) is cut in the text; plan.json has it
 
@@ -33,8 +34,8 @@ def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
     if usual:
         peaks = ", ".join(f"{name} {peak:.1f}" for name, peak in usual["peaks_gib"].items())
         lines.append(
-            f"  typical       {peaks} GiB with {usual['sequence_tokens']}-token sequences (the verdict above is the "
-            "worst case: every sequence at full length)"
+            f"  typical       {peaks} GiB with {usual['prompt_tokens']} + {usual['response_tokens']}-token sequences "
+            f"({usual['source']}; the verdict above is the worst case: every sequence at full length)"
         )
     for note in verdict.get("job_software", {}).get("notes", []):
         lines.append(f"  job software  {note}")
@@ -44,6 +45,8 @@ def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
         lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict['policy']})")
     if verdict.get("first_fitting_fixes"):
         lines.append(f"  cheapest fix  {' '.join(verdict['first_fitting_fixes'])}")
+    if verdict.get("fits_with"):
+        lines.append(f"  what fits     {verdict['fits_with']['summary']}")
     return lines
 
 
@@ -104,6 +107,7 @@ def render(plan: Plan) -> str:
         lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")
     else:
         lines += render_preflight(plan.preflight)
+    lines += render_step_time(plan.time)
     lines += render_readiness(plan.readiness)
     lines += render_changes(plan.changed_from_verl, plan.run_dir)
     lines += [f"  WARNING       {warning}" for warning in plan.warnings]
@@ -128,6 +132,28 @@ def render_changes(changes: list[Change], run_dir: str) -> list[str]:
             layer = change.by
             lines.append(f"    by {layer}")
         lines.append(f"      {change.key}: {_shown(change.verl, run_dir)} -> {_shown(change.value, run_dir)}")
+    return lines
+
+
+def render_step_time(time: StepTime | None) -> list[str]:
+    """One step's phases, each with where its figure came from, and the lengths they assume."""
+    if time is None:
+        return []
+    phases = " + ".join(f"{phase} {seconds:g}" for phase, seconds in time.phases_s.items())
+    lengths = time.lengths
+    lines = [
+        f"  step time     {phases} = {time.step_s:g} s ({time.source}), at {lengths.prompt_tokens:.0f} prompt + "
+        f"{lengths.response_tokens:.0f} response tokens ({lengths.source})"
+    ]
+    calibrated = {phase: origin for phase, origin in time.sources.items() if origin != "model"}
+    lines += [f"                {phase} {time.phases_s[phase]:g} s: {origin}" for phase, origin in calibrated.items()]
+    inputs = time.inputs
+    if "concurrency" in inputs:
+        lines.append(
+            f"                generate: {inputs['engines']} engine(s) x {inputs['sequences_per_engine']:g} sequences, "
+            f"{inputs['concurrency']} at once, {inputs['decode_steps']} decode steps (longest response "
+            f"{inputs['longest_response']})"
+        )
     return lines
 
 
@@ -157,8 +183,13 @@ def refusal(verdict: dict[str, Any], job: str, verb: str = "refuses") -> str:
     cheapest fix."""
     misfit = verdict["arithmetic"][list(verdict["phases"]).index(verdict["misfit"])]
     fixes = verdict.get("first_fitting_fixes") or []
-    fix_text = " ".join(fixes) if fixes else "none of the fixes below is enough: use a bigger card or shorter lengths"
-    lines = [f"preflight {verb} {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix)"]
+    found = verdict.get("fits_with") or {}
+    mine, needed = found.get("on_your_gpus"), found.get("gpus_needed")
+    # the searched change when the cheapest-first chain finds none: on these GPUs, else the GPU count
+    searched = (mine or needed or {}).get("overrides") or []
+    fix_text = " ".join(fixes or searched) or "none fits: use a bigger card or shorter lengths"
+    summary = f"; {found['summary']}" if found.get("summary") else ""
+    lines = [f"preflight {verb} {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix){summary}"]
     lines += [f"  {line}" for line in verdict["arithmetic"]]
     for fix in verdict.get("fixes", []):
         state = "fits" if fix["fits"] else "still too big"

@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
-from launch import errors, preflight, provenance, readiness, snapshot
+from launch import calibration, errors, preflight, provenance, readiness, snapshot
 from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint
 from launch.cli_help import register_help_resolver
 from launch.compose_once import Resolve, full_resolution
@@ -79,7 +79,7 @@ def plan_job(
         ray_token_file=cfg.cluster.get("ray_auth_token_file"),
     )
     verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve)
-    plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict)
+    plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict, calibration.records_for(cfg))
     return readiness.judge(cfg, plan, facts, data, repairs)
 
 
@@ -90,10 +90,13 @@ def checked_plan(
     job_name: str,
     resolved: dict[str, Any] | None = None,
     verdict: dict[str, Any] | None = None,
+    calibration_records: tuple[calibration.StoreRecord, ...] = (),
 ) -> Plan:
     """plan -> validate. The checks read files verl will load from the code snapshot (the reward file), which only a
     submission writes: until then they read the checkout files the snapshot will hold (snapshot.at_checkout)."""
-    plan = make_plan(cfg, facts, overrides, Path.cwd(), sys.executable, job_name, resolved, verdict)
+    plan = make_plan(
+        cfg, facts, overrides, Path.cwd(), sys.executable, job_name, resolved, verdict, calibration_records
+    )
     checked = replace(plan, verl=snapshot.at_checkout(plan.verl, plan.code_dir)) if plan.code_dir else plan
     validate(cfg, checked, facts)
     return plan

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 from launch.errors import UserError
+from launch.steptime import StepTime
 
 PLAN_FILE = "plan.json"  # the Plan, as JSON (launch/plan.py)
 PLAN_TEXT_FILE = "plan.txt"  # the plan as the user read it
@@ -97,6 +99,8 @@ class Plan:
     container: dict[str, Any] | None = None  # cluster.container resolved (launch/container.py); None: on the host
     # every verl key whose value differs from verl's own composition of the user's keys, with its layer
     changed_from_verl: list[Change] = field(default_factory=list)
+    # one step's predicted seconds per phase at the typical lengths, calibrated where runs of this shape were measured
+    time: StepTime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl
@@ -105,6 +109,7 @@ class Plan:
             "resources": asdict(self.resources),
             "cluster_settings": asdict(self.cluster_settings),
             "changed_from_verl": [asdict(change) for change in self.changed_from_verl],
+            "time": self.time.to_dict() if self.time is not None else None,
         }
         return {**{f.name: getattr(self, f.name) for f in fields(self)}, **nested}
 
@@ -117,6 +122,7 @@ class Plan:
         values["resources"] = Resources(**data["resources"])
         values["cluster_settings"] = JobSettings(**data["cluster_settings"])
         values["changed_from_verl"] = [Change(**change) for change in data.get("changed_from_verl", [])]
+        values["time"] = StepTime.from_dict(data["time"]) if data.get("time") else None
         return cls(**values)
 
 
@@ -151,3 +157,53 @@ def append_attempt(run_dir: Path, record: dict[str, Any]) -> None:
 def attempt_log_path(run_dir: Path, attempt: int) -> Path:
     """Where verl's file logger writes during attempt `attempt` (1-based) of a run."""
     return run_dir / METRICS_DIR / f"attempt-{attempt}.jsonl"
+
+
+# --- what verl logged: one metrics file per attempt, merged ----------------------------------------------------------
+# verl's file logger writes JSON lines {"step": N, "data": {...}} and truncates its file on every start, so the job
+# points it at one file per attempt. A requeued attempt resumes from its last checkpoint step k and logs k, k+1, ...
+# again; the earlier attempt's steps after k belong to work that was thrown away, so merging keeps, for every step,
+# what the LATEST attempt that reached it logged.
+
+
+def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(step, data) per line; a line cut short by a kill (the last one of a preempted attempt) is skipped."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "step" in record and isinstance(record.get("data"), dict):
+            records.append((int(record["step"]), record["data"]))
+    return records
+
+
+def merge_attempts(attempt_records: Iterable[list[tuple[int, dict[str, Any]]]]) -> dict[int, dict[str, Any]]:
+    """Attempts in order: each attempt drops what earlier ones logged after the step it resumed from, and the
+    metrics it logs at a step override earlier ones of the same name."""
+    merged: dict[int, dict[str, Any]] = {}
+    for records in attempt_records:
+        if not records:
+            continue
+        resumed_at = min(step for step, _ in records)
+        merged = {step: data for step, data in merged.items() if step <= resumed_at}
+        for step, data in records:
+            merged.setdefault(step, {}).update(data)
+    return dict(sorted(merged.items()))
+
+
+def attempt_files(run_dir: Path) -> list[Path]:
+    files = [path for path in (run_dir / METRICS_DIR).glob("attempt-*.jsonl") if ATTEMPT_METRICS.search(path.name)]
+    return sorted(files, key=lambda path: int(ATTEMPT_METRICS.search(path.name).group(1)))  # type: ignore[union-attr]
+
+
+def read_history(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """step -> metrics of one run, attempts merged in step order, then the other metric files of the run."""
+    history = merge_attempts(read_records(path) for path in attempt_files(run_dir))
+    attempts = set(attempt_files(run_dir))
+    for path in sorted((run_dir / METRICS_DIR).glob("*.jsonl")):
+        if path not in attempts:
+            for step, data in read_records(path):
+                history.setdefault(step, {}).update(data)
+    return dict(sorted(history.items()))

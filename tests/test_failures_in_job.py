@@ -18,8 +18,8 @@ from conftest import PROJECT
 from test_job import JOBS, ray_processes_of, submit, wait_for_state
 
 from launch.report import doctor, failures
-from launch.report.metrics import read_records, read_run
-from launch.rundir import attempt_log_path
+from launch.report.metrics import read_run
+from launch.rundir import attempt_log_path, read_records
 
 DRIVER = str(JOBS / "failing_driver.py")
 

@@ -235,11 +235,12 @@ def test_plan_shows_steps_wall_time_and_attempts(tmp_path: Path):
     )
     time = plan.readiness["time"]
     assert (time["rows"], time["steps_per_epoch"], time["total_steps"]) == (80, 10, 30)
-    # the preflight's throughput: 8 prompts x 16 rollouts x 512 tokens / (tokens/s/GPU x 1 GPU)
-    tokens_per_s = plan.preflight["predicted"]["tokens_per_s_per_gpu"]
-    assert time["step_s"] == pytest.approx(8 * 16 * 512 / tokens_per_s, abs=0.06)
+    # the plan's step time: its four phases at the typical lengths (launch/steptime.py)
+    assert plan.time is not None and set(plan.time.phases_s) == {"generate", "log_prob", "update", "other"}
+    assert time["step_s"] == plan.time.step_s == pytest.approx(sum(plan.time.phases_s.values()), abs=0.3)
     assert time["attempts"] == 1 and time["time_limit_min"] == 60
     assert f"30 steps (10/epoch) x {time['step_s']} s predicted" in render(plan)
+    assert f"= {plan.time.step_s:g} s (model), at " in render(plan)
 
 
 def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_that_fits(tmp_path: Path):

@@ -24,9 +24,9 @@ from launch.facts import wandb_credentials
 from launch.job import attempt_command
 from launch.plan import make_plan
 from launch.render import render
-from launch.report.metrics import read_history, read_run, series, validation_series
+from launch.report.metrics import read_run, series, validation_series
 from launch.run import write_run_dir
-from launch.rundir import load_plan
+from launch.rundir import load_plan, read_history
 from launch.secret_guard import copy_redacted
 
 FAKE_KEY = "fake0123456789abcdef0123456789abcdef0123"

@@ -11,15 +11,13 @@ filter's statistics) are merged in after the attempts.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from launch.memory import OUTSIDE_TORCH_TERMS
-from launch.rundir import ATTEMPT_METRICS, METRICS_DIR, Plan, attempts, is_run_dir, load_plan
+from launch.rundir import Plan, attempts, is_run_dir, load_plan, read_history
 
 # verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; docs/facts.md#verl)
 THROUGHPUT = "perf/throughput"  # tokens / s / GPU
@@ -29,49 +27,6 @@ MEMORY_RESERVED = "perf/max_memory_reserved_gb"
 STEP_TIME = "timing_s/step"
 TRAINER_PHASES = ("training", "log-prob")  # the preflight's phases that run in verl's trainer processes
 VALIDATION = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>reward|acc)/mean@(?P<n>\d+)$")
-
-
-def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(step, data) per line; a line cut short by a kill (the last one of a preempted attempt) is skipped."""
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "step" in record and isinstance(record.get("data"), dict):
-            records.append((int(record["step"]), record["data"]))
-    return records
-
-
-def merge_attempts(attempt_records: Iterable[list[tuple[int, dict[str, Any]]]]) -> dict[int, dict[str, Any]]:
-    """Attempts in order: each attempt drops what earlier ones logged after the step it resumed from, and the
-    metrics it logs at a step override earlier ones of the same name."""
-    merged: dict[int, dict[str, Any]] = {}
-    for records in attempt_records:
-        if not records:
-            continue
-        resumed_at = min(step for step, _ in records)
-        merged = {step: data for step, data in merged.items() if step <= resumed_at}
-        for step, data in records:
-            merged.setdefault(step, {}).update(data)
-    return dict(sorted(merged.items()))
-
-
-def attempt_files(run_dir: Path) -> list[Path]:
-    files = [path for path in (run_dir / METRICS_DIR).glob("attempt-*.jsonl") if ATTEMPT_METRICS.search(path.name)]
-    return sorted(files, key=lambda path: int(ATTEMPT_METRICS.search(path.name).group(1)))  # type: ignore[union-attr]
-
-
-def read_history(run_dir: Path) -> dict[int, dict[str, Any]]:
-    """step -> metrics of one run, attempts merged in step order, then the other metric files of the run."""
-    history = merge_attempts(read_records(path) for path in attempt_files(run_dir))
-    attempts = set(attempt_files(run_dir))
-    for path in sorted((run_dir / METRICS_DIR).glob("*.jsonl")):
-        if path not in attempts:
-            for step, data in read_records(path):
-                history.setdefault(step, {}).update(data)
-    return dict(sorted(history.items()))
 
 
 def series(history: dict[int, dict[str, Any]], name: str) -> list[tuple[int, float]]:

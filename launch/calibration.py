@@ -1,0 +1,487 @@
+"""The closed loop: every run measured against its plan, and the next plan of the same shape corrected by it.
+
+Runs on: the job head (after step `launch.calibrate_after_step` and when an attempt ends: `record`), the login node
+(`python launch/calibrate.py RUN_DIR...` ingests finished runs; planning reads the store: `calibrated_forecast`).
+
+- A run's `calibration.json` (rundir.CALIBRATION_FILE) holds, per phase, the plan's figure, the measured one (verl's
+  `timing_s/*` medians, step 1 left out: it compiles and captures graphs) and the error; the memory the plan
+  predicted against verl's `perf/max_memory_*_gb`; and the response lengths with their trend.
+- The store is one append-only JSON-lines file per cluster, `<runs_dir>/calibration.jsonl` (the runs dir lives on
+  the cluster's shared filesystem). Each line is one measured run: the GPU profile, the model's architecture, the
+  knobs that matter, and for each phase the raw model's seconds *at the run's measured lengths* beside the measured
+  seconds. Their ratio is therefore the model's own error, not a length guess's.
+- A new plan takes the nearest records (same profile, architecture family and engine; similar size and tokens per
+  GPU), multiplies each phase by the median measured ratio (bounded), and takes the measured mean response length of
+  runs on the same data and model. The plan says so per phase: "generate 212 s: model x 0.83 from 3 runs of this
+  shape on this cluster". launch.calibration=off: neither read nor written.
+Appends are one write(2) of one line on an O_APPEND descriptor under an exclusive flock, so concurrent jobs never
+interleave lines (NFSv4 honours flock through its lock manager); a line that does not parse is skipped with a
+warning, never fatal.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from launch.lengths import typical_lengths
+from launch.memory import Architecture, Knobs
+from launch.readiness import trains_critic
+from launch.rundir import CALIBRATION_FILE, Plan, load_plan, read_history
+from launch.steptime import PHASES, Card, Lengths, StepTime, forecast
+
+STORE_FILE = "calibration.jsonl"
+STORE_VERSION = 1
+# verl's timing_s/<name> per phase (verl/trainer/ppo/ray_trainer.py's marked_timer names); `other` is the rest of
+# timing_s/step
+PHASE_METRICS = {
+    "generate": ("timing_s/gen",),
+    "log_prob": ("timing_s/old_log_prob", "timing_s/ref", "timing_s/values"),
+    "update": ("timing_s/update_actor", "timing_s/update_critic"),
+}
+RATIO_BOUNDS = (0.25, 4.0)  # a record further off than this is a different shape, not a calibration
+NEAREST = 5  # records one plan is corrected by
+MAX_SIZE_RATIO = 2.0  # parameters within 2x: same architecture family and roughly the same size
+MAX_TOKENS_RATIO = 4.0  # tokens per GPU per step within 4x
+
+
+# --- one run: predicted against measured ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What verl logged, per phase (median over the steps after the first), and the lengths it saw."""
+
+    steps: list[int]
+    phases_s: dict[str, float]
+    step_s: float
+    response_mean: float | None
+    response_max: float | None
+    response_clip_ratio: float | None
+    prompt_mean: float | None
+    memory_allocated_gib: float | None
+    memory_reserved_gib: float | None
+    response_trend_pct_per_10_steps: float | None
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def measure(history: dict[int, dict[str, Any]]) -> Measured | None:
+    """The run's measured figures from its merged metric history (launch/report/metrics.py); None before a step."""
+    steps = sorted(step for step, metrics in history.items() if "timing_s/step" in metrics)
+    if not steps:
+        return None
+    steady = steps[1:] or steps  # step 1 compiles, captures CUDA graphs and warms the allocator
+    phases: dict[str, float] = {}
+    for phase, names in PHASE_METRICS.items():
+        phases[phase] = _median([sum(float(history[s].get(name, 0.0)) for name in names) for s in steady]) or 0.0
+    step_s = _median([float(history[s]["timing_s/step"]) for s in steady]) or 0.0
+    phases["other"] = max(0.0, step_s - sum(phases.values()))
+
+    def last(name: str) -> float | None:
+        values = [float(history[s][name]) for s in steps if name in history[s]]
+        return values[-1] if values else None
+
+    def has(step: int, which: str) -> bool:
+        return f"{which}_length/mean" in history[step]
+
+    def peak(name: str) -> float | None:
+        values = [float(history[s][name]) for s in steps if name in history[s]]
+        return max(values) if values else None
+
+    return Measured(
+        steps=steps,
+        phases_s={phase: round(seconds, 2) for phase, seconds in phases.items()},
+        step_s=round(step_s, 2),
+        response_mean=_median([float(history[s]["response_length/mean"]) for s in steady if has(s, "response")]),
+        response_max=peak("response_length/max"),
+        response_clip_ratio=last("response_length/clip_ratio"),
+        prompt_mean=_median([float(history[s]["prompt_length/mean"]) for s in steady if has(s, "prompt")]),
+        memory_allocated_gib=peak("perf/max_memory_allocated_gb"),
+        memory_reserved_gib=peak("perf/max_memory_reserved_gb"),
+        response_trend_pct_per_10_steps=response_trend(history, steps),
+    )
+
+
+def response_trend(history: dict[int, dict[str, Any]], steps: list[int]) -> float | None:
+    """How fast the mean response grows: the least-squares slope over the logged steps, in % of its mean per 10
+    steps (GRPO's responses often lengthen as it learns, and memory with them)."""
+    points = [(s, float(history[s]["response_length/mean"])) for s in steps if "response_length/mean" in history[s]]
+    if len(points) < 3:
+        return None
+    mean_x = statistics.fmean(x for x, _ in points)
+    mean_y = statistics.fmean(y for _, y in points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0 or mean_y <= 0:
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    return round(100 * slope * 10 / mean_y, 1)
+
+
+def model_inputs(plan: Plan) -> tuple[Architecture, Knobs, Card, bool] | None:
+    """What the step-time model needs, from the plan alone (its forecast records the card it used)."""
+    if plan.time is None or "card" not in plan.time.inputs:
+        return None
+    card = Card(**plan.time.inputs["card"])
+    return Architecture.from_llm(plan.llm), Knobs.from_verl(plan.verl), card, bool(plan.time.inputs.get("critic"))
+
+
+def model_at(plan: Plan, lengths: Lengths) -> StepTime | None:
+    """The raw model (no calibration) for this plan at `lengths`."""
+    inputs = model_inputs(plan)
+    if inputs is None:
+        return None
+    arch, knobs, card, critic = inputs
+    return forecast(arch, knobs, card, plan.verl, lengths, critic)
+
+
+def measured_lengths(plan: Plan, measured: Measured) -> Lengths:
+    planned = plan.time.lengths if plan.time else Lengths(0.0, 0.0, "none")
+    return Lengths(
+        prompt_tokens=measured.prompt_mean if measured.prompt_mean is not None else planned.prompt_tokens,
+        response_tokens=measured.response_mean if measured.response_mean is not None else planned.response_tokens,
+        source="measured",
+    )
+
+
+def error_pct(predicted: float, measured: float) -> float | None:
+    return round(100 * (predicted - measured) / measured, 1) if measured > 0 else None
+
+
+def calibration_of(plan: Plan, history: dict[int, dict[str, Any]], attempt: int) -> dict[str, Any] | None:
+    """The run's calibration.json: predicted against measured, per time phase and for memory, and the lengths."""
+    measured = measure(history)
+    if measured is None or plan.time is None:
+        return None
+    predicted = plan.time.phases_s
+    raw = model_at(plan, measured_lengths(plan, measured))
+    verdict = plan.preflight or {}
+    phases = verdict.get("phases") or {}
+    torch_peak = max((phase.get("peak_gib", 0.0) for phase in phases.values()), default=None)
+    capacity = next((phase.get("capacity_gib") for phase in phases.values()), None)
+    return {
+        "run_id": plan.run_id,
+        "attempt": attempt,
+        "steps_measured": len(measured.steps),
+        "last_step": measured.steps[-1],
+        "time": {
+            "predicted_s": {**predicted, "step": plan.time.step_s},
+            "measured_s": {**measured.phases_s, "step": measured.step_s},
+            "error_pct": {
+                phase: error_pct(float(predicted.get(phase, 0.0)), measured.phases_s.get(phase, 0.0))
+                for phase in PHASES
+            }
+            | {"step": error_pct(plan.time.step_s, measured.step_s)},
+            "model_at_measured_lengths_s": raw.phases_s if raw else None,
+            "predicted_source": plan.time.source,
+        },
+        "memory": {
+            "predicted_peak_gib": torch_peak,
+            "capacity_gib": capacity,
+            "measured_allocated_gib": measured.memory_allocated_gib,
+            "measured_reserved_gib": measured.memory_reserved_gib,
+        },
+        "lengths": {
+            "planned_prompt_tokens": plan.time.lengths.prompt_tokens,
+            "planned_response_tokens": plan.time.lengths.response_tokens,
+            "planned_source": plan.time.lengths.source,
+            "prompt_mean": measured.prompt_mean,
+            "response_mean": measured.response_mean,
+            "response_max": measured.response_max,
+            "response_clip_ratio": measured.response_clip_ratio,
+            "max_response_tokens": int(plan.verl["data"]["max_response_length"]),
+            "response_trend_pct_per_10_steps": measured.response_trend_pct_per_10_steps,
+        },
+    }
+
+
+def write_calibration(run_dir: Path, attempt: int) -> dict[str, Any] | None:
+    """calibration.json for the run as it stands (written whole, then renamed: a reader never sees half a file)."""
+    plan = load_plan(run_dir)
+    record = calibration_of(plan, read_history(run_dir), attempt)
+    if record is None:
+        return None
+    partial = run_dir / f".{CALIBRATION_FILE}.tmp"
+    partial.write_text(json.dumps(record, indent=2) + "\n")
+    partial.replace(run_dir / CALIBRATION_FILE)
+    return record
+
+
+# --- the store -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreRecord:
+    """One measured run in the cluster's store."""
+
+    run_id: str
+    recorded_at: str
+    gpu: str
+    family: str
+    params: int
+    engine: str
+    rollout_tp: int
+    n_gpus: int
+    tokens_per_gpu: float  # the step's tokens (measured lengths) per GPU
+    model_path: str
+    train_files: list[str]
+    max_response_tokens: int
+    prompt_mean: float | None
+    response_mean: float | None
+    model_s: dict[str, float]  # the raw model at the run's measured lengths
+    measured_s: dict[str, float]
+    memory: dict[str, float | None] = field(default_factory=dict)
+    version: int = STORE_VERSION
+
+
+def store_path(runs_dir: str | Path) -> Path:
+    return Path(runs_dir).expanduser() / STORE_FILE
+
+
+def store_record(plan: Plan, history: dict[int, dict[str, Any]]) -> StoreRecord | None:
+    measured = measure(history)
+    if measured is None or plan.time is None:
+        return None
+    lengths = measured_lengths(plan, measured)
+    raw = model_at(plan, lengths)
+    if raw is None:
+        return None
+    arch = Architecture.from_llm(plan.llm)
+    knobs = Knobs.from_verl(plan.verl)
+    sequences = int(plan.verl["data"]["train_batch_size"]) * int(plan.verl["actor_rollout_ref"]["rollout"]["n"])
+    files = plan.verl["data"]["train_files"]
+    return StoreRecord(
+        run_id=plan.run_id,
+        recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        gpu=plan.gpu_profile,
+        family=str(plan.llm.get("family", "")),
+        params=arch.params,
+        engine=knobs.engine,
+        rollout_tp=knobs.rollout_tp,
+        n_gpus=knobs.n_gpus,
+        tokens_per_gpu=sequences * (lengths.prompt_tokens + lengths.response_tokens) / knobs.n_gpus,
+        model_path=str(plan.verl["actor_rollout_ref"]["model"]["path"]),
+        train_files=[str(path) for path in (files if isinstance(files, list) else [files])],
+        max_response_tokens=int(plan.verl["data"]["max_response_length"]),
+        prompt_mean=measured.prompt_mean,
+        response_mean=measured.response_mean,
+        model_s=raw.phases_s,
+        measured_s=measured.phases_s,
+        memory={"allocated_gib": measured.memory_allocated_gib, "reserved_gib": measured.memory_reserved_gib},
+    )
+
+
+def append(store: Path, record: StoreRecord) -> None:
+    """One line, appended atomically against other jobs doing the same (module docstring)."""
+    store.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(asdict(record), separators=(",", ":")) + "\n").encode()
+    descriptor = os.open(store, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        os.write(descriptor, line)
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+def read_store(store: Path) -> tuple[list[StoreRecord], list[str]]:
+    """Every record that parses, and one warning per line that does not."""
+    if not store.exists():
+        return [], []
+    records, warnings = [], []
+    known = set(StoreRecord.__dataclass_fields__)
+    for number, line in enumerate(store.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            records.append(StoreRecord(**{key: value for key, value in data.items() if key in known}))
+        except (ValueError, TypeError) as error:
+            warnings.append(f"{store}:{number}: skipped a calibration record that does not parse ({error})")
+    return records, warnings
+
+
+@cache
+def _cached_store(path: str, size: int, mtime_ns: int) -> tuple[tuple[StoreRecord, ...], tuple[str, ...]]:
+    records, warnings = read_store(Path(path))
+    return tuple(records), tuple(warnings)
+
+
+def load_store(runs_dir: str | Path) -> tuple[tuple[StoreRecord, ...], tuple[str, ...]]:
+    """The store, read once per invocation however many jobs a sweep plans (keyed by size and mtime)."""
+    path = store_path(runs_dir)
+    if not path.exists():
+        return (), ()
+    stat = path.stat()
+    return _cached_store(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def records_for(cfg: DictConfig) -> tuple[StoreRecord, ...]:
+    """The store of the runs dir this plan's run will live in; () with launch.calibration=off. A line that does not
+    parse is said once per invocation, on stderr, and skipped."""
+    if str(cfg.launch.calibration) != "auto":
+        return ()
+    runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
+    records, warnings = load_store(runs_dir if runs_dir.is_absolute() else Path.cwd() / runs_dir)
+    if warnings and warnings not in _ALREADY_SAID:  # a sweep plans many jobs from one store: say it once
+        _ALREADY_SAID.add(warnings)
+        warn(warnings)
+    return records
+
+
+_ALREADY_SAID: set[tuple[str, ...]] = set()
+
+
+def ingest(run_dir: Path, runs_dir: str | Path | None = None) -> StoreRecord | None:
+    """The job's and calibrate.py's one way in: calibration.json for the run, and its record in the store."""
+    plan = load_plan(run_dir)
+    history = read_history(run_dir)
+    attempts = sorted(int(p.stem.split("-")[1]) for p in (run_dir / "metrics").glob("attempt-*.jsonl"))
+    write_calibration(run_dir, attempts[-1] if attempts else 1)
+    record = store_record(plan, history)
+    if record is not None:
+        append(store_path(runs_dir if runs_dir is not None else Path(plan.run_dir).parent.parent), record)
+    return record
+
+
+# --- planning: the nearest records correct the model ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a plan is matched on."""
+
+    gpu: str
+    family: str
+    params: int
+    engine: str
+    rollout_tp: int
+    n_gpus: int
+    tokens_per_gpu: float
+    model_path: str
+    train_files: list[str]
+    max_response_tokens: int
+
+
+def distance(shape: Shape, record: StoreRecord) -> float | None:
+    """How far a record is from the shape; None when it is another shape altogether."""
+    if (record.gpu, record.family, record.engine) != (shape.gpu, shape.family, shape.engine):
+        return None
+    size = abs(math.log(max(record.params, 1) / max(shape.params, 1)))
+    tokens = abs(math.log(max(record.tokens_per_gpu, 1.0) / max(shape.tokens_per_gpu, 1.0)))
+    if size > math.log(MAX_SIZE_RATIO) or tokens > math.log(MAX_TOKENS_RATIO):
+        return None
+    return size + 0.5 * tokens + 0.3 * (record.rollout_tp != shape.rollout_tp) + 0.2 * (record.n_gpus != shape.n_gpus)
+
+
+def latest_per_run(records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
+    """A run ingested again (after each attempt, or by hand) counts once: its latest record."""
+    return list({record.run_id: record for record in records}.values())
+
+
+def nearest(shape: Shape, records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
+    runs = latest_per_run(records)
+    scored = [(d, index, record) for index, record in enumerate(runs) if (d := distance(shape, record)) is not None]
+    scored.sort(key=lambda item: (item[0], -item[1]))  # nearest first; among equals the newest
+    return [record for _, _, record in scored[:NEAREST]]
+
+
+def phase_ratios(records: list[StoreRecord]) -> dict[str, float]:
+    """Per phase, the median of measured / model over the records, bounded."""
+    low, high = RATIO_BOUNDS
+    ratios = {}
+    for phase in PHASES:
+        values = [
+            record.measured_s[phase] / record.model_s[phase]
+            for record in records
+            if record.model_s.get(phase, 0) > 0 and phase in record.measured_s
+        ]
+        if values:
+            ratios[phase] = min(high, max(low, statistics.median(values)))
+    return ratios
+
+
+def same_data(shape: Shape, records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
+    """Runs of the same model on the same data and response limit: their measured lengths are this run's best guess."""
+    return [
+        record
+        for record in records
+        if record.model_path == shape.model_path
+        and sorted(record.train_files) == sorted(shape.train_files)
+        and record.max_response_tokens == shape.max_response_tokens
+        and record.response_mean is not None
+    ]
+
+
+def measured_mean_lengths(shape: Shape, records: tuple[StoreRecord, ...]) -> tuple[float | None, float | None, int]:
+    """(prompt mean, response mean, runs) over the runs of the same model and data."""
+    runs = same_data(shape, tuple(latest_per_run(records)))
+    if not runs:
+        return None, None, 0
+    prompts = [record.prompt_mean for record in runs if record.prompt_mean is not None]
+    responses = [record.response_mean for record in runs if record.response_mean is not None]
+    return (statistics.fmean(prompts) if prompts else None, statistics.fmean(responses), len(runs))
+
+
+def warn(lines: tuple[str, ...]) -> None:
+    for line in lines:
+        print(f"rlaunch: warning: {line}", file=sys.stderr)
+
+
+def shape_of(plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_per_gpu: float) -> Shape:
+    knobs = Knobs.from_verl(plan_verl)
+    files = plan_verl["data"]["train_files"]
+    return Shape(
+        gpu=gpu,
+        family=str(llm.get("family", "")),
+        params=Architecture.from_llm(llm).params,
+        engine=knobs.engine,
+        rollout_tp=knobs.rollout_tp,
+        n_gpus=knobs.n_gpus,
+        tokens_per_gpu=tokens_per_gpu,
+        model_path=str(plan_verl["actor_rollout_ref"]["model"]["path"]),
+        train_files=[str(path) for path in (files if isinstance(files, list) else [files])],
+        max_response_tokens=int(plan_verl["data"]["max_response_length"]),
+    )
+
+
+def planned_forecast(
+    cfg: DictConfig, verl: dict[str, Any], llm: dict[str, Any], records: tuple[StoreRecord, ...]
+) -> StepTime | None:
+    """The plan's step time: the model at the typical lengths (the user's launch.expect.*, else the mean that runs
+    of the same model and data measured, else half the maximum), each phase corrected by the nearest records when
+    launch.calibration=auto. None for algo=rft (its stages are not PPO steps)."""
+    if cfg.algo.name == "rft":
+        return None
+    arch, knobs, card = Architecture.from_llm(llm), Knobs.from_verl(verl), Card.of(cfg.gpu)
+    critic = trains_critic(verl)
+    use_store = str(cfg.launch.calibration) == "auto"
+    sequences = int(verl["data"]["train_batch_size"]) * int(verl["actor_rollout_ref"]["rollout"]["n"])
+    worst = sequences * (int(verl["data"]["max_prompt_length"]) + int(verl["data"]["max_response_length"]))
+    data_shape = shape_of(verl, llm, str(cfg.gpu.name), worst / knobs.n_gpus)
+    prompt, response, runs = measured_mean_lengths(data_shape, records) if use_store else (None, None, 0)
+    typical = typical_lengths(cfg, prompt, response)
+    source = typical.source + (f" ({runs} run(s) of this model and data)" if runs else "")
+    lengths = Lengths(float(typical.prompt_tokens), float(typical.response_tokens), source)
+    model = forecast(arch, knobs, card, verl, lengths, critic)
+    model = replace(model, inputs={**model.inputs, "card": asdict(card), "critic": critic})
+    if not use_store:
+        return model
+    shape = replace(data_shape, tokens_per_gpu=model.inputs["tokens"] / knobs.n_gpus)
+    close = nearest(shape, records)
+    ratios = phase_ratios(close)
+    if not ratios:
+        return model
+    return model.scaled(ratios, f"from {len(close)} run(s) of this shape on this cluster")

@@ -1,0 +1,130 @@
+"""Typical prompt and response lengths: what most steps see, beside the worst case (every sequence at full length).
+
+Runs on: the login node, while a job is planned. The memory verdict stays the worst case; the preflight's "typical"
+line (and the step-time forecast) take these. Precedence: the user's `launch.expect.*` keys, then lengths measured
+(a calibration store's, the data's), then half of verl's maximum (`data.max_prompt_length` /
+`data.max_response_length`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig
+
+HALF = 0.5  # without anything better, a typical sequence is half its maximum length
+
+
+@dataclass(frozen=True)
+class TypicalLengths:
+    prompt_tokens: float
+    response_tokens: float
+    source: str  # where each came from, e.g. "prompt: half of data.max_prompt_length; response: launch.expect..."
+
+    @property
+    def sequence_tokens(self) -> int:
+        return max(1, int(self.prompt_tokens + self.response_tokens))
+
+
+@dataclass(frozen=True)
+class PromptStats:
+    """Prompt lengths in tokens (chat template applied, as verl's RLHFDataset builds them) over a sample of rows."""
+
+    p50: int
+    p95: int
+    max: int
+    rows: int
+
+
+def typical_lengths(
+    cfg: DictConfig, measured_prompt_tokens: float | None = None, measured_response_tokens: float | None = None
+) -> TypicalLengths:
+    """The typical lengths of a run: `launch.expect.prompt_tokens` / `.response_tokens` where set, else the measured
+    ones given, else half the maximum. Each is capped at its maximum (verl truncates or filters longer ones)."""
+    expect = cfg.launch.get("expect") or {}
+    chosen = []
+    for side, measured in (("prompt", measured_prompt_tokens), ("response", measured_response_tokens)):
+        maximum = int(cfg.data[f"max_{side}_length"])
+        stated = expect.get(f"{side}_tokens")
+        if stated is not None:
+            chosen.append((min(float(stated), maximum), f"{side}: launch.expect.{side}_tokens"))
+        elif measured is not None:
+            chosen.append((min(float(measured), maximum), f"{side}: measured"))
+        else:
+            chosen.append((HALF * maximum, f"{side}: half of data.max_{side}_length"))
+    (prompt, prompt_source), (response, response_source) = chosen
+    return TypicalLengths(prompt, response, f"{prompt_source}; {response_source}")
+
+
+def percentile(ordered: list[int], fraction: float) -> int:
+    """Nearest-rank percentile of an ascending list."""
+    return ordered[min(len(ordered) - 1, max(0, int(round(fraction * len(ordered) + 0.5)) - 1))]
+
+
+def load_cached_tokenizer(tokenizer_path: str) -> Any | None:
+    """The tokenizer from a local directory or the local HF cache, never the network; None when it is not there."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(tokenizer_path, local_files_only=True)
+    except (OSError, ValueError):  # not cached (OSError), or not a tokenizer transformers knows
+        return None
+
+
+def sample_prompts(files: list[str], prompt_key: str, sample_rows: int) -> list[Any]:
+    """Up to `sample_rows` prompts, the first rows of each file in equal parts (only the prompt column is read)."""
+    import pyarrow.parquet as pq
+
+    prompts: list[Any] = []
+    per_file = max(1, -(-sample_rows // max(1, len(files))))
+    for path in files:
+        parquet = pq.ParquetFile(path)
+        if prompt_key not in parquet.schema_arrow.names:
+            continue
+        taken = 0
+        for batch in parquet.iter_batches(batch_size=min(per_file, 1024), columns=[prompt_key]):
+            column = batch.column(0).to_pylist()[: per_file - taken]
+            prompts += column
+            taken += len(column)
+            if taken >= per_file:
+                break
+    return prompts[:sample_rows]
+
+
+def prompt_tokens(tokenizer: Any, prompt: Any, chat_template_kwargs: dict[str, Any]) -> int:
+    """One prompt's length as verl's RLHFDataset counts it: a list of chat messages through the chat template with
+    the generation prompt; a plain string tokenized as it is."""
+    if isinstance(prompt, str):
+        return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    ids = tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True, **chat_template_kwargs)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 may answer a BatchEncoding
+        ids = ids["input_ids"]
+    return len(ids)
+
+
+def measure_prompt_lengths(
+    files: list[str],
+    tokenizer_path: str,
+    sample_rows: int = 512,
+    prompt_key: str = "prompt",
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> PromptStats | None:
+    """p50, p95 and max of the prompt lengths in a sample of the parquet files' rows, tokenized as verl's RLHFDataset
+    does (data.prompt_key, chat template with the generation prompt, data.apply_chat_template_kwargs). None when the
+    tokenizer is not in the local cache or no row could be read."""
+    tokenizer = load_cached_tokenizer(tokenizer_path)
+    if tokenizer is None:
+        return None
+    lengths = []
+    for prompt in sample_prompts(files, prompt_key, sample_rows):
+        try:
+            lengths.append(prompt_tokens(tokenizer, prompt, dict(chat_template_kwargs or {})))
+        except (TypeError, ValueError, KeyError):  # a row verl would skip too (its filter prints and drops it)
+            continue
+    if not lengths:
+        return None
+    ordered = sorted(lengths)
+    return PromptStats(p50=percentile(ordered, 0.5), p95=percentile(ordered, 0.95), max=ordered[-1], rows=len(ordered))

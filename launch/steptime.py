@@ -1,0 +1,235 @@
+"""How long one PPO/GRPO step takes, phase by phase, from the model's shape, the card and verl's knobs.
+
+Runs on: the login node (planning), and wherever the calibration store is read (launch/calibration.py re-runs this
+model at a run's measured lengths, so that the ratio it stores is the model's error and not the lengths').
+
+A step of verl's hybrid engine is four phases in sequence on the same GPUs (verl's `timing_s/*` metrics, see
+docs/facts.md#verl-step-timing):
+- generate (`timing_s/gen`): the engine prefills the prompts, compute-bound, then decodes. Decode is bound by memory
+  bandwidth: every decode step reads the engine's weight shard and the KV cache of the sequences in flight, so a step
+  costs max(bytes / bandwidth, FLOPs / peak) plus the engine's per-step overhead (scheduling, sampling, launches).
+  Sequences in flight are min(max_num_seqs, the engine's share of the batch, what its KV room holds at the typical
+  length). GRPO waits for its longest response: after the bulk, the tail decodes at a small batch.
+- log_prob (`timing_s/old_log_prob` + `timing_s/ref` + `timing_s/values`): forward passes of the actor, the reference
+  and (gae) the critic over every token of the batch.
+- update (`timing_s/update_actor` + `timing_s/update_critic`): forward + backward (+ recomputation) at the preflight's
+  achievable MFU, ppo_epochs times; offloaded states cross PCIe both ways.
+- other: the weight sync from trainer to engine (an all-gather of bf16 weights plus the engine's reload), the
+  engine's wake/sleep, rewards, and verl's bookkeeping.
+The typical lengths (the user's launch.expect.*, the calibration store's measured mean, else half the maximum) drive
+every phase; the memory verdict keeps the worst case. Constants marked "fitted" were fitted on the published step
+times of tests/data/step_time_cases.yaml (bench/step_time.py prints each case's error per phase).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from launch.memory import Architecture, Knobs, engine_memory, flops_per_token, kv_per_sequence_gib, predicted_mfu
+
+PHASES = ("generate", "log_prob", "update", "other")
+GIB = 1024**3
+
+# Fractions of the datasheet figures a phase reaches (fitted).
+DECODE_BANDWIDTH_EFFICIENCY = 0.70  # HBM reads of a decode step: weights + KV, at large batch
+PREFILL_MFU = 0.45  # the engine's prefill matmuls
+FORWARD_MFU_CEILING = 0.55  # log-prob passes: the training heuristic's ceiling, without recomputation
+DECODE_STEP_OVERHEAD_S = 0.012  # per decode step of an engine: scheduler, sampling, kernel launches (fitted)
+TP_ALLREDUCE_S = {"nvlink": 12e-6, "pcie": 40e-6}  # per all-reduce, two per layer per decode step at TP > 1
+# GRPO's step ends with its longest response: the longest of a batch runs this many times the mean (fitted), never
+# beyond the maximum
+TAIL_OVER_MEAN = 3.0
+TAIL_BATCH = 8  # sequences still decoding in the tail
+# Bytes/s that the weight sync and offload copies reach (effective, not peak)
+INTERCONNECT_GBS = {"nvlink": 150.0, "pcie": 12.0}
+INTER_NODE_GBS = 20.0  # per GPU over InfiniBand/RoCE between nodes
+HOST_TO_GPU_GBS = 12.0  # pinned copies over PCIe 4/5, as offload and the sleeping engine's reload see them
+ENGINE_WAKE_SLEEP_S = 4.0  # vLLM/SGLang wake_up + sleep per step: allocator remaps, CUDA graphs kept
+BOOKKEEPING_S = 3.0  # verl's per-step driver work: data loading, padding, metrics, the reward manager's dispatch
+REWARD_CPU_S_PER_RESPONSE = 0.004  # rule-based scorers (math_verify, exact match) on the reward workers
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Typical lengths per sequence, in tokens, and where they came from."""
+
+    prompt_tokens: float
+    response_tokens: float
+    source: str
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One step's predicted seconds per phase (PHASES), the inputs each figure used, and where each came from."""
+
+    step_s: float
+    phases_s: dict[str, float]
+    source: str  # model | calibrated: model x ratio per phase from N runs of this shape
+    lengths: Lengths
+    inputs: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # phase -> "model" or "model x 0.83 from 3 runs ..."
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepTime:
+        return cls(**{**data, "lengths": Lengths(**data["lengths"])})
+
+    def scaled(self, ratios: dict[str, float], origin: str) -> StepTime:
+        """This forecast with each phase multiplied by its measured ratio (phases without one keep the model)."""
+        phases = {phase: seconds * ratios.get(phase, 1.0) for phase, seconds in self.phases_s.items()}
+        sources = {
+            phase: f"model x {ratios[phase]:.2f} {origin}" if phase in ratios else self.sources.get(phase, "model")
+            for phase in self.phases_s
+        }
+        return StepTime(
+            step_s=round(sum(phases.values()), 1),
+            phases_s={phase: round(seconds, 1) for phase, seconds in phases.items()},
+            source=f"calibrated: {origin}" if ratios else self.source,
+            lengths=self.lengths,
+            inputs=self.inputs,
+            sources=sources,
+        )
+
+
+@dataclass(frozen=True)
+class Card:
+    """What the step-time model reads of a GPU profile."""
+
+    bf16_tflops: float
+    mem_bandwidth_gbs: float
+    interconnect: str
+    usable_gib: float
+
+    @classmethod
+    def of(cls, gpu: Any) -> Card:
+        return cls(float(gpu.bf16_tflops), float(gpu.mem_bandwidth_gbs), str(gpu.interconnect), float(gpu.usable_gib))
+
+
+def engine_concurrency(arch: Architecture, knobs: Knobs, card: Card, sequences_per_engine: float, tokens: float) -> int:
+    """Sequences one engine decodes at once: its scheduler's limit, its share of the batch, and what its KV room
+    holds at `tokens` per sequence (vLLM admits by blocks in use, so the typical length sets it, not the maximum)."""
+    kv_room = engine_memory(arch, knobs, card.usable_gib)[3]
+    per_sequence = kv_per_sequence_gib(arch, knobs, int(tokens))
+    by_kv = int(kv_room / per_sequence) if per_sequence > 0 else knobs.max_num_seqs
+    return max(1, min(knobs.max_num_seqs, int(sequences_per_engine), by_kv))
+
+
+def decode_step_s(arch: Architecture, knobs: Knobs, card: Card, batch: float, context: float) -> float:
+    """One decode step of one engine (its TP GPUs in parallel): read the weight shard and the batch's KV cache."""
+    weight_bytes = arch.params * 2 / knobs.rollout_tp
+    kv_bytes = batch * context * arch.kv_bytes_per_token / knobs.rollout_tp
+    memory_s = (weight_bytes + kv_bytes) / (card.mem_bandwidth_gbs * 1e9 * DECODE_BANDWIDTH_EFFICIENCY)
+    compute_s = 2 * arch.params / knobs.rollout_tp * batch / (card.bf16_tflops * 1e12 * PREFILL_MFU)
+    allreduce_s = 2 * arch.layers * TP_ALLREDUCE_S.get(card.interconnect, 40e-6) if knobs.rollout_tp > 1 else 0.0
+    return max(memory_s, compute_s) + allreduce_s + DECODE_STEP_OVERHEAD_S
+
+
+def generate_s(arch: Architecture, knobs: Knobs, card: Card, sequences: int, lengths: Lengths) -> tuple[float, dict]:
+    engines = max(1, knobs.n_gpus // knobs.rollout_tp)
+    per_engine = sequences / engines
+    prompt, response = lengths.prompt_tokens, lengths.response_tokens
+    concurrency = engine_concurrency(arch, knobs, card, per_engine, prompt + response)
+    prefill_flops = 2 * arch.params * prompt * per_engine
+    prefill = prefill_flops / (knobs.rollout_tp * card.bf16_tflops * 1e12 * PREFILL_MFU)
+    bulk_steps = per_engine * response / concurrency
+    bulk = bulk_steps * decode_step_s(arch, knobs, card, concurrency, prompt + response / 2)
+    longest = min(float(knobs.response_length), TAIL_OVER_MEAN * response)
+    tail_steps = max(0.0, longest - bulk_steps)
+    tail = tail_steps * decode_step_s(arch, knobs, card, min(TAIL_BATCH, concurrency), prompt + longest)
+    inputs = {
+        "engines": engines,
+        "sequences_per_engine": round(per_engine, 1),
+        "concurrency": concurrency,
+        "decode_steps": round(bulk_steps + tail_steps),
+        "longest_response": round(longest),
+    }
+    return prefill + bulk + tail, inputs
+
+
+def forward_mfu(tokens: int) -> float:
+    """predicted_mfu's curve without recomputation: a forward pass of `tokens` tokens per micro-batch."""
+    return FORWARD_MFU_CEILING * tokens / (tokens + 2048)
+
+
+def tokens_per_pass(budget: int, share_tokens: float) -> int:
+    """A micro-batch's tokens: the budget (or micro-batch x lengths), never more than the GPU's share of the batch."""
+    return max(1, int(min(budget, share_tokens)))
+
+
+def log_prob_s(arch: Architecture, knobs: Knobs, card: Card, tokens: float, sequence: float, passes: int) -> float:
+    """`passes` forward passes over the batch's tokens: a third of verl's forward + backward FLOPs per token."""
+    per_gpu = tokens / knobs.n_gpus
+    mfu = forward_mfu(tokens_per_pass(knobs.logprob_tokens, per_gpu))
+    return passes * per_gpu * flops_per_token(arch, int(sequence)) / 3 / (card.bf16_tflops * 1e12 * mfu)
+
+
+def update_s(
+    arch: Architecture, knobs: Knobs, card: Card, tokens: float, sequence: float, epochs: int, models: int
+) -> float:
+    """Forward + backward of `models` (actor, and the critic under gae) over the batch, ppo_epochs times, at the
+    preflight's MFU for the micro-batch the GPU's share really packs."""
+    per_gpu = tokens / knobs.n_gpus
+    mfu = predicted_mfu(replace(knobs, train_tokens=tokens_per_pass(knobs.train_tokens, per_gpu)))
+    compute = models * epochs * per_gpu * flops_per_token(arch, int(sequence)) / (card.bf16_tflops * 1e12 * mfu)
+    return compute + models * offload_s(arch, knobs)
+
+
+def offload_s(arch: Architecture, knobs: Knobs) -> float:
+    """Offloaded parameters (fp32) and AdamW states come onto the card for the update and go back after it."""
+    shard = arch.params / knobs.shard_group
+    moved = (knobs.model_dtype_bytes * shard if knobs.param_offload else 0.0) + (
+        8 * shard if knobs.optimizer_offload else 0.0
+    )
+    return 2 * moved / (HOST_TO_GPU_GBS * 1e9)
+
+
+def other_s(arch: Architecture, knobs: Knobs, card: Card, sequences: int) -> float:
+    """Weight sync (bf16 weights all-gathered across the FSDP group, then loaded by each engine), the engine's wake
+    and sleep, rewards, and verl's own per-step work."""
+    weights = arch.params * 2
+    link = INTERCONNECT_GBS.get(card.interconnect, 12.0) if knobs.n_gpus <= knobs.gpus_per_node else INTER_NODE_GBS
+    sync = weights / (link * 1e9) + weights / knobs.rollout_tp / (HOST_TO_GPU_GBS * 1e9 * 4)
+    rewards = sequences * REWARD_CPU_S_PER_RESPONSE
+    return sync + ENGINE_WAKE_SLEEP_S + rewards + BOOKKEEPING_S
+
+
+def forecast(
+    arch: Architecture,
+    knobs: Knobs,
+    card: Card,
+    verl: dict[str, Any],
+    lengths: Lengths,
+    critic: bool = False,
+) -> StepTime:
+    """The model's step time for a resolved verl config at `lengths` (pure)."""
+    data, arr = verl["data"], verl["actor_rollout_ref"]
+    sequences = int(data["train_batch_size"]) * int(arr["rollout"]["n"])
+    sequence = lengths.prompt_tokens + lengths.response_tokens
+    tokens = sequences * sequence
+    epochs = int(arr["actor"].get("ppo_epochs") or 1)
+    passes = 1 + int(knobs.ref_model) + int(critic)
+    generate, generate_inputs = generate_s(arch, knobs, card, sequences, lengths)
+    phases = {
+        "generate": generate,
+        "log_prob": log_prob_s(arch, knobs, card, tokens, sequence, passes),
+        "update": update_s(arch, knobs, card, tokens, sequence, epochs, 1 + int(critic)),
+        "other": other_s(arch, knobs, card, sequences),
+    }
+    inputs = {
+        "sequences": sequences,
+        "tokens": round(tokens),
+        "forward_passes": passes,
+        "ppo_epochs": epochs,
+        **generate_inputs,
+    }
+    return StepTime(
+        step_s=round(sum(phases.values()), 1),
+        phases_s={phase: round(seconds, 1) for phase, seconds in phases.items()},
+        source="model",
+        lengths=lengths,
+        inputs=inputs,
+        sources=dict.fromkeys(PHASES, "model"),
+    )

@@ -1,0 +1,247 @@
+"""The closed loop on CPU (launch/steptime.py, launch/calibration.py, launch/calibrate.py): a step time by phase at
+the typical lengths, every run measured against its plan in verl's own metric names, and the next plan of the same
+shape corrected by the cluster's store."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, compose_config, run_cli
+from test_readiness import on_partition
+from tiny_assets import make_tiny_dataset
+
+from launch import calibration, readiness
+from launch.calibration import StoreRecord, append, read_store, store_path
+from launch.render import render
+from launch.run import plan_job, write_run_dir
+from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path, load_plan
+from launch.steptime import PHASES, Lengths
+
+# a 7B GRPO run on one 8 x A100 80GB node: the shape the store's records share
+SHAPE = (
+    "gpu=a100_80",
+    "llm=qwen2_5_7b",
+    "mode=quick_test",
+    "data.train_batch_size=64",
+    "data.max_response_length=2048",
+)
+
+
+def data(tmp_path: Path, rows_per_source: int = 64) -> list[str]:
+    train, val = make_tiny_dataset(tmp_path / "data", ("math", "logic"), per_source=rows_per_source)
+    return [f"data.train_files={train}", f"data.val_files={val}", "launch.skip_checks=[model,hub_cache]"]
+
+
+def planned(tmp_path: Path, *overrides: str, cluster: str = "local") -> Plan:
+    cfg = compose_config(f"cluster={cluster}", f"cluster.shared_dir={tmp_path}", "launch.dry_run=true", *overrides)
+    return plan_job(cfg, list(overrides), gather=on_partition) if cluster == "slurm" else plan_job(cfg, list(overrides))
+
+
+# --- the forecast ----------------------------------------------------------------------------------------------------
+
+
+def test_dry_run_json_holds_the_four_phases_and_where_they_came_from(tmp_path: Path):
+    result = run_cli(*SHAPE, "cluster=local", f"cluster.shared_dir={tmp_path}", "launch.dry_run=json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    time = json.loads(result.stdout.splitlines()[-1])["time"]
+    assert set(time["phases_s"]) == set(PHASES)
+    assert time["step_s"] == pytest.approx(sum(time["phases_s"].values()), abs=0.3)
+    assert time["source"] == "model"
+    assert (
+        time["lengths"]["source"]
+        == "prompt: half of data.max_prompt_length; response: half of data.max_response_length"
+    )
+    assert time["inputs"]["concurrency"] >= 1 and time["inputs"]["card"]["bf16_tflops"] == 312.0
+
+
+def test_expected_response_length_drives_generation_and_says_so(tmp_path: Path):
+    half = planned(tmp_path, *SHAPE).time
+    short = planned(tmp_path, *SHAPE, "launch.expect.response_tokens=256").time
+    assert half is not None and short is not None
+    assert half.lengths.response_tokens == 1024 and short.lengths.response_tokens == 256
+    assert short.lengths.source.endswith("response: launch.expect.response_tokens")
+    for phase in ("generate", "log_prob", "update"):
+        assert short.phases_s[phase] < half.phases_s[phase], phase
+    assert short.phases_s["other"] == half.phases_s["other"]  # sync, wake/sleep, rewards: no length in them
+
+
+def test_default_guru_run_on_a_small_dataset_is_not_refused_for_its_first_checkpoint(tmp_path: Path):
+    """The issue's case: a 7.5k-row GURU run, standard mode, on SLURM. The worst-case throughput figure put its first
+    checkpoint (the run's end, step 14) beyond one attempt; the phases at typical lengths do not."""
+    train, val = make_tiny_dataset(tmp_path / "guru", ("math", "logic"), per_source=3750)
+    overrides = [f"data.train_files={train}", f"data.val_files={val}", "launch.skip_checks=[hub_cache]"]
+    cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *overrides)
+    plan = plan_job(cfg, overrides, gather=on_partition)
+    time = plan.readiness["time"]
+    assert (time["rows"], time["total_steps"]) == (7500, 14)
+    assert time["first_checkpoint_step"] == 14 and time["attempts"] == 1, time
+    readiness.refuse([plan])  # nothing to refuse
+    # the same run with every response at its maximum is still refused: the check itself stands
+    worst = [*overrides, "launch.expect.response_tokens=8192", "launch.expect.prompt_tokens=4096"]
+    cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *worst)
+    with pytest.raises(Exception, match="first checkpoint comes after step 14"):
+        readiness.refuse([plan_job(cfg, worst, gather=on_partition)])
+
+
+# --- one run measured against its plan -------------------------------------------------------------------------------
+
+
+def write_metrics(plan: Plan, response_mean: float, factor: float, steps: int = 4, attempt: int = 1) -> None:
+    """verl's file-logger lines for a run whose every phase takes `factor` x the raw model at `response_mean`."""
+    prompt = plan.time.lengths.prompt_tokens
+    truth = calibration.model_at(plan, Lengths(prompt, response_mean, "truth"))
+    assert truth is not None
+    seconds = {phase: factor * value for phase, value in truth.phases_s.items()}
+    path = attempt_log_path(Path(plan.run_dir), attempt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for step in range(1, steps + 1):
+        warmup = 30.0 if step == 1 else 0.0  # step 1 compiles and captures graphs: left out of the medians
+        metrics = {
+            "timing_s/gen": seconds["generate"] + warmup,
+            "timing_s/old_log_prob": seconds["log_prob"],
+            "timing_s/update_actor": seconds["update"],
+            "timing_s/step": sum(seconds.values()) + warmup,
+            "response_length/mean": response_mean,
+            "response_length/max": float(plan.verl["data"]["max_response_length"]),
+            "response_length/clip_ratio": 0.02,
+            "prompt_length/mean": prompt,
+            "perf/max_memory_allocated_gb": 40.0 + step,
+            "perf/max_memory_reserved_gb": 44.0 + step,
+        }
+        lines.append(json.dumps({"step": step, "data": metrics}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run_dir_of(tmp_path: Path, *overrides: str) -> Plan:
+    cfg = compose_config("cluster=local", f"cluster.shared_dir={tmp_path}", "launch.dry_run=true", *overrides)
+    plan = plan_job(cfg, list(overrides))
+    write_run_dir(plan, cfg)
+    return plan
+
+
+def test_calibration_json_compares_each_phase_with_the_plan(tmp_path: Path):
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=one")
+    write_metrics(plan, response_mean=plan.time.lengths.response_tokens, factor=1.5)
+    record = calibration.write_calibration(Path(plan.run_dir), attempt=1)
+    on_disk = json.loads((Path(plan.run_dir) / CALIBRATION_FILE).read_text())
+    assert record == on_disk and on_disk["steps_measured"] == 4
+    for phase in ("generate", "log_prob", "update"):  # measured 1.5 x the plan: the plan was 33 % low
+        assert on_disk["time"]["error_pct"][phase] == pytest.approx(-33.3, abs=0.2), phase
+    assert on_disk["memory"]["measured_reserved_gib"] == 48.0
+    assert on_disk["lengths"]["response_mean"] == plan.time.lengths.response_tokens
+
+
+def test_three_runs_at_twice_the_model_make_the_next_plan_right_within_ten_percent(tmp_path: Path):
+    """The acceptance's convergence test: three ingested runs (through calibrate.py, as a user would) whose true step
+    time is 2x the model's; the next plan of the shape is within 10 % of the truth and says it is calibrated."""
+    runs = []
+    for index, (response, noise) in enumerate([(700.0, 1.9), (800.0, 2.1), (900.0, 2.0)]):
+        plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), f"launch.sweep_id=s{index}")
+        write_metrics(plan, response_mean=response, factor=noise)
+        runs.append(plan.run_dir)
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "launch" / "calibrate.py"), *runs], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("x2.") + result.stdout.count("x1.9") >= 9, result.stdout
+    records, warnings = read_store(store_path(Path(runs[0]).parent.parent))
+    assert len(records) == 3 and not warnings
+
+    fresh = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=next")
+    time = fresh.time
+    assert time.lengths.response_tokens == pytest.approx(800.0)  # the runs' measured mean, same model and data
+    assert time.lengths.source.endswith("response: measured (3 run(s) of this model and data)")
+    truth = calibration.model_at(fresh, time.lengths)
+    assert time.step_s == pytest.approx(2.0 * truth.step_s, rel=0.10)
+    assert time.source == "calibrated: from 3 run(s) of this shape on this cluster"
+    assert "generate" in time.sources and time.sources["generate"].startswith("model x 2.00 from 3 run(s)")
+    assert "model x 2.00 from 3 run(s) of this shape on this cluster" in render(fresh)
+
+    off = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=off", "launch.calibration=off")
+    assert off.time.source == "model" and "response: half of data.max_response_length" in off.time.lengths.source
+    other_card = planned(tmp_path, *SHAPE[1:], "gpu=h100", *data(tmp_path), "launch.sweep_id=h100")
+    assert other_card.time.source == "model"  # another profile is another shape
+
+
+def test_ingesting_a_run_twice_counts_it_once(tmp_path: Path):
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=twice")
+    write_metrics(plan, response_mean=800.0, factor=3.0)
+    for _ in range(2):
+        calibration.ingest(Path(plan.run_dir))
+    records, _ = read_store(store_path(Path(plan.run_dir).parent.parent))
+    assert len(records) == 2 and len(calibration.latest_per_run(tuple(records))) == 1
+
+
+# --- the store -------------------------------------------------------------------------------------------------------
+
+
+def record(run_id: str) -> StoreRecord:
+    return StoreRecord(
+        run_id=run_id,
+        recorded_at="now",
+        gpu="a100_80",
+        family="qwen2",
+        params=7_000_000_000,
+        engine="vllm",
+        rollout_tp=1,
+        n_gpus=8,
+        tokens_per_gpu=1e5,
+        model_path="m",
+        train_files=["t"],
+        max_response_tokens=2048,
+        prompt_mean=100.0,
+        response_mean=800.0,
+        model_s=dict.fromkeys(PHASES, 10.0),
+        measured_s=dict.fromkeys(PHASES, 20.0),
+        memory={"reserved_gib": 40.0},
+    )
+
+
+def append_many(store: str, writer: int, count: int) -> None:
+    for index in range(count):
+        append(Path(store), record(f"w{writer}-{index}"))
+
+
+def test_concurrent_appends_never_interleave_and_a_corrupt_line_is_skipped(tmp_path: Path):
+    store = tmp_path / "runs" / calibration.STORE_FILE
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=append_many, args=(str(store), writer, 100)) for writer in range(4)]
+    for process in writers:
+        process.start()
+    for process in writers:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    with store.open("a") as handle:
+        handle.write('{"run_id": "cut short by a kill", "gpu": \n')
+    records, warnings = read_store(store)
+    assert len(records) == 400 and len({r.run_id for r in records}) == 400
+    assert len(warnings) == 1 and ":401: skipped a calibration record that does not parse" in warnings[0]
+
+
+def test_a_corrupt_store_warns_once_and_plans_from_the_model(tmp_path: Path):
+    runs_dir = tmp_path / "rlaunch"
+    runs_dir.mkdir()
+    store_path(runs_dir).write_text("not json\n")
+    result = run_cli(*SHAPE, "cluster=local", f"cluster.shared_dir={tmp_path}", "launch.dry_run=json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.count("skipped a calibration record that does not parse") == 1
+    assert json.loads(result.stdout.splitlines()[-1])["time"]["source"] == "model"
+
+
+def test_calibrate_refuses_a_directory_without_runs_in_one_line(tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, str(PROJECT / "launch" / "calibrate.py"), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "neither a run directory" in result.stderr
+
+
+def test_plan_json_reads_back_with_its_time(tmp_path: Path):
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=read")
+    assert load_plan(plan.run_dir).time == plan.time

@@ -49,12 +49,11 @@ from launch.report.metrics import (
     STEP_TIME,
     RunMetrics,
     predicted_torch_peaks,
-    read_records,
     read_run,
     run_dirs,
     series,
 )
-from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path
+from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path, read_records
 
 THRESHOLDS_FILE = Path(__file__).resolve().parents[2] / "conf" / "doctor.yaml"
 DIAGNOSIS_FILE = "diagnosis.md"

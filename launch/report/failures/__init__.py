@@ -2,7 +2,9 @@
 
 Runs on: any machine that sees the run directories (login node, laptop with the shared filesystem). The package:
   signatures.py  the failure kinds, the regex signatures that recognise them in real logs, `Failure`
-  classify.py    which cause explains an attempt (root causes and interruptions first), one per failed attempt
+  classify.py    which cause explains an attempt (root causes and interruptions first), one per failed attempt; an
+                 attempt the hang watchdog stopped is a `hang` from its record; an interruption whose requeue failed
+                 on a stale rendezvous says so
   fixes.py       the fix for each kind, from the run's plan where the kind has numbers (`FixContext`)
   logs.py        where an attempt's logs are (submitit's layout, the copied Ray logs), their split into attempts, the
                  run's state
@@ -10,19 +12,22 @@ The names below are what the rest of rlaunch reads from here. `failures.classify
 submodule of the same name on the package): reach the module as `from launch.report.failures.classify import ...`.
 """
 
-from launch.report.failures.classify import classify, run_failures
+from launch.report.failures.classify import HangRecord, classify, read_hang_records, run_failures
 from launch.report.failures.fixes import FixContext, save_freq_that_fits, with_plan_fix
 from launch.report.failures.logs import FAILED_STATE, attempts_in, log_with_sibling, run_state
-from launch.report.failures.signatures import KINDS, Failure, render, summary
+from launch.report.failures.signatures import KINDS, RECORDED_KINDS, Failure, render, summary
 
 __all__ = [
     "FAILED_STATE",
     "KINDS",
+    "RECORDED_KINDS",
     "Failure",
     "FixContext",
+    "HangRecord",
     "attempts_in",
     "classify",
     "log_with_sibling",
+    "read_hang_records",
     "render",
     "run_failures",
     "run_state",

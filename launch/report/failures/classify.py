@@ -11,8 +11,10 @@ rlaunch's wrapper, the node-local logs copied into the run (launch/report/failur
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from launch.report.failures.fixes import FixContext, generic_fix, with_plan_fix
@@ -27,6 +29,7 @@ from launch.report.failures.signatures import (
     match_kind,
     strip_prefix,
 )
+from launch.rundir import HANG_DIR, HANG_FILE
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 EVIDENCE_CHARS = 300
@@ -86,11 +89,11 @@ def classify(text: str, attempt: int | None = None, host: str | None = None) -> 
             if kind in INTERRUPTIONS:
                 details |= before_interruption(lines[: lines.index(hits[0])])
             failure = Failure(kind, evidence, attempt, node_near(lines, hits) or host, details=details)
-            failure.fix = generic_fix(failure)
+            failure.fix = generic_fix(failure, text)
             return failure
     errors = last_error(lines)
     failure = Failure("unknown", [evidence_line(line) for line in errors], attempt, node_near(lines, errors) or host)
-    failure.fix = generic_fix(failure)
+    failure.fix = generic_fix(failure, text)
     return failure
 
 
@@ -132,10 +135,15 @@ def parse_details(kind: str, hits: list[str]) -> dict[str, float | str]:
 
 
 def run_failures(run_dir: Path, context: FixContext | None = None) -> list[Failure]:
-    """One Failure per attempt that did not complete and is over (a running attempt has no cause yet)."""
+    """One Failure per attempt that did not complete and is over (a running attempt has no cause yet). An attempt the
+    hang watchdog stopped is a `hang`, whatever its log shows after the stop (the kill, the time limit)."""
     attempts = read_attempts(run_dir)
+    hangs = {record.attempt: record for record in read_hang_records(run_dir)}
     failures = []
     for attempt in attempts:
+        if attempt.number in hangs and attempt.ended != "completed":
+            failures.append(hang_failure(hangs.pop(attempt.number), run_dir, attempt.host))
+            continue
         if attempt.ended in ("completed", "running"):
             continue
         failure = classify(attempt.text, attempt.number, attempt.host)
@@ -147,4 +155,126 @@ def run_failures(run_dir: Path, context: FixContext | None = None) -> list[Failu
                 if deeper.kind != "unknown":
                     failure = deeper
         failures.append(with_plan_fix(failure, context, attempt.text))
-    return failures
+    # a hang record whose attempt the job log does not show (the log was cut, or the run has no manifest)
+    failures += [hang_failure(record, run_dir, None) for record in hangs.values()]
+    failures.sort(key=lambda failure: failure.attempt or 0)
+    return with_requeue_outcomes(failures)
+
+
+# --- across attempts --------------------------------------------------------------------------------------------------
+
+# what a requeued attempt that could not meet its peers says: the old head's address, a port or store still held
+STALE_RENDEZVOUS = re.compile(
+    r"Rendezvous\w*Error|DistNetworkError|Address already in use|EADDRINUSE|Connection refused|"
+    r"Failed to connect to GCS|Couldn't reconnect to GCS|TCPStore|ncclRemoteError|ncclSystemError"
+)
+
+
+def with_requeue_outcomes(failures: list[Failure]) -> list[Failure]:
+    """An interruption was 'nothing to change' only if the requeued attempt went on: when the next attempt failed
+    on meeting its peers (a stale rendezvous: the old head's address, a port or a store still held), the
+    interruption's fix says so."""
+    by_attempt = {failure.attempt: failure for failure in failures if failure.attempt}
+    out = []
+    for failure in failures:
+        after = by_attempt.get((failure.attempt or 0) + 1)
+        stale = (
+            after is not None
+            and after.kind in ("ray_start_failed", "nccl_timeout", "unknown")
+            and any(STALE_RENDEZVOUS.search(line) for line in after.evidence)
+        )
+        if failure.kind in INTERRUPTIONS and after is not None and stale:
+            evidence = strip_prefix(after.evidence[0])[:120]
+            failure = replace(
+                failure,
+                fix=f"not nothing to change: the requeued attempt {after.attempt} then failed on a stale rendezvous "
+                f"({after.kind}: {evidence}); an interrupted attempt left its head address, port or store behind: "
+                "make every attempt start its own Ray head and ports (read attempt "
+                f"{after.attempt}'s ray_start log) before requeueing again",
+                details=failure.details | {"requeue_failed": after.kind},
+            )
+        out.append(failure)
+    return out
+
+
+# --- hangs: the watchdog's record -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HangRecord:
+    """What launch/watchdog.py wrote when it stopped an attempt (launch.rundir.HANG_FILE)."""
+
+    attempt: int
+    phase: str | None
+    stuck_ranks: list[str]
+    last_step: int | None
+    waited_s: float
+    window_s: float
+    expected_step_s: float | None
+    transient: bool
+    evidence: str
+    stacks_dir: str
+
+
+def read_hang_records(run_dir: Path) -> list[HangRecord]:
+    """The watchdog's records of the run: one object per stopped attempt, or a list of them; a file cut short (the
+    job killed while writing) is no record."""
+    path = run_dir / HANG_FILE
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    records = []
+    for item in data if isinstance(data, list) else [data]:
+        if not isinstance(item, dict) or not isinstance(item.get("attempt"), int):
+            continue
+        records.append(
+            HangRecord(
+                attempt=item["attempt"],
+                phase=item.get("phase"),
+                stuck_ranks=[str(rank) for rank in item.get("stuck_ranks") or []],
+                last_step=item.get("last_step"),
+                waited_s=float(item.get("waited_s") or 0.0),
+                window_s=float(item.get("window_s") or 0.0),
+                expected_step_s=item.get("expected_step_s"),
+                transient=bool(item.get("transient")),
+                evidence=str(item.get("evidence") or ""),
+                stacks_dir=str(item.get("stacks_dir") or f"{HANG_DIR}/attempt-{item['attempt']}"),
+            )
+        )
+    return records
+
+
+COLLECTIVE_CALL = re.compile(r"all_reduce|allreduce|all_gather|allgather|broadcast|barrier|reduce_scatter|all_to_all")
+
+
+def hang_failure(record: HangRecord, run_dir: Path, host: str | None) -> Failure:
+    """The hang as a failure: the record's evidence, and a fix that says what the stacks show."""
+    stacks = run_dir / record.stacks_dir
+    phase = record.phase or "an unknown phase"
+    step = f" after step {record.last_step}" if record.last_step is not None else " before the first step"
+    waited = f"no step for {record.waited_s:.0f} s (window {record.window_s:.0f} s"
+    waited += f", a step takes ~{record.expected_step_s:.0f} s)" if record.expected_step_s else ")"
+    ranks = ", ".join(record.stuck_ranks)
+    if COLLECTIVE_CALL.search(record.evidence.lower()) and ranks:
+        what = (
+            f"stuck in a collective in {phase}{step}: {ranks} waited in it; the rank that never joined is the one "
+            "whose stack is elsewhere (compare the stacks: an OOM, a reward call or I/O on that rank is the cause)"
+        )
+    elif ranks:
+        what = f"stuck in {phase}{step} on {ranks}: {record.evidence or 'see the stacks'}"
+    else:
+        what = f"stuck in {phase}{step}: {record.evidence or 'see the stacks'}"
+    requeue = (
+        "the stacks point to a transient cause, so it is requeued once"
+        if record.transient
+        else "not requeued: the same config would hang again"
+    )
+    fix = f"{what}; {waited}; stacks of every process in {stacks}; {requeue}"
+    evidence = [line for line in (record.evidence, f"{waited}; stuck ranks: {ranks or '?'}") if line]
+    details: dict[str, float | str] = {"phase": record.phase or "?", "stacks_dir": str(stacks)}
+    if record.last_step is not None:
+        details["last_step"] = record.last_step
+    return Failure("hang", evidence, record.attempt, host, fix=fix, details=details)

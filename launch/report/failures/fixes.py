@@ -9,6 +9,7 @@ launch/report/doctor.py builds, so this module needs only the plan. A fix never 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,19 +20,27 @@ from launch.rundir import Plan
 
 Details = dict[str, float | str]  # what Failure.details holds: numbers parsed from the evidence, the phase
 
+ENGINE_FRACTION = "actor_rollout_ref.rollout.gpu_memory_utilization"  # vLLM's fraction, SGLang's mem_fraction_static
+OFFLOAD_KEYS = (
+    "actor_rollout_ref.actor.fsdp_config.param_offload",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+)
+
 GENERIC_FIXES = {
     "preempted": "nothing to change: SLURM gave the node to a higher-priority job and the run was requeued; if "
-    "attempts lose much work, save more often (trainer.save_freq)",
-    "time_limit": "the attempt ran out of time: give the mode more time (mode.time_budget_min) or save more often "
-    "(trainer.save_freq) so that a requeued attempt resumes from a checkpoint",
+    "attempts lose much work, save more often (lower trainer.save_freq)",
+    "time_limit": "the attempt ran out of time: raise mode.time_budget_min or lower trainer.save_freq so that a "
+    "requeued attempt resumes from a checkpoint",
     "host_oom": "the node ran out of host RAM: raise --mem (cluster.mem_gb) or offload less "
     "(actor_rollout_ref.actor.fsdp_config.{param,optimizer}_offload=false)",
-    "engine_memory": "the rollout engine cannot fit the weights and KV cache in its share: change the engine's "
-    "memory fraction (actor_rollout_ref.rollout.gpu_memory_utilization) or raise rollout TP",
-    "cuda_oom": "a GPU ran out of memory: halve the micro-batch or token budget per GPU, or offload; "
+    "engine_memory": f"the rollout engine cannot fit the weights and KV cache in its share: {ENGINE_FRACTION} "
+    "(raise it when the engine asks for more KV cache, lower it when the card had less free) or raise "
+    "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "cuda_oom": "a GPU ran out of memory: halve actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (or "
+    "ppo_max_token_len_per_gpu with dynamic batch size), or set the fsdp_config offloads to true; "
     "launch.preflight=fix applies the preflight's fixes",
-    "gpu_unavailable": "verl found fewer GPUs than trainer.nnodes x trainer.n_gpus_per_node: run on a partition whose "
-    "nodes have GPUs (check --gres and that nvidia-smi works in the job)",
+    "gpu_unavailable": "fewer GPUs than trainer.nnodes x trainer.n_gpus_per_node: lower those to what the job has, or "
+    "run on a partition whose nodes have GPUs (check --gres and that nvidia-smi works in the job)",
     "model_not_cached": "the nodes cannot load the model offline: download it into the HF cache the nodes read "
     "(HF_HOME) with `hf download <model>` on a machine with internet, or point actor_rollout_ref.model.path at a "
     "local directory",
@@ -41,21 +50,228 @@ GENERIC_FIXES = {
     "data_source, reward_model.ground_truth)",
     "ray_start_failed": "Ray did not start on every node: read that node's ray_start log in the run directory "
     "(ports taken, auth token, a node that never ran its task)",
-    "reward_error": "the reward function raised: fix the scoring code for that data source (rewards/) or the data "
-    "source's name",
+    "reward_error": "the reward function raised: fix the scoring code for that data source (rewards/, "
+    "reward.custom_reward_function.path) or the data source's name",
     "config_error": "verl refused its config: fix the override the error names (python launch/run.py ... --cfg job "
     "shows the composed config)",
     "ray_node_lost": "a Ray node died during the run: look at that node (host OOM, hardware, preemption of a node) "
     "and resubmit; the run resumes from its last checkpoint",
     "nccl_timeout": "a collective timed out: one rank stopped (read the other ranks' errors first) or the "
-    "interconnect failed; rerun with NCCL_DEBUG=INFO",
+    "interconnect failed; set cluster.env.NCCL_DEBUG=INFO and rerun",
+    "hang": "the hang watchdog stopped the attempt: read the stacks in the run directory's hang/ folder",
     "unknown": "no known cause: read the log around the evidence",
 }
 
+# verl's forks print the same library messages but spell their options otherwise: a fix for their logs must not name
+# verl's keys. Each: how its log shows it (frame paths, its Ray actor names, its progress bars), its own options.
+FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
+    "OpenRLHF": (
+        re.compile(r"openrlhf[/.]|\b(?:LLMRayActor|ActorModelRayActor|ReferenceModelRayActor|CriticModelRayActor)\b"),
+        {"engine_fraction": "--vllm_gpu_memory_utilization", "offload": "--adam_offload / --ref_reward_offload"},
+    ),
+    "EasyR1": (
+        re.compile(r"EasyR1/|easyr1|\bCompute log probs:|BatchFunctionRewardManager"),
+        {
+            "engine_fraction": "worker.rollout.gpu_memory_utilization",
+            "offload": "worker.actor.offload.offload_params / offload_optimizer",
+        },
+    ),
+}
 
-def generic_fix(failure: Failure) -> str:
+
+def fork_of(log_text: str) -> str | None:
+    """The verl fork a log comes from (its own option names), or None for verl itself."""
+    return next((name for name, (pattern, _) in FORKS.items() if pattern.search(log_text)), None)
+
+
+# --- what the log itself says: numbers a fix can quote ----------------------------------------------------------------
+
+NUMBER = r"(-?[\d.]+)"
+
+
+def first_float(pattern: str, text: str) -> float | None:
+    match = re.search(pattern, text)
+    return float(match.group(1)) if match else None
+
+
+def moved(key: str, fraction: float | None, step: float, raise_it: bool) -> str:
+    """`raise key=0.6 (now 0.5)`, or without a known value `raise key by about 0.1`."""
+    verb = "raise" if raise_it else "lower"
+    if fraction is None:
+        return f"{verb} {key} by about {step:g}"
+    target = min(0.9, round(fraction + step, 2)) if raise_it else max(0.1, round(fraction - step, 2))
+    return f"{verb} {key}={target:g} (now {fraction:g})"
+
+
+def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE_FRACTION) -> tuple[str, Details]:
+    """The engine's memory fix from its own message: which way to move its fraction, and to what when the log gives
+    the numbers (vLLM's free/desired memory, its KV cache shortfall, SGLang's memory saver). `fraction` is the plan's
+    value when there is one, else what the log printed."""
+    logged = first_float(r"gpu_memory_utilization[=:]\s*" + NUMBER, log_text) or first_float(
+        r"desired GPU memory utilization \(" + NUMBER, log_text
+    )
+    fraction = fraction if fraction is not None else logged
+    found: Details = {"gpu_memory_utilization": fraction} if fraction is not None else {}
+    free = re.search(r"Free memory on device \(" + NUMBER + "/" + NUMBER + r" GiB\)", log_text)
+    if free:  # vLLM reserves the fraction of the WHOLE card and refuses to start if less is free
+        free_gib, total_gib = float(free.group(1)), float(free.group(2))
+        fits = math.floor((free_gib / total_gib - 0.02) * 100) / 100
+        found |= {"free_gib": free_gib, "total_gib": total_gib}
+        now = f" (now {fraction:g})" if fraction is not None else ""
+        return (
+            f"the card had {free_gib:g} of {total_gib:g} GiB free when the engine started, less than its fraction "
+            f"asks: lower {key}={fits:g}{now}, or free the card (set the trainer's fsdp offloads to true)"
+        ), found
+    needed = re.search(
+        NUMBER + r" GiB KV cache is needed, which is larger than the available KV cache memory \(" + NUMBER + " GiB",
+        log_text,
+    )
+    kv_available = first_float(r"Available KV cache memory: " + NUMBER + " GiB", log_text)
+    shortfall = None
+    if needed:
+        shortfall = float(needed.group(1)) - float(needed.group(2))
+    elif kv_available is not None and kv_available <= 0:
+        shortfall = -kv_available
+    asks_more = (
+        r"No available memory for the cache blocks|increase --mem-fraction|larger than the maximum number of tok"
+    )
+    if shortfall is not None or re.search(asks_more, log_text):
+        total = first_float(r"total capacity of " + NUMBER + " GiB", log_text)
+        step = math.ceil((shortfall / total + 0.02) * 100) / 100 if shortfall is not None and total else 0.1
+        what = f"KV cache {-shortfall:+.1f} GiB" if shortfall is not None else "the engine's share holds too little"
+        where = f" at {key.rsplit('.', 1)[-1].lstrip('-')} {fraction:g}" if fraction is not None else ""
+        longest = first_float(r"estimated maximum model length is " + NUMBER, log_text)
+        instead = f"lower max_model_len to {int(longest)}" if longest else "lower max_num_seqs (or max_model_len)"
+        if shortfall is not None:
+            found["kv_shortfall_gib"] = round(shortfall, 2)
+        return f"{what}{where} for weights + KV cache: {moved(key, fraction, step, True)} or {instead}", found
+    if re.search(r"torch_memory_saver|cumem_allocator|wake_up|out of memory", log_text, re.I):
+        return (
+            "the engine could not map its memory (the card was taken when it allocated or woke up): "
+            f"{moved(key, fraction, 0.1, False)}, or free the card during rollout (set the trainer's fsdp offloads "
+            "to true)"
+        ), found
+    return GENERIC_FIXES["engine_memory"], found
+
+
+RAY_OOM_TASK = re.compile(
+    r"where the (?:task|actor) \([^)]*?name=(?P<name>[^,]+), pid=\d+, memory used=(?P<used>[\d.]+)GB\) was running "
+    r"was (?P<node_used>[\d.]+)GB / (?P<node_total>[\d.]+)GB"
+)
+RAY_MEMORY_LOW = re.compile(r"Used memory \((?P<node_used>[\d.]+)GB\) / total capacity \((?P<node_total>[\d.]+)GB\)")
+DRIVER_TASK = re.compile(r"TaskRunner|main_task|driver", re.I)  # verl's driver runs as the TaskRunner actor
+
+
+def host_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details] | None:
+    """What Ray's memory monitor says about who held the node's memory: the driver itself (then --mem only delays
+    it), a small victim (the memory is elsewhere), or a worker; None when it says nothing."""
+    task = RAY_OOM_TASK.search(log_text)
+    low = task or RAY_MEMORY_LOW.search(log_text)
+    if not low:
+        return None
+    node_used, node_total = float(low.group("node_used")), float(low.group("node_total"))
+    found: Details = {"node_used_gb": node_used, "node_total_gb": node_total}
+    if task:
+        name, used = task.group("name").strip(), float(task.group("used"))
+        found |= {"killed_task": name, "killed_task_gb": used}
+        if DRIVER_TASK.search(name) and used >= 0.5 * node_used:
+            return (
+                f"the driver ({name}) itself held {used:g} of the node's {node_used:g} GB: its own RSS grows, so more "
+                "--mem cannot help, it only delays the kill; find what the driver accumulates (py-spy dump / memray on "
+                "the TaskRunner) and keep less there (lower trainer.log_val_generations, data.dataloader_num_workers)"
+            ), found
+        if used < 0.01 * node_used:  # a bystander: Ray kills the newest task, not the biggest
+            return (
+                f"the killed task ({name}) held only {used:g} of the node's {node_used:g} GB: the memory is held "
+                "elsewhere on the node (Ray's top memory users in raylet.out); lower what those keep, or raise the "
+                f"job's host memory above {node_total:g} GB"
+            ), found
+    keys = FORKS[fork][1]["offload"] if fork else "actor_rollout_ref.actor.fsdp_config.{param,optimizer}_offload=false"
+    return (
+        f"the node's host RAM ran out ({node_used:g} of {node_total:g} GB in use): raise the job's memory "
+        f"(--mem, rlaunch: cluster.mem_gb) above {node_total:g} GB or offload less ({keys})"
+    ), found
+
+
+NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
+
+
+def nccl_fix_from_log(log_text: str) -> tuple[str, Details]:
+    """A collective that never completed: the very first one means the ranks never connected (network config), a
+    later one that some rank stopped coming."""
+    works = [(int(seq), op) for seq, op in NCCL_WORK.findall(log_text)]
+    if not works:
+        return GENERIC_FIXES["nccl_timeout"], {}
+    seq, op = min(works)
+    found: Details = {"seq_num": seq, "op": op}
+    if seq <= 2:
+        return (
+            f"the first collective ({op}, SeqNum={seq}) never completed: the ranks never connected, no rank stopped "
+            "mid-run; point NCCL at the network the nodes share (cluster.env.NCCL_SOCKET_IFNAME=<interface>, "
+            "NCCL_IB_HCA=<device> or NCCL_IB_DISABLE=1 where InfiniBand does not reach), check the nodes reach each "
+            "other on it, rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+        ), found
+    return (
+        f"collective {seq} ({op}) timed out after earlier ones completed: a rank stopped coming (read the other "
+        "ranks' errors first: an OOM or a dead actor there is the cause) or the interconnect failed; set "
+        "cluster.env.NCCL_DEBUG=INFO and rerun; raise actor_rollout_ref.nccl_timeout (s) only if that rank was "
+        "slow, not stopped"
+    ), found
+
+
+EMPTY_HEAD = re.compile(r"(?:--address[= ]|IP Head: |ip_head=)['\"]?(:\d+)\b")
+
+
+def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """A fix read from the log alone (no plan): the key, the direction and the numbers the log holds."""
+    fork = fork_of(log_text)
+    if failure.kind == "engine_memory":
+        key = FORKS[fork][1]["engine_fraction"] if fork else ENGINE_FRACTION
+        return engine_fix_from_log(log_text, None, key)
+    if failure.kind == "host_oom":
+        found = host_fix_from_log(log_text, fork)
+        if found is None and fork:
+            return (
+                f"the node ran out of host RAM: raise the job's memory (--mem) or offload less in {fork}'s own options "
+                f"({FORKS[fork][1]['offload']})"
+            ), {"fork": fork}
+        return found
+    if failure.kind == "nccl_timeout":
+        return nccl_fix_from_log(log_text)
+    if failure.kind == "ray_start_failed":
+        empty = EMPTY_HEAD.search(log_text)
+        if empty:
+            return (
+                f"the head address is empty ('{empty.group(1)}'): the head node's IP was never resolved, so no port, "
+                "token or --mem change can help; the script must pass the head's host (hostname --ip-address on the "
+                "head node; rlaunch computes it from SLURM_JOB_NODELIST)"
+            ), {"head_address": empty.group(1)}
+    if failure.kind == "gpu_unavailable":
+        counts = re.search(r"Total available GPUs (\S+) is less than total desired GPUs (\S+)", log_text)
+        if counts:
+            have, want = counts.group(1), counts.group(2)
+            return (
+                f"verl wanted {want} GPUs (trainer.nnodes x trainer.n_gpus_per_node) and Ray had {have}: lower "
+                f"trainer.n_gpus_per_node or trainer.nnodes to fit {have}, or request more (--gres, nodes)"
+            ), {"gpus_available": have, "gpus_desired": want}
+        asked = re.search(r"'GPU': ([\d.]+)|\{GPU,([\d.]+)\}", log_text)
+        if asked:
+            gpus = asked.group(1) or asked.group(2)
+            return (
+                f"a Ray request for {float(gpus):g} GPU(s) that no node of the cluster can give (it waits forever): "
+                "lower the GPUs one actor asks for (actor_rollout_ref.rollout.tensor_model_parallel_size, "
+                "trainer.n_gpus_per_node) or give the job nodes with that many GPUs"
+            ), {"gpus_requested": gpus}
+    return None
+
+
+def generic_fix(failure: Failure, log_text: str = "") -> str:
     before = failure.details.get("before")
-    return GENERIC_FIXES[failure.kind] + (f" (before it, the log shows {before})" if before else "")
+    found = specific_fix(failure, log_text) if log_text else None
+    fix = found[0] if found else GENERIC_FIXES[failure.kind]
+    if found:
+        failure.details.update({key: value for key, value in found[1].items() if value is not None})
+    return fix + (f" (before it, the log shows {before})" if before else "")
 
 
 @dataclass(frozen=True)
@@ -110,38 +326,34 @@ def fix_cuda_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[
 
 
 def fix_engine_memory(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
-    fraction = verl_value(context.plan, "actor_rollout_ref.rollout.gpu_memory_utilization")
+    fraction = verl_value(context.plan, ENGINE_FRACTION)
     tp = verl_value(context.plan, "actor_rollout_ref.rollout.tensor_model_parallel_size")
     gpus = context.plan.resources.gpus_per_node
-    # "increase" messages: the reservation is too small for weights + KV cache; an OOM inside the engine (or a wake-up
-    # that finds the card taken) means the reservation is larger than what is free.
-    too_small = re.search(r"No available memory for the cache blocks|increase --mem-fraction|KV cache", log_text)
-    options = []
-    if fraction is not None:
-        fraction = float(fraction)
-        new = round(min(0.9, fraction + 0.1), 2) if too_small else round(max(0.1, fraction - 0.1), 2)
-        if new != fraction:
-            options.append(f"actor_rollout_ref.rollout.gpu_memory_utilization={new} (now {fraction})")
-    if tp is not None and too_small and (not gpus or int(tp) * 2 <= gpus):
-        options.append(f"actor_rollout_ref.rollout.tensor_model_parallel_size={int(tp) * 2} (now {tp})")
-    if not options:
-        return GENERIC_FIXES["engine_memory"], {}
-    reason = "the engine's share holds too little for weights + KV cache" if too_small else "the engine asked for "
-    reason += "" if too_small else "more than the card had free"
-    return f"{reason}: try " + " or ".join(options), {}
+    fix, found = engine_fix_from_log(log_text, float(fraction) if fraction is not None else None)
+    if fix.startswith(("KV cache", "the engine's share")) and tp is not None and (not gpus or int(tp) * 2 <= gpus):
+        fix += f", or actor_rollout_ref.rollout.tensor_model_parallel_size={int(tp) * 2} (now {tp})"
+    return fix, found
 
 
 def fix_host_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
+    fork = fork_of(log_text)
+    told = host_fix_from_log(log_text, fork)
+    if told is not None and not told[0].startswith("the node's host RAM ran out"):
+        return told  # the driver itself, or memory held elsewhere: more --mem is not the fix
     mem = context.plan.resources.mem_gb
     options = []
     if mem:
         options.append(f"cluster.mem_gb={int(mem) * 2} (now --mem={mem}G)")
-    for key in ("param_offload", "optimizer_offload"):
-        if verl_value(context.plan, f"actor_rollout_ref.actor.fsdp_config.{key}"):
-            options.append(f"actor_rollout_ref.actor.fsdp_config.{key}=false")
+    for key in OFFLOAD_KEYS:
+        if verl_value(context.plan, key) and not fork:
+            options.append(f"{key}=false")
     predicted = (context.plan.preflight or {}).get("host_ram_gib_per_node")
     note = f" (the preflight predicted {predicted} GiB per node)" if predicted else ""
-    return "the node ran out of host RAM" + note + ": raise --mem or offload less: " + " or ".join(options or ["-"]), {}
+    found = told[1] if told else {}
+    used = f" ({found['node_used_gb']:g} of {found['node_total_gb']:g} GB in use)" if found else ""
+    return f"the node ran out of host RAM{used}{note}: raise --mem or offload less: " + " or ".join(
+        options or ["-"]
+    ), found
 
 
 def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:

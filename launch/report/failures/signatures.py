@@ -34,15 +34,17 @@ KINDS = (
     "nccl_timeout",
     "unknown",
 )
+# Kinds no log line shows: a record in the run directory says them (the hang watchdog's, launch.rundir.HANG_FILE)
+RECORDED_KINDS = ("hang",)
 
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "preempted": (
         r"DUE TO PREEMPTION",
-        r"Caught signal SIGUSR2 on \S+: this job is preempted",
+        r"Caught signal \S+ on \S+: this job is preempted",  # submitit: USR2 by default, SIGHUP or USR1 where set
     ),
     "time_limit": (
         r"DUE TO TIME LIMIT",
-        r"Caught signal SIGUSR2 on \S+: this job is timed-out",
+        r"Caught signal \S+ on \S+: this job is timed-out",
     ),
     "host_oom": (
         r"OutOfMemoryError: Task was killed due to the node running low on memory",
@@ -50,13 +52,21 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Detected \d+ oom[-_]kill event",
         r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit",
         r"oom-kill event\(s\)|Out of memory: Killed process",
+        # Ray's memory monitor: the killed task's line, the raylet's summary and its pointer to the OOM docs
+        r"Memory on the node \(IP: [^)]*\) where the (?:task|actor)",
+        r"System memory low at node with IP",
+        r"ray-oom-prevention\.html",
     ),
     "engine_memory": (
         r"No available memory for the cache blocks",
         r"Not enough memory\. Please try to (?:increase|decrease) --mem-fraction-static",
         r"Free memory on device .* is less than desired GPU memory utilization",
         r"larger than the maximum number of tokens that can be stored in KV cache",
-        r"cuda error: out of memory at \S*cumem_allocator",
+        r"(?i:cuda error: out of memory at \S*cumem_allocator)",  # vLLM's sleep-mode allocator (wake_up)
+        r"KV cache is needed, which is larger than the available KV cache memory",
+        # SGLang's memory saver (torch_memory_saver): CUresult / hipError 2 is CUDA_ERROR_OUT_OF_MEMORY
+        r"\[torch_memory_saver\.cpp\] "
+        r"(?:\w+ error\s+result=2\b|cuMemCreate CUDA_ERROR_OUT_OF_MEMORY|cudaError error: 2\b)",
         r"\((?:EngineCore\w*|RayWorkerWrapper|VllmWorker\S*) pid=\d+.*CUDA out of memory",
         r"Worker failed with error 'CUDA out of memory",
     ),
@@ -70,6 +80,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"No CUDA GPUs are available",
         r"Found no NVIDIA driver on your system",
         r"CUDA driver initialization failed|cudaErrorNoDevice|no CUDA-capable device is detected",
+        # Ray's scheduler: a request for GPUs no node of the cluster can give (it waits forever, or says infeasible)
+        r"No available node types can fulfill resource request .*'GPU'",
+        r"is infeasible and cannot currently be executed\. It requires .*GPU",
+        r"cannot be scheduled right now\. It requires .*GPU|resource request cannot be scheduled right now: .*'GPU'",
     ),
     "model_not_cached": (
         r"We couldn't connect to '?https://huggingface\.co'? to load",
@@ -98,6 +112,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Could not find any running Ray instance",
         r"Failed to connect to GCS|Failed to send request to gcs",
         r"Token authentication is enabled but no authentication token was found",
+        r"Couldn't reconnect to GCS server",
+        r"Ray processes died unexpectedly",  # `ray start` itself: a daemon exited while the node came up
+        r"(?:--address[= ]|IP Head: |ip_head=)['\"]?:\d+\b",  # the head address without its host
     ),
     "reward_error": (
         r"Reward function is not implemented for data_source",
@@ -118,17 +135,29 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"raylet (?:has )?died|RayletDied|Owner's node has crashed",
         r"ActorUnavailableError: .*(?:failed to connect|Failed to connect)",  # the actor's node no longer answers
         r"the Ray worker on \S+ exited with code",  # rlaunch's worker task: its `ray start --block` died mid-run
+        r"the node it was running on is dead or unavailable",  # Ray's NODE_DIED task error
+        r"mistakenly been marked as dead by the GCS",
     ),
     "nccl_timeout": (
         r"Watchdog caught collective operation timeout",
         r"NCCL (?:communicator was aborted|timeout)|ncclSystemError|ncclInternalError|ncclRemoteError",
         r"DistBackendError",
+        r"Some NCCL operations have failed or timed out",
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}
 
-# The frames of a traceback that say the exception came out of reward code (verl's managers, rewards/).
-REWARD_FRAME = re.compile(r'File "[^"]*(?:reward_score|reward_manager|/rewards/|reward_loop|compute_score)')
+# The frames of a traceback that say the exception came out of reward code: verl's managers and scorers, rewards/,
+# math-verify, and the trainer's own calls into them (ray_trainer's reward_fn / _score_output / compute_reward).
+REWARD_FRAME = re.compile(
+    r'File "[^"]*(?:reward_score|reward_manager|/rewards/|reward_loop|compute_score|/math_verify/)'
+    r'|File "[^"]*", line \d+, in (?:\w*reward_fn|_score_output|compute_reward\w*|compute_score\w*)\b'
+)
+# An exception whose message names reward code counts as much as a frame that does: verl loads a custom reward file
+# as the module `custom_module`, its scorers live in reward_score, its managers call compute_score / reward_fn.
+REWARD_MESSAGE = re.compile(
+    r"custom_module|reward_score|reward_manager|reward_loop|compute_score|reward_fn|reward function"
+)
 EXCEPTION_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[\w.]+\.)?(?:\w*Error|\w*Exception|Killed)\b[:(]?")
 # rlaunch's own wrapper line names no cause; it is never evidence (launch/job.py raises it)
 WRAPPER = re.compile(r"verl exited with code|Submitted job triggered an exception|submitit ERROR")
@@ -174,7 +203,7 @@ def phase_of(text: str) -> str | None:
 class Failure:
     """One failed (or interrupted) attempt: what went wrong, the lines that show it, and what to change."""
 
-    kind: str  # one of KINDS
+    kind: str  # one of KINDS or RECORDED_KINDS
     evidence: list[str]  # the line or few lines that show it, as they appear in the log
     attempt: int | None = None  # 1-based, in the order the job ran them
     node: str | None = None  # the host (or Ray IP) the evidence names
@@ -226,8 +255,9 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         hits = [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
         for frames, exception in tracebacks(lines):
             reward_frames = [frame for frame in frames if REWARD_FRAME.search(frame)]
-            if reward_frames and not WRAPPER.search(exception):
-                hits += [reward_frames[-1], exception]
+            named = REWARD_MESSAGE.search(strip_prefix(exception).split(":", 1)[-1])
+            if (reward_frames or named) and not WRAPPER.search(exception):
+                hits += [*reward_frames[-1:], exception]
         return hits
     return [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
 

@@ -1,0 +1,123 @@
+"""How often the failure classifier (launch/report/failures/) names the cause of public logs: the tuning corpus
+(tests/data/failures/<kind>/, the excerpts the signatures were written against) and the held-out corpus
+(tests/data/failures_heldout/<kind>/, collected before any signature change; once its misses have been used to
+change a signature it is spent, and bench/results/failures.txt says so). An excerpt under
+`unknown/` is a failure outside rlaunch's vocabulary: right only if it stays `unknown`.
+
+Runs on: any machine (no GPU, no cluster); reads the corpora, classifies each excerpt, prints both accuracies and
+every miss, and writes bench/results/failures.txt (every excerpt with its source URL, expected and found kind).
+
+Usage: python bench/failures.py [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+DATA = PROJECT / "tests" / "data"
+CORPORA = {"tuning": DATA / "failures", "held-out": DATA / "failures_heldout"}
+RESULTS = PROJECT / "bench" / "results" / "failures.txt"
+HEADER = ("# source:", "# note:")  # an excerpt's first lines: where it comes from, what was trimmed
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """One log excerpt of a corpus: its expected kind is the directory it sits in."""
+
+    path: Path
+    kind: str
+    source: str
+    text: str
+
+
+def excerpt_body(path: Path) -> str:
+    """The excerpt without its header lines (# source: ..., # note: ...)."""
+    return "\n".join(line for line in path.read_text().splitlines() if not line.startswith(HEADER))
+
+
+def excerpt_source(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    return first.removeprefix("# source:").strip() if first.startswith("# source:") else ""
+
+
+def load_corpus(root: Path) -> list[Excerpt]:
+    return [
+        Excerpt(path, path.parent.name, excerpt_source(path), excerpt_body(path))
+        for path in sorted(root.glob("*/*.log"))
+    ]
+
+
+@dataclass(frozen=True)
+class Score:
+    right: int
+    total: int
+    out_of_vocabulary_unknown: int  # excerpts under unknown/ that stayed unknown
+    out_of_vocabulary: int
+    rows: list[tuple[Excerpt, str]]  # (excerpt, kind found)
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / self.total if self.total else 0.0
+
+
+def score(excerpts: list[Excerpt]) -> Score:
+    from launch.report.failures import classify
+
+    rows = [(excerpt, classify(excerpt.text).kind) for excerpt in excerpts]
+    right = sum(found == excerpt.kind for excerpt, found in rows)
+    oov = [(excerpt, found) for excerpt, found in rows if excerpt.kind == "unknown"]
+    return Score(right, len(rows), sum(found == "unknown" for _, found in oov), len(oov), rows)
+
+
+def report(scores: dict[str, Score], tag: str) -> list[str]:
+    lines = [f"[commit {tag}] failure classifier on public logs (kind right; out-of-vocabulary must stay unknown)"]
+    for name, result in scores.items():
+        lines.append(
+            f"  {name:<9} {result.right:3d}/{result.total:<3d} = {result.accuracy:6.1%} kind right; "
+            f"out of vocabulary kept unknown {result.out_of_vocabulary_unknown}/{result.out_of_vocabulary}"
+        )
+    for name, result in scores.items():
+        misses = [(excerpt, found) for excerpt, found in result.rows if found != excerpt.kind]
+        for excerpt, found in misses:
+            lines.append(f"  miss ({name}) {excerpt.kind}/{excerpt.path.stem}: found {found}")
+    return lines
+
+
+def listing(scores: dict[str, Score]) -> list[str]:
+    lines = ["", "# every excerpt: corpus, expected kind / name, found kind, source"]
+    for name, result in scores.items():
+        for excerpt, found in result.rows:
+            mark = "ok  " if found == excerpt.kind else "MISS"
+            lines.append(f"{mark} {name:<9} {excerpt.kind}/{excerpt.path.stem} -> {found}  {excerpt.source}")
+    return lines
+
+
+def main() -> None:
+    from bench.common import commit_tag
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-write", action="store_true", help=f"print only; do not write {RESULTS.name}")
+    args = parser.parse_args()
+    scores = {name: score(load_corpus(root)) for name, root in CORPORA.items()}
+    summary = report(scores, commit_tag())
+    print("\n".join(summary))
+    if not args.no_write:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text("\n".join(kept_notes() + summary + listing(scores)) + "\n")
+
+
+def kept_notes() -> list[str]:
+    """The '#' lines at the top of the results file: the measurement history written by hand, kept on every run."""
+    if not RESULTS.exists():
+        return []
+    lines = RESULTS.read_text().splitlines()
+    return [line for line in lines[: next((i for i, line in enumerate(lines) if not line.startswith("#")), 0)]]
+
+
+if __name__ == "__main__":
+    main()

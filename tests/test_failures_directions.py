@@ -1,0 +1,248 @@
+"""Broader signatures and fixes with a direction (launch/report/failures/): the held-out corpus
+(tests/data/failures_heldout/), a root cause over the errors it causes, a cause named only in an exception's message,
+fixes that name the key, the way to move it and the value the log gives, what cannot help, and the hang watchdog's
+record as the kind `hang`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from test_failures import SUBMITIT_START, job_log_layout
+
+from bench.failures import CORPORA, excerpt_body, load_corpus
+from launch.report import failures
+from launch.rundir import HANG_FILE
+
+CORPUS = CORPORA["tuning"]
+HELD_OUT = load_corpus(CORPORA["held-out"])
+
+
+def text(kind: str, name: str, root: Path = CORPUS) -> str:
+    return excerpt_body(root / kind / f"{name}.log")
+
+
+def test_the_held_out_corpus_is_real_public_logs_of_every_kind_and_some_outside_the_vocabulary():
+    assert len(HELD_OUT) >= 20
+    assert all(excerpt.source.startswith("https://github.com/") for excerpt in HELD_OUT)
+    assert {excerpt.kind for excerpt in HELD_OUT} <= set(failures.KINDS)
+    assert sum(excerpt.kind == "unknown" for excerpt in HELD_OUT) >= 3
+
+
+@pytest.mark.parametrize("excerpt", HELD_OUT, ids=[f"{e.kind}/{e.path.stem}" for e in HELD_OUT])
+def test_each_held_out_excerpt_is_its_kind(excerpt):
+    assert failures.classify(excerpt.text).kind == excerpt.kind
+
+
+# --- root cause first ------------------------------------------------------------------------------------------------
+
+
+def test_an_engine_oom_in_sglangs_memory_saver_wins_over_the_nccl_timeouts_after_it():
+    oom = text("engine_memory", "tms-4-cu-mem-create")
+    nccl = text("nccl_timeout", "vllm-6042-rayworker")
+    assert failures.classify(nccl).kind == "nccl_timeout"
+    assert failures.classify(oom + "\n" + nccl).kind == "engine_memory"
+    assert failures.classify(nccl + "\n" + oom).kind == "engine_memory"  # printed later, still the cause
+
+
+def test_a_host_oom_wins_over_the_actor_deaths_it_causes():
+    dead = text("unknown", "verl-4921-worker-died")
+    oom = text("host_oom", "ray-40568-small-victim")
+    assert failures.classify(dead).kind == "unknown"
+    assert failures.classify(dead + "\n" + oom).kind == "host_oom"
+
+
+@pytest.mark.parametrize("signal", ["SIGHUP", "SIGUSR1", "SIGUSR2", "SIGTERM"])
+def test_preemption_by_any_signal_submitit_announces(signal: str):
+    line = f"submitit WARNING (2022-07-12 04:18:45,881) - Caught signal {signal} on c1: this job is preempted."
+    assert failures.classify(line).kind == "preempted"
+    timed_out = line.replace("preempted", "timed-out")
+    assert failures.classify(timed_out).kind == "time_limit"
+
+
+def test_a_reward_module_named_only_in_the_exception_message_is_a_reward_error():
+    failure = failures.classify(text("reward_error", "verl-2680-custom-module"))
+    assert failure.kind == "reward_error"
+    assert failure.evidence == ["ModuleNotFoundError: No module named 'custom_module'"]
+    # the same exception with a message that names no reward code is not one
+    other = text("reward_error", "verl-2680-custom-module").replace("custom_module", "flash_attn")
+    assert failures.classify(other).kind == "unknown"
+
+
+def test_a_reward_error_raised_under_the_trainers_own_reward_frames():
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/verl/verl/trainer/ppo/ray_trainer.py", line 1012, in fit',
+            "    reward_tensor = self.reward_fn(batch)",
+            '  File "/verl/verl/trainer/ppo/ray_trainer.py", line 612, in _score_output',
+            "    score = float(result)",
+            "TypeError: float() argument must be a string or a real number, not 'dict'",
+        ]
+    )
+    failure = failures.classify(log)
+    assert failure.kind == "reward_error" and "_score_output" in failure.evidence[0]
+
+
+# --- fixes with a direction and numbers ------------------------------------------------------------------------------
+
+KEY_OR_VARIABLE = re.compile(r"\b[a-z_]+\.[a-z_.]+|\bNCCL_[A-Z_]+|--[a-z_]+|\bcluster\.\w+")
+DIRECTION = re.compile(r"\b(?:raise|lower|halve|set|point|download|fix)\b|=(?:true|false|\d)")
+KEYED_KINDS = ("engine_memory", "cuda_oom", "host_oom", "gpu_unavailable", "time_limit", "nccl_timeout", "preempted")
+
+
+@pytest.mark.parametrize(
+    "excerpt",
+    [e for e in load_corpus(CORPUS) + HELD_OUT if e.kind in KEYED_KINDS],
+    ids=lambda e: f"{e.kind}/{e.path.stem}",
+)
+def test_every_fix_for_a_kind_with_a_knob_names_a_key_and_a_direction(excerpt):
+    fix = failures.classify(excerpt.text).fix
+    assert KEY_OR_VARIABLE.search(fix), fix
+    assert DIRECTION.search(fix), fix
+
+
+def test_engine_kv_shortfall_says_by_how_much_at_which_fraction_and_the_value_to_try():
+    log = "\n".join(
+        [
+            "INFO 03-01 10:00:00 config.py:1 gpu_memory_utilization=0.6, max_num_seqs=256",
+            "INFO 03-01 10:00:09 worker.py:2 Available KV cache memory: -3.4 GiB",
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine.",
+        ]
+    )
+    fix = failures.classify(log).fix
+    assert fix.startswith("KV cache -3.4 GiB at gpu_memory_utilization 0.6")
+    assert "raise actor_rollout_ref.rollout.gpu_memory_utilization=0.7 (now 0.6) or lower max_num_seqs" in fix
+
+
+def test_engine_kv_needed_names_vllms_own_estimate_of_the_longest_model_length():
+    failure = failures.classify(text("engine_memory", "vllm-32105-kv-needed", CORPORA["held-out"]))
+    assert failure.fix.startswith("KV cache -42.6 GiB for weights + KV cache: raise")
+    assert "lower max_model_len to 81392" in failure.fix
+    assert failure.details["kv_shortfall_gib"] == 42.59
+
+
+def test_engine_without_enough_free_memory_is_told_the_fraction_that_fits():
+    fix = failures.classify(text("engine_memory", "kvcached-110-free-memory", CORPORA["held-out"])).fix
+    # 67.24 of 79.25 GiB free: 0.848 of the card, less a 0.02 margin, rounded down
+    assert "lower actor_rollout_ref.rollout.gpu_memory_utilization=0.82 (now 0.9)" in fix
+
+
+def test_sglang_memory_saver_oom_lowers_the_fraction():
+    fix = failures.classify(text("engine_memory", "tms-4-cu-mem-create")).fix
+    assert "lower actor_rollout_ref.rollout.gpu_memory_utilization by about 0.1" in fix
+
+
+def test_a_fork_gets_its_own_option_names_never_verls():
+    host = failures.classify(text("host_oom", "easyr1-185-fork-raylet")).fix
+    assert "worker.actor.offload" in host and "actor_rollout_ref" not in host
+    engine = failures.classify(text("engine_memory", "openrlhf-1050-wake-up-cumem", CORPORA["held-out"])).fix
+    assert "--vllm_gpu_memory_utilization" in engine and "actor_rollout_ref" not in engine
+
+
+RAY_OOM = (
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    "Memory on the node (IP: 10.0.0.5, ID: 8c5a) where the task (actor ID: 41617b, name={name}, pid=548, memory "
+    "used={used}GB) was running was 1490.00GB / 1511.00GB (0.986), which exceeds the memory usage threshold of 0.95."
+)
+
+
+def test_a_driver_whose_own_rss_grew_is_told_that_mem_cannot_help():
+    """Ray's memory-monitor message (its form in ray-project/ray#30312) with verl's driver as the killed task."""
+    failure = failures.classify(RAY_OOM.format(name="TaskRunner.run", used="1402.50"))
+    assert failure.kind == "host_oom"
+    assert "the driver (TaskRunner.run) itself held 1402.5 of the node's 1490 GB" in failure.fix
+    assert "more --mem cannot help" in failure.fix
+    worker = failures.classify(RAY_OOM.format(name="WorkerDict.__init__", used="120.00")).fix
+    assert "raise the job's memory (--mem, rlaunch: cluster.mem_gb) above 1511 GB" in worker
+
+
+def test_a_bystander_victim_says_the_memory_is_held_elsewhere():
+    fix = failures.classify(text("host_oom", "ray-40568-small-victim")).fix
+    assert fix.startswith("the killed task (Actor.__init__) held only 0.06 of the node's 27.57 GB")
+
+
+def test_an_empty_head_address_is_named_and_nothing_else_blamed():
+    """Ray's SLURM template echoes `IP Head: $ip_head` (ray-project/ray#35711); an unresolved head IP leaves ':6379'."""
+    log = "IP Head: :6379\nStarting HEAD at node001\nRuntimeError: Failed to connect to GCS at address :6379"
+    failure = failures.classify(log)
+    assert failure.kind == "ray_start_failed"
+    assert failure.fix.startswith("the head address is empty (':6379'): the head node's IP was never resolved")
+
+
+def test_a_hang_on_the_first_collective_points_at_the_network_not_a_stopped_rank():
+    first = failures.classify(text("nccl_timeout", "nccl-719-first-allgather"))
+    assert "first collective (ALLGATHER, SeqNum=1)" in first.fix and "NCCL_SOCKET_IFNAME" in first.fix
+    assert "rank stopped coming" not in first.fix
+    later = failures.classify(text("nccl_timeout", "vllm-6042-rayworker")).fix
+    assert "collective 158046 (GATHER)" in later and "a rank stopped coming" in later
+
+
+def test_gpu_shortage_says_how_many_were_wanted_and_had():
+    fix = failures.classify(text("gpu_unavailable", "verl-2515-desired-16")).fix
+    assert fix.startswith("verl wanted 16 GPUs (trainer.nnodes x trainer.n_gpus_per_node) and Ray had 8.0")
+    ray = failures.classify(text("gpu_unavailable", "scalingup-6-no-node-types")).fix
+    assert ray.startswith("a Ray request for 1 GPU(s) that no node of the cluster can give")
+
+
+# --- across attempts and the hang record ------------------------------------------------------------------------------
+
+
+def run_with_log(tmp_path: Path, attempts: list[str]) -> Path:
+    """A run directory whose job log holds these attempts (each after submitit's start line)."""
+    run_dir = tmp_path / "sweep" / "run1"
+    run_dir.mkdir(parents=True)
+    out = "\n".join(SUBMITIT_START.format(s=10 * number + 1, host="c1") for number in range(len(attempts)))
+    err = "\n".join(
+        f"{body}\nsubmitit ERROR (2026-11-22 19:50:{10 * number + 5:02d},000) - Submitted job triggered an exception"
+        for number, body in enumerate(attempts)
+    )
+    job_log_layout(run_dir, "7", err, out)
+    return run_dir
+
+
+def test_a_preemption_whose_requeue_failed_on_a_stale_rendezvous_is_not_nothing_to_change(tmp_path: Path):
+    preempted = excerpt_body(CORPUS / "preempted" / "submitit-1701-sighup.log").split("\n", 1)[1]
+    stale = "RuntimeError: Failed to connect to GCS at address 10.0.0.7:6379 within 60 seconds."
+    found = failures.run_failures(run_with_log(tmp_path, [preempted, stale]))
+    assert [(f.kind, f.attempt) for f in found] == [("preempted", 1), ("ray_start_failed", 2)]
+    assert found[0].fix.startswith("not nothing to change: the requeued attempt 2 then failed on a stale rendezvous")
+    alone = failures.run_failures(run_with_log(tmp_path / "other", [preempted, "ValueError: something else"]))
+    assert alone[0].fix.startswith("nothing to change")
+
+
+HANG = {
+    "attempt": 1,
+    "phase": "update_actor",
+    "stuck_ranks": ["rank 0 (c1)", "rank 1 (c2)"],
+    "last_step": 12,
+    "waited_s": 912.0,
+    "window_s": 900.0,
+    "expected_step_s": 180.0,
+    "transient": False,
+    "evidence": "torch.distributed.all_reduce (c10d) on ranks 0-1; rank 2 in compute_score",
+    "stacks_dir": "hang/attempt-1",
+}
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_an_attempt_the_watchdog_stopped_is_a_hang_over_its_time_limit(tmp_path: Path, as_list: bool):
+    time_limit = excerpt_body(CORPUS / "time_limit" / "zetta-671-slurmstepd.log")
+    run_dir = run_with_log(tmp_path, [time_limit, "ValueError: later"])
+    (run_dir / HANG_FILE).write_text(json.dumps([HANG] if as_list else HANG))
+    found = failures.run_failures(run_dir)
+    assert [f.kind for f in found] == ["hang", "unknown"]
+    hang = found[0]
+    assert hang.evidence[0] == HANG["evidence"]
+    assert "stuck in a collective in update_actor after step 12: rank 0 (c1), rank 1 (c2) waited in it" in hang.fix
+    assert str(run_dir / "hang" / "attempt-1") in hang.fix and "not requeued" in hang.fix
+    assert failures.summary(found).startswith("hang > unknown")
+
+
+def test_a_broken_hang_record_is_ignored(tmp_path: Path):
+    run_dir = run_with_log(tmp_path, ["ValueError: later"])
+    (run_dir / HANG_FILE).write_text('{"attempt": 1, "pha')
+    assert [f.kind for f in failures.run_failures(run_dir)] == ["unknown"]

@@ -6,8 +6,11 @@ with the token file the manifest names (never the token).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from launch.manifest import Manifest
 from launch.ray_api import connect
+from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -22,6 +25,7 @@ def status(manifest: Manifest) -> str:
         message = f"  ({info.message.strip().splitlines()[0][:100]})" if info.message and state in TERMINAL else ""
         shown = f"{state:<10} {progress(run):<12} {run['run_id']}  {run['job_name']}{message}"
         lines.append(f"  {run['job_id']:>28}  {shown}")
+        lines += forecast_lines(Path(run["run_dir"]), state)
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from launch import manifest as manifests
 from launch.errors import UserError
 from launch.manifest import MANIFEST, Manifest
 from launch.report import doctor, failures
+from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress, read_run
 from launch.rundir import is_run_dir
 from launch.schema import PROJECT_DIR, LaunchSettings
@@ -132,6 +133,7 @@ def status(manifest: Manifest) -> str:
             + (f"  [{history}]" if history else "")
             + (f"  cause {cause}" if cause else "")
         )
+        lines += forecast_lines(Path(run["run_dir"]), state)
     return "\n".join(lines)
 
 

@@ -245,3 +245,110 @@ def test_calibrate_refuses_a_directory_without_runs_in_one_line(tmp_path: Path):
 def test_plan_json_reads_back_with_its_time(tmp_path: Path):
     plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=read")
     assert load_plan(plan.run_dir).time == plan.time
+
+
+# --- the forecast: status while the run goes ------------------------------------------------------------------------
+
+
+def slurm_plan(tmp_path: Path, *overrides: str) -> tuple[Plan, object]:
+    """A small run planned for SLURM from the dev cluster's login node: 1024 rows, 8 per batch, 128 steps."""
+    train, val = make_tiny_dataset(tmp_path / "data", ("math", "logic"), per_source=512)
+    base = [
+        "cluster=slurm",
+        f"cluster.shared_dir={tmp_path}",
+        "gpu=a40",
+        "llm=qwen2_5_0_5b",
+        "mode=quick_test",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.train_batch_size=8",
+        "data.max_prompt_length=256",
+        "data.max_response_length=512",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "trainer.total_training_steps=null",
+        "trainer.total_epochs=1",
+        "trainer.save_freq=50",
+        "launch.skip_checks=[hub_cache]",
+        f"launch.sweep_id=forecast-{tmp_path.name[-10:]}",
+        *overrides,
+    ]
+    cfg = compose_config(*base)
+    return plan_job(cfg, base, gather=on_partition), cfg
+
+
+def test_forecast_warns_when_measured_steps_miss_the_first_checkpoint_and_the_requeues(tmp_path: Path):
+    from launch.report.forecast import forecast
+
+    plan, _ = slurm_plan(tmp_path)
+    timing = plan.readiness["time"]
+    assert timing["total_steps"] == 128 and timing["attempts"] == 1, timing  # the plan holds: it was submitted
+    step_s = 120.0  # what the steps really take: 128 x 120 s needs 6 attempts of 50 min, 4 are allowed
+    history = {step: {"timing_s/step": step_s, "response_length/mean": 100.0} for step in range(1, 6)}
+    ahead = forecast(plan, history)
+    assert ahead is not None and ahead.measured_step_s == step_s and ahead.step == 5
+    assert ahead.eta_h == pytest.approx(123 * 120 / 3600)
+    assert ahead.attempts_needed == 6 and ahead.attempts_allowed == 4
+    text = "\n".join(ahead.lines())
+    assert "first checkpoint (step 50) lands after the time limit (110 of 60 min)" in text
+    assert "cancel and set trainer.save_freq=25" in text
+    assert "needs 6 attempts but cluster.max_requeues=3 allows 4" in text
+    assert f"{step_s / plan.time.step_s:.1f}x the plan's" in text
+    # a run going as planned has a forecast and no warning
+    planned = {step: {"timing_s/step": plan.time.step_s} for step in range(1, 6)}
+    assert forecast(plan, planned).warnings == []
+
+
+def test_forecast_warns_when_the_card_fills_while_responses_grow(tmp_path: Path):
+    from launch.report.forecast import forecast
+
+    plan, _ = slurm_plan(tmp_path)
+    capacity = next(iter(plan.preflight["phases"].values()))["capacity_gib"]
+    history = {
+        step: {
+            "timing_s/step": plan.time.step_s,
+            "response_length/mean": 100.0 * (1.1**step),
+            "perf/max_memory_reserved_gb": 0.94 * capacity,
+        }
+        for step in range(1, 11)
+    }
+    text = "\n".join(forecast(plan, history).lines())
+    assert "94 % of the card at mean response 259 of 256 tokens" not in text  # capped lengths are not growth
+    assert "94 % of the card at mean response" in text and "%/10 steps" in text
+    steady = {step: {**metrics, "response_length/mean": 100.0} for step, metrics in history.items()}
+    assert "of the card" not in "\n".join(forecast(plan, steady).lines())
+
+
+def test_status_on_the_dev_cluster_shows_the_forecast_of_a_run_slower_than_planned(slurm_env, tmp_path: Path):
+    """A real job whose stand-in driver logs steps 5x slower than the plan: `sweep.py status` says when its first
+    checkpoint lands and warns while it runs."""
+    import dataclasses
+    import os
+    from unittest import mock
+
+    from conftest import wait_until
+
+    from launch import slurm
+
+    with mock.patch.dict(os.environ, {"SLURM_CONF": slurm_env["SLURM_CONF"]}):
+        plan, cfg = slurm_plan(tmp_path)
+        slow = 5 * plan.time.step_s
+        driver = [sys.executable, str(PROJECT / "tests" / "jobs" / "timed_driver.py"), str(slow), "4"]
+        plan = dataclasses.replace(plan, driver_command=driver)
+        write_run_dir(plan, cfg)
+        slurm.submit([plan], int(cfg.cluster.max_requeues))
+    sweep_dir = Path(plan.run_dir).parent
+    status = [sys.executable, str(PROJECT / "launch" / "sweep.py"), "status", str(sweep_dir)]
+
+    def forecast_shown() -> str | None:
+        result = subprocess.run(status, capture_output=True, text=True, env={**os.environ, **slurm_env}, timeout=60)
+        return result.stdout if "forecast: step 4/128" in result.stdout else None
+
+    try:
+        out = wait_until(forecast_shown, 240, "status to show the running job's forecast")
+    finally:
+        (Path(plan.run_dir) / "release").write_text("")
+    assert f"at {slow:.0f} s/step (plan {plan.time.step_s:g} s, 5.0x)" in out, out
+    assert "WARNING: at" in out and "the first checkpoint (step 50) lands after the time limit" in out, out
+    assert "5.0x the plan's" in out

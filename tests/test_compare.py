@@ -52,7 +52,10 @@ def test_numbers_per_run_and_domain(sweep: Path, report: Path):
 
 def test_report_markdown_compares_pcgrad_with_the_baseline_on_the_same_gpu(sweep: Path, report: Path):
     text = report.read_text()
-    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in text.splitlines() if " · " in line[:30]}
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():  # the runs table comes first; later tables (step time) repeat the labels
+        if " · " in line[:30]:
+            rows.setdefault(line.split(" | ")[0].lstrip("| "), line.split(" | "))
     baseline_mean = sum(validation_reward(i, 10, 0.0) for i in range(6)) / 6
     assert rows["guru_baseline · a40"][9] == f"{baseline_mean:.3f}"
     assert rows["mtl_pcgrad · a40"][10] == "+0.050" and rows["mtl_pcgrad · a100_80"][10] == "+0.050"
@@ -93,3 +96,20 @@ def test_cli_prints_the_tables_and_rejects_a_missing_sweep(sweep: Path, tmp_path
     )
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
     assert missing.stderr.startswith("rlaunch: error: no such sweep directory: no-such-sweep")
+
+
+def test_step_time_per_phase_planned_against_measured_with_the_error(sweep: Path, report: Path):
+    summaries = summaries_by_label(sweep)
+    time = summaries["mtl_pcgrad · a40"].step_time
+    plan = summaries["mtl_pcgrad · a40"].run.plan
+    # the fixture's steps: gen 40 + reward 5 + update 40 + other 15; no old_log_prob logged
+    assert time["measured_s"] == {"generate": 40.0, "log_prob": 0.0, "update": 40.0, "other": 20.0, "step": 100.0}
+    assert time["predicted_s"]["generate"] == plan.time.phases_s["generate"]
+    assert time["error_pct"]["update"] == pytest.approx(100 * (plan.time.phases_s["update"] - 40) / 40, abs=0.1)
+    text = report.read_text()
+    assert "## Step time: the plan against the measurement" in text
+    generate = f"{plan.time.phases_s['generate']:g} / 40 ({time['error_pct']['generate']:+.0f} %)"
+    assert generate in text
+    with Image.open(report.parent / "step_time.png") as image:
+        assert image.format == "PNG"
+    assert "![step time](step_time.png)" in text

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launch.calibration import calibration_of
 from launch.errors import UserError
 from launch.report import doctor, failures
 from launch.report.metrics import (
@@ -35,6 +36,7 @@ from launch.report.metrics import (
     run_dirs,
     validation_series,
 )
+from launch.steptime import PHASES
 from rewards.sources import domain_of
 
 BASELINE_ALGO = "guru_baseline"
@@ -86,6 +88,8 @@ class RunSummary:
     reward_vs_baseline: float | None = None
     state: str | None = None  # COMPLETED / FAILED / RUNNING / REQUEUED / PENDING; None when nothing says
     failed: list[failures.Failure] = field(default_factory=list)  # each failed or interrupted attempt's cause
+    # calibration.json's figures for the run: the plan's seconds per phase against verl's measured ones
+    step_time: dict[str, Any] | None = None
 
     @property
     def state_cell(self) -> str:
@@ -122,7 +126,34 @@ def summarize(run: RunMetrics) -> RunSummary:
         predicted_gib=run.predicted_torch_peak_gib,
         last_step=max(run.history) if run.history else None,
         state=WANDB_STATES.get(wandb_state, str(wandb_state).upper()) if wandb_state else None,
+        step_time=step_time_of(run),
     )
+
+
+def step_time_of(run: RunMetrics) -> dict[str, Any] | None:
+    """Predicted against measured per phase (launch/calibration.py); local runs only (W&B holds no plan)."""
+    if run.plan is None or not run.history:
+        return None
+    measured = calibration_of(run.plan, run.history, max(len(run.attempts), 1))
+    return measured["time"] if measured is not None else None
+
+
+def step_time_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str]]]:
+    """One row per run: each phase's planned / measured seconds and the plan's error."""
+    header = ["run", *PHASES, "step", "plan from"]
+
+    def cell(time: dict[str, Any], phase: str) -> str:
+        predicted, measured = time["predicted_s"].get(phase), time["measured_s"].get(phase)
+        error = time["error_pct"].get(phase)
+        shown = f"{predicted:g} / {measured:g}"
+        return f"{shown} ({error:+.0f} %)" if error is not None else shown
+
+    rows = [
+        [s.label, *[cell(s.step_time, phase) for phase in (*PHASES, "step")], s.step_time["predicted_source"]]
+        for s in summaries
+        if s.step_time is not None
+    ]
+    return header, rows
 
 
 def against_baseline(summaries: list[RunSummary]) -> None:
@@ -285,7 +316,10 @@ def print_tables(summaries: list[RunSummary]) -> None:
     for title, (header, rows) in (
         ("runs", overview_rows(summaries)),
         ("validation per domain: final / best", domain_rows(summaries)),
+        ("step time, seconds: planned / measured (plan's error)", step_time_rows(summaries)),
     ):
+        if not rows:
+            continue
         table = Table(title=title)
         for column in header:
             table.add_column(column)
@@ -325,11 +359,62 @@ def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], 
         "",
         markdown_table(*domain_rows(summaries)),
         "",
+        *step_time_section(summaries, out_dir),
         "## Reward curves",
         "",
         *[f"![{plot.stem}]({os.path.relpath(plot, out_dir)})" for plot in plots],
     ]
     return "\n".join(parts) + "\n"
+
+
+def step_time_section(summaries: list[RunSummary], out_dir: Path) -> list[str]:
+    header, rows = step_time_rows(summaries)
+    if not rows:
+        return []
+    plot = out_dir / "step_time.png"
+    return [
+        "## Step time: the plan against the measurement",
+        "",
+        "Seconds per phase, planned / measured (the plan's error); measured is the median over the steps after "
+        "the first (launch/calibration.py). `python launch/calibrate.py <sweep dir>` feeds them to the next plans.",
+        "",
+        markdown_table(header, rows),
+        "",
+        *([f"![step time]({os.path.relpath(plot, out_dir)})", ""] if plot.exists() else []),
+    ]
+
+
+def plot_step_times(summaries: list[RunSummary], out_dir: Path) -> list[Path]:
+    """Predicted against measured seconds, one point per run and phase, on the diagonal where the plan was right."""
+    points = [
+        (phase, s.step_time["predicted_s"][phase], s.step_time["measured_s"][phase])
+        for s in summaries
+        if s.step_time is not None
+        for phase in PHASES
+        if s.step_time["measured_s"].get(phase)
+    ]
+    if not points:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5, 5))
+    for index, phase in enumerate(PHASES):
+        mine = [(p, m) for name, p, m in points if name == phase]
+        if mine:
+            predicted, measured = zip(*mine, strict=True)
+            axes.scatter(predicted, measured, label=phase, color=plt.get_cmap("tab10")(index))
+    top = max(max(p, m) for _, p, m in points) * 1.1
+    axes.plot([0, top], [0, top], "k--", linewidth=0.8, label="plan = measured")
+    axes.set(title="step time per phase", xlabel="planned (s)", ylabel="measured (s)", xlim=(0, top), ylim=(0, top))
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    path = out_dir / "step_time.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return [path]
 
 
 def plot_rewards(summaries: list[RunSummary], out_dir: Path) -> list[Path]:
@@ -382,6 +467,7 @@ def compare(target: str, out_dir: Path | None, project: str, entity: str | None)
     out_dir = out_dir or (Path(target) / "report" if local else Path(f"report-{target}"))
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = plot_rewards(summaries, out_dir)
+    plot_step_times(summaries, out_dir)
     title = f"Sweep {Path(target).name if local else target}: {len(summaries)} runs"
     report = out_dir / "report.md"
     report.write_text(markdown_report(title, summaries, plots, out_dir))

@@ -1,0 +1,143 @@
+"""Where a running job is heading, from what it measured so far: ETA, the attempts it needs against the ones it may
+use, when its first checkpoint lands, and early warnings when the measurements break the plan.
+
+Runs on: any machine that sees the run directories (`sweep.py status`, the doctor). The plan's figures come from its
+plan.json (launch/steptime.py's step time, readiness's step counts); the measured ones from verl's metric files
+(timing_s/step, response_length/mean, perf/max_memory_reserved_gb). A warning names the key and the value that would
+have made the plan hold, so the user can cancel and resubmit rather than learn it at the time limit or by OOM.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launch.calibration import response_trend
+from launch.rundir import Plan, is_run_dir, load_plan, read_history
+
+RECENT_STEPS = 10  # the measured step time: median of the last steps (step 1 left out: compilation, graph capture)
+SLOWER_THAN_PLANNED = 1.5  # a measured step this much slower than planned is said, even when everything still fits
+CARD_FULL = 0.90  # reserved memory above this share of the card...
+GROWING_PCT_PER_10_STEPS = 5.0  # ...while responses still lengthen this fast: the next long batch may not fit
+STARTUP_MIN = 10  # as readiness plans it: Ray, model and engine load, first validation
+
+
+@dataclass(frozen=True)
+class Forecast:
+    step: int
+    total_steps: int | None
+    measured_step_s: float
+    planned_step_s: float | None
+    eta_h: float | None
+    attempts_needed: int | None
+    attempts_allowed: int
+    first_checkpoint_step: int | None
+    first_checkpoint_min: float | None  # minutes into an attempt at which the first checkpoint is written
+    attempt_min: float | None
+    warnings: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        total = f"/{self.total_steps}" if self.total_steps else ""
+        planned = ""
+        if self.planned_step_s:
+            planned = f" (plan {self.planned_step_s:g} s, {self.measured_step_s / self.planned_step_s:.1f}x)"
+        parts = [f"step {self.step}{total} at {self.measured_step_s:.0f} s/step{planned}"]
+        if self.eta_h is not None:
+            parts.append(f"ETA {self.eta_h:.1f} h")
+        if self.attempts_needed is not None:
+            parts.append(f"{self.attempts_needed} attempt(s) of {self.attempts_allowed} allowed")
+        if self.first_checkpoint_min is not None and self.first_checkpoint_step is not None:
+            parts.append(
+                f"first checkpoint (step {self.first_checkpoint_step}) at {self.first_checkpoint_min:.0f} min of "
+                f"an attempt's {self.attempt_min:.0f}"
+            )
+        return ["forecast: " + "; ".join(parts), *(f"WARNING: {warning}" for warning in self.warnings)]
+
+
+def measured_step_s(history: dict[int, dict[str, Any]]) -> float | None:
+    steps = sorted(step for step, metrics in history.items() if "timing_s/step" in metrics)
+    steady = steps[1:] or steps
+    recent = [float(history[step]["timing_s/step"]) for step in steady[-RECENT_STEPS:]]
+    return statistics.median(recent) if recent else None
+
+
+def forecast(plan: Plan, history: dict[int, dict[str, Any]]) -> Forecast | None:
+    """None until a step is logged."""
+    step_s = measured_step_s(history)
+    if step_s is None or step_s <= 0:
+        return None
+    step = max(history)
+    timing = (plan.readiness or {}).get("time") or {}
+    total = timing.get("total_steps") or plan.verl["trainer"].get("total_training_steps")
+    total = int(total) if total else None
+    attempt_min = timing.get("attempt_min")
+    allowed = 1 + plan.cluster_settings.max_requeues
+    warnings: list[str] = []
+    planned = plan.time.step_s if plan.time is not None else None
+    if planned and step_s > SLOWER_THAN_PLANNED * planned:
+        warnings.append(
+            f"steps take {step_s:.0f} s, {step_s / planned:.1f}x the plan's {planned:g} s: the plan's time figures "
+            "are off (calibrate.py on this run corrects the next plan of this shape)"
+        )
+    eta_h = attempts = first_step = first_min = None
+    if total:
+        eta_h = max(0, total - step) * step_s / 3600
+    if total and attempt_min:
+        attempts = max(1, math.ceil(total * step_s / 60 / attempt_min))
+        save_freq = int(plan.verl["trainer"].get("save_freq") or -1)
+        first_step = save_freq if 0 < save_freq < total else total
+        first_min = STARTUP_MIN + first_step * step_s / 60
+        limit = attempt_min + STARTUP_MIN
+        if attempts > 1 and first_min > limit:
+            fitting = int(attempt_min * 60 // step_s)
+            fix = f"set trainer.save_freq={fitting}" if fitting >= 1 else "one step outlasts the attempt"
+            warnings.append(
+                f"at {step_s:.0f} s/step the first checkpoint (step {first_step}) lands after the time limit "
+                f"({first_min:.0f} of {limit:.0f} min): every requeue would start over; cancel and {fix}"
+            )
+        if attempts > allowed:
+            warnings.append(
+                f"at {step_s:.0f} s/step the run needs {attempts} attempts but cluster.max_requeues="
+                f"{allowed - 1} allows {allowed}: it would stop unfinished; cancel and set "
+                f"cluster.max_requeues={attempts - 1} or trainer.total_training_steps="
+                f"{int(allowed * attempt_min * 60 // step_s)}"
+            )
+    warnings += memory_warning(plan, history)
+    return Forecast(
+        step, total, step_s, planned, eta_h, attempts, allowed, first_step, first_min, attempt_min, warnings
+    )
+
+
+def memory_warning(plan: Plan, history: dict[int, dict[str, Any]]) -> list[str]:
+    """The card nearly full while responses still grow: the OOM is coming with the next longer batch."""
+    phases = (plan.preflight or {}).get("phases") or {}
+    capacity = next((float(phase["capacity_gib"]) for phase in phases.values() if "capacity_gib" in phase), None)
+    steps = sorted(history)
+    reserved = [
+        float(history[s]["perf/max_memory_reserved_gb"]) for s in steps if "perf/max_memory_reserved_gb" in history[s]
+    ]
+    responses = [float(history[s]["response_length/mean"]) for s in steps if "response_length/mean" in history[s]]
+    trend = response_trend(history, steps)
+    if not capacity or not reserved or not responses or trend is None:
+        return []
+    share = max(reserved) / capacity
+    if share < CARD_FULL or trend < GROWING_PCT_PER_10_STEPS:
+        return []
+    maximum = int(plan.verl["data"]["max_response_length"])
+    return [
+        f"{100 * share:.0f} % of the card at mean response {responses[-1]:,.0f} of {maximum:,} tokens, rising "
+        f"{trend:.0f} %/10 steps: lower actor_rollout_ref.actor.ppo_max_token_len_per_gpu (or the micro-batch) "
+        "before a longer batch runs out of memory"
+    ]
+
+
+def forecast_lines(run_dir: Path, state: str) -> list[str]:
+    """`status`'s lines under a run that is still going (SLURM's or Ray's state): its forecast from the steps
+    measured so far, and the early warnings."""
+    if not state.upper().startswith(("RUNNING", "REQUEUED", "PENDING")) or not is_run_dir(run_dir):
+        return []
+    ahead = forecast(load_plan(run_dir), read_history(run_dir))
+    return [f"{'':14}{line}" for line in ahead.lines()] if ahead is not None else []

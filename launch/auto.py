@@ -186,8 +186,7 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
         choice = choose_gpu(overrides, cluster)
         overrides = _replace(overrides, "gpu", choice.profile)
         overrides.append(f"gpu.selected_by={hydra_quoted(choice.reason)}")
-        if choice.usable_gib is not None:
-            overrides.append(f"gpu.usable_gib={choice.usable_gib}")
+        overrides.extend(choice.overrides())
     elif gpu_values is not None and "auto" in gpu_values:
         detected = choose_gpu(overrides, cluster).profile
         overrides = _replace(overrides, "gpu", ",".join(detected if v == "auto" else v for v in gpu_values))

@@ -80,7 +80,11 @@ def test_verl_own_entry_point_reads_the_planned_config(tmp_path: Path):
 
 
 BAD_INPUTS = [
-    (["gpu=a50"], "unknown gpu 'a50' (did you mean 'a40'?): choose one of a100_40, a100_80, a40, auto, h100"),
+    (
+        ["gpu=a50"],
+        "unknown gpu 'a50' (did you mean 'a40'?): choose one of a100_40, a100_80, a40, a6000, auto, b200, h100, h20, "
+        "h200",
+    ),
     (["algo=ppo"], "unknown algo 'ppo'"),
     (
         ["actor_rollout_ref.actor.ppo_micro_batch_sise_per_gpu=4"],

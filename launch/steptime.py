@@ -11,9 +11,10 @@ docs/facts.md#verl-step-timing):
   Sequences in flight are min(max_num_seqs, the engine's share of the batch, what its KV room holds at the typical
   length). GRPO waits for its longest response: after the bulk, the tail decodes at a small batch.
 - log_prob (`timing_s/old_log_prob` + `timing_s/ref` + `timing_s/values`): forward passes of the actor, the reference
-  and (gae) the critic over every token of the batch.
+  and (gae) the critic over every token of the batch, and each pass's padded batch through verl's driver.
 - update (`timing_s/update_actor` + `timing_s/update_critic`): forward + backward (+ recomputation) at the preflight's
-  achievable MFU, ppo_epochs times; offloaded states cross PCIe both ways.
+  achievable MFU (its micro-batch read against the card's roofline ridge), ppo_epochs times; offloaded states cross
+  PCIe both ways; the padded batch crosses the driver once per trained model.
 - other: the weight sync from trainer to engine (an all-gather of bf16 weights plus the engine's reload), the
   engine's wake/sleep, rewards, and verl's bookkeeping.
 The typical lengths (the user's launch.expect.*, the calibration store's measured mean, else half the maximum) drive
@@ -23,6 +24,7 @@ times of tests/data/step_time_cases.yaml (bench/step_time.py prints each case's 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -35,19 +37,44 @@ GIB = 1024**3
 DECODE_BANDWIDTH_EFFICIENCY = 0.70  # HBM reads of a decode step: weights + KV, at large batch
 PREFILL_MFU = 0.45  # the engine's prefill matmuls
 FORWARD_MFU_CEILING = 0.55  # log-prob passes: the training heuristic's ceiling, without recomputation
-DECODE_STEP_OVERHEAD_S = 0.012  # per decode step of an engine: scheduler, sampling, kernel launches (fitted)
+# An engine's decode step has a host side beside the GPU's work: a fixed part (scheduling, kernel launches of a
+# CUDA-graphed step, small at small batch) and a part per sequence in flight (the scheduler's bookkeeping, sampling
+# over the vocabulary, detokenization and stop checks). vLLM measured its GPU idle for most of a step from exactly
+# these (https://blog.vllm.ai/2024/09/05/perf-update.html); both engines overlap the host side with the GPU's only
+# in part, so the two add. Fitted on the short-response cases, where a step's GPU work is small: ~120 us per
+# sequence caps an engine near 8k tokens/s, the rate the GSM8K logs of tests/data/step_time_cases.yaml show.
+DECODE_STEP_OVERHEAD_S = 0.004  # per decode step of an engine (fitted)
+DECODE_SEQUENCE_OVERHEAD_S = 120e-6  # per sequence in flight per decode step (fitted)
+# The training heuristic's MFU curve (memory.predicted_mfu: half its ceiling at 2,048 tokens a micro-batch) is an
+# H100's: a matmul over m tokens is compute-bound once m passes the card's ridge point, peak FLOP/s over bytes/s
+# (roofline). A card with fewer FLOPs per byte saturates at fewer tokens: an H20 (148 TFLOPS on 4 TB/s, 37 FLOP/B)
+# at an eighth of an H100's (295 FLOP/B). The micro-batch's tokens are scaled by the ridge ratio before the curve.
+RIDGE_REFERENCE_FLOP_PER_BYTE = 989e12 / 3350e9  # H100 SXM's datasheet bf16 dense over HBM3
 TP_ALLREDUCE_S = {"nvlink": 12e-6, "pcie": 40e-6}  # per all-reduce, two per layer per decode step at TP > 1
-# GRPO's step ends with its longest response: the longest of a batch runs this many times the mean (fitted), never
-# beyond the maximum
-TAIL_OVER_MEAN = 3.0
+# GRPO's step ends with its longest response. Reasoning lengths spread roughly exponentially about their mean (the
+# long-CoT runs clip at their maximum every step), and the expected longest of S exponential draws is the mean times
+# the harmonic number H_S ~ ln S + Euler's gamma: a batch of 8k sequences runs ~9.6x its mean, never beyond the
+# maximum. (A narrower task, GSM8K, stops near 3x, but there the tail's steps are few and cheap.)
+EULER_GAMMA = 0.5772
 TAIL_BATCH = 8  # sequences still decoding in the tail
 # Bytes/s that the weight sync and offload copies reach (effective, not peak)
 INTERCONNECT_GBS = {"nvlink": 150.0, "pcie": 12.0}
 INTER_NODE_GBS = 20.0  # per GPU over InfiniBand/RoCE between nodes
 HOST_TO_GPU_GBS = 12.0  # pinned copies over PCIe 4/5, as offload and the sleeping engine's reload see them
 ENGINE_WAKE_SLEEP_S = 4.0  # vLLM/SGLang wake_up + sleep per step: allocator remaps, CUDA graphs kept
-BOOKKEEPING_S = 3.0  # verl's per-step driver work: data loading, padding, metrics, the reward manager's dispatch
-REWARD_CPU_S_PER_RESPONSE = 0.004  # rule-based scorers (math_verify, exact match) on the reward workers
+BOOKKEEPING_S = 2.0  # verl's per-step driver work: data loading, metrics, the reward manager's dispatch (fitted)
+# Rule-based scorers on the driver: GSM8K's regex and DAPO's string match take well under a millisecond a response,
+# math_verify's parse a few (fitted between them; the logs put all of `other` at 1-6 s for 1-8k responses)
+REWARD_CPU_S_PER_RESPONSE = 0.0005
+# verl's single controller moves every phase's batch through its driver as padded tensors: prompts left-padded to
+# data.max_prompt_length, responses right-padded to data.max_response_length (verl's rollout and agent loop pad to
+# them), so the bytes follow the maxima, not the typical lengths. Per padded token: input_ids, attention_mask and
+# position_ids (int64) and the response-side tensors (responses, masks, log-probs, advantages) the phase reads or
+# returns. Ray serializes them on the driver and each worker deserializes its chunk: an effective rate (fitted),
+# well below any link's, that shows only where batch x maximum length is large (the 28k-token DAPO runs, whose
+# log-prob and update phases stop shrinking as GPUs are added)
+DRIVER_BYTES_PER_PADDED_TOKEN = 40
+DRIVER_GBS = 0.5
 
 
 @dataclass(frozen=True)
@@ -124,7 +151,8 @@ def decode_step_s(arch: Architecture, knobs: Knobs, card: Card, batch: float, co
     memory_s = (weight_bytes + kv_bytes) / (card.mem_bandwidth_gbs * 1e9 * DECODE_BANDWIDTH_EFFICIENCY)
     compute_s = 2 * arch.params / knobs.rollout_tp * batch / (card.bf16_tflops * 1e12 * PREFILL_MFU)
     allreduce_s = 2 * arch.layers * TP_ALLREDUCE_S.get(card.interconnect, 40e-6) if knobs.rollout_tp > 1 else 0.0
-    return max(memory_s, compute_s) + allreduce_s + DECODE_STEP_OVERHEAD_S
+    host_s = DECODE_STEP_OVERHEAD_S + DECODE_SEQUENCE_OVERHEAD_S * batch
+    return max(memory_s, compute_s) + allreduce_s + host_s
 
 
 def generate_s(arch: Architecture, knobs: Knobs, card: Card, sequences: int, lengths: Lengths) -> tuple[float, dict]:
@@ -136,7 +164,7 @@ def generate_s(arch: Architecture, knobs: Knobs, card: Card, sequences: int, len
     prefill = prefill_flops / (knobs.rollout_tp * card.bf16_tflops * 1e12 * PREFILL_MFU)
     bulk_steps = per_engine * response / concurrency
     bulk = bulk_steps * decode_step_s(arch, knobs, card, concurrency, prompt + response / 2)
-    longest = min(float(knobs.response_length), TAIL_OVER_MEAN * response)
+    longest = min(float(knobs.response_length), response * (math.log(max(2, sequences)) + EULER_GAMMA))
     tail_steps = max(0.0, longest - bulk_steps)
     tail = tail_steps * decode_step_s(arch, knobs, card, min(TAIL_BATCH, concurrency), prompt + longest)
     inputs = {
@@ -149,21 +177,38 @@ def generate_s(arch: Architecture, knobs: Knobs, card: Card, sequences: int, len
     return prefill + bulk + tail, inputs
 
 
+def ridge_scaled(card: Card, tokens: int) -> int:
+    """A micro-batch of `tokens` on this card, as the H100-shaped MFU curve should read it (RIDGE_REFERENCE)."""
+    ridge = card.bf16_tflops * 1e12 / (card.mem_bandwidth_gbs * 1e9)
+    return max(1, int(tokens * RIDGE_REFERENCE_FLOP_PER_BYTE / ridge))
+
+
 def forward_mfu(tokens: int) -> float:
     """predicted_mfu's curve without recomputation: a forward pass of `tokens` tokens per micro-batch."""
     return FORWARD_MFU_CEILING * tokens / (tokens + 2048)
 
 
-def tokens_per_pass(budget: int, share_tokens: float) -> int:
-    """A micro-batch's tokens: the budget (or micro-batch x lengths), never more than the GPU's share of the batch."""
-    return max(1, int(min(budget, share_tokens)))
+def tokens_per_pass(knobs: Knobs, budget: int, micro_batch: int | None, sequence: float, share_tokens: float) -> int:
+    """A micro-batch's tokens on one GPU: the token budget under dynamic batching, else micro-batch x the typical
+    sequence (verl removes the padding before the model sees it; the memory verdict's micro-batch x maximum is the
+    worst case), never more than the GPU's share of the batch."""
+    tokens = budget if knobs.dynamic_bsz or not micro_batch else micro_batch * sequence
+    return max(1, int(min(tokens, share_tokens)))
+
+
+def driver_s(sequences: int, knobs: Knobs, passes: int) -> float:
+    """`passes` dispatches of the padded batch through verl's driver (DRIVER_GBS)."""
+    padded = sequences * (knobs.prompt_length + knobs.response_length)
+    return passes * padded * DRIVER_BYTES_PER_PADDED_TOKEN / (DRIVER_GBS * 1e9)
 
 
 def log_prob_s(arch: Architecture, knobs: Knobs, card: Card, tokens: float, sequence: float, passes: int) -> float:
     """`passes` forward passes over the batch's tokens: a third of verl's forward + backward FLOPs per token."""
     per_gpu = tokens / knobs.n_gpus
-    mfu = forward_mfu(tokens_per_pass(knobs.logprob_tokens, per_gpu))
-    return passes * per_gpu * flops_per_token(arch, int(sequence)) / 3 / (card.bf16_tflops * 1e12 * mfu)
+    packed = tokens_per_pass(knobs, knobs.logprob_tokens, knobs.logprob_micro_batch, sequence, per_gpu)
+    mfu = forward_mfu(ridge_scaled(card, packed))
+    compute = passes * per_gpu * flops_per_token(arch, int(sequence)) / 3 / (card.bf16_tflops * 1e12 * mfu)
+    return compute + driver_s(round(tokens / sequence), knobs, passes)
 
 
 def update_s(
@@ -172,9 +217,10 @@ def update_s(
     """Forward + backward of `models` (actor, and the critic under gae) over the batch, ppo_epochs times, at the
     preflight's MFU for the micro-batch the GPU's share really packs."""
     per_gpu = tokens / knobs.n_gpus
-    mfu = predicted_mfu(replace(knobs, train_tokens=tokens_per_pass(knobs.train_tokens, per_gpu)))
+    packed = tokens_per_pass(knobs, knobs.train_tokens, knobs.micro_batch, sequence, per_gpu)
+    mfu = predicted_mfu(replace(knobs, train_tokens=ridge_scaled(card, packed)))
     compute = models * epochs * per_gpu * flops_per_token(arch, int(sequence)) / (card.bf16_tflops * 1e12 * mfu)
-    return compute + models * offload_s(arch, knobs)
+    return compute + models * offload_s(arch, knobs) + driver_s(round(tokens / sequence), knobs, models)
 
 
 def offload_s(arch: Architecture, knobs: Knobs) -> float:

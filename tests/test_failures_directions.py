@@ -86,6 +86,122 @@ def test_a_reward_error_raised_under_the_trainers_own_reward_frames():
     assert failure.kind == "reward_error" and "_score_output" in failure.evidence[0]
 
 
+# message forms of the engines and schedulers rlaunch runs, each as the library prints it
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        (
+            "ValueError: The number of required GPUs exceeds the total number of available GPUs in the "
+            "placement group.",
+            "gpu_unavailable",
+        ),
+        ("ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!", "gpu_unavailable"),
+        ("RuntimeError: CUDA error: invalid device ordinal", "gpu_unavailable"),
+        (
+            "[12345.6] Memory cgroup out of memory: Killed process 4242 (python) total-vm:30193768kB, "
+            "anon-rss:19770320kB",
+            "host_oom",
+        ),
+        ("[12345.6] Out of memory: Kill process 4242 (python) score 912 or sacrifice child", "host_oom"),
+        ("srun: error: node-c14: task 0: Out Of Memory", "host_oom"),
+        ('The job has been killed by "OOM Killer", please check your job\'s memory usage.', "host_oom"),
+        (
+            "[2022-02-16 12:46:52,789 C 149 149] node_manager.cc:170: This node has beem marked as dead.",
+            "ray_node_lost",
+        ),
+        (
+            "Raylet is terminated: ip=10.0.0.2. Termination is unexpected. Possible reasons include: (1) SIGKILL "
+            "by the user or system OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS",
+            "ray_node_lost",
+        ),
+        (
+            "WARNING utils.py:1416 -- Unable to connect to GCS at 10.1.2.3:6379. Check that (1) Ray GCS with matching "
+            "version started successfully at the specified address",
+            "ray_start_failed",
+        ),
+        ("RuntimeError: Unable to connect to Redis at 10.0.199.179:6379 after 16 retries.", "ray_start_failed"),
+        (
+            "[rank1]:[E1111 17:10:53] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
+            "nccl_timeout",
+        ),
+        (
+            "torch.distributed.DistBackendError: [3] wait timeout after 600000ms, keys: /default_pg//0//cuda//0",
+            "nccl_timeout",
+        ),
+    ],
+)
+def test_each_message_form_is_its_kind(line: str, kind: str):
+    assert failures.classify(line).kind == kind
+
+
+def test_a_store_recv_failure_is_no_nccl_timeout_but_its_watchdog_line_is():
+    store = (
+        "torch.distributed.DistBackendError: [7] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+        "via c10d key-value store by key '0', but store->get('0') got error: failed to recv, got 0 bytes"
+    )
+    assert failures.classify(store).kind == "unknown"
+    watchdog = "[Rank 7] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=BROADCAST) ran for"
+    assert failures.classify(store + "\n" + watchdog).kind == "nccl_timeout"
+
+
+def test_the_heartbeat_lag_is_evidence_of_a_dead_node_never_a_cause_alone():
+    lag = "node_manager.cc:157: Last heartbeat was sent 6901 ms ago. There might be resource pressure on this node."
+    assert failures.classify(lag).kind == "unknown"
+    failure = failures.classify(lag + "\nnode_manager.cc:170: This node has beem marked as dead.")
+    assert failure.kind == "ray_node_lost" and failure.details["heartbeat_lag_ms"] == 6901
+    assert "resource pressure" in failure.fix and "RAY_health_check_failure_threshold" in failure.fix
+
+
+def test_a_reward_managers_task_failed_line_counts_only_when_it_names_reward_code():
+    line = "(TaskRunner pid=1) [Error] Task failed: Can't pickle <function f>: it's not the same object as "
+    assert failures.classify(line + "custom_module.f, completion: x").kind == "reward_error"
+    assert failures.classify(line + "mymodule.f, completion: x").kind == "unknown"
+
+
+def test_a_reward_frame_under_a_ray_task_error_and_a_traceback_cut_short():
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            'File "/w/train_grpo.py", line 130, in main',
+            "ray.get(main_task.remote(config))",
+            "ray.exceptions.RayTaskError(KeyError): ray::main_task() (pid=1, ip=172.20.0.2)",
+            'File "/w/trainers/ray_grpo_trainer.py", line 307, in fit',
+            "reward_tensor = self.reward_fn(batch)",
+            'File "/w/trainers/ray_grpo_trainer.py", line 104, in _score_output',
+        ]
+    )
+    failure = failures.classify(log)
+    assert failure.kind == "reward_error" and "_score_output" in failure.evidence[0]
+
+
+def test_an_exception_out_of_ray_start_is_a_failed_start():
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.6/site-packages/ray/scripts/scripts.py", line 579, in start',
+            '  File "/usr/lib/python3.6/site-packages/ray/node.py", line 142, in __init__',
+            "ValueError: The argument None must be a bytes object.",
+        ]
+    )
+    assert failures.classify(log).kind == "ray_start_failed"
+
+
+def test_fixes_for_the_new_forms_name_what_the_log_holds():
+    oom = failures.classify(
+        "Out of memory: Killed process 4242 (python) total-vm:1kB, anon-rss:19770320kB, file-rss:0kB"
+    )
+    assert oom.details["killed_rss_gib"] == 18.9 and "raise the job's memory (--mem" in oom.fix
+    vllm = failures.classify(
+        "Started a local Ray instance.\n"
+        "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group."
+    ).fix
+    assert "lower actor_rollout_ref.rollout.tensor_model_parallel_size" in vllm and "RAY_ADDRESS" in vllm
+    loopback = failures.classify("Unable to connect to GCS at 127.0.0.1:6379. Check that (1) Ray GCS").fix
+    assert "127.0.0.1:6379, a loopback address" in loopback
+    remote = failures.classify("Unable to connect to GCS at 10.1.2.3:6379. Check that (1) Ray GCS").fix
+    assert "at 10.1.2.3:6379" in remote and "loopback" not in remote
+
+
 # --- fixes with a direction and numbers ------------------------------------------------------------------------------
 
 KEY_OR_VARIABLE = re.compile(r"\b[a-z_]+\.[a-z_.]+|\bNCCL_[A-Z_]+|--[a-z_]+|\bcluster\.\w+")
@@ -95,7 +211,7 @@ KEYED_KINDS = ("engine_memory", "cuda_oom", "host_oom", "gpu_unavailable", "time
 
 @pytest.mark.parametrize(
     "excerpt",
-    [e for e in load_corpus(CORPUS) + HELD_OUT if e.kind in KEYED_KINDS],
+    [e for e in load_corpus(CORPUS) + HELD_OUT + load_corpus(CORPORA["held-out-2"]) if e.kind in KEYED_KINDS],
     ids=lambda e: f"{e.kind}/{e.path.stem}",
 )
 def test_every_fix_for_a_kind_with_a_knob_names_a_key_and_a_direction(excerpt):

@@ -1,13 +1,12 @@
 """The failure classifier on the second held-out corpus (tests/data/failures_heldout2/<kind>/): public logs collected
-after the signatures were tuned, labelled from their threads before the classifier ran on them, never tuned on.
+after the first tuning, labelled from their threads before the classifier ran on them.
 
-The score is pinned at what was measured once on 2026-11-24 (bench/results/failures.txt, `held-out-2`): a change that
-loses one of these excerpts fails here. A change that wins one back must come with a new, honest measurement: tuning a
-signature on a miss of this set spends it, and the pin and the results file must then say so."""
+This set is SPENT, like the first held-out set: it was measured once, untouched, on 2026-11-24 (21/31; its misses
+are listed in bench/results/failures.txt, note 4), and signatures were then added for the misses that show a clear
+message (note 5 there). The score pinned here is the tuned one; it guards the corpus against regressions, and it is no
+held-out number any more: the next honest held-out score comes from a fresh set."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -17,21 +16,11 @@ from launch.report import failures
 HELD_OUT_2 = load_corpus(CORPORA["held-out-2"])
 EARLIER = [*load_corpus(CORPORA["tuning"]), *load_corpus(CORPORA["held-out"])]
 
-MEASURED_RIGHT = 21  # of 31, 2026-11-24, on the classifier that scored the tuning and spent held-out sets 100 %
-MEASURED_MISSES = {
-    "gpu_unavailable/vllm-7107-required-gpus": "unknown",
-    "host_oom/easyrec-60-oom-killer": "unknown",
-    "preempted/submitit-1656-misread-as-timeout": "time_limit",
-    "ray_node_lost/ray-22425-raylet-marked-dead": "unknown",
-    "ray_start_failed/ray-11843-worker-before-head": "unknown",
-    "ray_start_failed/ray-18707-redis-retries": "unknown",
-    "ray_start_failed/ray-23611-gcs-unreachable": "unknown",
-    "reward_error/reasoning-gym-417-boxnet-score": "unknown",
-    "reward_error/verl-3150-prime-pickle-reward-fn": "unknown",
-    "unknown/verl-1611-sglang-illegal-memory-access": "nccl_timeout",
-}
-# out-of-vocabulary excerpts that the measured classifier already names wrongly: see the xfail below
-OOV_MISSED = {"verl-1611-sglang-illegal-memory-access"}
+# what the set scored when it was still held out (2026-11-24): kept as the record of that measurement
+MEASURED_ON_FIRST_SIGHT = 21
+# after tuning on its misses (note 5): the one left is a preemption that submitit itself announced as a time-out
+TUNED_RIGHT = 30  # of 31
+TUNED_MISSES = {"preempted/submitit-1656-misread-as-timeout": "time_limit"}
 
 
 def name(excerpt: Excerpt) -> str:
@@ -50,29 +39,46 @@ def test_the_corpus_is_fresh_real_and_labelled_with_known_kinds() -> None:
     assert not set(sources) & {excerpt.source for excerpt in EARLIER}, "a thread of an earlier corpus is not held out"
 
 
-def test_held_out_score_is_pinned_at_the_measured_one() -> None:
+def test_the_spent_set_keeps_its_tuned_score() -> None:
     result = score(HELD_OUT_2)
     misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
-    assert (result.right, result.total) == (MEASURED_RIGHT, len(HELD_OUT_2))
-    assert misses == MEASURED_MISSES
+    assert (result.right, result.total) == (TUNED_RIGHT, len(HELD_OUT_2))
+    assert misses == TUNED_MISSES
+    assert TUNED_RIGHT > MEASURED_ON_FIRST_SIGHT
 
 
 OOV = [excerpt for excerpt in HELD_OUT_2 if excerpt.kind == "unknown"]
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            excerpt.path,
-            marks=pytest.mark.xfail(strict=True, reason="measured miss: the driver's NCCL store error wins")
-            if excerpt.path.stem in OOV_MISSED
-            else (),
-            id=excerpt.path.stem,
-        )
-        for excerpt in OOV
-    ],
-)
-def test_out_of_vocabulary_failures_stay_unknown(path: Path) -> None:
-    excerpt = next(excerpt for excerpt in OOV if excerpt.path == path)
+@pytest.mark.parametrize("excerpt", OOV, ids=lambda excerpt: excerpt.path.stem)
+def test_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    # verl-1611 among them: a store recv failure in torch's DistBackendError is no NCCL timeout without a timeout
     assert failures.classify(excerpt.text).kind == "unknown"
+
+
+# --- the third set: collected blind, measured once, never tuned on ---------------------------------------------------
+
+HELD_OUT_3 = load_corpus(CORPORA["held-out-3"])
+# measured once on 2026-11-24 (bench/results/failures.txt, note 6): every miss came out unknown, none as a wrong cause
+BLIND_RIGHT = 28  # of 35
+BLIND_MISSES = {
+    "cuda_oom/verl-647-sglang-backend-update-actor": "unknown",
+    "gpu_unavailable/gpustack-5509-gpu-as-tpu": "unknown",
+    "host_oom/openrlhf-187-actor-killed-docker-limit": "unknown",
+    "model_not_cached/transformers-10067-compute-node-offline": "unknown",
+    "reward_error/math-verify-55-signal-main-thread": "unknown",
+    "reward_error/simplerl-95-math-verify-timeout": "unknown",
+    "reward_error/verl-5558-data-source-not-implemented": "unknown",
+}
+
+
+def test_the_blind_set_is_fresh_and_keeps_its_first_measurement() -> None:
+    """A change that loses one of its 28 fails here; one that wins a miss must move the pin and call the set spent."""
+    sources = [excerpt.source for excerpt in HELD_OUT_3]
+    assert len(HELD_OUT_3) == 35 and len(set(sources)) == len(sources)
+    assert not set(sources) & {excerpt.source for excerpt in [*EARLIER, *HELD_OUT_2]}
+    result = score(HELD_OUT_3)
+    misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
+    assert (result.right, result.total) == (BLIND_RIGHT, 35)
+    assert misses == BLIND_MISSES
+    assert result.out_of_vocabulary_unknown == result.out_of_vocabulary == 5

@@ -193,6 +193,25 @@ def host_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details] | 
     ), found
 
 
+# the kernel's OOM killer names its victim and what it held: anon-rss is the process's own resident memory
+OOM_KILLER_RSS = re.compile(r"(?:Killed process \d+ \((?P<name>[^)]*)\),? )?total-vm:\d+kB, anon-rss:(?P<rss>\d+)kB")
+
+
+def oom_killer_fix(log_text: str, fork: str | None) -> tuple[str, Details] | None:
+    """The kernel's OOM killer's report: which process it killed and how much resident memory that one held."""
+    killed = OOM_KILLER_RSS.search(log_text)
+    if not killed:
+        return None
+    rss_gib = round(int(killed.group("rss")) / 1024**2, 1)
+    who = f"process {killed.group('name')}" if killed.group("name") else "a process"
+    keys = FORKS[fork][1]["offload"] if fork else "actor_rollout_ref.actor.fsdp_config.{param,optimizer}_offload=false"
+    return (
+        f"the kernel's OOM killer killed {who} holding {rss_gib:g} GiB resident (anon-rss): the job's processes "
+        "together needed more host RAM than the node or the job's limit had; raise the job's memory (--mem, rlaunch: "
+        f"cluster.mem_gb) above what they hold together, or offload less ({keys})"
+    ), {"killed_rss_gib": rss_gib}
+
+
 NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 
 
@@ -220,6 +239,51 @@ def nccl_fix_from_log(log_text: str) -> tuple[str, Details]:
 
 
 EMPTY_HEAD = re.compile(r"(?:--address[= ]|IP Head: |ip_head=)['\"]?(:\d+)\b")
+# `ray start --address` on a worker that never reached the head (GCS since Ray 1.11, Redis before)
+HEAD_UNREACHABLE = re.compile(
+    r"Unable to connect to (?P<what>GCS|Redis) at (?P<address>[^\s.]+(?:\.[^\s.]+)*?)\.?(?:\s|$)"
+)
+LOOPBACK = re.compile(r"^(?:127\.|localhost\b)")
+
+
+def head_unreachable_fix(log_text: str) -> tuple[str, Details] | None:
+    """A worker's `ray start` that could not reach the head at the address it was given: name the address, and say
+    when it can never work (a loopback address reaches only the worker's own node)."""
+    found = HEAD_UNREACHABLE.search(log_text)
+    if not found:
+        return None
+    address = found.group("address")
+    details: Details = {"head_address": address}
+    if LOOPBACK.match(address):
+        return (
+            f"the head address given is {address}, a loopback address: from any other node it reaches only that "
+            "node itself, so a worker there can never join and no port or firewall change helps; pass the head node's "
+            "own IP (hostname --ip-address on the head; rlaunch computes it from SLURM_JOB_NODELIST), and on the "
+            "head's own node check that the head came up (its ray_start log)"
+        ), details
+    return (
+        f"a worker could not reach the Ray head's {found.group('what')} at {address}: start the head first and wait "
+        "until it is up (its ray_start log), check that address is the head's IP on a network the nodes share and "
+        "that its port is open between nodes, and run the same Ray version on every node"
+    ), details
+
+
+HEARTBEAT_LAG = re.compile(r"Last heartbeat was sent (\d+) ms ago")
+
+
+def heartbeat_fix(log_text: str) -> tuple[str, Details] | None:
+    """A raylet whose heartbeats lagged before it was marked dead: the node was starved (CPU, memory, a stalled
+    process), not cut off, so the load on it, or Ray's tolerance, is what to change."""
+    lags = [int(ms) for ms in HEARTBEAT_LAG.findall(log_text)]
+    if not lags:
+        return None
+    worst = max(lags)
+    return (
+        f"the raylet's heartbeats lagged up to {worst} ms before the GCS marked the node dead: the node was under "
+        "resource pressure (CPU or host memory taken by the job), not lost; lower the load on it (fewer "
+        "data.dataloader_num_workers or reward workers) or raise Ray's tolerance "
+        "(cluster.env.RAY_health_check_failure_threshold, or RAY_num_heartbeats_timeout before Ray 2)"
+    ), {"heartbeat_lag_ms": worst}
 
 
 def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
@@ -229,7 +293,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         key = FORKS[fork][1]["engine_fraction"] if fork else ENGINE_FRACTION
         return engine_fix_from_log(log_text, None, key)
     if failure.kind == "host_oom":
-        found = host_fix_from_log(log_text, fork)
+        found = host_fix_from_log(log_text, fork) or oom_killer_fix(log_text, fork)
         if found is None and fork:
             return (
                 f"the node ran out of host RAM: raise the job's memory (--mem) or offload less in {fork}'s own options "
@@ -246,6 +310,22 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
                 "token or --mem change can help; the script must pass the head's host (hostname --ip-address on the "
                 "head node; rlaunch computes it from SLURM_JOB_NODELIST)"
             ), {"head_address": empty.group(1)}
+        return head_unreachable_fix(log_text)
+    if failure.kind == "ray_node_lost":
+        return heartbeat_fix(log_text)
+    if failure.kind == "gpu_unavailable" and "The number of required GPUs exceeds" in log_text:
+        # vLLM's Ray executor: its world size (tensor x pipeline parallel) against the GPUs Ray shows it
+        local = "Started a local Ray instance" in log_text
+        return (
+            "vLLM's engine needs tensor_parallel_size x pipeline_parallel_size GPUs and Ray showed it fewer: lower "
+            "actor_rollout_ref.rollout.tensor_model_parallel_size to the GPUs one node has, or give the job more GPUs"
+            + (
+                "; the engine started its own local Ray instance, which sees one node only: set RAY_ADDRESS to the "
+                "cluster's head before it starts"
+                if local
+                else ""
+            )
+        ), {"ray_local_instance": "yes"} if local else {}
     if failure.kind == "gpu_unavailable":
         counts = re.search(r"Total available GPUs (\S+) is less than total desired GPUs (\S+)", log_text)
         if counts:

@@ -51,7 +51,13 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
         r"Detected \d+ oom[-_]kill event",
         r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit",
-        r"oom-kill event\(s\)|Out of memory: Killed process",
+        r"oom-kill event\(s\)",
+        # the kernel's OOM killer: its verdict (old kernels "Kill process", cgroups "Memory cgroup out of memory") and
+        # the victim's sizes, a line only the OOM killer and its reaper print; platforms that relay it by name
+        r"(?i:out of memory: Kill(?:ed)? process)",
+        r"total-vm:\d+kB, anon-rss:\d+kB",
+        r'(?i:killed by "?OOM[ -]?killer)',
+        r"srun: error: \S+: tasks? [\d,-]+: Out Of Memory",  # SLURM's step summary after a cgroup OOM kill
         # Ray's memory monitor: the killed task's line, the raylet's summary and its pointer to the OOM docs
         r"Memory on the node \(IP: [^)]*\) where the (?:task|actor)",
         r"System memory low at node with IP",
@@ -78,6 +84,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "gpu_unavailable": (
         r"Total available GPUs \S+ is less than total desired GPUs \S+",
         r"No CUDA GPUs are available",
+        # vLLM's Ray executor: tensor x pipeline parallel size is more than the cluster (or its placement group) has
+        r"The number of required GPUs exceeds the total number of available GPUs",
+        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",  # torch: NCCL asked for where no GPU is seen
+        r"CUDA error: invalid device ordinal",  # a rank picked a GPU index past those it can see
         r"Found no NVIDIA driver on your system",
         r"CUDA driver initialization failed|cudaErrorNoDevice|no CUDA-capable device is detected",
         # Ray's scheduler: a request for GPUs no node of the cluster can give (it waits forever, or says infeasible)
@@ -111,6 +121,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"the Ray head on \S+ .*did not come up|the Ray head on \S+ exited with code",
         r"Could not find any running Ray instance",
         r"Failed to connect to GCS|Failed to send request to gcs",
+        # `ray start --address` on a node that cannot reach the head: Ray >= 1.11 (GCS) and before it (Redis)
+        r"Unable to connect to GCS at \S+",
+        r"Unable to connect to Redis at \S+ after \d+ retries",
         r"Token authentication is enabled but no authentication token was found",
         r"Couldn't reconnect to GCS server",
         r"Ray processes died unexpectedly",  # `ray start` itself: a daemon exited while the node came up
@@ -137,12 +150,18 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"the Ray worker on \S+ exited with code",  # rlaunch's worker task: its `ray start --block` died mid-run
         r"the node it was running on is dead or unavailable",  # Ray's NODE_DIED task error
         r"mistakenly been marked as dead by the GCS",
+        r"This node has bee[nm] marked as dead",  # the raylet's own fatal line (Ray spells it "beem")
+        # Ray's log monitor on a raylet that exited without being told to (SIGKILL, a crash)
+        r"Raylet is terminated.*Termination is unexpected|Termination is unexpected\. Possible reasons include",
     ),
     "nccl_timeout": (
         r"Watchdog caught collective operation timeout",
         r"NCCL (?:communicator was aborted|timeout)|ncclSystemError|ncclInternalError|ncclRemoteError",
-        r"DistBackendError",
+        # torch wraps every backend failure in DistBackendError: only one that says it timed out is a hang (a bare
+        # store recv failure is the echo of a peer that crashed for some other reason)
+        r"DistBackendError: .*(?i:timed? ?out|timeout|watchdog)",
         r"Some NCCL operations have failed or timed out",
+        r"ProcessGroupNCCL's watchdog got stuck for \d+ seconds|Heartbeat monitor timed out",
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}
@@ -156,8 +175,15 @@ REWARD_FRAME = re.compile(
 # An exception whose message names reward code counts as much as a frame that does: verl loads a custom reward file
 # as the module `custom_module`, its scorers live in reward_score, its managers call compute_score / reward_fn.
 REWARD_MESSAGE = re.compile(
-    r"custom_module|reward_score|reward_manager|reward_loop|compute_score|reward_fn|reward function"
+    r"custom_module|reward_score|reward_manager|reward_loop|compute_score|reward_fn|reward[ _]function"
 )
+# verl's reward managers (prime, the DAPO reward loop) catch a scorer's exception and print it on one line: it is a
+# reward error when the message names reward code (the line alone is printed by much else)
+REWARD_TASK_FAILED = re.compile(r"\[Error\] Task failed: (?P<message>.*)")
+# an exception out of the `ray start` CLI is a failed start, whatever its message
+RAY_START_FRAME = re.compile(r'File "[^"]*ray/scripts/scripts\.py", line \d+, in start\b')
+# Ray prints a remote task's traceback under this line, without a new "Traceback" header
+RAY_TASK_ERROR = re.compile(r"RayTaskError(?:\(\w+\))?: ray::")
 EXCEPTION_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[\w.]+\.)?(?:\w*Error|\w*Exception|Killed)\b[:(]?")
 # rlaunch's own wrapper line names no cause; it is never evidence (launch/job.py raises it)
 WRAPPER = re.compile(r"verl exited with code|Submitted job triggered an exception|submitit ERROR")
@@ -238,7 +264,10 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
                 frames.append(body)
             elif EXCEPTION_LINE.match(body) and not body.startswith("File "):
                 found.append((frames, line))
-                frames = None
+                # the remote part of a Ray task's traceback follows its RayTaskError line: keep reading it
+                frames = [] if RAY_TASK_ERROR.search(body) else None
+    if frames:  # a log cut short inside a traceback: its deepest frame is still where it was raised
+        found.append((frames, ""))
     return found
 
 
@@ -251,15 +280,37 @@ def is_source(line: str) -> bool:
 def match_kind(kind: str, lines: list[str]) -> list[str]:
     """The lines that show `kind`, in log order: the first is the cause, the later ones mostly its echoes."""
     lines = [line for line in lines if not is_source(line)]
+    hits = [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
     if kind == "reward_error":
-        hits = [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
-        for frames, exception in tracebacks(lines):
-            reward_frames = [frame for frame in frames if REWARD_FRAME.search(frame)]
-            named = REWARD_MESSAGE.search(strip_prefix(exception).split(":", 1)[-1])
-            if (reward_frames or named) and not WRAPPER.search(exception):
-                hits += [*reward_frames[-1:], exception]
-        return hits
-    return [line for line in lines if any(p.search(line) for p in COMPILED[kind])]
+        hits += [
+            line
+            for line in lines
+            if (failed := REWARD_TASK_FAILED.search(line)) and REWARD_MESSAGE.search(failed.group("message"))
+        ]
+        hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
+    elif kind == "ray_start_failed":
+        hits += from_tracebacks(lines, RAY_START_FRAME, None)
+    elif kind == "ray_node_lost" and hits:
+        # the raylet's heartbeats lagging before it was marked dead (the node was starved, not cut off): evidence
+        # only, never a cause on its own, as a loaded but healthy node prints it too
+        lagged = [line for line in lines if HEARTBEAT_LAG.search(line)]
+        hits = [line for line in lines if line in hits or line in lagged]
+    return hits
+
+
+HEARTBEAT_LAG = re.compile(r"Last heartbeat was sent \d+ ms ago")
+
+
+def from_tracebacks(lines: list[str], frame: re.Pattern[str], message: re.Pattern[str] | None) -> list[str]:
+    """The deepest matching frame and the exception line of each traceback that passes through code `frame` names
+    (or whose exception message `message` names it); rlaunch's wrapper never counts."""
+    hits = []
+    for frames, exception in tracebacks(lines):
+        matched = [line for line in frames if frame.search(line)]
+        named = message is not None and exception and message.search(strip_prefix(exception).split(":", 1)[-1])
+        if (matched or named) and not WRAPPER.search(exception):
+            hits += [*matched[-1:], *([exception] if exception else [])]
+    return hits
 
 
 def summary(failures: list[Failure], chars: int = 60) -> str:

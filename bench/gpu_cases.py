@@ -82,7 +82,10 @@ def one_gpu_cases() -> list[Case]:
                 name=case["name"],
                 llm=llm,
                 sequences=int(values["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"]),
-                sequence_tokens=round(float(case["length_fraction"]) * sequence),
+                # the lengths the case's data had, as it states them (launch.expect.*), else full length
+                sequence_tokens=int(values.get("launch.expect.prompt_tokens", 0))
+                + int(values.get("launch.expect.response_tokens", 0))
+                or sequence,
                 outcome=case["outcome"],
                 lora_rank=lora,
                 entropy=float(values.get("actor_rollout_ref.actor.entropy_coeff", 0)) != 0,

@@ -1,9 +1,10 @@
 """How often the preflight's verdict matches public reports of verl runs that fit or ran out of memory.
 
 Runs on: any machine (no GPU, no cluster). Plans each case of tests/data/public_cases.yaml as reported (rlaunch's
-config tree with the case's overrides, the job's flash-attn as the case says), runs rlaunch's own checks first (a
-case they refuse is never queued: right only if it did not fit) and compares the verdict, at the lengths the case's
-data had (its `length_fraction`; 1.0 judges the worst case), with the reported outcome. Baseline
+config tree with the case's overrides, the job's flash-attn as the case says, launch.preflight=warn so that memory is
+judged here and not refused by the checks), runs rlaunch's own checks first (a case they refuse is never queued: right
+only if it did not fit) and compares the memory with the reported outcome: the typical line where the case states its
+data's lengths as a user does (launch.expect.prompt_tokens / .response_tokens), else the worst-case verdict. Baseline
 in the same run: the same cases judged by the pure-torch log-prob coefficients of the planning machine (flash-attn
 not taken from the job), the mistake the old preflight made.
 
@@ -41,7 +42,12 @@ def plan_case(case: dict[str, Any], flash_attn: bool | None = None) -> tuple[Any
 
     register_schemas()
     flash = case["flash_attn"] if flash_attn is None else flash_attn
-    overrides = [*case["overrides"], f"cluster.flash_attn={str(flash).lower()}", "cluster.engine_version=auto"]
+    overrides = [
+        *case["overrides"],
+        f"cluster.flash_attn={str(flash).lower()}",
+        "cluster.engine_version=auto",
+        "launch.preflight=warn",
+    ]
     with initialize_config_dir(config_dir=str(PROJECT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["cluster=local", "launch.sweep_id=public-cases", *overrides])
     return cfg, make_plan(cfg, Facts(), overrides, working_dir=Path("/tmp"), python=sys.executable)
@@ -59,6 +65,7 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
         "name": case["name"],
         "source": case["source"],
         "reported": case["outcome"],
+        "judged": "typical" if stated_lengths(case) else "worst case",
         "capacity_gib": float(cfg.gpu.usable_gib),
     }
     try:  # what rlaunch checks before the preflight: a case it refuses there is never judged by memory at all
@@ -66,14 +73,10 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
     except UserError as error:  # never queued: right only for a run that did not fit
         refusal = {"refused": str(error).splitlines()[0], "peaks_gib": {}}
         return reported | {"predicted": "refused", "right": case["outcome"] == "oom"} | refusal
-    fraction = float(case["length_fraction"])
-    verdict = preflight.check_plan(cfg, plan, {}, length_fraction=fraction)
-    judged = verdict if fraction >= 1.0 else verdict["typical"]
-    peaks = (
-        {name: phase["peak_gib"] for name, phase in verdict["phases"].items()}
-        if fraction >= 1.0
-        else judged["peaks_gib"]
-    )
+    verdict = preflight.check_plan(cfg, plan, {})
+    typical = stated_lengths(case)
+    judged = verdict["typical"] if typical else verdict
+    peaks = judged["peaks_gib"] if typical else {name: phase["peak_gib"] for name, phase in verdict["phases"].items()}
     predicted = "fit" if judged["fits"] else "oom"
     return reported | {
         "predicted": predicted,
@@ -81,6 +84,11 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
         "peaks_gib": peaks,
         **({"reported_peak_gib": case["peak_gib"]} if "peak_gib" in case else {}),
     }
+
+
+def stated_lengths(case: dict[str, Any]) -> bool:
+    """Whether the case states its data's lengths (launch.expect.*), as a user who knows them does."""
+    return any(override.startswith("launch.expect.") for override in case["overrides"])
 
 
 def accuracy(results: list[dict[str, Any]]) -> float:

@@ -11,6 +11,16 @@ How verl 0.9 uses the card (FSDP engine, hybrid engine): the trainer keeps fp32 
 state (4 + 4 + 8 B/param) sharded over the FSDP group; `param_offload` / `optimizer_offload` move params / optimizer
 state to host RAM BETWEEN phases and back for the phase that needs them. The rollout engine sleeps during training
 (weights and KV dropped) and wakes for generation, when whatever trainer state is not offloaded stays resident.
+
+Each phase holds at most what the step gives one GPU: verl 0.9.1 splits the mini-batch (update) and the batch
+(log-probs, values) over the data-parallel ranks, GPUs / Ulysses SP (verl/workers/engine_workers.py
+TrainingWorker.train_mini_batch: `mini_batch_size // get_data_parallel_size()`; the log-prob pass is dispatched over
+the same mesh), and packs a micro-batch or a token budget out of that share only.
+
+A critic (algorithm.adv_estimator=gae) is a second FSDP model on the same GPUs (verl colocates every role in one
+resource pool): its resident states sit beside the actor's in every phase, and its value pass and its update are
+phases of their own. A colocated reward model (reward.reward_model.enable, no resource pool of its own) is a second
+inference engine, woken after generation while the actor's engine sleeps.
 """
 
 from __future__ import annotations
@@ -152,6 +162,25 @@ class Knobs:
     # torch's AdamW as verl builds it: foreach (the default on CUDA) allocates whole-size temporaries in its step;
     # actor.optim.override_optimizer_config {fused: true} or {foreach: false} does not
     optimizer_temporaries: bool = True
+    # a step's sequences (prompts x rollout.n), split by verl over the data-parallel ranks: 0 = not known, no cap
+    mini_batch_sequences: int = 0  # actor.ppo_mini_batch_size x n: the update
+    batch_sequences: int = 0  # data.train_batch_size x n: log-probs, values and the engine's concurrency
+    # the critic (verl's need_critic), colocated: FSDP states of its own, offloaded by its own settings
+    critic: bool = False
+    critic_param_offload: bool = False
+    critic_optimizer_offload: bool = False
+    critic_dynamic_bsz: bool = True  # verl 0.9.1's critic engine packs by tokens (FSDPEngineConfig default)
+    critic_tokens: int = 32768  # its micro-batch per GPU: the token budget, or micro-batch x sequence length
+    critic_checkpointing: bool = True
+    critic_sequence_parallel: int = 1
+    critic_mini_batch_sequences: int = 0  # critic.ppo_mini_batch_size x n
+    critic_lora_rank: int = 0
+    critic_model_dtype_bytes: int = 4
+    critic_optimizer_temporaries: bool = True
+    # a reward model colocated on these GPUs: verl 0.9 serves it with an engine of its own (reward.reward_model.rollout)
+    reward_model: bool = False
+    reward_engine: str = "vllm"
+    reward_engine_fraction: float = 0.0
 
     @classmethod
     def from_verl(cls, verl: dict[str, Any], pcgrad_tasks: int = 0, flash_ce: bool = False) -> Knobs:
@@ -194,6 +223,10 @@ class Knobs:
             flash_ce=flash_ce,
             entropy_compiled=bool(actor.get("use_torch_compile", True)) and bool(model.get("use_remove_padding", True)),
             optimizer_temporaries=foreach_optimizer(actor.get("optim") or {}),
+            mini_batch_sequences=int(actor["ppo_mini_batch_size"]) * int(rollout["n"]),
+            batch_sequences=int(data["train_batch_size"]) * int(rollout["n"]),
+            **critic_knobs(verl, sequence),
+            **reward_model_knobs(verl),
         )
 
     @property
@@ -201,10 +234,54 @@ class Knobs:
         return self.prompt_length + self.response_length
 
     def tokens_per_gpu(self, tokens: int) -> int:
-        """A micro-batch's tokens on one GPU. A token budget is per GPU already: verl packs budget x SP tokens for a
-        Ulysses group, which splits them (engine utils prepare_micro_batches); a micro-batch of whole sequences is
-        split over the group."""
+        """A micro-batch's tokens on one GPU, uncapped. A token budget is per GPU already: verl packs budget x SP
+        tokens for a Ulysses group, which splits them (engine utils prepare_micro_batches); a micro-batch of whole
+        sequences is split over the group."""
         return tokens if self.dynamic_bsz else tokens // self.sequence_parallel
+
+    @property
+    def data_parallel(self) -> int:
+        """verl's data-parallel ranks: the GPUs / the Ulysses group that shares each sequence."""
+        return max(1, self.n_gpus // self.sequence_parallel)
+
+    def share(self, sequences: int, sequence_parallel: int | None = None) -> int:
+        """Sequences one data-parallel rank gets of `sequences` (0: not known)."""
+        ranks = max(1, self.n_gpus // (sequence_parallel or self.sequence_parallel))
+        return sequences // ranks if sequences else 0
+
+    def on_gpu(self, tokens: int, sequences: int, sequence_parallel: int, dynamic: bool) -> int:
+        """A micro-batch's tokens on one GPU: the micro-batch of whole sequences (`tokens` = micro x sequence) or the
+        token budget (x SP for the group), at most the rank's share of `sequences`, split over its Ulysses group."""
+        group = tokens * sequence_parallel if dynamic else tokens
+        share = self.share(sequences, sequence_parallel)
+        if share:
+            group = min(group, max(1, share) * self.sequence)
+        return group // sequence_parallel
+
+    @property
+    def train_tokens_on_gpu(self) -> int:
+        return self.on_gpu(self.train_tokens, self.mini_batch_sequences, self.sequence_parallel, self.dynamic_bsz)
+
+    @property
+    def logprob_tokens_on_gpu(self) -> int:
+        return self.on_gpu(self.logprob_tokens, self.batch_sequences, self.sequence_parallel, self.dynamic_bsz)
+
+    @property
+    def critic_train_tokens_on_gpu(self) -> int:
+        sequences = self.critic_mini_batch_sequences or self.mini_batch_sequences
+        return self.on_gpu(self.critic_tokens, sequences, self.critic_sequence_parallel, self.critic_dynamic_bsz)
+
+    @property
+    def critic_value_tokens_on_gpu(self) -> int:
+        return self.on_gpu(
+            self.critic_tokens, self.batch_sequences, self.critic_sequence_parallel, self.critic_dynamic_bsz
+        )
+
+    @property
+    def engine_share(self) -> int:
+        """Sequences one engine replica (a TP group) gets of a batch: what its concurrency can use (0: not known)."""
+        replicas = max(1, self.n_gpus // max(1, self.rollout_tp))
+        return self.batch_sequences // replicas if self.batch_sequences else 0
 
     @property
     def shard_group(self) -> int:
@@ -224,6 +301,55 @@ class Knobs:
     @property
     def communicators_gib(self) -> float:
         return self.communicators * self.communicator_gib
+
+
+VERL_CRITIC_TOKENS = 32768  # verl 0.9.1's CriticConfig.ppo_infer_max_token_len_per_gpu (not in its yaml)
+
+
+def critic_knobs(verl: dict[str, Any], sequence: int) -> dict[str, Any]:
+    """The critic's knobs as verl 0.9.1 runs it (trainer/ppo/v1/trainer_base.py init_workers): a TrainingWorker whose
+    engine is `critic.fsdp` (FSDPEngineConfig: use_dynamic_bsz true unless set there) with
+    `critic.ppo_infer_max_token_len_per_gpu` as its token budget for both the value pass and the update; the
+    critic's own use_dynamic_bsz / ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu do not reach that
+    engine. verl's need_critic (launch.readiness.trains_critic) says whether there is one."""
+    from launch.readiness import trains_critic
+
+    if not trains_critic(verl):
+        return {}
+    critic = verl["critic"]
+    engine = critic.get("fsdp") or {}
+    model = critic.get("model") or {}
+    dynamic = bool(engine.get("use_dynamic_bsz", True))
+    budget = int(critic.get("ppo_infer_max_token_len_per_gpu") or VERL_CRITIC_TOKENS)
+    micro = engine.get("micro_batch_size_per_gpu") or critic.get("ppo_micro_batch_size_per_gpu") or 1
+    rollout_n = int(verl["actor_rollout_ref"]["rollout"]["n"])
+    return {
+        "critic": True,
+        "critic_param_offload": bool(engine.get("param_offload", False)),
+        "critic_optimizer_offload": bool(engine.get("optimizer_offload", False)),
+        "critic_dynamic_bsz": dynamic,
+        "critic_tokens": budget if dynamic else int(micro) * sequence,
+        "critic_checkpointing": bool(model.get("enable_gradient_checkpointing", True)),
+        "critic_sequence_parallel": max(1, int(engine.get("ulysses_sequence_parallel_size") or 1)),
+        "critic_mini_batch_sequences": int(critic.get("ppo_mini_batch_size") or 0) * rollout_n,
+        "critic_lora_rank": int(model.get("lora_rank") or 0),
+        "critic_model_dtype_bytes": 2 if str(engine.get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16") else 4,
+        "critic_optimizer_temporaries": foreach_optimizer(critic.get("optim") or {}),
+    }
+
+
+def reward_model_knobs(verl: dict[str, Any]) -> dict[str, Any]:
+    """A reward model on the actor's GPUs: reward.reward_model.enable without a resource pool of its own (verl 0.9
+    then places it in the global pool, trainer_base.py init_resource_pool_mgr)."""
+    reward_model = (verl.get("reward") or {}).get("reward_model") or {}
+    if not reward_model.get("enable") or reward_model.get("enable_resource_pool"):
+        return {}
+    rollout = reward_model.get("rollout") or {}
+    return {
+        "reward_model": True,
+        "reward_engine": str(rollout.get("name") or "vllm"),
+        "reward_engine_fraction": float(rollout.get("gpu_memory_utilization") or 0.5),
+    }
 
 
 def foreach_optimizer(optim: dict[str, Any]) -> bool:
@@ -396,7 +522,17 @@ def entropy_bytes(knobs: Knobs, tokens: int, vocab: int, backward: bool) -> floa
     return (training if backward else forward) * counted * vocab
 
 
-STATE_TERMS = ("params", "grads", "optimizer", "pcgrad buffers", "ref params", "bf16 model copy", "bf16 gradients")
+STATE_TERMS = (
+    "params",
+    "grads",
+    "optimizer",
+    "pcgrad buffers",
+    "ref params",
+    "bf16 model copy",
+    "bf16 gradients",
+    "critic state",
+    "actor state",
+)
 
 
 OUTSIDE_TORCH_TERMS = ("non-torch", "NCCL buffers")  # what torch's memory counters never see
@@ -422,7 +558,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
     gradients the mini-batch's earlier micro-batches left) and the optimizer step (all states and AdamW's
     temporaries, activations gone)."""
     states = model_states(arch, knobs)
-    tokens = knobs.tokens_per_gpu(knobs.train_tokens)
+    tokens = knobs.train_tokens_on_gpu
     entropy = entropy_bytes(knobs, tokens, arch.vocab, backward=True)
     optimizer_in_backward = 0.0 if knobs.optimizer_offload else states["optimizer"]
     copy = compute_copy(arch, knobs)
@@ -445,6 +581,9 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
         **kept,
         "optimizer step": states["optimizer step"],
     }
+    if knobs.critic:  # the critic's states that are not offloaded sit beside the actor's update
+        critic = {"critic state": critic_resident_state(arch, knobs)}
+        backward, step = backward | critic, step | critic
     moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
     terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen, knobs)
     note = f"peak at the {moment}; {tokens} tokens per micro-batch"
@@ -454,12 +593,13 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
 def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
     """Old (and ref) log-prob recomputation: forward only, its own micro-batch."""
     states = model_states(arch, knobs)
-    tokens = knobs.tokens_per_gpu(knobs.logprob_tokens)
+    tokens = knobs.logprob_tokens_on_gpu
     ref_resident = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
     values = {
         "params": states["params"],
         "optimizer": 0.0 if knobs.optimizer_offload else states["optimizer"],
         "ref params": ref_resident,
+        **({"critic state": critic_resident_state(arch, knobs)} if knobs.critic else {}),
         **compute_copy(arch, knobs),
         **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab, backward=False)),
     }
@@ -468,16 +608,124 @@ def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
 
 
 def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
-    """What the trainer keeps on the card while the engine is awake. Gradients and PCGrad's task buffers are not
-    among it: both are freed after the update's last mini-batch (algos/verl_pcgrad.py), and verl empties torch's
-    cache before it wakes the engine (engine_workers update_weights)."""
+    """What the trainer keeps on the card while the engine is awake: the actor's (and ref's) states that are not
+    offloaded, and the critic's. Gradients and PCGrad's task buffers are not among it: both are freed after the
+    update's last mini-batch (algos/verl_pcgrad.py), and verl empties torch's cache before it wakes the engine
+    (engine_workers update_weights)."""
     if not knobs.trainer_beside_engine:
         return 0.0
+    return actor_resident_state(arch, knobs) + (critic_resident_state(arch, knobs) if knobs.critic else 0.0)
+
+
+def actor_resident_state(arch: Architecture, knobs: Knobs) -> float:
+    """The actor's and the ref's states that stay on the card outside their own phases (not offloaded)."""
     states = model_states(arch, knobs)
     params = 0.0 if knobs.param_offload else states["params"]
     optimizer = 0.0 if knobs.optimizer_offload else states["optimizer"]
     ref = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
     return params + optimizer + ref
+
+
+# --- the critic: a value model of the actor's architecture (verl: AutoModelForTokenClassification, one label) -------
+
+
+def critic_params(arch: Architecture) -> int:
+    """The decoder, its embeddings and final norm, and a hidden x 1 value head instead of the vocabulary head."""
+    return arch.layers * arch.layer_params + arch.vocab * arch.hidden + 2 * arch.hidden
+
+
+def critic_view(knobs: Knobs) -> Knobs:
+    """The critic's own knobs in the actor's places, for the state terms they share."""
+    return replace(
+        knobs,
+        param_offload=knobs.critic_param_offload,
+        optimizer_offload=knobs.critic_optimizer_offload,
+        lora_rank=knobs.critic_lora_rank,
+        model_dtype_bytes=knobs.critic_model_dtype_bytes,
+        optimizer_temporaries=knobs.critic_optimizer_temporaries,
+        pcgrad_tasks=0,
+        fsdp_size=-1,
+    )
+
+
+def critic_states(arch: Architecture, knobs: Knobs) -> dict[str, float]:
+    """Bytes per GPU of the critic's model states, sharded over all the GPUs (verl's critic.fsdp.fsdp_size -1)."""
+    scale = critic_params(arch) / arch.params  # the same decoder without the vocabulary head
+    return {name: value * scale for name, value in model_states(arch, critic_view(knobs)).items()}
+
+
+def critic_resident_state(arch: Architecture, knobs: Knobs) -> float:
+    """The critic's states that stay on the card outside its own phases: its params and optimizer unless offloaded."""
+    states = critic_states(arch, knobs)
+    params = 0.0 if knobs.critic_param_offload else states["params"]
+    return params + (0.0 if knobs.critic_optimizer_offload else states["optimizer"])
+
+
+def critic_unit(arch: Architecture) -> dict[str, float]:
+    """bf16 parameters FSDP gathers at once for the critic: the embeddings and two decoder layers."""
+    return {"gathered unit": 2.0 * (arch.vocab * arch.hidden + 2 * arch.layer_params)}
+
+
+def critic_training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """The critic's update: its states, a micro-batch's saved activations and one recomputed layer (the value head
+    has no vocabulary-sized logits), or its optimizer step; the actor's resident states beside it."""
+    states = critic_states(arch, knobs)
+    tokens = knobs.critic_train_tokens_on_gpu
+    resident = {"actor state": actor_resident_state(arch, knobs)}
+    activations = {"activations": saved_activations(arch, knobs.critic_checkpointing, tokens)}
+    if knobs.critic_checkpointing:
+        activations["recomputed layer"] = recomputed_layer(arch, tokens)
+    backward = {
+        "params": states["params"],
+        "grads": states["grads"],
+        "optimizer": 0.0 if knobs.critic_optimizer_offload else states["optimizer"],
+        **critic_unit(arch),
+        **activations,
+        **resident,
+    }
+    step = {
+        "params": states["params"],
+        "grads": states["grads"],
+        "optimizer": states["optimizer"],
+        "optimizer step": states["optimizer step"],
+        **resident,
+    }
+    moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
+    terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen, knobs)
+    note = f"peak at the {moment}; {tokens} tokens per micro-batch"
+    return Phase("critic update", tuple(terms), capacity_gib, (note,))
+
+
+def critic_value_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """The critic's value pass over the batch: forward only, the same token budget as its update."""
+    states = critic_states(arch, knobs)
+    tokens = knobs.critic_value_tokens_on_gpu
+    values = {
+        "params": states["params"],
+        "optimizer": 0.0 if knobs.critic_optimizer_offload else states["optimizer"],
+        "actor state": actor_resident_state(arch, knobs),
+        **critic_unit(arch),
+        "output hidden states": OUTPUT_BYTES_PER_TOKEN_HIDDEN * arch.hidden * tokens,
+        "layer working set": forward_working_set(arch, tokens),
+    }
+    terms = [Term(name, _gib(value)) for name, value in values.items()] + margin_terms(values, knobs)
+    return Phase("values", tuple(terms), capacity_gib, (f"{tokens} tokens per micro-batch",))
+
+
+def reward_model_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+    """A colocated reward model's engine, awake after generation (the actor's engine asleep) beside the resident
+    trainer state; its reservation follows its engine's rule (vLLM: of total, SGLang: of free memory). The reward
+    model's own architecture is not read, so whether its KV cache holds a sequence is not judged."""
+    resident = _gib(resident_trainer_state(arch, knobs))
+    outside = outside_torch(knobs)
+    free = capacity_gib - resident - sum(term.gib for term in outside)
+    total = capacity_gib if knobs.reward_engine != "sglang" else max(free, 0.0)
+    terms = (
+        Term("resident trainer state", resident),
+        Term(f"reward model {knobs.reward_engine} reservation", knobs.reward_engine_fraction * total),
+        *outside,
+    )
+    return Phase("reward model", terms, capacity_gib, ("its KV cache room is not judged: its architecture is unread",))
 
 
 def engine_memory(arch: Architecture, knobs: Knobs, capacity_gib: float) -> tuple[float, float, float, float]:
@@ -529,15 +777,26 @@ def host_ram_per_node(arch: Architecture, knobs: Knobs) -> float:
     per_gpu += arch.params * 2 / knobs.shard_group if knobs.ref_model and knobs.ref_param_offload else 0.0
     if knobs.engine_weights_in_host_ram:  # sleep level 1 (older vLLM, SGLang); level 2 drops them
         per_gpu += arch.params * 2 / knobs.rollout_tp
+    if knobs.critic:
+        critic = critic_states(arch, knobs)
+        per_gpu += critic["params"] if knobs.critic_param_offload else 0.0
+        per_gpu += critic["optimizer"] if knobs.critic_optimizer_offload else 0.0
     return knobs.gpus_per_node * (_gib(per_gpu) + HOST_GIB_PER_GPU_PROCESS) + HOST_BASE_GIB_PER_NODE
 
 
 def estimate(arch: Architecture, knobs: Knobs, capacity_gib: float) -> list[Phase]:
-    return [
+    """Every phase of a step that this run has, in verl's order of a step's memory: the actor's update and
+    log-prob pass, generation, then the critic's update and value pass and a colocated reward model."""
+    phases = [
         training_phase(arch, knobs, capacity_gib),
         logprob_phase(arch, knobs, capacity_gib),
         rollout_phase(arch, knobs, capacity_gib),
     ]
+    if knobs.critic:
+        phases += [critic_training_phase(arch, knobs, capacity_gib), critic_value_phase(arch, knobs, capacity_gib)]
+    if knobs.reward_model:
+        phases.append(reward_model_phase(arch, knobs, capacity_gib))
+    return phases
 
 
 def flops_per_token(arch: Architecture, sequence: int) -> float:

@@ -7,6 +7,8 @@ changes (judge, pure); settle applies them to the config once, before the plan i
 Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that fits), tune
 (raise micro-batch / token budget and engine concurrency to the largest that fit with TUNE_HEADROOM spare), warn,
 off. fix and tune never change a key the user set on the command line; they say so instead.
+A misfit also gets the cheapest change that fits, searched (fitting_change): whether offloading the trainer's states
+(host RAM permitting) or a larger rollout TP fits the run's own GPUs, and the smallest GPU count that fits as it is.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from launch.compose_once import Resolve
 from launch.errors import UserError
 from launch.facts import Facts
 from launch.job_software import job_software, skipped_engine_check
+from launch.lengths import TypicalLengths, typical_lengths
 from launch.memory import (
     Architecture,
     Knobs,
+    critic_knobs,
     engine_memory,
     estimate,
     flops_per_token,
@@ -34,14 +38,16 @@ from launch.memory import (
 )
 from launch.overrides import keys_of
 from launch.plan import llm_architecture
-from launch.readiness import trains_critic
+from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import refusal
 from launch.rundir import Plan
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
 TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
 MAX_ENGINE_SEQS = 1024
-TYPICAL_FRACTION = 0.5  # "typical" sequences: half the maximum prompt + response length (README: worst case vs typical)
+TYPICAL_FRACTION = 0.5  # without lengths of the run's own (launch/lengths.py): half the maximum prompt + response
+NODE_GPUS = 8  # the usual node a GPU profile describes: a run of a partial node grows to one before adding nodes
+MAX_NODES = 64  # the GPU-count search stops here (512 GPUs of 8-GPU nodes)
 
 # verl key of each knob a fix or tune may set
 KEYS = {
@@ -57,6 +63,12 @@ KEYS = {
     "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "max_num_seqs": "actor_rollout_ref.rollout.max_num_seqs",
     "nnodes": "trainer.nnodes",
+    "gpus_per_node": "trainer.n_gpus_per_node",
+    "ref_param_offload": "actor_rollout_ref.ref.fsdp_config.param_offload",
+    # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list
+    "critic_param_offload": "critic.fsdp.param_offload",
+    "critic_optimizer_offload": "critic.fsdp.optimizer_offload",
+    "critic_tokens": "+critic.ppo_infer_max_token_len_per_gpu",
 }
 
 REF_KEYS = {
@@ -79,9 +91,10 @@ def fits(arch: Architecture, knobs: Knobs, capacity: float, headroom: float = 1.
     return all(phase.fits and phase.peak_gib <= capacity * headroom for phase in estimate(arch, knobs, capacity))
 
 
-def sequence_per_gpu_limit(knobs: Knobs, mini_batch_sequences: int) -> int:
-    """verl never packs more than a GPU's share of a mini-batch into one micro-batch."""
-    return max(1, mini_batch_sequences // knobs.n_gpus)
+def sequence_per_gpu_limit(knobs: Knobs, mini_batch_sequences: int = 0) -> int:
+    """verl never packs more than a data-parallel rank's share of a mini-batch into one micro-batch (the mini-batch
+    x n over GPUs / Ulysses SP: engine_workers.py train_mini_batch)."""
+    return max(1, knobs.share(mini_batch_sequences or knobs.mini_batch_sequences))
 
 
 def with_train_tokens(knobs: Knobs, tokens: int) -> Knobs:
@@ -119,22 +132,190 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
                 "logprob_micro_batch": max(1, (knobs.logprob_micro_batch or 1) // 2),
             }
             fixes.append(Fix(f"halve the micro-batch to {micro}", changes))
+    if knobs.critic and not knobs.critic_optimizer_offload:
+        fixes.append(Fix("offload the critic's optimizer state to host RAM", {"critic_optimizer_offload": True}))
     if not knobs.optimizer_offload:
         fixes.append(Fix("offload the optimizer state to host RAM between updates", {"optimizer_offload": True}))
+    if knobs.critic and not knobs.critic_param_offload:
+        fixes.append(Fix("offload the critic's parameters to host RAM", {"critic_param_offload": True}))
     if not knobs.param_offload:
         fixes.append(Fix("offload the parameters to host RAM between phases", {"param_offload": True}))
     if knobs.rollout_tp * 2 <= knobs.gpus_per_node:
         fixes.append(Fix(f"raise rollout TP to {knobs.rollout_tp * 2}", {"rollout_tp": knobs.rollout_tp * 2}))
-    fixes.append(Fix(f"use twice the GPUs ({knobs.n_gpus * 2})", {"n_gpus": knobs.n_gpus * 2}))
+    chained = knobs
+    for fix in fixes:
+        chained = with_changes(chained, **fix.changes)
+    more = smallest_gpu_count(arch, chained, capacity)
+    if more is not None and more.n_gpus > knobs.n_gpus:
+        fixes.append(Fix(f"use {gpus_text(more)}", count_changes(more, chained)))
     return fixes
+
+
+def gpus_text(knobs: Knobs) -> str:
+    nodes = knobs.n_gpus // knobs.gpus_per_node
+    return f"{knobs.n_gpus} GPUs ({nodes} node(s) x {knobs.gpus_per_node})"
+
+
+def gpu_counts(knobs: Knobs) -> list[tuple[int, int]]:
+    """(nodes, GPUs per node) above the run's count, ascending: a partial node first grows to a whole one (of
+    NODE_GPUS), then whole nodes are added."""
+    per_node, nodes = knobs.gpus_per_node, max(1, knobs.n_gpus // knobs.gpus_per_node)
+    counts = []
+    if nodes == 1 and per_node < NODE_GPUS:
+        wider = per_node * 2
+        while wider <= NODE_GPUS:
+            counts.append((1, wider))
+            wider *= 2
+        per_node, nodes = max(per_node, NODE_GPUS), 1
+    return counts + [(more, per_node) for more in range(nodes + 1, MAX_NODES + 1)]
+
+
+def splits(knobs: Knobs) -> bool:
+    """verl can run this GPU count: the mini-batch and the batch split over its data-parallel ranks
+    (train_mini_batch asserts it) and rollout TP divides its GPUs."""
+    ranks = knobs.data_parallel
+    divides = all(not sequences or sequences % ranks == 0 for sequences in (knobs.mini_batch_sequences,))
+    return divides and knobs.n_gpus % knobs.rollout_tp == 0 and knobs.n_gpus % knobs.sequence_parallel == 0
+
+
+def host_fits(arch: Architecture, knobs: Knobs, host_gib_per_gpu: float) -> bool:
+    return not host_gib_per_gpu or host_ram_per_node(arch, knobs) <= host_gib_per_gpu * knobs.gpus_per_node
+
+
+def smallest_gpu_count(
+    arch: Architecture, knobs: Knobs, capacity: float, host_gib_per_gpu: float = 0.0
+) -> Knobs | None:
+    """The knobs at the smallest GPU count (gpu_counts) at which these knobs fit, with the smallest rollout TP from
+    the run's own that fits (the engine's weights alone can outgrow its share of a card at any count), or None up to
+    MAX_NODES nodes. Each GPU holds a smaller share of the model states, and of the batch."""
+    for nodes, per_node in gpu_counts(knobs):
+        tp = knobs.rollout_tp
+        while tp <= per_node:
+            candidate = with_changes(knobs, n_gpus=nodes * per_node, gpus_per_node=per_node, rollout_tp=tp)
+            if splits(candidate) and fits(arch, candidate, capacity) and host_fits(arch, candidate, host_gib_per_gpu):
+                return candidate
+            tp *= 2
+    return None
+
+
+def count_changes(more: Knobs, knobs: Knobs) -> dict[str, Any]:
+    """The Knobs changes of a GPU count found by smallest_gpu_count."""
+    changes: dict[str, Any] = {"n_gpus": more.n_gpus, "gpus_per_node": more.gpus_per_node}
+    return changes | ({"rollout_tp": more.rollout_tp} if more.rollout_tp != knobs.rollout_tp else {})
+
+
+OFFLOADS = {  # cheapest first: the optimizer moves once per update, the parameters once per phase
+    "optimizer offload": {"optimizer_offload": True, "critic_optimizer_offload": True},
+    "param+optimizer offload": {
+        "optimizer_offload": True,
+        "param_offload": True,
+        "ref_param_offload": True,
+        "critic_optimizer_offload": True,
+        "critic_param_offload": True,
+    },
+}
+
+
+def same_gpu_options(knobs: Knobs) -> list[tuple[str, dict[str, Any]]]:
+    """Changes that keep the run's GPUs, cheapest first: offloading the trainer's states, then a larger rollout TP
+    (each TP that divides a node's GPUs), then both."""
+    offloads = [
+        (name, {key: value for key, value in changes.items() if getattr(knobs, key) != value})
+        for name, changes in OFFLOADS.items()
+    ]
+    offloads = [(name, changes) for name, changes in offloads if changes]
+    wider, tps = knobs.rollout_tp * 2, []
+    while wider <= knobs.gpus_per_node and knobs.gpus_per_node % wider == 0:
+        tps.append((f"rollout TP {wider}", {"rollout_tp": wider}))
+        wider *= 2
+    both = [(f"{name} and {tp}", changes | tp_changes) for name, changes in offloads for tp, tp_changes in tps]
+    return offloads + tps + both
+
+
+def change_overrides(changes: dict[str, Any], knobs: Knobs) -> list[str]:
+    return as_overrides(overrides_for(changes, knobs))
+
+
+def fitting_change(arch: Architecture, knobs: Knobs, capacity: float, host_gib_per_gpu: float) -> dict[str, Any]:
+    """The cheapest change that makes a misfit fit: on the run's own GPUs (offload, host RAM permitting, or a larger
+    rollout TP), and the smallest GPU count at today's knobs (and, when nothing fits the run's GPUs, with offload).
+    `summary` says it in one line, e.g. "fits on 8 with param+optimizer offload (host RAM 1.1 TiB/node); without
+    offload needs 32"."""
+    found: dict[str, Any] = {"on_your_gpus": None, "gpus_needed": None}
+    for name, changes in same_gpu_options(knobs):
+        candidate = with_changes(knobs, **changes)
+        if fits(arch, candidate, capacity) and host_fits(arch, candidate, host_gib_per_gpu):
+            found["on_your_gpus"] = {
+                "change": name,
+                "overrides": change_overrides(changes, knobs),
+                "host_ram_gib_per_node": round(host_ram_per_node(arch, candidate), 1),
+            }
+            break
+    more = smallest_gpu_count(arch, knobs, capacity, host_gib_per_gpu)
+    if more is not None:
+        changes = count_changes(more, knobs)
+        found["gpus_needed"] = {
+            "gpus": more.n_gpus,
+            "rollout_tp": more.rollout_tp,
+            "overrides": change_overrides(changes, knobs),
+        }
+    offload = {key: value for key, value in OFFLOADS["param+optimizer offload"].items() if getattr(knobs, key) != value}
+    if found["on_your_gpus"] is None and offload:  # fewer GPUs may do with the states in host RAM
+        fewer = smallest_gpu_count(arch, with_changes(knobs, **offload), capacity, host_gib_per_gpu)
+        if fewer is not None and (more is None or fewer.n_gpus < more.n_gpus):
+            found["gpus_needed_offloaded"] = {
+                "gpus": fewer.n_gpus,
+                "rollout_tp": fewer.rollout_tp,
+                "overrides": change_overrides(offload | count_changes(fewer, knobs), knobs),
+                "host_ram_gib_per_node": round(host_ram_per_node(arch, fewer), 1),
+            }
+    found["summary"] = fitting_summary(found, knobs)
+    return found
+
+
+def tib_or_gib(gib: float) -> str:
+    return f"{gib / 1024:.1f} TiB" if gib >= 1024 else f"{gib:.0f} GiB"
+
+
+def fitting_summary(found: dict[str, Any], knobs: Knobs) -> str:
+    """One line: what fits the run's GPUs, else the GPU count that fits with offload; then the count without it."""
+    mine, needed, offloaded = found["on_your_gpus"], found["gpus_needed"], found.get("gpus_needed_offloaded")
+
+    def tp(count: dict[str, Any]) -> str:
+        return f" (rollout TP {count['rollout_tp']})" if count["rollout_tp"] != knobs.rollout_tp else ""
+
+    if mine is not None:
+        host = tib_or_gib(mine["host_ram_gib_per_node"])
+        parts = [f"fits on {knobs.n_gpus} with {mine['change']} (host RAM {host}/node)"]
+    else:
+        parts = [f"no offload or rollout TP fits it on {knobs.n_gpus}"]
+    if offloaded is not None:
+        host = tib_or_gib(offloaded["host_ram_gib_per_node"])
+        parts.append(
+            f"with param+optimizer offload it needs {offloaded['gpus']} GPUs{tp(offloaded)} (host RAM {host}/node)"
+        )
+    if needed is None:
+        parts.append(f"no GPU count up to {MAX_NODES} nodes fits it as it is")
+    else:
+        without = f"without {mine['change'].split(' and ')[0]}" if mine is not None else "as it is"
+        parts.append(f"{without} it needs {needed['gpus']} GPUs{tp(needed)}")
+    return "; ".join(parts)
 
 
 def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
     """Knobs changes -> verl key overrides."""
     out = {}
+    per_node = int(changes.get("gpus_per_node", knobs.gpus_per_node))
     for name, value in changes.items():
         if name == "n_gpus":
-            out[KEYS["nnodes"]] = value // knobs.gpus_per_node if value >= knobs.gpus_per_node else 1
+            out[KEYS["nnodes"]] = value // per_node if value >= per_node else 1
+        elif name == "gpus_per_node":
+            if value != knobs.gpus_per_node:
+                out[KEYS["gpus_per_node"]] = value
+        elif name == "ref_param_offload" and not knobs.ref_model:
+            continue  # no reference model to offload
+        elif name.startswith("critic_") and not knobs.critic:
+            continue  # no critic
         elif name == "train_tokens" and not knobs.dynamic_bsz:
             continue  # follows micro_batch
         elif name == "logprob_tokens" and not knobs.dynamic_bsz:
@@ -201,31 +382,44 @@ def largest(arch: Architecture, capacity: float, candidates: list[Knobs]) -> Kno
     return best
 
 
-def train_candidates(knobs: Knobs, mini_batch_sequences: int) -> list[Knobs]:
-    """Token budgets in TOKEN_STEPs up to the GPU's share of a mini-batch, or the micro-batches that divide it (verl
+def budget_limit(knobs: Knobs, share: int) -> int:
+    """The largest token budget per GPU that verl can fill from a rank's share: the share's tokens over its Ulysses
+    group (a group packs budget x SP)."""
+    return share * knobs.sequence // knobs.sequence_parallel
+
+
+def train_candidates(knobs: Knobs, mini_batch_sequences: int = 0) -> list[Knobs]:
+    """Token budgets in TOKEN_STEPs up to the rank's share of a mini-batch, or the micro-batches that divide it (verl
     requires that)."""
     share = sequence_per_gpu_limit(knobs, mini_batch_sequences)
     if knobs.dynamic_bsz:
-        return [
-            with_changes(knobs, train_tokens=t) for t in range(knobs.sequence, share * knobs.sequence + 1, TOKEN_STEP)
-        ]
+        top = max(knobs.sequence, budget_limit(knobs, share))
+        return [with_changes(knobs, train_tokens=t) for t in range(knobs.sequence, top + 1, TOKEN_STEP)]
     return [with_train_tokens(knobs, m * knobs.sequence) for m in range(1, share + 1) if share % m == 0]
 
 
-def logprob_candidates(knobs: Knobs, batch_sequences: int) -> list[Knobs]:
-    """The log-prob pass goes over the whole batch: budgets up to the GPU's share of it."""
-    share = max(1, batch_sequences // knobs.n_gpus)
+def logprob_candidates(knobs: Knobs, batch_sequences: int = 0) -> list[Knobs]:
+    """The log-prob pass goes over the whole batch: budgets up to the rank's share of it, or the micro-batches that
+    divide it (verl's prepare_micro_batches asserts whole micro-batches)."""
+    share = max(1, knobs.share(batch_sequences or knobs.batch_sequences))
     if knobs.dynamic_bsz:
-        budgets = range(knobs.sequence, share * knobs.sequence + 1, TOKEN_STEP)
+        budgets = range(knobs.sequence, max(knobs.sequence, budget_limit(knobs, share)) + 1, TOKEN_STEP)
         return [with_changes(knobs, logprob_tokens=t) for t in budgets]
-    return [with_changes(knobs, logprob_micro_batch=m, logprob_tokens=m * knobs.sequence) for m in range(1, share + 1)]
+    return [
+        with_changes(knobs, logprob_micro_batch=m, logprob_tokens=m * knobs.sequence)
+        for m in range(1, share + 1)
+        if share % m == 0
+    ]
 
 
-def engine_sequences(arch: Architecture, knobs: Knobs, capacity: float) -> int:
-    """How many typical-length sequences the engine's KV cache holds (what max_num_seqs can usefully be)."""
+def engine_sequences(arch: Architecture, knobs: Knobs, capacity: float, typical_tokens: int = 0) -> int:
+    """How many typical-length sequences the engine's KV cache holds, at most what one engine replica gets of the
+    batch (what max_num_seqs can usefully be)."""
     kv_room = engine_memory(arch, knobs, capacity)[3]
-    per_sequence = kv_per_sequence_gib(arch, knobs, max(1, int(knobs.sequence * TYPICAL_FRACTION)))
-    return int(kv_room / per_sequence) if per_sequence > 0 and kv_room > 0 else 0
+    length = typical_tokens or max(1, int(knobs.sequence * TYPICAL_FRACTION))
+    per_sequence = kv_per_sequence_gib(arch, knobs, length)
+    held = int(kv_room / per_sequence) if per_sequence > 0 and kv_room > 0 else 0
+    return min(held, knobs.engine_share) if knobs.engine_share else held
 
 
 def tune(
@@ -233,14 +427,16 @@ def tune(
     knobs: Knobs,
     capacity: float,
     locked: set[str],
-    mini_batch_sequences: int,
+    mini_batch_sequences: int = 0,
     batch_sequences: int = 0,
     what: tuple[str, ...] = TUNABLE,
+    typical_tokens: int = 0,
 ) -> dict:
     """Raise what leaves memory idle, in order, each to the largest value that fits with TUNE_HEADROOM spare (so
     one step more does not): the training micro-batch or token budget, the log-prob micro-batch or budget (over
     `batch_sequences`), the engine's memory fraction, then its concurrency (the typical-length sequences its KV cache
-    holds). Keys the user set stay. Returns Knobs changes."""
+    holds, at most one engine replica's share of the batch). Shares: the knobs' own mini-batch and batch, unless
+    given. Keys the user set stay. Returns Knobs changes."""
     changes: dict[str, Any] = {}
     train_key = KEYS["train_tokens"] if knobs.dynamic_bsz else KEYS["micro_batch"]
     if "train" in what and train_key not in locked:
@@ -251,7 +447,7 @@ def tune(
             )
             knobs = best
     logprob_key = KEYS["logprob_tokens"] if knobs.dynamic_bsz else KEYS["logprob_micro_batch"]
-    if "logprob" in what and batch_sequences and logprob_key not in locked:
+    if "logprob" in what and (batch_sequences or knobs.batch_sequences) and logprob_key not in locked:
         best = largest(arch, capacity, logprob_candidates(knobs, batch_sequences))
         if best is not None and best.logprob_tokens != knobs.logprob_tokens:
             changes.update(
@@ -267,7 +463,7 @@ def tune(
             changes["engine_fraction"] = best.engine_fraction
             knobs = best
     if "max_num_seqs" in what and KEYS["max_num_seqs"] not in locked:
-        wanted = min(MAX_ENGINE_SEQS, engine_sequences(arch, knobs, capacity))
+        wanted = min(MAX_ENGINE_SEQS, engine_sequences(arch, knobs, capacity, typical_tokens))
         if wanted > knobs.max_num_seqs:
             changes["max_num_seqs"] = wanted
     return changes
@@ -297,13 +493,12 @@ def run(
     bf16_tflops: float,
     policy: str,
     overrides: list[str],
-    mini_batch_sequences: int,
-    batch_sequences: int = 0,
-    length_fraction: float = TYPICAL_FRACTION,
+    lengths: TypicalLengths,
+    host_gib_per_gpu: float = 0.0,
 ) -> dict[str, Any]:
     """The verdict for the plan as it is, and the verl keys the policy changes with their typed values
     (`apply_overrides`): `fix` the cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned
-    from the fixed plan)."""
+    from the fixed plan). A misfit also carries `fits_with`: the cheapest change that fits, searched."""
     locked = user_keys(overrides)
     verdict = summarize(arch, knobs, capacity, bf16_tflops) | {"policy": policy}
     applicable: dict[str, Any] = {}
@@ -314,37 +509,46 @@ def run(
         )
         if not applicable:
             verdict["unfixable_without_your_keys"] = True
+        verdict["fits_with"] = fitting_change(arch, knobs, capacity, host_gib_per_gpu)
     proposed: dict[str, Any] = {}
     if policy in ("fix", "tune") and not verdict["fits"]:
         proposed = dict(applicable)
     if policy == "tune" and (verdict["fits"] or applicable):
-        tuned = tune(arch, fixed, capacity, locked, mini_batch_sequences, batch_sequences)
+        tuned = tune(arch, fixed, capacity, locked, typical_tokens=lengths.sequence_tokens)
         proposed.update(overrides_for(tuned, fixed))
     verdict["apply_overrides"] = proposed
-    verdict["typical"] = typical(arch, knobs, capacity, mini_batch_sequences, length_fraction)
+    verdict["typical"] = typical(arch, knobs, capacity, lengths)
     return verdict
 
 
-def typical(
-    arch: Architecture, knobs: Knobs, capacity: float, mini_batch_sequences: int, fraction: float = TYPICAL_FRACTION
-) -> dict[str, Any]:
-    """The peaks when every sequence is `fraction` of its maximum length: what a run usually sees. The verdict
-    stays on the worst case (full-length sequences filling the micro-batch or the token budget); a token budget is
-    filled by typical sequences too, up to the GPU's share of a mini-batch."""
-    length = max(1, int(knobs.sequence * fraction))
+def at_lengths(knobs: Knobs, prompt_tokens: int, response_tokens: int) -> Knobs:
+    """The knobs with every sequence at these lengths: a micro-batch of whole sequences holds shorter ones, a token
+    budget holds more of them (up to the rank's share, which Knobs caps)."""
+    usual = with_changes(knobs, prompt_length=prompt_tokens, response_length=response_tokens)
     if knobs.dynamic_bsz:
-        share = sequence_per_gpu_limit(knobs, mini_batch_sequences) * length
-        usual = with_changes(knobs, train_tokens=min(knobs.train_tokens, share))
-    else:
-        usual = with_changes(
-            knobs,
-            train_tokens=(knobs.micro_batch or 1) * length,
-            logprob_tokens=(knobs.logprob_micro_batch or 1) * length,
-        )
-    phases = estimate(arch, usual, capacity)
+        return usual
+    length = usual.sequence
+    changes: dict[str, Any] = {
+        "train_tokens": (knobs.micro_batch or 1) * length,
+        "logprob_tokens": (knobs.logprob_micro_batch or 1) * length,
+    }
+    if knobs.critic and not knobs.critic_dynamic_bsz:
+        changes["critic_tokens"] = knobs.critic_tokens // max(1, knobs.sequence) * length
+    return with_changes(usual, **changes)
+
+
+def typical(arch: Architecture, knobs: Knobs, capacity: float, lengths: TypicalLengths) -> dict[str, Any]:
+    """The peaks when every sequence has the typical lengths (launch/lengths.py: the user's launch.expect.*, measured
+    ones, else half the maximum): what a run usually sees. The verdict stays on the worst case (full-length sequences
+    filling the micro-batch or the token budget)."""
+    prompt = max(0, min(knobs.prompt_length, int(lengths.prompt_tokens)))
+    response = max(1, min(knobs.response_length, int(lengths.response_tokens)))
+    phases = estimate(arch, at_lengths(knobs, prompt, response), capacity)
     return {
-        "sequence_tokens": length,
-        "fraction_of_max": fraction,
+        "prompt_tokens": prompt,
+        "response_tokens": response,
+        "sequence_tokens": prompt + response,
+        "source": lengths.source,
         "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
         "fits": all(phase.fits for phase in phases),
     }
@@ -356,11 +560,11 @@ def judge(
     llm: dict[str, Any],
     overrides: list[str],
     packages: dict[str, str],
-    length_fraction: float = TYPICAL_FRACTION,
+    lengths: TypicalLengths | None = None,
 ) -> dict[str, Any]:
     """The preflight of one job's config (cfg: the composed config; verl: its resolved verl keys; llm: the
-    architecture launch/plan.py's llm_architecture finds; packages: the venv's; length_fraction: the sequences' share
-    of their maximum length for the `typical` figures). Pure."""
+    architecture launch/plan.py's llm_architecture finds; packages: the venv's; lengths: the typical lengths for the
+    `typical` figures, by default launch/lengths.py's from cfg). Pure."""
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
     software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
     knobs = with_changes(
@@ -370,7 +574,6 @@ def judge(
     )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)
-    mini_batch_sequences = verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * knobs_rollout_n(verl)
     verdict = run(
         Architecture.from_llm(llm),
         knobs,
@@ -378,35 +581,31 @@ def judge(
         float(cfg.gpu.bf16_tflops),
         str(cfg.launch.preflight),
         overrides,
-        mini_batch_sequences,
-        int(verl["data"]["train_batch_size"]) * knobs_rollout_n(verl),
-        length_fraction,
+        lengths or typical_lengths(cfg),
+        float(cfg.gpu.host_ram_gib_per_gpu),
     )
     skipped = skipped_engine_check(verl)
     verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}
     verdict["knobs"] = asdict(knobs)  # what was judged: the doctor reads it back instead of rebuilding it
-    verdict["not_counted"] = not_counted(verl)
+    verdict["not_counted"] = not_counted(verl, llm)
     return verdict
 
 
-def check_plan(
-    cfg: Any, plan: Any, packages: dict[str, str], length_fraction: float = TYPICAL_FRACTION
-) -> dict[str, Any]:
+def check_plan(cfg: Any, plan: Any, packages: dict[str, str], lengths: TypicalLengths | None = None) -> dict[str, Any]:
     """The preflight of a planned job (launch.plan.Plan): what-if questions of the report, the fit table and tests."""
-    return judge(cfg, plan.verl, plan.llm, plan.overrides, packages, length_fraction)
+    return judge(cfg, plan.verl, plan.llm, plan.overrides, packages, lengths)
 
 
-def not_counted(verl: dict[str, Any]) -> list[str]:
-    """What the estimator does not model yet, said in the plan rather than left out silently."""
-    algorithm = verl["algorithm"]
+def not_counted(verl: dict[str, Any], llm: dict[str, Any]) -> list[str]:
+    """What the estimator does not model exactly, said in the plan rather than left out silently."""
     missing = []
-    if trains_critic(verl):
-        missing.append(
-            f"the critic (algorithm.adv_estimator={algorithm['adv_estimator']}): its model states, activations and "
-            "value pass share the actor's GPUs in verl, and are not in the peaks above"
-        )
-    if (verl.get("reward", {}).get("reward_model") or {}).get("enable"):
-        missing.append("the reward model (reward.reward_model.enable=true): not in the peaks above")
+    critic_path = str(verl["critic"]["model"].get("path") or "") if critic_knobs(verl, 0) else ""
+    # verl's placeholder path becomes the actor's before the job runs (readiness.critic_from_actor)
+    if critic_path not in ("", VERL_CRITIC_PLACEHOLDER, str(verl["actor_rollout_ref"]["model"]["path"])):
+        missing.append(f"the critic's model {critic_path}: counted with the actor's architecture ({llm.get('name')})")
+    reward_model = (verl.get("reward") or {}).get("reward_model") or {}
+    if reward_model.get("enable") and not reward_model.get("enable_resource_pool"):
+        missing.append("the reward model's KV cache room (its architecture is not read; its reservation is counted)")
     return missing
 
 

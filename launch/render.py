@@ -184,7 +184,7 @@ def refusal(verdict: dict[str, Any], job: str, verb: str = "refuses") -> str:
     misfit = verdict["arithmetic"][list(verdict["phases"]).index(verdict["misfit"])]
     fixes = verdict.get("first_fitting_fixes") or []
     found = verdict.get("fits_with") or {}
-    mine, needed = found.get("on_your_gpus"), found.get("gpus_needed")
+    mine, needed = found.get("on_your_gpus"), found.get("gpus_needed_offloaded") or found.get("gpus_needed")
     # the searched change when the cheapest-first chain finds none: on these GPUs, else the GPU count
     searched = (mine or needed or {}).get("overrides") or []
     fix_text = " ".join(fixes or searched) or "none fits: use a bigger card or shorter lengths"

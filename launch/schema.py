@@ -44,16 +44,6 @@ def choices_of(schema: type, name: str) -> tuple[str, ...]:
 
 
 @dataclass(kw_only=True)
-class LargeModelNeeds:
-    """What a model too big for the profile's defaults on one 8-GPU node needs (checked by tests/test_preflight.py
-    against the estimator: with these it fits, with half the GPUs it does not)."""
-
-    min_gpus: int | None = None  # None: does not fit at any GPU count with these lengths (see note)
-    rollout_tp: int = 1
-    note: str = ""
-
-
-@dataclass(kw_only=True)
 class GpuProfile:
     """Hardware facts of one card and of the node it typically sits in. The hardware knobs themselves are verl keys
     that the profile's yaml sets (micro-batches, token budgets, engine memory and concurrency, checkpointing,
@@ -74,8 +64,6 @@ class GpuProfile:
     nvml_names: list[str] = field(default_factory=list)  # substrings of NVML's device name that mean this card
     min_total_gib: float = 0.0  # NVML total memory at least this (tells A100 40GB from 80GB)
     gres_type: str = ""  # the usual SLURM GRES type name of this card (mapped per cluster by cluster.gres_types)
-    # llm name -> what it needs beyond one node with the defaults (every other shipped llm fits 8 of these cards)
-    large_models: dict[str, LargeModelNeeds] = field(default_factory=dict)
     selected_by: str = "chosen on the command line"  # why this profile was used (gpu=auto says what it detected)
 
 

@@ -23,7 +23,7 @@ from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
 from launch.facts import Facts, is_local_path
 from launch.job_software import skipped_engine_check
-from launch.overrides import holds_interpolation, keys_of
+from launch.overrides import holds_interpolation
 from launch.plan import GLOBAL_MICRO_BATCHES
 from launch.ranges import select
 from launch.rundir import Plan, Resources
@@ -236,34 +236,29 @@ def check_rollout_engine(verl: ConfigView) -> None:
         )
 
 
-STATE_PLACEMENT_KEYS = {
-    f"actor_rollout_ref.actor.fsdp_config.{name}" for name in ("param_offload", "optimizer_offload", "offload_policy")
-}
-
-
-def check_large_model(cfg: DictConfig, plan: Plan) -> None:
-    """What the profile knows about a model too big for one node (gpu.large_models) comes before any TP arithmetic:
-    "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom. The table holds for the profile's own
-    model states (full fine-tuning, its offload settings); a LoRA run or one that offloads otherwise (verl's 72B LoRA
-    example runs on 8 H100s) is the preflight's to judge."""
-    needs = (cfg.gpu.get("large_models") or {}).get(str(plan.llm["name"]))
+def check_gpu_count(cfg: DictConfig, plan: Plan) -> None:
+    """A run that no offload or rollout TP fits on its GPUs is refused before any TP arithmetic, with the GPU count the
+    preflight searched (its `fits_with`): "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom.
+    Under launch.preflight=warn (or off) it runs anyway; a misfit that some change fits on its GPUs is the
+    preflight's own refusal (gate), which names that change."""
+    verdict = plan.preflight
+    if verdict is None or verdict["fits"] or str(cfg.launch.preflight) != "fail":
+        return
+    found = verdict.get("fits_with") or {}
+    if found.get("on_your_gpus") is not None:
+        return
     n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
-    if needs is None or (needs.min_gpus is not None and n_gpus >= needs.min_gpus):
-        return
-    if int(cfg.actor_rollout_ref.model.lora_rank or 0) > 0 or keys_of(plan.overrides) & STATE_PLACEMENT_KEYS:
-        return
     card = f"{cfg.gpu.name} ({cfg.gpu.card})"
-    if needs.min_gpus is None:
+    needed = found.get("gpus_needed_offloaded") or found.get("gpus_needed")
+    if needed is None:
         raise UserError(
-            f"{plan.llm['name']} does not fit {card} at any GPU count with these lengths (gpu.large_models: "
-            f"{needs.note}): pick a bigger card (gpu=...) or shorten data.max_response_length"
+            f"{plan.llm['name']} does not fit {card} at any GPU count with these lengths ({found.get('summary')}): "
+            "pick a bigger card (gpu=...) or shorten data.max_response_length; launch.preflight=warn runs it anyway"
         )
-    per_node = max(plan.resources.gpus_per_node, min(8, needs.min_gpus))  # 8: the usual node, a profile's premise
-    nodes = -(-needs.min_gpus // per_node)
     raise UserError(
-        f"{plan.llm['name']} needs at least {needs.min_gpus} {cfg.gpu.name} GPUs (gpu.large_models) with rollout TP "
-        f"{needs.rollout_tp}, but the run has {n_gpus}: set trainer.n_gpus_per_node={per_node} trainer.nnodes={nodes} "
-        f"actor_rollout_ref.rollout.tensor_model_parallel_size={needs.rollout_tp}, or pick a bigger card"
+        f"{plan.llm['name']} needs at least {needed['gpus']} {cfg.gpu.name} GPUs (the run has {n_gpus}; "
+        f"{found['summary']}): set {' '.join(needed['overrides'])}, or pick a bigger card; launch.preflight=warn "
+        "runs it anyway"
     )
 
 
@@ -456,7 +451,7 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_cluster(cfg, plan.resources, facts)
     check_placeholders(plan.verl)
     check_fork_keys(plan.verl)
-    check_large_model(cfg, plan)
+    check_gpu_count(cfg, plan)
     verl = ConfigView(plan.verl)
     check_rollout_engine(verl)
     check_reward_function(verl)

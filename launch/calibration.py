@@ -27,6 +27,7 @@ import math
 import os
 import statistics
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
@@ -38,7 +39,7 @@ from omegaconf import DictConfig
 from launch.lengths import typical_lengths
 from launch.memory import Architecture, Knobs
 from launch.readiness import trains_critic
-from launch.rundir import CALIBRATION_FILE, Plan, load_plan, read_history
+from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path, load_plan, read_history, read_records
 from launch.steptime import PHASES, Card, Lengths, StepTime, forecast
 
 STORE_FILE = "calibration.jsonl"
@@ -354,6 +355,39 @@ def ingest(run_dir: Path, runs_dir: str | Path | None = None) -> StoreRecord | N
     if record is not None:
         append(store_path(runs_dir if runs_dir is not None else Path(plan.run_dir).parent.parent), record)
     return record
+
+
+# --- in the job ---------------------------------------------------------------------------------------------------
+
+
+FOLLOW_POLL_S = 15.0  # how often the job looks for step k in the attempt's metrics (verl steps take minutes)
+
+
+def ingest_quietly(run_dir: Path, runs_dir: Path) -> None:
+    """The job's ingest: a failure to calibrate is said in the job's log and never fails the run."""
+    try:
+        record = ingest(run_dir, runs_dir)
+        if record is not None:
+            print(f"rlaunch: calibration: {CALIBRATION_FILE} written, {runs_dir / STORE_FILE} appended", flush=True)
+    except Exception as error:  # noqa: BLE001 (the run matters more than its calibration)
+        print(f"rlaunch: calibration skipped: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+
+
+def follow(run_dir: Path, runs_dir: Path, attempt: int, after_step: int, stop: threading.Event) -> threading.Thread:
+    """A daemon thread that ingests the run once its attempt has logged `after_step` steps (then exits), or when
+    `stop` is set first."""
+
+    def watch() -> None:
+        log = attempt_log_path(run_dir, attempt)
+        while not stop.wait(FOLLOW_POLL_S):
+            steps = [step for step, _ in read_records(log)] if log.exists() else []
+            if len(steps) >= after_step:
+                ingest_quietly(run_dir, runs_dir)
+                return
+
+    thread = threading.Thread(target=watch, name="rlaunch-calibration", daemon=True)
+    thread.start()
+    return thread
 
 
 # --- planning: the nearest records correct the model ---------------------------------------------------------------

@@ -6,6 +6,8 @@ cluster=local machine (a head alone). Both go through `run_head`, so a local run
 job runs. On preemption (USR2) or at the time limit submitit calls `RunInAllocation.checkpoint` and requeues the
 same callable; the requeued attempt finds the same run directory and verl resumes with trainer.resume_mode=auto
 from <run_dir>/checkpoints. A job requeued again and again without ever reaching its first checkpoint stops.
+While verl runs, the head's hang watchdog (launch/watchdog.py) watches its steps; an attempt it stops as hung, with
+every node's stacks recorded, is requeued at most once, and only when the stacks point to a transient cause.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import submitit
 
-from launch import provenance, ray_cluster
+from launch import calibration, provenance, ray_cluster, watchdog
 from launch.gpu import detect_gpus
 from launch.overrides import hydra_quoted
 from launch.rundir import (
@@ -91,16 +96,23 @@ def token_path_of(plan: Plan) -> Path:
     return ray_cluster.auth_token_path(Path(plan.run_dir), plan.cluster_settings.ray_auth_token_file)
 
 
-def run_driver(plan: Plan, head_address: str, attempt: int, provenance_overrides: list[str]) -> int:
-    """verl's own entry point on the planned config, connected to the job's Ray, its own process group."""
+def run_driver(
+    plan: Plan,
+    head_address: str,
+    attempt: int,
+    provenance_overrides: list[str],
+    watch: watchdog.HangWatch | None = None,
+) -> int:
+    """verl's own entry point on the planned config, connected to the job's Ray, its own process group; with a
+    watch, stopped when the watch finds it hung."""
     command, attempt_env = attempt_command(plan, attempt, provenance_overrides)
     environment = ray_cluster.ray_environment(token_path_of(plan))
     env = {**environment, **plan.worker_env, **attempt_env, "RAY_ADDRESS": head_address}
     driver = subprocess.Popen(command, cwd=plan.run_dir, env=env, start_new_session=True)
     try:
-        return driver.wait()
+        return watch.wait(driver) if watch is not None else driver.wait()
     finally:
-        if driver.poll() is None:  # preempted: submitit's handler is unwinding us
+        if driver.poll() is None:  # preempted (submitit's handler is unwinding us), or hung (its stacks are recorded)
             os.killpg(driver.pid, signal.SIGTERM)
             try:
                 driver.wait(timeout=20)
@@ -113,13 +125,61 @@ def announce(line: str | None) -> None:
         print(line, flush=True)
 
 
-def run_head(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> int:
+def ray_status_command(topology: ray_cluster.Topology) -> list[str]:
+    ray = Path(sys.executable).parent / "ray"  # the venv's own, as `ray start` (a job's PATH need not hold the venv)
+    return [str(ray) if ray.exists() else "ray", "status", f"--address={topology.head_address}"]
+
+
+def end_hung_attempt(plan: Plan, record: dict[str, Any], requeue: Callable[[], None] | None) -> None:
+    """A hang is requeued at most once, and only on a transient cause (the rule is watchdog.requeue_refusal's, which
+    checkpoint() applies too); otherwise, or where nothing requeues (cluster=local), the attempt fails as a hang."""
+    run_dir = Path(plan.run_dir)
+    refusal = watchdog.requeue_refusal(run_dir, record["attempt"])
+    if requeue is not None and refusal is None:
+        print(f"rlaunch: hang: {watchdog.summary(record)}; requeued once (the stacks point to a transient cause)")
+        sys.stdout.flush()
+        requeue()  # submitit requeues the job and ends this process; it returns only where nothing acted on it
+        refusal = "the requeue signal was not acted on"
+    if requeue is not None:
+        (run_dir / NOT_REQUEUED_FILE).write_text(f"{refusal}\n")
+    why = refusal or "cluster=local: nothing requeues it"
+    raise RuntimeError(f"hang: {watchdog.summary(record)}; not requeued: {why} (run {plan.run_id})")
+
+
+def requeue_through_submitit() -> None:
+    """submitit requeues a Checkpointable job on its preemption signal, after asking checkpoint() (which may still
+    refuse, with its reason in not_requeued.txt): the same path as a preemption."""
+    signal.raise_signal(getattr(signal, f"SIG{submitit.JobEnvironment.USR_SIG}"))
+
+
+def runs_dir_of(plan: Plan) -> Path:
+    """The runs dir the run was planned in (<runs_dir>/<sweep>/<run>): where the cluster's calibration store is."""
+    return Path(plan.run_dir).parent.parent
+
+
+def measure_against_plan(plan: Plan, attempt: int, stop: threading.Event) -> bool:
+    """launch.calibration=auto: calibration.json and a store record once the attempt has logged
+    launch.calibrate_after_step steps (a thread), and again when the attempt ends (the caller)."""
+    after_step = plan.cluster_settings.calibrate_after_step
+    if after_step is None or plan.time is None:
+        return False
+    calibration.follow(Path(plan.run_dir), runs_dir_of(plan), attempt, after_step, stop)
+    return True
+
+
+def run_head(
+    plan: Plan, topology: ray_cluster.Topology, timeout_s: float, requeue: Callable[[], None] | None = None
+) -> int:
+    """`requeue`: how this job requeues itself after a hang (None: it cannot)."""
     run_dir = Path(plan.run_dir)
     token_path = token_path_of(plan)
     record_attempt(plan, topology.gpus)
     attempt = len(attempts(run_dir))
     provenance_overrides = provenance.record_attempt(run_dir, attempt)
     head = None
+    watch = None
+    stop_measuring = threading.Event()
+    calibrating = False
     try:
         topology = ray_cluster.with_free_ports(topology, 0)
         announce(ray_cluster.moved_note(topology, 0))
@@ -135,12 +195,27 @@ def run_head(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> in
         (run_dir / READY_MARKER.format(tag=topology.attempt_tag)).touch()
         with (run_dir / RAY_READY_FILE).open("a") as log:
             log.write(json.dumps({"nodes": len(topology.nodes), "seconds_after_job_start": round(ready, 2)}) + "\n")
-        code = run_driver(plan, topology.head_address, attempt, provenance_overrides)
+        watch = watchdog.watch_for(
+            plan,
+            attempt,
+            topology.nodes,
+            topology.attempt_tag,
+            head.process.pid,
+            ray_status_command(topology),
+            ray_cluster.ray_environment(token_path),
+        )
+        calibrating = measure_against_plan(plan, attempt, stop_measuring)
+        code = run_driver(plan, topology.head_address, attempt, provenance_overrides, watch)
     finally:
         (run_dir / DONE_MARKER.format(tag=topology.attempt_tag)).touch()  # the workers stop waiting, whatever happened
         ray_cluster.copy_logs(topology, 0, run_dir, token_path)
         if head is not None:
             ray_cluster.stop_node(head.process)
+        stop_measuring.set()
+        if calibrating:  # the attempt's end, however it ended: what it measured goes to the store
+            calibration.ingest_quietly(run_dir, runs_dir_of(plan))
+    if watch is not None and watch.hang is not None:
+        end_hung_attempt(plan, watch.hang, requeue)
     if code != 0:
         raise RuntimeError(f"verl exited with code {code} (run {plan.run_id}; its output is in this job's log)")
     return code
@@ -169,8 +244,13 @@ def run_worker(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> 
     worker = ray_cluster.start_node(
         topology, rank, run_dir / f"ray_start-{topology.nodes[rank]}-{rank}.log", token_path
     )
+    dumped = False
     try:
         while not done.exists():
+            # the head found the attempt hung: this node's stacks, once
+            dumped = dumped or watchdog.answer_dump_request(
+                run_dir, topology.attempt_tag, topology.nodes[rank], worker.process.pid
+            )
             reason = worker.failure()
             if reason and ready.exists():  # the job's Ray was up: this node was lost mid-run, the driver sees it too
                 code, why = worker.process.returncode, ray_cluster.last_error_line(worker.log_path)
@@ -196,7 +276,7 @@ class RunInAllocation(submitit.helpers.Checkpointable):
         timeout_s = float(plan.cluster_settings.ray_timeout_s)
         topology = ray_cluster.topology_from_slurm(os.environ, logical_cpus(plan), detect_gpus().count)
         if topology.rank == 0:
-            return run_head(plan, topology, timeout_s)
+            return run_head(plan, topology, timeout_s, requeue_through_submitit)
         return run_worker(plan, topology, timeout_s)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission | None:
@@ -210,6 +290,8 @@ class RunInAllocation(submitit.helpers.Checkpointable):
         reason = ""
         if len(history) > limit:
             reason = f"requeued {len(history) - 1} times: cluster.max_requeues={limit} reached"
+        elif hang_refusal := watchdog.requeue_refusal(Path(self.run_dir), len(history)):
+            reason = hang_refusal
         elif len(history) >= 3 and checkpointed_step(plan) == 0:
             reason = (
                 f"{len(history)} attempts and never a first checkpoint: lower trainer.save_freq "

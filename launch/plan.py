@@ -361,7 +361,13 @@ def make_plan(
         driver_command=make_driver_command(driver_of(cfg), python, run_dir),
         worker_env=worker_env,
         cluster_settings=JobSettings(
-            int(cfg.cluster.max_requeues), int(cfg.cluster.ray_timeout_s), cfg.cluster.ray_auth_token_file
+            int(cfg.cluster.max_requeues),
+            int(cfg.cluster.ray_timeout_s),
+            cfg.cluster.ray_auth_token_file,
+            hang_enabled=bool(cfg.launch.hang.enabled),
+            hang_factor=float(cfg.launch.hang.factor),
+            hang_floor_s=float(cfg.launch.hang.floor_s),
+            calibrate_after_step=int(cfg.launch.calibrate_after_step) if cfg.launch.calibration == "auto" else None,
         ),
         overrides=list(overrides),
         warnings=warnings

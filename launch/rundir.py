@@ -47,11 +47,18 @@ class Resources:
 
 @dataclass(frozen=True)
 class JobSettings:
-    """What the job itself reads of cluster/ (the rest of it was used up by planning)."""
+    """What the job itself reads of cluster/, launch.hang and launch.calibration (the rest was used up by planning)."""
 
     max_requeues: int
     ray_timeout_s: int
     ray_auth_token_file: str | None  # a site's own Ray token; None: the run's own, made at submission
+    # the hang watchdog (launch/watchdog.py), from launch.hang.*; a plan.json written before it had none: off
+    hang_enabled: bool = False
+    hang_factor: float = 5.0
+    hang_floor_s: float = 1800.0
+    # launch.calibration=auto: the job measures itself against the plan after this step and at each attempt's end
+    # (launch/calibration.py); a plan.json written before it had none: off
+    calibrate_after_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,17 @@ def append_attempt(run_dir: Path, record: dict[str, Any]) -> None:
 def attempt_log_path(run_dir: Path, attempt: int) -> Path:
     """Where verl's file logger writes during attempt `attempt` (1-based) of a run."""
     return run_dir / METRICS_DIR / f"attempt-{attempt}.jsonl"
+
+
+def hang_records(run_dir: Path) -> list[dict[str, Any]]:
+    """The hang watchdog's records of the run (HANG_FILE: a JSON list, one object per attempt it stopped; a single
+    object is read as one), each with its attempt; a file cut short (the job killed while writing it) holds none."""
+    try:
+        records = json.loads((run_dir / HANG_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    records = records if isinstance(records, list) else [records]
+    return [record for record in records if isinstance(record, dict) and isinstance(record.get("attempt"), int)]
 
 
 # --- what verl logged: one metrics file per attempt, merged ----------------------------------------------------------

@@ -4,7 +4,7 @@ Runs on: the login node (planning), and wherever the calibration store is read (
 model at a run's measured lengths, so that the ratio it stores is the model's error and not the lengths').
 
 A step of verl's hybrid engine is four phases in sequence on the same GPUs (verl's `timing_s/*` metrics, see
-docs/facts.md#verl-step-timing):
+docs/facts.md#verl):
 - generate (`timing_s/gen`): the engine prefills the prompts, compute-bound, then decodes. Decode is bound by memory
   bandwidth: every decode step reads the engine's weight shard and the KV cache of the sequences in flight, so a step
   costs max(bytes / bandwidth, FLOPs / peak) plus the engine's per-step overhead (scheduling, sampling, launches).

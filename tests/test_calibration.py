@@ -345,10 +345,26 @@ def test_status_on_the_dev_cluster_shows_the_forecast_of_a_run_slower_than_plann
         result = subprocess.run(status, capture_output=True, text=True, env={**os.environ, **slurm_env}, timeout=60)
         return result.stdout if "forecast: step 4/128" in result.stdout else None
 
+    run_dir = Path(plan.run_dir)
     try:
         out = wait_until(forecast_shown, 240, "status to show the running job's forecast")
+        # the job measured itself against its plan after step launch.calibrate_after_step (3), while it ran
+        wait_until((run_dir / CALIBRATION_FILE).exists, 120, "the job to write calibration.json after step 3")
     finally:
-        (Path(plan.run_dir) / "release").write_text("")
+        (run_dir / "release").write_text("")
     assert f"at {slow:.0f} s/step (plan {plan.time.step_s:g} s, 5.0x)" in out, out
     assert "WARNING: at" in out and "the first checkpoint (step 50) lands after the time limit" in out, out
     assert "5.0x the plan's" in out
+    measured = json.loads((run_dir / CALIBRATION_FILE).read_text())
+    assert measured["time"]["measured_s"]["step"] == pytest.approx(slow, rel=1e-3)
+    assert measured["time"]["error_pct"]["step"] == pytest.approx(-80.0, abs=0.5)  # the plan was 5x too quick
+    # and once more when the attempt ended: the store holds this run, once for the planner
+    store = store_path(run_dir.parent.parent)
+
+    def ingested_at_the_end() -> bool:
+        return len(read_store(store)[0]) >= 2
+
+    wait_until(ingested_at_the_end, 180, "the job to append its record when the attempt ended")
+    records, warnings = read_store(store)
+    assert not warnings and len(calibration.latest_per_run(tuple(records))) == 1
+    assert records[-1].measured_s["generate"] == pytest.approx(0.5 * slow, rel=1e-3)

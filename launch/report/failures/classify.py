@@ -11,7 +11,6 @@ rlaunch's wrapper, the node-local logs copied into the run (launch/report/failur
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -29,7 +28,7 @@ from launch.report.failures.signatures import (
     match_kind,
     strip_prefix,
 )
-from launch.rundir import HANG_DIR, HANG_FILE
+from launch.rundir import HANG_DIR, hang_records
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 EVIDENCE_CHARS = 300
@@ -217,34 +216,22 @@ class HangRecord:
 
 
 def read_hang_records(run_dir: Path) -> list[HangRecord]:
-    """The watchdog's records of the run: one object per stopped attempt, or a list of them; a file cut short (the
-    job killed while writing) is no record."""
-    path = run_dir / HANG_FILE
-    if not path.is_file():
-        return []
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return []
-    records = []
-    for item in data if isinstance(data, list) else [data]:
-        if not isinstance(item, dict) or not isinstance(item.get("attempt"), int):
-            continue
-        records.append(
-            HangRecord(
-                attempt=item["attempt"],
-                phase=item.get("phase"),
-                stuck_ranks=[str(rank) for rank in item.get("stuck_ranks") or []],
-                last_step=item.get("last_step"),
-                waited_s=float(item.get("waited_s") or 0.0),
-                window_s=float(item.get("window_s") or 0.0),
-                expected_step_s=item.get("expected_step_s"),
-                transient=bool(item.get("transient")),
-                evidence=str(item.get("evidence") or ""),
-                stacks_dir=str(item.get("stacks_dir") or f"{HANG_DIR}/attempt-{item['attempt']}"),
-            )
+    """The watchdog's records of the run (rundir.hang_records reads the file), typed."""
+    return [
+        HangRecord(
+            attempt=item["attempt"],
+            phase=item.get("phase"),
+            stuck_ranks=[str(rank) for rank in item.get("stuck_ranks") or []],
+            last_step=item.get("last_step"),
+            waited_s=float(item.get("waited_s") or 0.0),
+            window_s=float(item.get("window_s") or 0.0),
+            expected_step_s=item.get("expected_step_s"),
+            transient=bool(item.get("transient")),
+            evidence=str(item.get("evidence") or ""),
+            stacks_dir=str(item.get("stacks_dir") or f"{HANG_DIR}/attempt-{item['attempt']}"),
         )
-    return records
+        for item in hang_records(run_dir)
+    ]
 
 
 COLLECTIVE_CALL = re.compile(r"all_reduce|allreduce|all_gather|allgather|broadcast|barrier|reduce_scatter|all_to_all")

@@ -1,0 +1,756 @@
+"""The hang watchdog: an attempt in which no training step completes within max(K x the expected step time, a floor)
+is stopped as a hang, after every process's stack has been recorded.
+
+Runs on: the job head (launch/job.py: it watches the driver's progress in verl's per-attempt metrics file, asks every
+node for its stacks, writes <run_dir>/hang.json) and every other node of a SLURM job (its task, waiting for the head
+to finish, records its own node's stacks when the head asks through the shared run directory).
+
+Every process: a node's processes are the descendants of its own `ray start --block` (the raylet and every Ray worker
+it spawned: verl's workers, its TaskRunner, reward and rollout actors, Ray's agents), and on the head also the
+driver and its children. Each Python process among them is dumped with py-spy (`py-spy dump --json`), which reads a
+running interpreter's stacks without stopping it for long; the per-node task owns exactly its node's Ray, so no Ray
+call (which a hung cluster may never answer) is needed to find them. Where py-spy cannot attach (no ptrace: a
+container without CAP_SYS_PTRACE, kernel.yama.ptrace_scope), the attempt is still stopped and the record says why
+its stacks are missing.
+
+What the stacks say: each process's task thread is idle, waiting on Ray (ray.get: a consequence, never the cause),
+blocked in a collective (torch.distributed, NCCL, gloo), in a network read (socket, HTTP, gRPC), or elsewhere in code.
+A hang whose blocked processes all wait on a collective or the network may pass (a flaky link, a stalled peer); one
+blocked in code (a deadlock, a reward function spinning on one input) would hang the same way again. Only the first
+kind is requeued, and a run's hang at most once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launch.rundir import HANG_DIR, HANG_FILE, Plan, attempt_log_path, hang_records
+
+DUMP_REQUEST = ".hang_dump-{tag}"  # in the run dir: the head asks every node for its stacks (content: the stacks dir)
+NODE_STACKS = "{node}.json"  # in the stacks dir: one node's processes, classified; written last, so it marks "done"
+RAY_STATUS_FILE = "ray_status.txt"
+SUMMARY_FILE = "summary.txt"
+STEP_TIME = "timing_s/step"  # verl's whole-step timer (it includes validation and checkpoint saves)
+PY_SPY_TIMEOUT_S = 30.0
+NODE_ANSWER_TIMEOUT_S = 120.0  # a node whose task does not answer by then is named in the record instead
+RAY_STATUS_TIMEOUT_S = 60.0
+PARALLEL_DUMPS = 8
+
+# --- the window -------------------------------------------------------------------------------------------------------
+
+
+def predicted_step_s(plan: Plan) -> float | None:
+    """The plan's predicted seconds per step (its step-time forecast), else the readiness record's time check's;
+    None when nothing predicts one."""
+    forecast = plan.time.step_s if plan.time is not None else ((plan.readiness or {}).get("time") or {}).get("step_s")
+    return float(forecast) if isinstance(forecast, int | float) and forecast > 0 else None
+
+
+def expected_step_s(predicted: float | None, measured: list[float]) -> float | None:
+    """Once the run has measured steps, the slowest of them (steps that validate or save a checkpoint are slower, and
+    they recur); before, the plan's prediction."""
+    return max(measured) if measured else predicted
+
+
+def hang_window_s(expected: float | None, factor: float, floor_s: float) -> float:
+    """max(K x the expected step time, the floor); the floor alone when nothing predicts a step."""
+    return max(factor * expected, floor_s) if expected else floor_s
+
+
+def poll_interval_s(floor_s: float) -> float:
+    """How often the head looks at the metrics file: a small part of the shortest possible window, 1-10 s."""
+    return min(10.0, max(1.0, floor_s / 20))
+
+
+# --- progress ---------------------------------------------------------------------------------------------------------
+
+
+class MetricsTail:
+    """The records verl's file logger appended since the last read: whole lines only (a line being written is read
+    next time); a file that shrank (a logger that started over) is read again from its start."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def new_records(self) -> list[tuple[int, dict[str, Any]]]:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return []
+        if size < self.offset:
+            self.offset = 0
+        with self.path.open("rb") as metrics:
+            metrics.seek(self.offset)
+            chunk = metrics.read(size - self.offset)
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        return list(parse_records(complete.decode(errors="replace").splitlines()))
+
+
+def parse_records(lines: Iterable[str]) -> Iterable[tuple[int, dict[str, Any]]]:
+    """verl's file-logger lines {"step": N, "data": {...}}; anything else is no step."""
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and isinstance(record.get("data"), dict):
+            yield record["step"], record["data"]
+
+
+def measured_step_times(records: Iterable[tuple[int, dict[str, Any]]]) -> list[float]:
+    return [float(data[STEP_TIME]) for _, data in records if isinstance(data.get(STEP_TIME), int | float)]
+
+
+@dataclass
+class Progress:
+    """The attempt's progress as the head sees it: when the driver started, when the last step record appeared, and
+    every step time measured so far (this attempt's and earlier attempts' of the run)."""
+
+    started_at: float  # time.monotonic() when the driver started
+    predicted_s: float | None
+    factor: float
+    floor_s: float
+    last_progress_at: float = 0.0
+    last_step: int | None = None
+    measured: list[float] = field(default_factory=list)
+    observed_intervals: list[float] = field(default_factory=list)  # between records, for loggers without step times
+
+    def __post_init__(self) -> None:
+        self.last_progress_at = self.last_progress_at or self.started_at
+
+    def observe(self, records: list[tuple[int, dict[str, Any]]], now: float) -> None:
+        """New step records read at `now`: the clock restarts."""
+        if not records:
+            return
+        self.observed_intervals.append(now - self.last_progress_at)
+        self.measured += measured_step_times(records)
+        self.last_step = records[-1][0]
+        self.last_progress_at = now
+
+    @property
+    def expected_s(self) -> float | None:
+        # a logger without verl's step timer: the intervals the head saw between records (the first one includes
+        # the start-up, so it is left out while there are others)
+        measured = self.measured or self.observed_intervals[1:] or []
+        return expected_step_s(self.predicted_s, measured)
+
+    @property
+    def window_s(self) -> float:
+        return hang_window_s(self.expected_s, self.factor, self.floor_s)
+
+    def waited_s(self, now: float) -> float:
+        return now - self.last_progress_at
+
+    def overdue(self, now: float) -> bool:
+        return self.waited_s(now) >= self.window_s
+
+
+# --- one node's processes ---------------------------------------------------------------------------------------------
+
+
+def children_by_parent() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])  # the command name may hold spaces and parentheses
+        children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+def process_tree(root: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    """`root` and all its descendants, parents first."""
+    children = children_by_parent() if children is None else children
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop(0)
+        tree.append(pid)
+        pending += sorted(children.get(pid, []))
+    return tree
+
+
+def read_proc(pid: int, name: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:
+        return b""
+
+
+def command_line(pid: int) -> str:
+    """As the process shows it (a Ray worker retitles itself ray::Class.method)."""
+    return read_proc(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def is_python(pid: int) -> bool:
+    try:
+        executable = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return False
+    return executable.startswith("python") or command_line(pid).startswith("ray::")
+
+
+def rank_of(pid: int) -> str | None:
+    """RANK from the process's environment: verl gives each worker of a group its rank through Ray's runtime env."""
+    for entry in read_proc(pid, "environ").split(b"\0"):
+        if entry.startswith(b"RANK="):
+            return entry[5:].decode(errors="replace") or None
+    return None
+
+
+def py_spy() -> str | None:
+    """The py-spy next to this interpreter (the venv's), else on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def py_spy_dump(pid: int) -> tuple[list[dict[str, Any]] | None, str]:
+    """(threads as py-spy's JSON gives them, "") or (None, why not)."""
+    executable = py_spy()
+    if executable is None:
+        return None, "py-spy is not installed here (pip install py-spy)"
+    command = [executable, "dump", "--json", "--pid", str(pid)]
+    for _ in range(2):  # an interpreter that has just started is not readable yet: once more, a second later
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=PY_SPY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None, f"py-spy did not answer within {PY_SPY_TIMEOUT_S:.0f} s"
+        if result.returncode == 0:
+            try:
+                return json.loads(result.stdout), ""
+            except json.JSONDecodeError:
+                return None, f"py-spy wrote no JSON: {result.stdout.strip()[:200]}"
+        why = next((line for line in result.stderr.splitlines() if line.strip()), f"exit {result.returncode}")
+        if "python version" not in why:
+            break
+        time.sleep(1.0)
+    if re.search(r"permission denied|not permitted|EPERM|os error 1\b", why, re.IGNORECASE):
+        why += " (ptrace refused: kernel.yama.ptrace_scope, or a container without CAP_SYS_PTRACE)"
+    return None, why.strip()[:300]
+
+
+# --- what a stack says ------------------------------------------------------------------------------------------------
+
+IDLE, RAY_WAIT, COLLECTIVE, NETWORK, CODE, UNREADABLE = (
+    "idle",
+    "ray_wait",
+    "collective",
+    "network",
+    "code",
+    "unreadable",
+)
+TRANSIENT_STATES = (COLLECTIVE, NETWORK)
+# installed packages whose frames are the run's own work; every other package's, the standard library's and console
+# scripts' are plumbing between a blocking call and the application code that made it (or all of a Ray daemon's stack)
+APPLICATION_PACKAGES = ("verl", "vllm", "sglang", "transfer_queue", "algos", "rewards", "launch")
+COLLECTIVE_FILE = re.compile(r"torch/distributed/|nccl|gloo|ray/util/collective/|pynccl")
+NETWORK_FILE = re.compile(
+    r"(^|/)(socket|ssl)\.py$|(^|/)http/client\.py$|(^|/)(urllib3|requests|httpx|httpcore|aiohttp|grpc|zmq)/"
+)
+RAY_WAIT_CALL = re.compile(r"(^|\.)(get|wait|get_objects|wait_objects)$")
+RAY_EXECUTOR = re.compile(r"actor_method_executor|function_executor")
+# verl's phase, named as its timers name them (timing_s/<phase>), by the method the stacks show
+PHASE_OF_METHOD = {
+    "generate_sequences": "gen",
+    "_fetch_one_gen_batch": "gen",
+    "_submit_batch_to_rollout": "gen",
+    "_add_batch_to_generate": "gen",
+    "_compute_reward_colocate": "reward",
+    "compute_reward": "reward",
+    "compute_score": "reward",
+    "compute_rm_score": "reward",
+    "_compute_old_log_prob": "old_log_prob",
+    "compute_log_prob": "old_log_prob",
+    "_compute_ref_log_prob": "ref",
+    "compute_ref_log_prob": "ref",
+    "_compute_values": "values",
+    "compute_values": "values",
+    "_compute_advantage": "adv",
+    "_update_critic": "update_critic",
+    "update_critic": "update_critic",
+    "_update_actor": "update_actor",
+    "update_actor": "update_actor",
+    "train_mini_batch": "update_actor",
+    "_save_checkpoint": "save_checkpoint",
+    "save_checkpoint": "save_checkpoint",
+    "_validate": "testing",
+}
+
+
+def frame_text(frame: dict[str, Any]) -> str:
+    return f"{frame.get('name')} ({frame.get('short_filename') or frame.get('filename')}:{frame.get('line')})"
+
+
+def is_library(frame: dict[str, Any]) -> bool:
+    """A frame of the plumbing (the standard library, Ray, torch, HTTP clients, a console script), not of the run's
+    own code (verl, an engine, a reward function, a script)."""
+    path = str(frame.get("filename") or "")
+    if "/site-packages/" in path or "/dist-packages/" in path:
+        package = re.split(r"/(?:site|dist)-packages/", path)[-1].split("/")[0]
+        return package not in APPLICATION_PACKAGES
+    return bool(re.search(r"/lib/python3\.\d+/|/bin/[^/]+$|^<frozen ", path))
+
+
+def task_frames(thread: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A thread's frames (innermost first) if it runs a task; None for a thread that waits for work (a Ray worker's
+    loop, Ray's and the standard library's own background threads)."""
+    frames = thread.get("frames") or []
+    executor = next((i for i, frame in enumerate(frames) if RAY_EXECUTOR.search(str(frame.get("name")))), None)
+    if executor is not None:  # a Ray worker: the frames inside the executor are the task's
+        return frames[: executor + 1] if executor > 0 else None
+    if any("ray/_private/worker.py" in str(f.get("filename")) and "main_loop" in str(f.get("name")) for f in frames):
+        return None  # a Ray worker waiting for its next task
+    if thread.get("thread_name") == "MainThread" or thread.get("os_thread_id") == thread.get("pid"):
+        return frames
+    return None if all(is_library(frame) for frame in frames) else frames
+
+
+def classify_frames(frames: list[dict[str, Any]]) -> tuple[str, str, str]:
+    """(state, the blocked call, the application's frame that made it) of one task thread."""
+    if all(is_library(frame) for frame in frames):  # Ray's own daemons, an event loop waiting: no work of the run's
+        return IDLE, frame_text(frames[0]) if frames else "", ""
+    blocked = frame_text(frames[0])
+    walked = []
+    for frame in frames:
+        walked.append(frame)
+        if not is_library(frame):
+            break
+    caller = frame_text(walked[-1]) if len(walked) > 1 else ""
+    for frame in walked:
+        path = str(frame.get("filename") or "")
+        if COLLECTIVE_FILE.search(path) or re.search(r"nccl|gloo", str(frame.get("name")), re.IGNORECASE):
+            return COLLECTIVE, blocked, caller
+    for frame in walked:
+        if NETWORK_FILE.search(str(frame.get("filename") or "")):
+            return NETWORK, blocked, caller
+    first = frames[0]
+    if "ray/" in str(first.get("filename")) and RAY_WAIT_CALL.search(str(first.get("name"))):
+        return RAY_WAIT, blocked, caller
+    return CODE, blocked, caller
+
+
+def phase_of(frames: list[dict[str, Any]]) -> str | None:
+    """The outermost verl phase method on the stack (validation's generation is `testing`, not `gen`)."""
+    for frame in reversed(frames):
+        name = str(frame.get("name") or "").rsplit(".", 1)[-1]
+        if name in PHASE_OF_METHOD:
+            return PHASE_OF_METHOD[name]
+    return None
+
+
+@dataclass(frozen=True)
+class ProcessStack:
+    """One process of the job, as its stack shows it."""
+
+    node: str
+    pid: int
+    role: str  # driver (the driver's process group on the head) | ray (under the node's `ray start`)
+    title: str
+    rank: str | None
+    state: str  # idle | ray_wait | collective | network | code | unreadable
+    blocked_call: str  # the innermost frame of its task thread
+    caller: str  # the application's frame that made that call
+    phase: str | None
+    trainer: bool  # verl's training loop (fit) is on its stack: its phase is the run's
+    file: str  # the dump, in the stacks dir
+    error: str = ""  # why it could not be read
+
+    @property
+    def label(self) -> str:
+        return f"{self.node}:rank{self.rank}" if self.rank is not None else f"{self.node}:pid{self.pid}"
+
+    @property
+    def stuck(self) -> bool:
+        """Blocked itself (not only waiting on another process through Ray)."""
+        return self.state in (COLLECTIVE, NETWORK, CODE)
+
+
+def file_name(node: str, pid: int, role: str, rank: str | None, title: str) -> str:
+    if role == "driver":
+        return safe_name(f"{node}-driver-pid{pid}.txt")
+    if rank is not None:
+        return safe_name(f"{node}-rank{rank}-pid{pid}.txt")
+    return safe_name(f"{node}-pid{pid}-{process_name(title)}.txt")
+
+
+def process_name(title: str) -> str:
+    """ray::RuntimeEnvAgent -> ray-RuntimeEnvAgent; python -m ray.util.client.server -> ray.util.client.server;
+    python .../log_monitor.py -> log_monitor; python .../bin/ray start ... -> ray-start."""
+    if title.startswith("ray::"):
+        return title.split(" ")[0].replace("::", "-")
+    args = title.split(" ")[1:]
+    if "-m" in args[:-1]:
+        return args[args.index("-m") + 1]
+    script = next((arg for arg in args if arg and not arg.startswith("-")), None)
+    if script is None:
+        return "python"
+    rest = args[args.index(script) + 1 :]
+    command = f"-{rest[0]}" if not script.endswith(".py") and rest and not rest[0].startswith("-") else ""
+    return Path(script).stem + command
+
+
+def safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:160]
+
+
+def render_dump(pid: int, title: str, rank: str | None, threads: list[dict[str, Any]] | None, error: str) -> str:
+    """py-spy's own text layout, with the process's rank and what the kernel says it waits in."""
+    wchan = read_proc(pid, "wchan").decode(errors="replace") or "?"
+    lines = [f"Process {pid}: {title}", f"rank: {rank if rank is not None else '-'}   kernel wait: {wchan}", ""]
+    if threads is None:
+        lines.append(f"no stack: {error}")
+    for thread in threads or []:
+        state = "active" if thread.get("active") else "idle"
+        lines.append(f'Thread {thread.get("os_thread_id")} ({state}): "{thread.get("thread_name") or ""}"')
+        lines += [f"    {frame_text(frame)}" for frame in thread.get("frames") or []]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def dump_process(pid: int, node: str, role: str, stacks_dir: Path) -> ProcessStack:
+    title, rank = command_line(pid)[:300], rank_of(pid)
+    threads, error = py_spy_dump(pid)
+    name = file_name(node, pid, role, rank, title)
+    (stacks_dir / name).write_text(render_dump(pid, title, rank, threads, error))
+    if threads is None:
+        return ProcessStack(node, pid, role, title, rank, UNREADABLE, "", "", None, False, name, error)
+    tasks = [frames for frames in (task_frames({**thread, "pid": pid}) for thread in threads) if frames]
+    judged = [classify_frames(frames) for frames in tasks]
+    # the thread that tells most: blocked itself before waiting on Ray, before idle
+    order = {COLLECTIVE: 0, NETWORK: 0, CODE: 1, RAY_WAIT: 2, IDLE: 3}
+    best = min(range(len(judged)), key=lambda i: order[judged[i][0]], default=None)
+    state, blocked, caller = judged[best] if best is not None else (IDLE, "", "")
+    frames = tasks[best] if best is not None else []
+    trainer = any(
+        str(frame.get("name", "")).endswith("fit") and "verl/" in str(frame.get("filename")) for frame in frames
+    )
+    return ProcessStack(node, pid, role, title, rank, state, blocked, caller, phase_of(frames), trainer, name)
+
+
+def gpu_utilisation(node: str, stacks_dir: Path) -> None:
+    """Each GPU's utilisation and the processes on it, where the node has nvidia-smi."""
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        return
+    queries = (
+        ["--query-gpu=index,name,utilization.gpu,memory.used,memory.total", "--format=csv"],
+        ["--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv"],
+    )
+    out = []
+    for query in queries:
+        try:
+            result = subprocess.run([nvidia_smi, *query], capture_output=True, text=True, timeout=60)
+            out.append(result.stdout + result.stderr)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            out.append(f"nvidia-smi {query[0]}: {error}\n")
+    (stacks_dir / safe_name(f"{node}-nvidia-smi.txt")).write_text("\n".join(out))
+
+
+def dump_node(node: str, roots: dict[str, int], stacks_dir: Path) -> list[ProcessStack]:
+    """Every Python process under each root (role -> pid) of this node, dumped in parallel; the node's JSON is
+    written last (the head reads it as this node's answer)."""
+    stacks_dir.mkdir(parents=True, exist_ok=True)
+    children = children_by_parent()
+    targets: dict[int, str] = {}
+    for role, root in roots.items():
+        for pid in process_tree(root, children):
+            if pid != os.getpid() and is_python(pid):
+                targets.setdefault(pid, role)
+    with ThreadPoolExecutor(PARALLEL_DUMPS) as pool:
+        stacks = list(pool.map(lambda item: dump_process(item[0], node, item[1], stacks_dir), targets.items()))
+    gpu_utilisation(node, stacks_dir)
+    write_atomically(stacks_dir / safe_name(NODE_STACKS.format(node=node)), [asdict(stack) for stack in stacks])
+    return stacks
+
+
+def write_atomically(path: Path, data: Any) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=1) + "\n")
+    partial.rename(path)
+
+
+# --- the verdict ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    phase: str | None
+    stuck: list[str]
+    transient: bool
+    evidence: str
+
+
+def judge(stacks: list[ProcessStack], missing_nodes: list[str], stacks_missing: str | None) -> Verdict:
+    """What the stacks show: the phase (verl's training loop says it; else most of the blocked processes), the
+    processes blocked themselves, whether all of them wait on a collective or the network, and one line of
+    evidence grouped by the call they are blocked in."""
+    stuck = [stack for stack in stacks if stack.stuck]
+    ranked = [stack for stack in stuck if stack.rank is not None]
+    named = sorted(ranked or stuck, key=lambda s: (s.rank is None, int(s.rank) if (s.rank or "").isdigit() else 0))
+    trainer = [stack.phase for stack in stacks if stack.trainer and stack.phase]
+    phases = [stack.phase for stack in stuck if stack.phase] or [stack.phase for stack in stacks if stack.phase]
+    phase = trainer[0] if trainer else (statistics.mode(phases) if phases else None)
+    transient = bool(stuck) and all(stack.state in TRANSIENT_STATES for stack in stuck) and not missing_nodes
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for stack in named:
+        groups.setdefault((stack.state, stack.blocked_call, stack.caller), []).append(stack.label)
+    parts = []
+    for (state, blocked, caller), labels in list(groups.items())[:4]:
+        shown = ", ".join(labels[:6]) + (f" (+{len(labels) - 6})" if len(labels) > 6 else "")
+        parts.append(f"{shown} in {blocked}" + (f" from {caller}" if caller else "") + f" [{state}]")
+    if len(groups) > 4:
+        parts.append(f"{len(groups) - 4} more group(s) in the stacks dir")
+    if not parts:
+        waiting = sum(stack.state == RAY_WAIT for stack in stacks)
+        parts.append(
+            f"no process blocked outside Ray's own waits ({waiting} waiting on ray.get, "
+            f"{sum(stack.state == IDLE for stack in stacks)} idle): the work may be in native code or an async actor"
+        )
+    if missing_nodes:
+        parts.append(f"no stacks from {', '.join(missing_nodes)} (its task did not answer)")
+    if stacks_missing:
+        parts.append(f"stacks missing: {stacks_missing}")
+    return Verdict(phase, [stack.label for stack in named], transient, "; ".join(parts))
+
+
+# --- the head ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HangWatch:
+    """The head's watch over one attempt's driver."""
+
+    run_dir: Path
+    attempt: int
+    nodes: tuple[str, ...]  # the head's node first, then the nodes whose tasks dump their own stacks
+    attempt_tag: str  # names the dump request in the (shared) run directory
+    ray_root: int  # the head's `ray start --block` process
+    ray_status_command: list[str]
+    ray_env: dict[str, str]
+    predicted_s: float | None
+    factor: float
+    floor_s: float
+    earlier_step_times: list[float] = field(default_factory=list)
+    hang: dict[str, Any] | None = None  # the record, once the attempt was stopped as hung
+    clock: Callable[[], float] = time.monotonic
+
+    def wait(self, driver: subprocess.Popen) -> int:
+        """The driver's exit code; or, when no step comes within the window, HUNG once every stack is recorded
+        (the caller stops the driver)."""
+        progress = Progress(self.clock(), self.predicted_s, self.factor, self.floor_s)
+        progress.measured += self.earlier_step_times
+        tail = MetricsTail(attempt_log_path(self.run_dir, self.attempt))
+        poll_s = poll_interval_s(self.floor_s)
+        while True:
+            try:
+                return driver.wait(timeout=poll_s)
+            except subprocess.TimeoutExpired:
+                pass
+            now = self.clock()
+            progress.observe(tail.new_records(), now)
+            if progress.overdue(now):
+                self.hang = self.record_hang(progress, now, driver.pid)
+                return HUNG
+
+    def record_hang(self, progress: Progress, now: float, driver_pid: int) -> dict[str, Any]:
+        """Every node's stacks, `ray status`, then the record appended to hang.json."""
+        stacks_dir = self.run_dir / HANG_DIR / f"attempt-{self.attempt}"
+        stacks_dir.mkdir(parents=True, exist_ok=True)
+        relative = str(stacks_dir.relative_to(self.run_dir))
+        print(
+            f"rlaunch: hang watchdog: no step for {progress.waited_s(now):.0f} s (window {progress.window_s:.0f} s"
+            f"{'' if progress.last_step is None else f', last step {progress.last_step}'}): recording every "
+            f"process's stack into {relative}",
+            flush=True,
+        )
+        try:
+            (self.run_dir / DUMP_REQUEST.format(tag=self.attempt_tag)).write_text(relative + "\n")
+            stacks = dump_node(self.nodes[0], {"driver": driver_pid, "ray": self.ray_root}, stacks_dir)
+            self.ray_status(stacks_dir)
+            others, missing = collect_nodes(stacks_dir, self.nodes[1:], time.monotonic() + NODE_ANSWER_TIMEOUT_S)
+            stacks += others
+            why_missing = stacks_missing(stacks)
+        except Exception as error:  # the hung attempt is stopped and recorded whatever recording its stacks met
+            stacks, missing, why_missing = [], [], f"recording the stacks failed: {type(error).__name__}: {error}"
+        verdict = judge(stacks, missing, why_missing)
+        record = {
+            "attempt": self.attempt,
+            "phase": verdict.phase,
+            "stuck_ranks": verdict.stuck,
+            "last_step": progress.last_step,
+            "waited_s": round(progress.waited_s(now), 1),
+            "window_s": round(progress.window_s, 1),
+            "expected_step_s": None if progress.expected_s is None else round(progress.expected_s, 1),
+            "transient": verdict.transient,
+            "evidence": verdict.evidence,
+            "stacks_dir": relative,
+            "stacks_missing": why_missing,
+        }
+        write_summary(stacks_dir, stacks, record)
+        append_hang(self.run_dir, record)
+        return record
+
+    def ray_status(self, stacks_dir: Path) -> None:
+        try:
+            result = subprocess.run(
+                self.ray_status_command, capture_output=True, text=True, timeout=RAY_STATUS_TIMEOUT_S, env=self.ray_env
+            )
+            text = result.stdout + result.stderr
+        except (OSError, subprocess.TimeoutExpired) as error:
+            text = f"{' '.join(self.ray_status_command)}: {error}\n"
+        (stacks_dir / RAY_STATUS_FILE).write_text(text)
+
+
+HUNG = -1  # HangWatch.wait's answer for an attempt it found hung
+
+
+def collect_nodes(stacks_dir: Path, nodes: Iterable[str], deadline: float) -> tuple[list[ProcessStack], list[str]]:
+    """The other nodes' answers, polled until each has written its JSON or the deadline passed."""
+    pending = list(nodes)
+    stacks: list[ProcessStack] = []
+    while True:
+        for node in list(pending):
+            path = stacks_dir / safe_name(NODE_STACKS.format(node=node))
+            if path.exists():
+                stacks += [ProcessStack(**item) for item in json.loads(path.read_text())]
+                pending.remove(node)
+        if not pending or time.monotonic() > deadline:
+            return stacks, pending
+        time.sleep(0.5)
+
+
+def stacks_missing(stacks: list[ProcessStack]) -> str | None:
+    """Why there are no stacks to judge, when py-spy could read no process at all."""
+    if not stacks:
+        return "no Python process found under the driver or Ray"
+    if all(stack.state == UNREADABLE for stack in stacks):
+        return f"py-spy could read none of {len(stacks)} processes: {stacks[0].error}"
+    return None
+
+
+def write_summary(stacks_dir: Path, stacks: list[ProcessStack], record: dict[str, Any]) -> None:
+    lines = [f"hang, attempt {record['attempt']}: {record['evidence']}", ""]
+    for stack in sorted(stacks, key=lambda s: (s.node, s.role != "driver", s.rank is None, s.rank or "", s.pid)):
+        where = f"{stack.blocked_call} from {stack.caller}" if stack.caller else stack.blocked_call or stack.error
+        lines.append(f"{stack.label:<16} {stack.state:<10} {stack.phase or '-':<15} {stack.file}  {where}")
+    (stacks_dir / SUMMARY_FILE).write_text("\n".join(lines) + "\n")
+
+
+def append_hang(run_dir: Path, record: dict[str, Any]) -> None:
+    write_atomically(run_dir / HANG_FILE, [*hang_records(run_dir), record])
+
+
+def summary(record: dict[str, Any]) -> str:
+    """One line for the job's log."""
+    phase = record["phase"] or "an unknown phase"
+    return (
+        f"no step for {record['waited_s']:.0f} s (window {record['window_s']:.0f} s) in {phase}: "
+        f"{record['evidence']} (stacks in {record['stacks_dir']})"
+    )
+
+
+def requeue_refusal(run_dir: Path, attempt: int) -> str | None:
+    """Why attempt `attempt`, stopped as hung, must not be requeued; None when it hung on a transient cause and is
+    the run's first hang (a hang is requeued at most once), or did not hang at all."""
+    records = hang_records(run_dir)
+    hung = next((record for record in records if record.get("attempt") == attempt), None)
+    if hung is None:
+        return None
+    earlier = sorted(record["attempt"] for record in records if record.get("attempt", attempt) < attempt)
+    if earlier:
+        return f"attempt {attempt} hung again after attempt {earlier[-1]}'s hang was requeued: a hang is requeued once"
+    if not hung.get("transient"):
+        return (
+            f"attempt {attempt} hung and its stacks show no transient cause (a collective or network wait): a requeue "
+            f"would hang the same way; see {hung.get('stacks_dir')}"
+        )
+    return None
+
+
+# --- the other nodes --------------------------------------------------------------------------------------------------
+
+
+def answer_dump_request(run_dir: Path, attempt_tag: str, node: str, ray_root: int) -> bool:
+    """On a node other than the head: when the head has asked, record this node's stacks. True once done."""
+    request = run_dir / DUMP_REQUEST.format(tag=attempt_tag)
+    if not request.exists():
+        return False
+    stacks_dir = run_dir / request.read_text().strip()
+    try:
+        dump_node(node, {"ray": ray_root}, stacks_dir)
+    except OSError as error:  # the head names this node as unanswered; this task goes on waiting for the end
+        print(f"rlaunch: hang watchdog: could not record the stacks of {node}: {error}", flush=True)
+    return True
+
+
+def watch_for(
+    plan: Plan,
+    attempt: int,
+    nodes: tuple[str, ...],
+    attempt_tag: str,
+    ray_root: int,
+    ray_status_command: list[str],
+    ray_env: dict[str, str],
+) -> HangWatch | None:
+    """The watch over this attempt, or None with the reason printed (off in the plan, or no per-step progress to
+    read)."""
+    settings = plan.cluster_settings
+    reason = ""
+    if not getattr(settings, "hang_enabled", False):
+        reason = "launch.hang.enabled=false"
+    elif plan.driver != "ppo":
+        reason = f"the {plan.driver} pipeline logs no training steps to watch"
+    elif "file" not in (plan.verl.get("trainer", {}).get("logger") or []):
+        reason = "trainer.logger has no 'file': verl's per-step metrics are what it watches"
+    if reason:
+        print(f"rlaunch: hang watchdog off: {reason}", flush=True)
+        return None
+    run_dir = Path(plan.run_dir)
+    earlier = [  # the run's own steps in its earlier attempts
+        time_s
+        for number in range(1, attempt)
+        if attempt_log_path(run_dir, number).exists()
+        for time_s in measured_step_times(
+            parse_records(attempt_log_path(run_dir, number).read_text(errors="replace").splitlines())
+        )
+    ]
+    watch = HangWatch(
+        run_dir=run_dir,
+        attempt=attempt,
+        nodes=nodes,
+        attempt_tag=attempt_tag,
+        ray_root=ray_root,
+        ray_status_command=ray_status_command,
+        ray_env=ray_env,
+        predicted_s=predicted_step_s(plan),
+        factor=float(settings.hang_factor),
+        floor_s=float(settings.hang_floor_s),
+        earlier_step_times=earlier,
+    )
+    expected = expected_step_s(watch.predicted_s, earlier)
+    source = "earlier steps" if earlier else "the plan" if expected else "no prediction"
+    print(
+        f"rlaunch: hang watchdog on: no step within max({watch.factor:g} x "
+        f"{'?' if expected is None else f'{expected:.0f}'} s, {watch.floor_s:.0f} s) = "
+        f"{hang_window_s(expected, watch.factor, watch.floor_s):.0f} s is a hang (step time from {source}; "
+        "measured steps replace it)",
+        flush=True,
+    )
+    return watch

@@ -1,0 +1,358 @@
+"""The hang watchdog (launch/watchdog.py): its window, its reading of progress (a slow but progressing run is never a
+hang), what real stacks dumped with py-spy say, the requeue rule, and on the real dev cluster a two-node job whose
+ranks block in a gloo collective that one rank never joins."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import compose_config, cpu_facts, wait_until
+from test_job import JOBS, ray_processes_of, sh, submit, wait_for_state
+
+from launch import watchdog
+from launch.plan import make_plan
+from launch.rundir import HANG_DIR, HANG_FILE, NOT_REQUEUED_FILE, attempt_log_path
+
+# --- the window ------------------------------------------------------------------------------------------------------
+
+
+def test_the_window_is_k_expected_step_times_never_below_the_floor():
+    assert watchdog.hang_window_s(None, 5, 1800) == 1800  # nothing predicts a step: the floor
+    assert watchdog.hang_window_s(100.0, 5, 1800) == 1800  # 5 x 100 = 500 < the floor
+    assert watchdog.hang_window_s(600.0, 5, 1800) == 3000  # 5 x 600
+    assert watchdog.hang_window_s(600.0, 2.5, 60) == 1500
+
+
+def test_measured_steps_replace_the_prediction_and_the_slowest_counts():
+    assert watchdog.expected_step_s(None, []) is None
+    assert watchdog.expected_step_s(120.0, []) == 120.0
+    # a checkpoint step (250 s) recurs: the window must hold it, so the slowest step, not the median
+    assert watchdog.expected_step_s(120.0, [60.0, 62.0, 250.0, 61.0]) == 250.0
+    assert watchdog.expected_step_s(None, [60.0]) == 60.0
+
+
+def test_the_predicted_step_time_comes_from_the_plans_time_forecast_and_the_settings_from_launch_hang(tmp_path):
+    overrides = ["cluster=local", f"cluster.shared_dir={tmp_path}", "gpu=a40", "launch.sweep_id=hang"]
+    plan = make_plan(compose_config(*overrides), cpu_facts(), overrides, tmp_path, "python")
+    assert plan.time is not None and watchdog.predicted_step_s(plan) == plan.time.step_s
+    bare = dataclasses.replace(plan, readiness=None, time=None)
+    assert watchdog.predicted_step_s(bare) is None  # no forecast at all
+    assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": None})) is None
+    # a plan.json written before the plan had its own forecast: the readiness record's
+    assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": {"step_s": 42.5}})) == 42.5
+    settings = plan.cluster_settings
+    assert (settings.hang_enabled, settings.hang_factor, settings.hang_floor_s) == (True, 5.0, 1800.0)
+    overrides += ["launch.hang.floor_s=30", "launch.hang.factor=2", "launch.hang.enabled=false"]
+    settings = make_plan(compose_config(*overrides), cpu_facts(), overrides, tmp_path, "python").cluster_settings
+    assert (settings.hang_enabled, settings.hang_factor, settings.hang_floor_s) == (False, 2.0, 30.0)
+
+
+# --- progress --------------------------------------------------------------------------------------------------------
+
+
+def test_the_metrics_tail_reads_whole_lines_once_and_starts_over_on_a_new_file(tmp_path: Path):
+    path = tmp_path / "attempt-1.jsonl"
+    tail = watchdog.MetricsTail(path)
+    assert tail.new_records() == []  # not written yet
+    path.write_text('{"step": 1, "data": {"timing_s/step": 3.0}}\n{"step": 2, "da')
+    assert tail.new_records() == [(1, {"timing_s/step": 3.0})]  # the half-written line waits
+    with path.open("a") as metrics:
+        metrics.write('ta": {}}\nnot json\n')
+    assert tail.new_records() == [(2, {})]
+    assert tail.new_records() == []
+    path.write_text('{"step": 1, "data": {}}\n')  # verl's logger truncates its file when it starts
+    assert tail.new_records() == [(1, {})]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedDriver:
+    """A driver on a fake clock: each step takes its given seconds and is logged when it ends; after the last step it
+    runs on forever (hangs) or exits."""
+
+    def __init__(self, clock: FakeClock, path: Path, step_seconds: list[float], exits: bool) -> None:
+        self.clock, self.path, self.exits = clock, path, exits
+        self.pid = os.getpid()
+        self.ends = []
+        at = clock.now
+        for seconds in step_seconds:
+            at += seconds
+            self.ends.append((at, seconds))
+        self.logged = 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def wait(self, timeout: float) -> int:
+        self.clock.now += timeout
+        with self.path.open("a") as log:
+            while self.logged < len(self.ends) and self.ends[self.logged][0] <= self.clock.now:
+                record = {"step": self.logged + 1, "data": {"timing_s/step": self.ends[self.logged][1]}}
+                log.write(json.dumps(record) + "\n")
+                self.logged += 1
+        if self.logged == len(self.ends) and self.exits:
+            return 0
+        raise subprocess.TimeoutExpired("driver", timeout)
+
+
+def scripted_watch(tmp_path: Path, clock: FakeClock, predicted: float | None, factor: float, floor_s: float):
+    return watchdog.HangWatch(
+        run_dir=tmp_path,
+        attempt=1,
+        nodes=("n1",),
+        attempt_tag="1-0",
+        ray_root=os.getpid(),
+        ray_status_command=[sys.executable, "-c", "print('ray status stand-in')"],
+        ray_env=dict(os.environ),
+        predicted_s=predicted,
+        factor=factor,
+        floor_s=floor_s,
+        clock=clock,
+    )
+
+
+# steps slower than K x the plan's prediction, and slower and slower, each within K x the slowest before it
+SLOW_BUT_PROGRESSING = [40.0, 45.0, 100.0, 180.0, 400.0, 900.0, 1500.0, 1400.0, 3000.0]
+
+
+def test_a_slow_but_progressing_run_is_never_a_hang(tmp_path: Path):
+    clock = FakeClock()
+    watch = scripted_watch(tmp_path, clock, predicted=10.0, factor=5, floor_s=60)
+    driver = ScriptedDriver(clock, attempt_log_path(tmp_path, 1), SLOW_BUT_PROGRESSING, exits=True)
+    assert watch.wait(driver) == 0  # type: ignore[arg-type]
+    assert watch.hang is None and not (tmp_path / HANG_FILE).exists()
+
+
+def test_no_step_within_the_window_is_a_hang_with_the_window_it_used(tmp_path: Path):
+    clock = FakeClock()
+    watch = scripted_watch(tmp_path, clock, predicted=10.0, factor=5, floor_s=60)
+    driver = ScriptedDriver(clock, attempt_log_path(tmp_path, 1), SLOW_BUT_PROGRESSING[:4], exits=False)
+    assert watch.wait(driver) == watchdog.HUNG  # type: ignore[arg-type]
+    record = watch.hang
+    assert record is not None and json.loads((tmp_path / HANG_FILE).read_text()) == [record]
+    # 4 steps measured, the slowest 180 s: 5 x 180 = 900 s; found at the first look past it (polls of 3 s)
+    assert (record["last_step"], record["expected_step_s"], record["window_s"]) == (4, 180.0, 900.0)
+    assert 900.0 <= record["waited_s"] < 900.0 + watchdog.poll_interval_s(60) + 0.01
+    assert record["stacks_dir"] == f"{HANG_DIR}/attempt-1"
+    assert (tmp_path / HANG_DIR / "attempt-1" / watchdog.RAY_STATUS_FILE).read_text() == "ray status stand-in\n"
+
+
+def test_before_the_first_step_the_plans_prediction_or_the_floor_sets_the_window(tmp_path: Path):
+    for predicted, window in ((None, 60.0), (10.0, 60.0), (40.0, 200.0)):
+        clock = FakeClock()
+        run_dir = tmp_path / str(predicted)
+        run_dir.mkdir()
+        watch = scripted_watch(run_dir, clock, predicted=predicted, factor=5, floor_s=60)
+        assert watch.wait(ScriptedDriver(clock, attempt_log_path(run_dir, 1), [], exits=False)) == watchdog.HUNG  # type: ignore[arg-type]
+        assert watch.hang is not None
+        assert (watch.hang["last_step"], watch.hang["window_s"]) == (None, window)
+
+
+# --- what stacks say -------------------------------------------------------------------------------------------------
+
+
+def frame(name: str, filename: str, line: int = 1) -> dict:
+    return {"name": name, "filename": filename, "short_filename": filename.split("site-packages/")[-1], "line": line}
+
+
+SITE = "/venv/lib/python3.11/site-packages/"
+STDLIB = "/usr/lib/python3.11/"
+RAY_TASK = [
+    frame(
+        "FunctionActorManager._make_actor_method_executor.<locals>.actor_method_executor", SITE + "ray/_private/f.py"
+    ),
+    frame("Worker.main_loop", SITE + "ray/_private/worker.py"),
+]
+
+
+def test_a_collective_and_a_network_read_are_transient_code_is_not():
+    collective = [
+        frame("all_reduce", SITE + "torch/distributed/distributed_c10d.py", 2806),
+        frame("wrapper", SITE + "torch/distributed/c10d_logger.py", 81),
+        frame("FSDPEngine.optimizer_step", SITE + "verl/workers/engine/fsdp/transformer_impl.py", 410),
+        frame("ActorRolloutRefWorker.update_actor", SITE + "verl/workers/engine_workers.py", 713),
+        *RAY_TASK,
+    ]
+    state, blocked, caller = watchdog.classify_frames(collective)
+    assert state == watchdog.COLLECTIVE
+    assert blocked == "all_reduce (torch/distributed/distributed_c10d.py:2806)"
+    assert caller == "FSDPEngine.optimizer_step (verl/workers/engine/fsdp/transformer_impl.py:410)"
+    assert watchdog.phase_of(collective) == "update_actor"
+    network = [frame("SocketIO.readinto", STDLIB + "socket.py"), frame("judge", "/srv/rewards/stem.py"), *RAY_TASK]
+    assert watchdog.classify_frames(network)[0] == watchdog.NETWORK
+    spinning = [frame("match", STDLIB + "re/__init__.py"), frame("compute_score", "/srv/rewards/math.py"), *RAY_TASK]
+    assert watchdog.classify_frames(spinning)[0] == watchdog.CODE
+    assert watchdog.phase_of(spinning) == "reward"
+    waiting = [frame("get", SITE + "ray/_private/worker.py"), frame("PPOTrainer._update_actor", SITE + "verl/x.py")]
+    assert watchdog.classify_frames(waiting)[0] == watchdog.RAY_WAIT
+    idle = {"thread_name": "MainThread", "frames": RAY_TASK[1:], "pid": 1, "os_thread_id": 1}
+    assert watchdog.task_frames(idle) is None
+
+    def stack(rank: str, state: str, call: str) -> watchdog.ProcessStack:
+        return watchdog.ProcessStack("c1", int(rank) + 100, "ray", "ray::W", rank, state, call, "", None, False, "f")
+
+    trainer = watchdog.ProcessStack(
+        "c1", 9, "ray", "ray::TaskRunner.run", None, "ray_wait", "get", "", "ref", True, "t"
+    )
+    verdict = watchdog.judge([trainer, stack("0", "collective", "all_reduce"), stack("1", "network", "read")], [], None)
+    assert (verdict.phase, verdict.stuck, verdict.transient) == ("ref", ["c1:rank0", "c1:rank1"], True)
+    verdict = watchdog.judge([trainer, stack("0", "collective", "all_reduce"), stack("1", "code", "match")], [], None)
+    assert not verdict.transient and "c1:rank1 in match [code]" in verdict.evidence
+    assert not watchdog.judge([trainer], [], None).transient  # nothing blocked that a stack shows: unknown
+
+
+BLOCKED_PROCESSES = """
+import os, socket, subprocess, sys, threading, time, urllib.request
+if sys.argv[1:] == ["network"]:
+    server = socket.create_server(("127.0.0.1", 0))
+    def update_actor():
+        urllib.request.urlopen(f"http://127.0.0.1:{server.getsockname()[1]}/score")
+    update_actor()
+elif sys.argv[1:] == ["deadlock"]:
+    lock = threading.Lock()
+    def compute_score():
+        lock.acquire()
+        lock.acquire()
+    compute_score()
+else:
+    children = [
+        subprocess.Popen([sys.executable, __file__, kind], env={**os.environ, "RANK": str(rank)})
+        for rank, kind in enumerate(("network", "deadlock"))
+    ]
+    print("started", flush=True)
+    children[0].wait()
+"""
+
+
+@pytest.fixture
+def blocked_tree(tmp_path: Path):
+    """A process whose two children block: rank 0 in an HTTP read no server answers, rank 1 on a lock it holds."""
+    script = tmp_path / "blocked.py"
+    script.write_text(BLOCKED_PROCESSES)
+    root = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert root.stdout is not None and root.stdout.readline() == "started\n"
+        yield root
+    finally:
+        for pid in reversed(watchdog.process_tree(root.pid)):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        root.wait()
+
+
+def test_py_spy_dumps_every_python_process_of_a_tree_and_names_the_blocked_call(tmp_path: Path, blocked_tree):
+    stacks_dir = tmp_path / "stacks"
+
+    def both_blocked() -> list[watchdog.ProcessStack] | None:  # the children need a moment to reach their calls
+        found = watchdog.dump_node("n1", {"ray": blocked_tree.pid}, stacks_dir)
+        states = {stack.rank: stack.state for stack in found}
+        return found if states.get("0") == watchdog.NETWORK and states.get("1") == watchdog.CODE else None
+
+    stacks = wait_until(both_blocked, 60, "both children blocked in their calls", poll_s=0.5)
+    by_rank = {stack.rank: stack for stack in stacks}  # type: ignore[union-attr]
+    assert "readinto (socket.py:" in by_rank["0"].blocked_call and "update_actor (blocked.py:" in by_rank["0"].caller
+    assert by_rank["1"].blocked_call.startswith("compute_score (blocked.py:")
+    names = sorted(path.name for path in stacks_dir.iterdir())
+    assert f"n1-rank0-pid{by_rank['0'].pid}.txt" in names and f"n1-rank1-pid{by_rank['1'].pid}.txt" in names
+    assert f"n1-pid{blocked_tree.pid}-blocked.txt" in names and "n1.json" in names
+    dump = (stacks_dir / f"n1-rank0-pid{by_rank['0'].pid}.txt").read_text()
+    assert dump.startswith(f"Process {by_rank['0'].pid}: ") and "rank: 0" in dump and "HTTPResponse.begin" in dump
+    verdict = watchdog.judge(stacks, [], watchdog.stacks_missing(stacks))  # type: ignore[arg-type]
+    assert verdict.stuck == ["n1:rank0", "n1:rank1"] and not verdict.transient  # a deadlock comes back
+    assert verdict.phase == "update_actor" or verdict.phase == "reward"
+
+
+def test_where_py_spy_cannot_attach_the_attempt_still_stops_and_says_why(tmp_path: Path, blocked_tree, monkeypatch):
+    refusing = tmp_path / "py-spy"
+    refusing.write_text("#!/bin/sh\necho 'Error: Permission Denied (os error 13)' >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    monkeypatch.setattr(watchdog, "py_spy", lambda: str(refusing))
+    clock = FakeClock()
+    watch = scripted_watch(tmp_path, clock, predicted=None, factor=5, floor_s=10)
+    watch.ray_root = blocked_tree.pid
+    assert watch.wait(ScriptedDriver(clock, attempt_log_path(tmp_path, 1), [], exits=False)) == watchdog.HUNG  # type: ignore[arg-type]
+    record = watch.hang
+    assert record is not None and not record["transient"] and record["phase"] is None
+    assert record["stacks_missing"].startswith("py-spy could read none of ")
+    assert "Permission Denied" in record["stacks_missing"] and "CAP_SYS_PTRACE" in record["stacks_missing"]
+    assert "stacks missing: py-spy could read none" in record["evidence"]
+
+
+def test_a_hang_is_requeued_once_and_only_on_a_transient_cause(tmp_path: Path):
+    def write(*records: dict) -> None:
+        (tmp_path / HANG_FILE).write_text(json.dumps(list(records)))
+
+    base = {"stacks_dir": "hang/attempt-1"}
+    assert watchdog.requeue_refusal(tmp_path, 1) is None  # no hang at all
+    write({"attempt": 1, "transient": True, **base})
+    assert watchdog.requeue_refusal(tmp_path, 1) is None
+    assert watchdog.requeue_refusal(tmp_path, 2) is None  # attempt 2 was preempted, not hung
+    write({"attempt": 1, "transient": True, **base}, {"attempt": 2, "transient": True, **base})
+    assert "a hang is requeued once" in str(watchdog.requeue_refusal(tmp_path, 2))
+    write({"attempt": 1, "transient": False, **base})
+    assert "no transient cause" in str(watchdog.requeue_refusal(tmp_path, 1))
+
+
+# --- on the dev cluster ----------------------------------------------------------------------------------------------
+
+FLOOR_S, FACTOR = 30, 2
+
+
+def test_two_node_job_hung_in_a_gloo_collective_ends_as_hang_with_every_ranks_stack(slurm_env, tmp_path: Path):
+    plan, job_id = submit(
+        slurm_env,
+        tmp_path,
+        [str(JOBS / "hang_driver.py"), "4"],
+        "trainer.nnodes=2",
+        f"launch.hang.floor_s={FLOOR_S}",
+        f"launch.hang.factor={FACTOR}",
+    )
+    run_dir = Path(plan.run_dir)
+    # two attempts of Ray up + 3 steps + the window + the dumps, and a requeue between them
+    state = wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, 540)
+    assert state == "FAILED", state
+    records = json.loads((run_dir / HANG_FILE).read_text())
+    assert [record["attempt"] for record in records] == [1, 2], records
+    assert records[0]["transient"] and "requeued once" in (run_dir / NOT_REQUEUED_FILE).read_text()
+    history = sh(["sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j", job_id], slurm_env).split()
+    assert len(history) == 2 and history[-1] == "FAILED", history  # requeued once, never twice
+    measured: list[float] = []
+    for record in records:
+        attempt = record["attempt"]
+        steps = [json.loads(line) for line in attempt_log_path(run_dir, attempt).read_text().splitlines()]
+        assert [step["step"] for step in steps] == [1, 2, 3]  # the progressing steps were never called a hang
+        measured += [step["data"]["timing_s/step"] for step in steps]
+        assert record["last_step"] == 3 and record["phase"] == "update_actor"
+        assert record["expected_step_s"] == pytest.approx(max(measured), abs=0.06)  # this and earlier attempts'
+        assert record["window_s"] == pytest.approx(max(FACTOR * max(measured), FLOOR_S), abs=0.2)
+        # within the window: found at the first look past it (the head looks every poll_interval_s)
+        assert record["window_s"] <= record["waited_s"] <= record["window_s"] + watchdog.poll_interval_s(FLOOR_S) + 5
+        assert record["stuck_ranks"] == ["c1:rank0", "c1:rank1", "c2:rank2", "c2:rank3"], record
+        stacks = run_dir / record["stacks_dir"]
+        assert record["stacks_dir"] == f"hang/attempt-{attempt}"
+        for rank, node in enumerate(("c1", "c1", "c2", "c2")):
+            (dump,) = stacks.glob(f"{node}-rank{rank}-pid*.txt")
+            text = dump.read_text()
+            assert "TrainerRank.update_actor (hang_driver.py:" in text, text
+            blocked = "SocketIO.readinto (socket.py:" if rank == 3 else "all_reduce (torch/distributed/"
+            assert blocked in text, text  # the blocked call, on every rank
+        assert "all_reduce (torch/distributed/distributed_c10d.py:" in record["evidence"]
+        assert "c2:rank3 in SocketIO.readinto (socket.py:" in record["evidence"]
+        assert list(stacks.glob("c1-driver-pid*.txt")) and {"c1.json", "c2.json"} <= {p.name for p in stacks.iterdir()}
+        assert "Node status" in (stacks / watchdog.RAY_STATUS_FILE).read_text()
+    log = "".join(path.read_text() for path in sorted(tmp_path.rglob(f"{job_id}_0_log.out")))
+    assert "rlaunch: hang: no step for " in log and "requeued once (the stacks point to a transient cause)" in log
+    assert "not requeued: attempt 2 hung again" in "".join(p.read_text() for p in tmp_path.rglob(f"{job_id}_0_log.err"))
+    assert not ray_processes_of(job_id), "no Ray process of the job survives it"

@@ -34,9 +34,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from launch.lengths import typical_lengths
+from launch.lengths import PromptStats, TypicalLengths, typical_lengths
 from launch.memory import Architecture, Knobs
 from launch.readiness import trains_critic
 from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path, load_plan, read_history, read_records
@@ -404,9 +404,6 @@ class Shape:
     rollout_tp: int
     n_gpus: int
     tokens_per_gpu: float
-    model_path: str
-    train_files: list[str]
-    max_response_tokens: int
 
 
 def distance(shape: Shape, record: StoreRecord) -> float | None:
@@ -447,26 +444,57 @@ def phase_ratios(records: list[StoreRecord]) -> dict[str, float]:
     return ratios
 
 
-def same_data(shape: Shape, records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
+@dataclass(frozen=True)
+class DataIdentity:
+    """What makes two runs' lengths comparable: the same model on the same data with the same response limit."""
+
+    model_path: str
+    train_files: tuple[str, ...]
+    max_response_tokens: int
+
+    @classmethod
+    def of(cls, model_path: Any, train_files: Any, max_response_tokens: Any) -> DataIdentity:
+        files = train_files if isinstance(train_files, list | tuple) else [train_files]
+        return cls(str(model_path), tuple(sorted(str(path) for path in files)), int(max_response_tokens))
+
+
+def same_data(identity: DataIdentity, records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
     """Runs of the same model on the same data and response limit: their measured lengths are this run's best guess."""
     return [
         record
         for record in records
-        if record.model_path == shape.model_path
-        and sorted(record.train_files) == sorted(shape.train_files)
-        and record.max_response_tokens == shape.max_response_tokens
+        if DataIdentity.of(record.model_path, record.train_files, record.max_response_tokens) == identity
         and record.response_mean is not None
     ]
 
 
-def measured_mean_lengths(shape: Shape, records: tuple[StoreRecord, ...]) -> tuple[float | None, float | None, int]:
+def measured_mean_lengths(
+    identity: DataIdentity, records: tuple[StoreRecord, ...]
+) -> tuple[float | None, float | None, int]:
     """(prompt mean, response mean, runs) over the runs of the same model and data."""
-    runs = same_data(shape, tuple(latest_per_run(records)))
+    runs = same_data(identity, tuple(latest_per_run(records)))
     if not runs:
         return None, None, 0
     prompts = [record.prompt_mean for record in runs if record.prompt_mean is not None]
     responses = [record.response_mean for record in runs if record.response_mean is not None]
     return (statistics.fmean(prompts) if prompts else None, statistics.fmean(responses), len(runs))
+
+
+def typical_for(cfg: DictConfig, records: tuple[StoreRecord, ...], prompts: PromptStats | None) -> TypicalLengths:
+    """The job's typical lengths, decided once before the preflight and the step time read them: the user's
+    launch.expect.*, else measured (the prompts: the data's own, tokenized here; else the store's runs of this model
+    and data, as are the responses), else half the maximum. Each measured one says where it was measured."""
+    files = cfg.data.get("train_files") or []
+    files = OmegaConf.to_container(files, resolve=True) if isinstance(files, ListConfig) else files
+    identity = DataIdentity.of(cfg.actor_rollout_ref.model.path, files, cfg.data.max_response_length)
+    stored_prompt, stored_response, runs = measured_mean_lengths(identity, records)
+    typical = typical_lengths(cfg, prompts.p50 if prompts else stored_prompt, stored_response)
+    runs_said = f"({runs} run(s) of this model and data)"
+    data_said = runs_said
+    if prompts is not None:
+        data_said = f"(p50 of {prompts.rows} rows tokenized; p95 {prompts.p95}, max {prompts.max})"
+    source = typical.source.replace("prompt: measured", f"prompt: measured {data_said}")
+    return replace(typical, source=source.replace("response: measured", f"response: measured {runs_said}"))
 
 
 def warn(lines: tuple[str, ...]) -> None:
@@ -476,7 +504,6 @@ def warn(lines: tuple[str, ...]) -> None:
 
 def shape_of(plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_per_gpu: float) -> Shape:
     knobs = Knobs.from_verl(plan_verl)
-    files = plan_verl["data"]["train_files"]
     return Shape(
         gpu=gpu,
         family=str(llm.get("family", "")),
@@ -485,36 +512,28 @@ def shape_of(plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_pe
         rollout_tp=knobs.rollout_tp,
         n_gpus=knobs.n_gpus,
         tokens_per_gpu=tokens_per_gpu,
-        model_path=str(plan_verl["actor_rollout_ref"]["model"]["path"]),
-        train_files=[str(path) for path in (files if isinstance(files, list) else [files])],
-        max_response_tokens=int(plan_verl["data"]["max_response_length"]),
     )
 
 
 def planned_forecast(
-    cfg: DictConfig, verl: dict[str, Any], llm: dict[str, Any], records: tuple[StoreRecord, ...]
+    cfg: DictConfig,
+    verl: dict[str, Any],
+    llm: dict[str, Any],
+    records: tuple[StoreRecord, ...],
+    typical: TypicalLengths | None = None,
 ) -> StepTime | None:
-    """The plan's step time: the model at the typical lengths (the user's launch.expect.*, else the mean that runs
-    of the same model and data measured, else half the maximum), each phase corrected by the nearest records when
-    launch.calibration=auto. None for algo=rft (its stages are not PPO steps)."""
+    """The plan's step time: the model at the typical lengths (typical_for's, by default the config's own), each
+    phase corrected by the nearest records when launch.calibration=auto. None for algo=rft (its stages are not PPO
+    steps)."""
     if cfg.algo.name == "rft":
         return None
     arch, knobs, card = Architecture.from_llm(llm), Knobs.from_verl(verl), Card.of(cfg.gpu)
     critic = trains_critic(verl)
-    use_store = str(cfg.launch.calibration) == "auto"
-    sequences = int(verl["data"]["train_batch_size"]) * int(verl["actor_rollout_ref"]["rollout"]["n"])
-    worst = sequences * (int(verl["data"]["max_prompt_length"]) + int(verl["data"]["max_response_length"]))
-    data_shape = shape_of(verl, llm, str(cfg.gpu.name), worst / knobs.n_gpus)
-    prompt, response, runs = measured_mean_lengths(data_shape, records) if use_store else (None, None, 0)
-    typical = typical_lengths(cfg, prompt, response)
-    source = typical.source + (f" ({runs} run(s) of this model and data)" if runs else "")
-    lengths = Lengths(float(typical.prompt_tokens), float(typical.response_tokens), source)
+    typical = typical or typical_lengths(cfg)
+    lengths = Lengths(float(typical.prompt_tokens), float(typical.response_tokens), typical.source)
     model = forecast(arch, knobs, card, verl, lengths, critic)
     model = replace(model, inputs={**model.inputs, "card": asdict(card), "critic": critic})
-    if not use_store:
-        return model
-    shape = replace(data_shape, tokens_per_gpu=model.inputs["tokens"] / knobs.n_gpus)
-    close = nearest(shape, records)
+    close = nearest(shape_of(verl, llm, str(cfg.gpu.name), model.inputs["tokens"] / knobs.n_gpus), records)
     ratios = phase_ratios(close)
     if not ratios:
         return model

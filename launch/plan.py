@@ -24,6 +24,7 @@ from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.errors import UserError
 from launch.facts import Facts
+from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
@@ -316,9 +317,11 @@ def make_plan(
     resolved: dict[str, Any] | None = None,
     verdict: dict[str, Any] | None = None,
     calibration_records: tuple[StoreRecord, ...] = (),
+    typical: TypicalLengths | None = None,
 ) -> Plan:
     """`job_name`: the readable name a sweep gives the job (launch/overrides.py); a single run is named by its
-    profile. `calibration_records`: the cluster's measured runs (launch/calibration.py), read once by the caller."""
+    profile. `calibration_records`: the cluster's measured runs, and `typical`: the job's typical lengths
+    (launch/calibration.py), both read once by the caller before the preflight."""
     sweep_id = str(cfg.launch.sweep_id)
     run_id = make_run_id(sweep_id, overrides)
     runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
@@ -378,5 +381,5 @@ def make_plan(
         container=container,
         changed_from_verl=changes,
         preflight=verdict,
-        time=planned_forecast(cfg, verl, llm, calibration_records),
+        time=planned_forecast(cfg, verl, llm, calibration_records, typical),
     )

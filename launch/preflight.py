@@ -614,7 +614,12 @@ def knobs_rollout_n(verl: dict[str, Any]) -> int:
 
 
 def settle(
-    cfg: DictConfig, resolved: dict[str, Any], facts: Facts, overrides: list[str], resolve: Resolve
+    cfg: DictConfig,
+    resolved: dict[str, Any],
+    facts: Facts,
+    overrides: list[str],
+    resolve: Resolve,
+    typical: TypicalLengths | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The preflight of one job BEFORE its plan is made: (the verdict on the config as it will be planned, that
     config resolved). `fix` and `tune` set their typed knob values in cfg (never a key the user set) first, so the
@@ -625,7 +630,7 @@ def settle(
     llm, _ = llm_architecture(cfg, facts, overrides)
     if llm.get("known") is False:
         return None, resolved
-    verdict = judge(cfg, resolved, llm, overrides, facts.packages)
+    verdict = judge(cfg, resolved, llm, overrides, facts.packages, typical)
     changes = verdict.pop("apply_overrides")
     if not changes:
         return verdict, resolved
@@ -633,7 +638,7 @@ def settle(
         for key, value in changes.items():
             OmegaConf.update(cfg, key, value, merge=False)
     resolved = resolve(cfg)
-    settled = judge(cfg, resolved, llm, overrides, facts.packages)
+    settled = judge(cfg, resolved, llm, overrides, facts.packages, typical)
     settled.pop("apply_overrides")
     settled["changed"] = {key: str(value) for key, value in changes.items()}
     settled["before"] = {"fits": verdict["fits"], "predicted": verdict["predicted"]}

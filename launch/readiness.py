@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -31,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from launch.errors import UserError
-from launch.facts import Facts, hub_cache_dir, is_local_path
+from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path
+from launch.lengths import PromptStats, measure_prompt_lengths
 from launch.overrides import as_written
 from launch.ranges import check_ranges
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
@@ -224,6 +226,40 @@ def read_data(cfg: DictConfig) -> DataReport:
     }
     files = [read_file(key, path, columns) for key in DATA_KEYS for path in file_list(OmegaConf.select(cfg, key))]
     return DataReport(files=tuple(files))
+
+
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+
+
+def tokenizer_here(path: str) -> bool:
+    """Whether this machine holds the model's tokenizer (a local directory, or this shell's HF cache): checked by
+    file name first, so a plan without one never pays for importing transformers."""
+    if is_local_path(path):
+        return any((Path(path).expanduser() / name).is_file() for name in TOKENIZER_FILES)
+    return any(cached_file(path, name, hub_cache_dir(os.environ)) is not None for name in TOKENIZER_FILES)
+
+
+def measure_prompts(cfg: DictConfig, report: DataReport) -> PromptStats | None:
+    """The prompts' lengths in tokens on a sample of the train files that were read, tokenized as verl does, when
+    the tokenizer is here (launch/lengths.py); None otherwise. Read once per files and tokenizer (a sweep's jobs
+    share them)."""
+    files = tuple(file.path for file in report.files if file.key == "data.train_files" and file.rows)
+    tokenizer = str(cfg.actor_rollout_ref.model.get("tokenizer_path") or cfg.actor_rollout_ref.model.path)
+    if not files or "data" in skipped(cfg) or not tokenizer_here(tokenizer):
+        return None
+    kwargs = cfg.data.get("apply_chat_template_kwargs") or {}
+    kwargs = OmegaConf.to_container(kwargs, resolve=True) if isinstance(kwargs, DictConfig) else dict(kwargs)
+    stamp = tuple(Path(path).stat().st_mtime_ns for path in files)
+    return _measured_prompts(files, stamp, tokenizer, str(cfg.data.prompt_key), json.dumps(kwargs, sort_keys=True))
+
+
+@cache
+def _measured_prompts(
+    files: tuple[str, ...], _stamp: tuple[int, ...], tokenizer: str, prompt_key: str, kwargs: str
+) -> PromptStats | None:
+    return measure_prompt_lengths(
+        list(files), tokenizer, prompt_key=prompt_key, chat_template_kwargs=json.loads(kwargs)
+    )
 
 
 def scored_domains(cfg: DictConfig) -> tuple[set[str], Any] | None:

@@ -26,6 +26,7 @@ from launch.cli_help import register_help_resolver
 from launch.compose_once import Resolve, full_resolution
 from launch.cores import in_order
 from launch.facts import Facts, gather_facts
+from launch.lengths import TypicalLengths
 from launch.manifest import Manifest
 from launch.plan import make_plan
 from launch.rejected import discard_rejected_invocation
@@ -78,8 +79,10 @@ def plan_job(
         ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
         ray_token_file=cfg.cluster.get("ray_auth_token_file"),
     )
-    verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve)
-    plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict, calibration.records_for(cfg))
+    records = calibration.records_for(cfg)
+    typical = calibration.typical_for(cfg, records, readiness.measure_prompts(cfg, data))
+    verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve, typical)
+    plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict, records, typical)
     return readiness.judge(cfg, plan, facts, data, repairs)
 
 
@@ -91,11 +94,12 @@ def checked_plan(
     resolved: dict[str, Any] | None = None,
     verdict: dict[str, Any] | None = None,
     calibration_records: tuple[calibration.StoreRecord, ...] = (),
+    typical: TypicalLengths | None = None,
 ) -> Plan:
     """plan -> validate. The checks read files verl will load from the code snapshot (the reward file), which only a
     submission writes: until then they read the checkout files the snapshot will hold (snapshot.at_checkout)."""
     plan = make_plan(
-        cfg, facts, overrides, Path.cwd(), sys.executable, job_name, resolved, verdict, calibration_records
+        cfg, facts, overrides, Path.cwd(), sys.executable, job_name, resolved, verdict, calibration_records, typical
     )
     checked = replace(plan, verl=snapshot.at_checkout(plan.verl, plan.code_dir)) if plan.code_dir else plan
     validate(cfg, checked, facts)

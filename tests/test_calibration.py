@@ -368,3 +368,17 @@ def test_status_on_the_dev_cluster_shows_the_forecast_of_a_run_slower_than_plann
     records, warnings = read_store(store)
     assert not warnings and len(calibration.latest_per_run(tuple(records))) == 1
     assert records[-1].measured_s["generate"] == pytest.approx(0.5 * slow, rel=1e-3)
+
+
+def test_prompt_lengths_are_measured_on_the_data_when_the_tokenizer_is_here(tmp_path: Path):
+    """The tiny model directory holds a tokenizer: the prompts of the train file are tokenized with the chat
+    template, and the typical prompt (the preflight's typical line and the step time alike) is their median."""
+    from test_readiness import tiny_run
+
+    plan = planned(tmp_path, *tiny_run(tmp_path, per_source=40))
+    lengths = plan.time.lengths
+    assert lengths.source.startswith("prompt: measured (p50 of 80 rows tokenized; p95 ")
+    assert 1 <= lengths.prompt_tokens < 256  # data.max_prompt_length of the tiny run
+    assert "prompt: measured (p50 of 80 rows" in render(plan).split("typical", 1)[1].split("\n", 1)[0]
+    stated = planned(tmp_path, *tiny_run(tmp_path, per_source=40), "launch.expect.prompt_tokens=100")
+    assert stated.time.lengths.prompt_tokens == 100 and stated.time.lengths.source.startswith("prompt: launch.expect")

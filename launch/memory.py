@@ -553,6 +553,15 @@ def margin_terms(values: dict[str, float], knobs: Knobs) -> list[Term]:
     return [Term("fragmentation", _gib(transient) * FRAGMENTATION), *outside_torch(knobs)]
 
 
+def update_peak(
+    name: str, backward: dict[str, float], step: dict[str, float], knobs: Knobs, tokens: int, capacity_gib: float
+) -> Phase:
+    """An update's peak: the larger of its backward moment and its optimizer step, with the margins."""
+    moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
+    terms = [Term(term, _gib(value)) for term, value in chosen.items()] + margin_terms(chosen, knobs)
+    return Phase(name, tuple(terms), capacity_gib, (f"peak at the {moment}; {tokens} tokens per micro-batch",))
+
+
 def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
     """The larger of two moments: a micro-batch's backward (activations and the logits' backward alive beside the
     gradients the mini-batch's earlier micro-batches left) and the optimizer step (all states and AdamW's
@@ -584,10 +593,7 @@ def training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Pha
     if knobs.critic:  # the critic's states that are not offloaded sit beside the actor's update
         critic = {"critic state": critic_resident_state(arch, knobs)}
         backward, step = backward | critic, step | critic
-    moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
-    terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen, knobs)
-    note = f"peak at the {moment}; {tokens} tokens per micro-batch"
-    return Phase("training", tuple(terms), capacity_gib, (note,))
+    return update_peak("training", backward, step, knobs, tokens, capacity_gib)
 
 
 def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
@@ -690,10 +696,7 @@ def critic_training_phase(arch: Architecture, knobs: Knobs, capacity_gib: float)
         "optimizer step": states["optimizer step"],
         **resident,
     }
-    moment, chosen = ("backward", backward) if sum(backward.values()) >= sum(step.values()) else ("step", step)
-    terms = [Term(name, _gib(value)) for name, value in chosen.items()] + margin_terms(chosen, knobs)
-    note = f"peak at the {moment}; {tokens} tokens per micro-batch"
-    return Phase("critic update", tuple(terms), capacity_gib, (note,))
+    return update_peak("critic update", backward, step, knobs, tokens, capacity_gib)
 
 
 def critic_value_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:

@@ -23,7 +23,8 @@ def test_help_lists_our_groups_keys_and_examples_not_the_config_dump(tmp_path: P
     result = run_cli("--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
-    assert "gpu=a100_40|a100_80|a40|[auto]|h100" in out and "algo=[guru_baseline]|mtl_pcgrad|rft" in out
+    assert "gpu=a100_40|a100_80|a40|a6000|[auto]|b200|h100|h20|h200|h800|l40s|rtx6000ada" in out
+    assert "algo=[guru_baseline]|mtl_pcgrad|rft" in out
     for group in ("mode=", "llm=", "dataset=", "cluster=[auto]|local|ray|slurm"):
         assert group in out, group
     lines = out.splitlines()
@@ -56,7 +57,7 @@ def test_help_wraps_to_the_terminal_and_names_every_readiness_check(tmp_path: Pa
 def test_help_marks_the_options_in_use(tmp_path: Path):
     result = run_cli("--help", "gpu=h100", "cluster.array_parallelism=4", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "gpu=a100_40|a100_80|a40|auto|[h100]" in result.stdout
+    assert "gpu=a100_40|a100_80|a40|a6000|auto|b200|[h100]|h20|h200" in result.stdout
     assert re.search(r"cluster\.array_parallelism=4 +at most", result.stdout)
 
 

@@ -122,15 +122,22 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
             f"ppo_mini_batch_size={neighbours(batch, mini)}); {VERL_MINI_BATCHES}"
         )
     sequences = mini * rollout.n
-    # verl splits a mini-batch over the data-parallel ranks: the GPUs / the Ulysses group that shares each sequence
-    sp = actor.ulysses_sequence_parallel_size
-    if n_gpus % sp:
-        raise UserError(
-            f"actor_rollout_ref.actor.ulysses_sequence_parallel_size ({sp}) does not divide {gpus}: choose a "
-            f"sequence-parallel size that divides {n_gpus}"
+    if actor.get("strategy") == "megatron":  # its product already divides the GPUs (check_megatron)
+        sizes = megatron_sizes(actor.megatron)
+        ranks, sp = n_gpus // (sizes["TP"] * sizes["PP"] * sizes["CP"]), sizes["CP"]
+        where = f"{ranks} data-parallel ranks ({n_gpus} GPUs / TP {sizes['TP']} x PP {sizes['PP']} x CP {sp})"
+    else:
+        # verl splits a mini-batch over the data-parallel ranks: the GPUs / the Ulysses group that shares a sequence
+        sp = actor.ulysses_sequence_parallel_size
+        if n_gpus % sp:
+            raise UserError(
+                f"actor_rollout_ref.actor.ulysses_sequence_parallel_size ({sp}) does not divide {gpus}: choose a "
+                f"sequence-parallel size that divides {n_gpus}"
+            )
+        ranks = n_gpus // sp
+        where = (
+            gpus if sp == 1 else f"{ranks} data-parallel ranks ({n_gpus} GPUs / ulysses_sequence_parallel_size {sp})"
         )
-    ranks = n_gpus // sp
-    where = gpus if sp == 1 else f"{ranks} data-parallel ranks ({n_gpus} GPUs / ulysses_sequence_parallel_size {sp})"
     if sequences % ranks:
         raise UserError(
             f"a mini-batch of {sequences} sequences (ppo_mini_batch_size {mini} x rollout.n {rollout.n}) does not "
@@ -168,6 +175,137 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
                 f"{share % micro}; pick a micro-batch that divides {share} (e.g. {neighbours(share, micro)}); "
                 f"{VERL_MICRO_BATCHES}"
             )
+
+
+# Megatron's parallel sizes as verl's engine config names them (verl/trainer/config/engine/megatron.yaml), by the
+# names its and Megatron-core's messages use
+MEGATRON_SIZES = {
+    "TP": "tensor_model_parallel_size",
+    "PP": "pipeline_model_parallel_size",
+    "CP": "context_parallel_size",
+    "EP": "expert_model_parallel_size",
+    "ETP": "expert_tensor_parallel_size",
+    "VPP": "virtual_pipeline_model_parallel_size",
+}
+# Where a MoE model's config.json states its routed experts (Qwen-MoE / Mixtral / GPT-OSS names, DeepSeek's)
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+def megatron_sizes(megatron: dict[str, Any]) -> dict[str, int]:
+    """TP, PP, CP, EP, ETP (null: Megatron-core takes TP) and VPP (null: 1) of one role's megatron block."""
+    sizes = {name: megatron.get(key) for name, key in MEGATRON_SIZES.items()}
+    sizes["ETP"] = sizes["ETP"] if sizes["ETP"] is not None else sizes["TP"]
+    sizes["VPP"] = sizes["VPP"] if sizes["VPP"] is not None else 1
+    return {name: int(value) for name, value in sizes.items()}
+
+
+def expert_count(model_path: str) -> int | None:
+    """The routed experts the model's config.json states (a local directory, or the HF cache, offline); None for a
+    dense model or one whose config.json is not here (conf/llm/ tables hold no expert count)."""
+    import json
+
+    from launch.facts import cached_file, hub_cache_dir, is_local_path
+
+    local = Path(model_path).expanduser() / "config.json"
+    found = local if is_local_path(model_path) else cached_file(model_path, "config.json", hub_cache_dir(os.environ))
+    if found is None or not found.is_file():
+        return None
+    raw = json.loads(found.read_text())
+    raw = raw.get("text_config", raw) if "num_hidden_layers" not in raw else raw
+    return next((int(raw[key]) for key in EXPERT_KEYS if raw.get(key)), None)
+
+
+def megatron_roles(verl: ConfigView) -> list[str]:
+    """The roles whose Megatron engine the run builds: the actor; the reference policy when a KL term needs it; the
+    critic when verl's need_critic would (critic.enable, else adv_estimator gae)."""
+    roles = ["actor_rollout_ref.actor"]
+    if verl.actor_rollout_ref.actor.get("use_kl_loss") or verl.algorithm.get("use_kl_in_reward"):
+        roles.append("actor_rollout_ref.ref")
+    critic_on = verl.critic.get("enable")
+    if critic_on or (critic_on is None and verl.algorithm.get("adv_estimator") == "gae"):
+        roles.append("critic")
+    return [role for role in roles if (select(verl, role) or {}).get("strategy") == "megatron"]
+
+
+def pipeline_layers(layers: int, pp: int, vpp: int, transformer: dict[str, Any]) -> tuple[int, int, str]:
+    """(layers to split, stages they split over, what was counted) as Megatron-core splits a model's layers over the
+    pipeline: the stages with a stated layer count (num_layers_in_first/last_pipeline_stage) take theirs; the
+    embedding and the loss count as one layer each where account_for_*_in_pipeline_split says so."""
+    counted = [f"{layers} layers"]
+    first = transformer.get("num_layers_in_first_pipeline_stage")
+    last = transformer.get("num_layers_in_last_pipeline_stage")
+    if first is not None or last is not None:
+        rest = layers - int(first or 0) - int(last or 0)
+        stages = pp - (first is not None) - (last is not None)
+        counted.append(f"less {int(first or 0)} first and {int(last or 0)} last-stage layers")
+        return rest, max(stages, 1), ", ".join(counted)
+    for part in ("embedding", "loss"):
+        if transformer.get(f"account_for_{part}_in_pipeline_split"):
+            layers += 1
+            counted.append(f"+1 for the {part}")
+    return layers, pp * vpp, ", ".join(counted)
+
+
+def check_megatron(verl: ConfigView, llm: dict[str, Any], experts: int | None) -> None:
+    """What Megatron-core asserts when verl builds each Megatron engine on the GPUs (parallel_state's world-size
+    products, the layer split over the pipeline, heads over TP, experts over EP), refused before queueing with the
+    product that does not match. `llm`: the plan's architecture (its layers and heads unless `known` is false)."""
+    trainer = verl.trainer
+    n_gpus = trainer.nnodes * trainer.n_gpus_per_node
+    gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
+    known = llm.get("known") is not False
+    for role in megatron_roles(verl):
+        node = select(verl, role)
+        size = megatron_sizes(node["megatron"])
+        key = f"{role}.megatron"
+        tp, pp, cp, ep, etp, vpp = (size[name] for name in ("TP", "PP", "CP", "EP", "ETP", "VPP"))
+        if n_gpus % (tp * pp * cp):
+            raise UserError(
+                f"{key}: TP {tp} x PP {pp} x CP {cp} x DP = {gpus} has no whole DP: {n_gpus} % {tp * pp * cp} = "
+                f"{n_gpus % (tp * pp * cp)}; choose tensor/pipeline/context parallel sizes whose product divides "
+                f"{n_gpus}"
+            )
+        if n_gpus % (etp * ep * pp):
+            raise UserError(
+                f"{key}: expert TP {etp} x EP {ep} x PP {pp} x expert DP = {gpus} has no whole expert DP: {n_gpus} % "
+                f"{etp * ep * pp} = {n_gpus % (etp * ep * pp)}; choose expert_model_parallel_size / "
+                f"expert_tensor_parallel_size whose product with PP divides {n_gpus}"
+            )
+        if experts is not None and experts % ep:
+            raise UserError(
+                f"{key}.expert_model_parallel_size ({ep}) does not divide the model's {experts} experts: {experts} % "
+                f"{ep} = {experts % ep}; choose an EP that divides {experts} (e.g. {neighbours(experts, ep)})"
+            )
+        if not known:
+            continue
+        transformer = node["megatron"].get("override_transformer_config") or {}
+        layers, stages, counted = pipeline_layers(int(llm["layers"]), pp, vpp, transformer)
+        if layers % stages:
+            split = f"PP {pp}" + (f" x VPP {vpp}" if vpp > 1 and stages == pp * vpp else "")
+            raise UserError(
+                f"the model's layers ({counted} = {layers}) do not split over {key} {split} = {stages} stages: "
+                f"{layers} % {stages} = {layers % stages}; choose a pipeline size that divides {layers}, or set "
+                "override_transformer_config.num_layers_in_first/last_pipeline_stage"
+            )
+        for heads, what in ((int(llm["heads"]), "attention heads"), (int(llm["kv_heads"]), "key-value heads")):
+            if heads % tp:
+                raise UserError(
+                    f"{key}.tensor_model_parallel_size ({tp}) does not divide the model's {heads} {what}: {heads} % "
+                    f"{tp} = {heads % tp}; choose a TP that divides {heads} (e.g. {neighbours(heads, tp)})"
+                )
+
+
+def check_rollout_span(verl: ConfigView) -> None:
+    """The engine's TP against the GPUs per node: a TP group larger than a node spans whole nodes (vLLM over Ray) or
+    it leaves one replica split across a node boundary."""
+    trainer, tp = verl.trainer, verl.actor_rollout_ref.rollout.tensor_model_parallel_size
+    per_node = trainer.n_gpus_per_node
+    if tp > per_node and tp % per_node:
+        raise UserError(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size ({tp}) spans nodes of {per_node} GPUs "
+            f"(trainer.n_gpus_per_node) unevenly: {tp} % {per_node} = {tp % per_node}; choose a TP that divides "
+            f"{per_node} or a multiple of it"
+        )
 
 
 def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: bool = True) -> None:
@@ -236,6 +374,9 @@ def check_rollout_engine(verl: ConfigView) -> None:
         )
 
 
+GPU_COUNT_KEYS = {"trainer.nnodes", "trainer.n_gpus_per_node"}
+
+
 def check_gpu_count(cfg: DictConfig, plan: Plan) -> None:
     """A run that no offload or rollout TP fits on its GPUs is refused before any TP arithmetic, with the GPU count the
     preflight searched (its `fits_with`): "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom.
@@ -245,8 +386,9 @@ def check_gpu_count(cfg: DictConfig, plan: Plan) -> None:
     if verdict is None or verdict["fits"] or str(cfg.launch.preflight) != "fail":
         return
     found = verdict.get("fits_with") or {}
-    if found.get("on_your_gpus") is not None:
-        return
+    on_these_gpus = [fix for fix in verdict.get("fixes") or [] if not GPU_COUNT_KEYS & set(fix["overrides"])]
+    if found.get("on_your_gpus") is not None or any(fix["fits"] for fix in on_these_gpus):
+        return  # a change on the run's own GPUs fits (one of your keys, perhaps): the gate names it
     n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
     card = f"{cfg.gpu.name} ({cfg.gpu.card})"
     needed = found.get("gpus_needed_offloaded") or found.get("gpus_needed")
@@ -455,6 +597,9 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     verl = ConfigView(plan.verl)
     check_rollout_engine(verl)
     check_reward_function(verl)
+    if verl.actor_rollout_ref.actor.get("strategy") == "megatron":
+        check_megatron(verl, plan.llm, expert_count(str(verl.actor_rollout_ref.model.path)))
+        check_rollout_span(verl)
     check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
     names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
     cache = str(cfg.launch.verl_check_cache)

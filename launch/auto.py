@@ -1,6 +1,7 @@
 """Rewrite the command line BEFORE Hydra composes: resolve gpu=auto and cluster=auto, so that `--cfg job`, the plan
-and the run id all show the profile and cluster actually used, and take hydra-submitit-launcher's
-`hydra.launcher.*` keys as the rlaunch keys they mean (`launcher_aliases`).
+and the run id all show the profile and cluster actually used, take hydra-submitit-launcher's `hydra.launcher.*` keys
+as the rlaunch keys they mean (`launcher_aliases`), and verl's `--config-name=ppo_megatron_trainer` as the backend
+it means (`verl_config_name`).
 
 Runs on: the login node (or the cluster=local machine). Rewrites the override list only; Hydra does the rest.
 """
@@ -18,8 +19,9 @@ from omegaconf import OmegaConf
 from launch.errors import UserError
 from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
-from launch.overrides import hydra_quoted, parse, value_in, without
+from launch.overrides import hydra_quoted, key_of, parse, value_in, without
 from launch.secret_guard import refuse_secret_overrides
+from launch.verl_diff import BACKEND_BASES, base_config, option_keys_outside, overlap
 
 # Flags after which Hydra expects no overrides to resolve (completion, help, info about the app itself).
 PASSIVE_FLAGS = ("-sc", "--shell-completion", "-h", "--help", "--hydra-help")
@@ -84,6 +86,74 @@ def launcher_aliases(argv: list[str]) -> tuple[list[str], list[str]]:
         shown = arg.lstrip("+~")
         notes.append(f"rlaunch: note: {shown} is {target}{sub}{value}" + (f" ({why})" if why else ""))
     return rewritten, notes
+
+
+# verl's own config names (`python -m verl.trainer.main_ppo --config-name=...`) -> the backend that composes the same
+# base under rlaunch (conf/backend/); verl's scripts spell them with or without .yaml, next to a --config-path that
+# is relative to verl's package and means nothing here
+VERL_CONFIG_NAMES = {base: backend for backend, base in BACKEND_BASES.items()}
+CONFIG_NAME_FLAGS = ("--config-name", "-cn")
+CONFIG_PATH_FLAGS = ("--config-path", "-cp")
+
+
+def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv with verl's `--config-name=ppo_megatron_trainer` (`-cn X`, `'X.yaml'`) written as `backend=megatron` (and
+    ppo_trainer as backend=fsdp), verl's --config-path dropped with it, and a note per rewrite; UserError for another
+    config name, or one the command line's own backend=... contradicts."""
+    rewritten, notes, backend = [], [], None
+    index = 0
+    while index < len(argv):
+        flag, equals, value = argv[index].partition("=")
+        if flag not in CONFIG_NAME_FLAGS + CONFIG_PATH_FLAGS:
+            rewritten.append(argv[index])
+            index += 1
+            continue
+        if not equals:  # `-cn NAME`: the value is the next argument
+            value = argv[index + 1] if index + 1 < len(argv) else ""
+            index += 1
+        index += 1
+        if flag in CONFIG_PATH_FLAGS:
+            continue
+        name = value.strip("'\"").removesuffix(".yaml")
+        if name not in VERL_CONFIG_NAMES:
+            choices = ", ".join(f"{base} (backend={chosen})" for chosen, base in BACKEND_BASES.items())
+            raise UserError(f"{flag}={value}: rlaunch composes one of verl's {choices}; use backend=... instead")
+        backend = VERL_CONFIG_NAMES[name]
+        notes.append(f"rlaunch: note: {flag}={value} is backend={backend} (verl's {name} at the root)")
+    if backend is None:
+        return argv, []
+    given = value_in(rewritten, "backend")
+    if given is not None and given != backend:
+        raise UserError(f"--config-name asks for backend={backend} but the command line sets backend={given}: keep one")
+    return (rewritten if given is not None else [*rewritten, f"backend={backend}"]), notes
+
+
+def without_fsdp_knobs(overrides: list[str]) -> list[str]:
+    """Under backend=megatron, the gpu profile's FSDP knobs (its fsdp_config.* offload switches, torch's fused AdamW)
+    have no place in verl's Megatron config, which refuses them (McoreActorConfig takes no fsdp_config): each is
+    deleted after composition (`~key`). A value the user typed for one is refused instead of dropped silently."""
+    base = base_config(overrides)
+    if base == BACKEND_BASES["fsdp"]:
+        return overrides
+    gpu = next((o for o in parse(overrides) if key_of(o) == "gpu"), None)
+    if gpu is None:
+        return overrides
+    profiles = [str(v) for v in gpu.sweep_string_iterator()] if gpu.is_sweep_override() else [str(gpu.value())]
+    outside = [set(option_keys_outside("gpu", profile, base)) for profile in profiles]
+    every, some = set.intersection(*outside), set.union(*outside)
+    for override in parse(overrides):
+        typed = next((key for key in sorted(some) if overlap(key_of(override), key)), None)
+        if typed is not None and not override.is_delete():
+            raise UserError(
+                f"{key_of(override)} is an FSDP key, which verl's {base} has no place for: drop it (Megatron's own "
+                "knobs are actor_rollout_ref.actor.megatron.*, e.g. .param_offload, .optimizer_offload)"
+            )
+    if some != every:
+        raise UserError(
+            f"gpu={','.join(profiles)} set different FSDP knobs ({', '.join(sorted(some - every))}), which verl's "
+            f"{base} has no place for: sweep these profiles in separate invocations"
+        )
+    return [*overrides, *(f"~{key}" for key in sorted(every))]
 
 
 def _replace(overrides: list[str], key: str, value: str) -> list[str]:
@@ -190,5 +260,6 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     elif gpu_values is not None and "auto" in gpu_values:
         detected = choose_gpu(overrides, cluster).profile
         overrides = _replace(overrides, "gpu", ",".join(detected if v == "auto" else v for v in gpu_values))
+    overrides = without_fsdp_knobs(overrides)
     # overrides first: a flag with an optional value (--info [all|config|...]) would take the next override as its value
     return [*overrides, *flags]

@@ -524,8 +524,8 @@ def planned_forecast(
 ) -> StepTime | None:
     """The plan's step time: the model at the typical lengths (typical_for's, by default the config's own), each
     phase corrected by the nearest records when launch.calibration=auto. None for algo=rft (its stages are not PPO
-    steps)."""
-    if cfg.algo.name == "rft":
+    steps) and for verl's Megatron backend (its step is not modelled: Knobs.from_verl reads FSDP's knobs)."""
+    if cfg.algo.name == "rft" or verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron":
         return None
     arch, knobs, card = Architecture.from_llm(llm), Knobs.from_verl(verl), Card.of(cfg.gpu)
     critic = trains_critic(verl)

@@ -104,10 +104,27 @@ def _explain_unknown_key(exc: BaseException, cause: BaseException) -> str:
     fork = fork_key_message(full_key)
     if fork is not None:
         return fork
+    backend = backend_key_message(full_key)
+    if backend is not None:
+        return backend
     parent = getattr(cause, "parent_node", None)
     siblings = [str(key) for key in parent.keys()] if parent is not None and hasattr(parent, "keys") else []
     hint = closest(str(missing), siblings) if missing is not None else ""
     return f"unknown key '{full_key}'{hint}: fix the spelling, or add a new key on purpose with +{full_key}=..."
+
+
+def backend_key_message(key: str) -> str | None:
+    """A key the chosen backend's base lacks but verl's other base has: 'X is a Megatron key: add backend=megatron'
+    (unknown keys are judged against the base the run chose, launch/verl_diff.py base_config). Composition failed,
+    so which base it was is not known here: a key in exactly one of verl's bases names that one."""
+    from launch.verl_diff import BACKEND_BASES, in_verl_base
+
+    having = [backend for backend, base in BACKEND_BASES.items() if in_verl_base(key, base)]
+    if len(having) != 1:
+        return None
+    backend = having[0]
+    kind = {"fsdp": "an FSDP", "megatron": "a Megatron"}.get(backend, f"a {backend}")
+    return f"{key} is {kind} key (verl's {BACKEND_BASES[backend]}): add backend={backend}"
 
 
 def _causes(exc: BaseException) -> Iterable[BaseException]:

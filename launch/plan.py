@@ -296,6 +296,17 @@ def make_driver_command(driver: Driver, python: str, run_dir: Path) -> list[str]
     return make_verl_command(python, run_dir)
 
 
+def megatron_not_modelled(verl: dict[str, Any]) -> list[str]:
+    """verl's Megatron backend shards by TP x PP x CP x DP with a distributed optimizer and experts over EP: neither
+    the memory preflight nor the step time models it yet, and the plan says so rather than judging it as FSDP."""
+    if verl["actor_rollout_ref"]["actor"].get("strategy") != "megatron":
+        return []
+    return [
+        "backend=megatron: the memory preflight and the step time do not model Megatron yet (TP x PP x CP x DP "
+        "sharding, the distributed optimizer and expert parallelism): no memory verdict, nothing refused for memory"
+    ]
+
+
 def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
     if cfg.cluster.name == "ray":
         return "submit", f"cluster=ray: one Ray job per run through the job API at {cfg.cluster.address}"
@@ -374,6 +385,7 @@ def make_plan(
         ),
         overrides=list(overrides),
         warnings=warnings
+        + megatron_not_modelled(verl)
         + ignored_batch_knobs(cfg, overrides)
         + algo_suggestion(cfg, overrides, changes)
         + slurm_unreachable_warning(cfg, facts),

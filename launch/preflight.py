@@ -627,6 +627,8 @@ def settle(
     and `warn` change nothing (gate() refuses or warns at submission). None: `off`, or a model nothing here knows."""
     if cfg.launch.preflight == "off":
         return None, resolved
+    if resolved["actor_rollout_ref"]["actor"].get("strategy") == "megatron":  # not FSDP's sharding: the plan says so
+        return None, resolved
     llm, _ = llm_architecture(cfg, facts, overrides)
     if llm.get("known") is False:
         return None, resolved

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
 from launch import calibration, errors, preflight, provenance, readiness, snapshot
-from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint
+from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint, verl_config_name
 from launch.cli_help import register_help_resolver
 from launch.compose_once import Resolve, full_resolution
 from launch.cores import in_order
@@ -235,6 +235,8 @@ def main() -> None:
     register_help_resolver()
     try:
         argv, notes = launcher_aliases(sys.argv[1:])
+        argv, config_notes = verl_config_name(argv)  # a pasted `--config-name=ppo_megatron_trainer`
+        notes += config_notes
         for note in notes:
             print(note, file=sys.stderr, flush=True)
         resolved = resolve_auto_choices(argv)

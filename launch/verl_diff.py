@@ -4,7 +4,9 @@ config that differs from it, with the layer that set it (plan.json's `changed_fr
 Runs on: the login node (launch/plan.py, for every plan).
 
 "verl's own composition" is what `python -m verl.trainer.main_ppo <the user's verl keys>` composes: verl's shipped
-ppo_trainer.yaml (its Hydra defaults tree, found through launch.schema.verl_config_source) with exactly the overrides
+ppo_trainer.yaml, or ppo_megatron_trainer.yaml under backend=megatron (`--config-name=ppo_megatron_trainer`: the base
+the user chose, `base_config`; its Hydra defaults tree found through launch.schema.verl_config_source) with exactly the
+overrides
 the user typed for verl's keys (our roots, our group choices and Hydra's own keys left out), composed and resolved
 by Hydra as verl's `@hydra.main` does. Everything rlaunch's layers add on top (a gpu profile's knobs, a mode's
 cadence, an algo's hyper-parameters, the run directory, tracking, the reward wiring) is then a listed difference: a
@@ -32,7 +34,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from launch.compose_once import interpolation_read_paths
-from launch.overrides import find, holds_interpolation, key_of, parse
+from launch.overrides import find, holds_interpolation, key_of, parse, value_in
 from launch.ranges import select
 from launch.rundir import Change
 from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, verl_config_source
@@ -51,6 +53,9 @@ PLANNER_KEYS = {
     "critic.model.path": "rlaunch: critic from the actor",  # verl's placeholder path replaced (readiness.py)
 }
 CONFIG_YAML = "rlaunch (conf/config.yaml)"
+# conf/backend/<option>.yaml -> the verl config it places at the root (the same names verl's --config-name takes)
+BACKEND_BASES = {"fsdp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
+DEFAULT_BACKEND = "fsdp"  # conf/config.yaml's default
 MISSING_IN_VERL = "<not in verl's config>"
 _INTERPOLATED_ROOT = re.compile(r"^\$\{(\w+)\.[\w.]+\}$")
 # verl's keys that follow another key: `${actor_rollout_ref.actor.x}` or `${oc.select:actor_rollout_ref.actor.x,...}`
@@ -62,30 +67,42 @@ def _loader() -> ConfigLoaderImpl:
     return ConfigLoaderImpl(config_search_path=create_config_search_path(verl_config_source()))
 
 
-@lru_cache(maxsize=1)
-def _verl_base() -> DictConfig:
-    """verl's ppo_trainer with no override, composed once per process (~0.25 s); each job copies it."""
-    cfg = _loader().load_configuration("ppo_trainer", [], run_mode=RunMode.RUN)
+def base_config(overrides: Sequence[str]) -> str:
+    """The verl config the user's run composes over: the backend group's choice (a sweep over backends is one
+    choice per job, so its jobs' overrides name one each)."""
+    backend = value_in(list(overrides), "backend") or DEFAULT_BACKEND
+    return BACKEND_BASES.get(backend, BACKEND_BASES[DEFAULT_BACKEND])
+
+
+@lru_cache(maxsize=len(BACKEND_BASES))
+def _verl_base(base: str = "ppo_trainer") -> DictConfig:
+    """verl's `base` with no override, composed once per process (~0.25 s); each job copies it."""
+    cfg = _loader().load_configuration(base, [], run_mode=RunMode.RUN)
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg
 
 
-@lru_cache(maxsize=1)
-def _verl_raw() -> dict[str, Any]:
-    return OmegaConf.to_container(_verl_base(), resolve=False)  # type: ignore[return-value]
+@lru_cache(maxsize=len(BACKEND_BASES))
+def _verl_raw(base: str = "ppo_trainer") -> dict[str, Any]:
+    return OmegaConf.to_container(_verl_base(base), resolve=False)  # type: ignore[return-value]
 
 
-def _followed(key: str) -> str | None:
+def in_verl_base(key: str, base: str) -> bool:
+    """verl's own `base` config has this dotted key (launch/errors.py: which backend a key belongs to)."""
+    return _has(_verl_raw(base), key)
+
+
+def _followed(key: str, base: str) -> str | None:
     """The key whose value verl's own config makes `key` follow (critic.use_dynamic_bsz follows the actor's)."""
-    value = select(_verl_raw(), key)
+    value = select(_verl_raw(base), key)
     match = _FOLLOWS.match(value) if isinstance(value, str) else None
     return match.group(1) if match else None
 
 
 def user_verl_overrides(overrides: Sequence[str]) -> list[Override]:
     """The overrides that address verl's own tree: not our roots, not our group choices, not Hydra's."""
-    ours = {*RLAUNCH_ROOTS, "hydra"}
+    ours = {*RLAUNCH_ROOTS, "hydra", "backend"}  # backend: our group, which chooses verl's base (base_config)
     return [
         override
         for override in parse(overrides)
@@ -98,10 +115,16 @@ def verl_composition(overrides: Sequence[str]) -> dict[str, Any]:
     of verl's tree reads are put into verl's resolved base (what resolving would give: ~1 ms, not ~60 ms a job of a
     sweep); anything else is applied to a copy of the base the way Hydra's loader applies it and resolved, and a key
     that chooses one of verl's own config groups (`actor_rollout_ref/actor=...`, `actor@...`) composes it all again."""
-    # a plain key=value on a key verl's tree lacks is one our layers added (verl itself would ask for `+`): not verl's
-    mine = [o for o in user_verl_overrides(overrides) if o.type != OverrideType.CHANGE or _has(_verl_raw(), key_of(o))]
-    if all(_put_in_directly(override) for override in mine):
-        resolved = pickle.loads(_verl_resolved())
+    base = base_config(overrides)
+    # a plain key=value on a key verl's tree lacks is one our layers added (verl itself would ask for `+`), and so is
+    # a deletion of one (the gpu profile's FSDP knobs under backend=megatron, launch/auto.py): not verl's
+    mine = [
+        o
+        for o in user_verl_overrides(overrides)
+        if o.type not in (OverrideType.CHANGE, OverrideType.DEL) or _has(_verl_raw(base), key_of(o))
+    ]
+    if all(_put_in_directly(override, base) for override in mine):
+        resolved = pickle.loads(_verl_resolved(base))
         for override in mine:
             *parents, last = key_of(override).split(".")
             node = resolved
@@ -111,27 +134,27 @@ def verl_composition(overrides: Sequence[str]) -> dict[str, Any]:
         return resolved
     if any("/" in key_of(o) or "@" in key_of(o) for o in mine):
         lines = [o.input_line or "" for o in mine]
-        cfg = _loader().load_configuration("ppo_trainer", lines, run_mode=RunMode.RUN)
+        cfg = _loader().load_configuration(base, lines, run_mode=RunMode.RUN)
         with open_dict(cfg):
             del cfg["hydra"]
     else:
-        cfg = copy.deepcopy(_verl_base())
+        cfg = copy.deepcopy(_verl_base(base))
         ConfigLoaderImpl._apply_overrides_to_config(mine, cfg)
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
-@lru_cache(maxsize=1)
-def _verl_resolved() -> bytes:
+@lru_cache(maxsize=len(BACKEND_BASES))
+def _verl_resolved(base: str) -> bytes:
     """verl's base, resolved, pickled: unpickling is the quickest deep copy."""
-    return pickle.dumps(OmegaConf.to_container(_verl_base(), resolve=True), protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps(OmegaConf.to_container(_verl_base(base), resolve=True), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-@lru_cache(maxsize=1)
-def _verl_read_paths() -> list[tuple[str | int, ...]]:
-    return interpolation_read_paths(_verl_raw())
+@lru_cache(maxsize=len(BACKEND_BASES))
+def _verl_read_paths(base: str) -> list[tuple[str | int, ...]]:
+    return interpolation_read_paths(_verl_raw(base))
 
 
-def _put_in_directly(override: Override) -> bool:
+def _put_in_directly(override: Override, base: str) -> bool:
     """Setting the value in the resolved base gives what Hydra + OmegaConf would: a plain `key=value` (or `+`/`++`)
     whose value is no dict (Hydra merges those) and holds no interpolation, at a path no interpolation reads."""
     if override.type not in (OverrideType.CHANGE, OverrideType.ADD, OverrideType.FORCE_ADD):
@@ -142,7 +165,7 @@ def _put_in_directly(override: Override) -> bool:
     path = tuple(key_of(override).split("."))
     if "/" in path[0] or "@" in path[-1]:
         return False
-    return not any(read[: len(path)] == path or path[: len(read)] == read for read in _verl_read_paths())
+    return not any(read[: len(path)] == path or path[: len(read)] == read for read in _verl_read_paths(base))
 
 
 def differences(verl: Any, ours: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
@@ -185,6 +208,23 @@ def _option_tree(group: str, option: str) -> dict[str, Any]:
     return merged
 
 
+def option_keys_outside(group: str, option: str, base: str) -> list[str]:
+    """The top-most keys of verl's tree that a group option sets and verl's `base` has no place for (a gpu profile's
+    fsdp_config knobs under ppo_megatron_trainer), our own roots left out."""
+    outside: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if path and not _has(_verl_raw(base), path):
+            outside.append(path)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else str(key))
+
+    tree = _option_tree(group, option)
+    walk({key: value for key, value in tree.items() if key not in RLAUNCH_ROOTS}, "")
+    return outside
+
+
 def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
     for key, value in new.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
@@ -206,7 +246,7 @@ def _config_yaml() -> dict[str, Any]:
     return {key: value for key, value in content.items() if key not in ("defaults", "hydra", *RLAUNCH_ROOTS)}
 
 
-def _layer_of(key: str, cfg: DictConfig, user_keys: set[str], depth: int = 0) -> str:
+def _layer_of(key: str, cfg: DictConfig, user_keys: set[str], base: str, depth: int = 0) -> str:
     """The layer that set `key`: conf/config.yaml's own keys last, then the groups in reverse defaults order; a key
     verl makes follow another is credited to the layer that set that one."""
     if any(overlap(key, user) for user in user_keys):
@@ -227,9 +267,9 @@ def _layer_of(key: str, cfg: DictConfig, user_keys: set[str], depth: int = 0) ->
         if name == CONFIG_YAML:
             return _planner_reason(key) or name
         return name
-    followed = _followed(key)
+    followed = _followed(key, base)
     if followed is not None and depth < 4:
-        return _layer_of(followed, cfg, user_keys, depth + 1)
+        return _layer_of(followed, cfg, user_keys, base, depth + 1)
     return _planner_reason(key) or "rlaunch"
 
 
@@ -247,8 +287,9 @@ def changed_from_verl(cfg: DictConfig, overrides: Sequence[str], verl: dict[str,
     composition of the user's verl keys, with the layer that set it; sorted by layer, then key."""
     theirs = verl_composition(overrides)
     user_keys = {key_of(o) for o in user_verl_overrides(overrides)}
+    base = base_config(overrides)
     return by_layer(
-        Change(key=key, verl=old, value=new, by=_layer_of(key, cfg, user_keys))
+        Change(key=key, verl=old, value=new, by=_layer_of(key, cfg, user_keys, base))
         for key, old, new in differences(theirs, verl)
     )
 

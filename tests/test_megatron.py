@@ -1,0 +1,541 @@
+"""verl's Megatron backend (`backend=megatron`, or verl's own `--config-name=ppo_megatron_trainer`): verl's Megatron
+example scripts plan as pasted, rlaunch's changes relative to verl's own composition of ppo_megatron_trainer are
+listed, wrong parallel sizes are refused in one line naming the product, and a Megatron key under the FSDP base names
+the backend that has it.
+
+verl's own composition is made here through Hydra's public compose API on verl's shipped config directory (as
+`python -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer` composes it), independently of launch/verl_diff.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import compose_config, run_cli
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from launch.errors import UserError
+from launch.provenance import VERL_KEY
+from launch.rundir import VERL_CONFIG_NAME, Change
+from launch.schema import RLAUNCH_ROOTS, verl_config_source
+from launch.validate import ConfigView, check_megatron, check_rollout_span, pipeline_layers
+from launch.verl_diff import apply_changes, differences, overlap
+
+DATA = "/home/user/data"  # a dry run only warns about data it cannot see (readiness)
+
+# https://github.com/volcengine/verl/blob/main/examples/grpo_trainer/run_qwen2-7b_math_megatron.sh with the script's
+# rollout_mode=async branch (return_raw_chat=True): its default, sync, is one verl 0.9.1's own check refuses ("Rollout
+# mode 'sync' has been removed")
+QWEN2_7B = [
+    "algorithm.adv_estimator=grpo",
+    f"data.train_files=['{DATA}/gsm8k/train.parquet', '{DATA}/math/train.parquet']",
+    f"data.val_files=['{DATA}/gsm8k/test.parquet', '{DATA}/math/test.parquet']",
+    "data.return_raw_chat=True",
+    "data.train_batch_size=1024",
+    "data.max_prompt_length=1024",
+    "data.max_response_length=1024",
+    "data.filter_overlong_prompts=True",
+    "data.truncation='error'",
+    "actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct",
+    "actor_rollout_ref.actor.optim.lr=1e-6",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
+    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+    "actor_rollout_ref.actor.use_kl_loss=True",
+    "actor_rollout_ref.actor.kl_loss_coef=0.001",
+    "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+    "actor_rollout_ref.actor.entropy_coeff=0",
+    "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.rollout.mode=async",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+    "actor_rollout_ref.rollout.n=5",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2",
+    "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2",
+    "algorithm.use_kl_in_reward=False",
+    "trainer.critic_warmup=0",
+    "trainer.logger=['console','wandb']",
+    "trainer.project_name='verl_grpo_example_gsm8k_math'",
+    "trainer.experiment_name='qwen2_7b_megatron'",
+    "trainer.n_gpus_per_node=8",
+    "trainer.nnodes=1",
+    "trainer.save_freq=20",
+    "trainer.test_freq=5",
+    "trainer.total_epochs=15",
+]
+
+# https://github.com/volcengine/verl/blob/main/examples/grpo_trainer/run_qwen3moe-30b_megatron.sh
+# (HF_MODEL_PATH=Qwen/Qwen3-30B-A3B; DIST_CKPT_PATH, which the script takes from the environment, a local path)
+QWEN3_30B_A3B = [
+    "algorithm.adv_estimator=grpo",
+    f"data.train_files={DATA}/gsm8k/train.parquet",
+    f"data.val_files={DATA}/gsm8k/test.parquet",
+    "data.train_batch_size=64",
+    "data.max_prompt_length=1024",
+    "data.max_response_length=2048",
+    "data.filter_overlong_prompts=True",
+    "data.truncation='error'",
+    "actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B",
+    "actor_rollout_ref.actor.optim.lr=1e-6",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
+    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
+    "actor_rollout_ref.actor.megatron.expert_model_parallel_size=4",
+    "actor_rollout_ref.actor.megatron.use_dist_checkpointing=True",
+    "actor_rollout_ref.actor.megatron.dist_checkpointing_path=/home/user/mcore/qwen3_30b_a3b",
+    "actor_rollout_ref.actor.use_kl_loss=True",
+    "actor_rollout_ref.actor.kl_loss_coef=0.001",
+    "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+    "actor_rollout_ref.actor.entropy_coeff=0",
+    "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+    "actor_rollout_ref.rollout.n=5",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2",
+    "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=4",
+    "actor_rollout_ref.ref.megatron.expert_model_parallel_size=4",
+    "actor_rollout_ref.ref.megatron.use_dist_checkpointing=True",
+    "actor_rollout_ref.ref.megatron.dist_checkpointing_path=/home/user/mcore/qwen3_30b_a3b",
+    "algorithm.use_kl_in_reward=False",
+    "trainer.critic_warmup=0",
+    "trainer.logger=['console','wandb']",
+    "trainer.project_name='verl_grpo_example_gsm8k_math'",
+    "trainer.experiment_name='qwen3_30b_moe_megatron'",
+    "trainer.n_gpus_per_node=8",
+    "trainer.nnodes=4",
+    "trainer.save_freq=20",
+    "trainer.test_freq=5",
+    "trainer.total_epochs=15",
+]
+
+
+def deepseek_671b(model: str) -> list[str]:
+    """https://github.com/volcengine/verl/blob/main/examples/grpo_trainer/run_deepseek671b_math_megatron_80gb.sh at its
+    defaults (NODES=32 PP=16 TP=1 EP=16 ETP=1 INFER_TP=32, every offload on, n_resp_per_prompt=4, lengths 2048/4096,
+    dynamic batches at 6144/18432 tokens) less megatron.grad_offload, a key verl 0.9.1's Megatron engine config does not
+    have (verl's own main_ppo refuses it as well); its LLM placeholder is a local directory holding DeepSeek-V3's
+    config.json, its CKPT_DIR (unset there) left out. algorithm.use_kl_in_reward appears twice, as in the script."""
+    return [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=False",
+        "algorithm.kl_ctrl.kl_coef=0.0",
+        f"data.train_files={DATA}/gsm8k/train.parquet",
+        f"data.val_files={DATA}/gsm8k/test.parquet",
+        "data.train_batch_size=512",
+        "data.max_prompt_length=2048",
+        "data.max_response_length=4096",
+        "data.filter_overlong_prompts=True",
+        "data.truncation='error'",
+        f"actor_rollout_ref.model.path={model}",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=128",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.actor.use_torch_compile=False",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "actor_rollout_ref.rollout.top_p=1.0",
+        "actor_rollout_ref.rollout.top_k=-1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=32",
+        "algorithm.use_kl_in_reward=False",
+        'trainer.logger=["console","tensorboard"]',
+        "trainer.project_name='verl_megatron_gsm8k_examples'",
+        "trainer.experiment_name='dsv3-32nodes'",
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=32",
+        "trainer.save_freq=-1",
+        "trainer.test_freq=5",
+        "actor_rollout_ref.model.use_fused_kernels=True",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=6144",
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=18432",
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=18432",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage=4",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.num_layers_in_last_pipeline_stage=1",
+        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=16",
+        "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=16",
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
+        "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=1",
+        "actor_rollout_ref.actor.megatron.expert_model_parallel_size=16",
+        "actor_rollout_ref.ref.megatron.expert_model_parallel_size=16",
+        "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1",
+        "actor_rollout_ref.ref.megatron.expert_tensor_parallel_size=1",
+        "actor_rollout_ref.actor.megatron.param_offload=True",
+        "actor_rollout_ref.actor.megatron.optimizer_offload=True",
+        "actor_rollout_ref.ref.megatron.param_offload=True",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_num_layers=1",
+        "actor_rollout_ref.actor.megatron.use_mbridge=True",
+        "trainer.val_before_train=False",
+        "trainer.total_epochs=100",
+    ]
+
+
+def qwen3_235b(model: str) -> list[str]:
+    """https://github.com/volcengine/verl/blob/main/examples/grpo_trainer/run_qwen3-235b_megatron_96gb.sh at its
+    defaults (NNODES=4 TRAIN_BS=32 TP=4 PP=8 EP=4 ETP=1 CP=1, offload on, lengths 2048 / 1204 x 8 = 9632); its
+    MODEL_PATH ($HOME/verl/models/Qwen3-235B-A22B) a local directory holding the model's config.json. Its DAPO reward
+    keys (reward_model.reward_manager=dapo, +reward_model.reward_kwargs.*) are verl 0.9.1's legacy reward block, left
+    out: the reward is not what this test is about; so is megatron.grad_offload, which verl 0.9.1 does not have."""
+    length = 2048 + 1204 * 8
+    return [
+        f"data.train_files={DATA}/dataset/dapo-math-17k.parquet",
+        f"data.val_files={DATA}/dataset/aime-2024.parquet",
+        "data.prompt_key=prompt",
+        "data.truncation='left'",
+        "data.max_prompt_length=2048",
+        f"data.max_response_length={1204 * 8}",
+        "data.train_batch_size=32",
+        "actor_rollout_ref.rollout.n=8",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.enforce_eager=True",
+        "actor_rollout_ref.rollout.free_cache_engine=True",
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=False",
+        "algorithm.kl_ctrl.kl_coef=0.0",
+        "actor_rollout_ref.model.use_fused_kernels=True",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.actor.clip_ratio_low=0.2",
+        "actor_rollout_ref.actor.clip_ratio_high=0.28",
+        "actor_rollout_ref.actor.clip_ratio_c=10.0",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={length}",
+        f"actor_rollout_ref.ref.log_prob_max_token_len_per_gpu={length}",
+        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={length}",
+        f"actor_rollout_ref.model.path={model}",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        "actor_rollout_ref.actor.optim.lr_warmup_steps=10",
+        "actor_rollout_ref.actor.optim.weight_decay=0.1",
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction=1.",
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.overlap_cpu_optimizer_d2h_h2d=True",
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.use_precision_aware_optimizer=True",
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=True",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+        "actor_rollout_ref.actor.megatron.param_offload=True",
+        "actor_rollout_ref.actor.megatron.optimizer_offload=True",
+        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=8",
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
+        "actor_rollout_ref.actor.megatron.expert_model_parallel_size=4",
+        "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1",
+        "actor_rollout_ref.actor.megatron.context_parallel_size=1",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.actor.optim.clip_grad=1.0",
+        "actor_rollout_ref.actor.loss_agg_mode=token-mean",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.85",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=8",
+        "actor_rollout_ref.rollout.enable_chunked_prefill=True",
+        f"actor_rollout_ref.rollout.max_num_batched_tokens={length}",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "actor_rollout_ref.rollout.top_p=1.0",
+        "actor_rollout_ref.rollout.top_k=-1",
+        "actor_rollout_ref.nccl_timeout=1200",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+        "actor_rollout_ref.rollout.val_kwargs.top_p=0.7",
+        "actor_rollout_ref.rollout.val_kwargs.top_k=-1",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
+        "actor_rollout_ref.rollout.val_kwargs.n=1",
+        "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=8",
+        "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=4",
+        "actor_rollout_ref.ref.megatron.expert_model_parallel_size=4",
+        "actor_rollout_ref.ref.megatron.expert_tensor_parallel_size=1",
+        "actor_rollout_ref.ref.megatron.context_parallel_size=1",
+        "actor_rollout_ref.ref.megatron.param_offload=True",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.apply_rope_fusion=True",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.moe_grouped_gemm=True",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.moe_token_dispatcher_type=flex",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.moe_router_dtype=fp32",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.account_for_loss_in_pipeline_split=True",
+        "+actor_rollout_ref.actor.megatron.override_transformer_config.account_for_embedding_in_pipeline_split=True",
+        "trainer.logger=['console','wandb']",
+        "trainer.project_name=verl-qwen3",
+        "trainer.experiment_name=235B-4-pp8-tp4-ep4-actor-length11680",
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=4",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=10",
+        "trainer.save_freq=100",
+        "trainer.total_epochs=10",
+        "trainer.resume_mode=auto",
+        "trainer.log_val_generations=10",
+    ]
+
+
+# The models' own config.json (the keys rlaunch reads): https://huggingface.co/deepseek-ai/DeepSeek-V3-0324/blob/main/
+# config.json and https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "num_hidden_layers": 61,
+    "hidden_size": 7168,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "n_routed_experts": 256,
+    "num_experts_per_tok": 8,
+    "vocab_size": 129280,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 163840,
+}
+QWEN3_235B = {
+    "model_type": "qwen3_moe",
+    "num_hidden_layers": 94,
+    "hidden_size": 4096,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "intermediate_size": 12288,
+    "moe_intermediate_size": 1536,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 40960,
+}
+
+
+def model_dir(root: Path, name: str, config: dict[str, Any]) -> str:
+    directory = root / name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+def verl_own_megatron_config(overrides: list[str]) -> dict[str, Any]:
+    """python -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer <overrides>."""
+    with initialize_config_dir(config_dir=verl_config_source().removeprefix("file://"), version_base=None):
+        cfg = compose("ppo_megatron_trainer", overrides=overrides)
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def planned(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(plan.json, verl_config.yaml as verl loads it, stderr) of one dry run through the CLI."""
+    result = run_cli(*args, "launch.dry_run=json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    dumped = OmegaConf.to_container(OmegaConf.load(Path(plan["run_dir"]) / f"{VERL_CONFIG_NAME}.yaml"))
+    dumped.pop(VERL_KEY)  # rlaunch's own provenance block: exempt
+    return plan, dumped, result.stderr  # type: ignore[return-value]
+
+
+def scripts(root: Path) -> dict[str, tuple[list[str], str]]:
+    """name -> (the script's verl overrides, the card it names)."""
+    return {
+        "qwen2-7b": (QWEN2_7B, "h100"),
+        "qwen3moe-30b": (QWEN3_30B_A3B, "h100"),
+        "deepseek671b_80gb": (deepseek_671b(model_dir(root, "dsv3", DEEPSEEK_V3)), "h100"),
+        "qwen3-235b_96gb": (qwen3_235b(model_dir(root, "Qwen3-235B-A22B", QWEN3_235B)), "h20"),
+    }
+
+
+@pytest.mark.parametrize("name", ["qwen2-7b", "qwen3moe-30b", "deepseek671b_80gb", "qwen3-235b_96gb"])
+def test_verls_megatron_examples_plan_as_pasted_and_list_what_rlaunch_changes(tmp_path, name):
+    overrides, card = scripts(tmp_path)[name]
+    # verl's own spelling, as the scripts write it (quotes removed by the shell), with its --config-path
+    plan, dumped, stderr = planned(
+        tmp_path,
+        "--config-path=config",
+        "--config-name=ppo_megatron_trainer.yaml",
+        *overrides,
+        f"gpu={card}",
+        "algo=verl",
+    )
+    assert "is backend=megatron" in stderr
+    assert any("the memory preflight and the step time do not model Megatron yet" in w for w in plan["warnings"])
+    assert plan["time"] is None
+    assert plan["preflight"] is None  # not judged as FSDP, and nothing refused for memory
+    assert dumped["actor_rollout_ref"]["actor"]["strategy"] == "megatron"
+    assert "fsdp_config" not in dumped["actor_rollout_ref"]["actor"]  # the profile's FSDP knobs have no place here
+    changes = [Change(**change) for change in plan["changed_from_verl"]]
+    theirs = verl_own_megatron_config(overrides)
+    for key, _, _ in differences(theirs, dumped):
+        covering = [change for change in changes if overlap(key, change.key)]
+        assert covering, f"{key} differs from verl's own ppo_megatron_trainer but is not in changed_from_verl"
+    assert apply_changes(theirs, changes) == dumped
+    layers = {change.by for change in changes}
+    assert layers <= {f"gpu={card}", "rlaunch: run dir", "rlaunch: tracking"}, layers
+    by_key = {change.key: change for change in changes}
+    assert by_key["trainer.default_local_dir"].by == "rlaunch: run dir"
+    megatron = dumped["actor_rollout_ref"]["actor"]["megatron"]
+    assert (
+        megatron["tensor_model_parallel_size"]
+        == theirs["actor_rollout_ref"]["actor"]["megatron"]["tensor_model_parallel_size"]
+    )
+
+
+def test_backend_megatron_is_the_same_as_verls_config_name(tmp_path):
+    by_flag, dumped_flag, _ = planned(tmp_path, "-cn", "ppo_megatron_trainer", *QWEN2_7B, "gpu=h100", "algo=verl")
+    by_group, dumped_group, _ = planned(tmp_path, "backend=megatron", *QWEN2_7B, "gpu=h100", "algo=verl")
+    strip = {"trainer": None, "ray_kwargs": None}  # run directories and ids differ between two invocations
+    assert {k: v for k, v in dumped_flag.items() if k not in strip} == {
+        k: v for k, v in dumped_group.items() if k not in strip
+    }
+    assert by_flag["changed_from_verl"] and len(by_flag["changed_from_verl"]) == len(by_group["changed_from_verl"])
+
+
+def test_backend_fsdp_composes_exactly_what_ppo_trainer_at_the_root_did():
+    default = OmegaConf.to_container(compose_config("gpu=h100"), resolve=False)
+    chosen = OmegaConf.to_container(compose_config("gpu=h100", "backend=fsdp"), resolve=False)
+    assert default == chosen
+    assert default["actor_rollout_ref"]["actor"]["strategy"] == "fsdp"  # type: ignore[index]
+
+
+def test_a_megatron_key_under_fsdp_names_backend_megatron(tmp_path):
+    result = run_cli(
+        "gpu=h100", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", "launch.dry_run=json", cwd=tmp_path
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == (
+        "rlaunch: error: actor_rollout_ref.actor.megatron.tensor_model_parallel_size is a Megatron key "
+        "(verl's ppo_megatron_trainer): add backend=megatron"
+    )
+
+
+def test_an_fsdp_key_under_megatron_is_refused_not_dropped(tmp_path):
+    result = run_cli(
+        "backend=megatron", "gpu=h100", "actor_rollout_ref.actor.fsdp_config.param_offload=true", cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload is an FSDP key" in result.stderr
+    assert "actor_rollout_ref.actor.megatron." in result.stderr
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        (
+            ["actor_rollout_ref.actor.megatron.context_parallel_size=3"],
+            "actor_rollout_ref.actor.megatron: TP 2 x PP 2 x CP 3 x DP = 8 GPUs (trainer.nnodes 1 x "
+            "trainer.n_gpus_per_node 8) has no whole DP: 8 % 12 = 8",
+        ),
+        (
+            ["actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3"],
+            "actor_rollout_ref.actor.megatron: TP 3 x PP 2 x CP 1 x DP = 8 GPUs",
+        ),
+        (  # the reference policy's engine is built too (use_kl_loss): its own product counts
+            ["actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=3"],
+            "actor_rollout_ref.ref.megatron: TP 2 x PP 3 x CP 1 x DP = 8 GPUs",
+        ),
+    ],
+)
+def test_wrong_parallel_sizes_give_one_line_naming_the_product(tmp_path, changes, expected):
+    args = ("backend=megatron", *QWEN2_7B, "gpu=h100", "algo=verl", *changes, "launch.dry_run=json")
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"rlaunch: error: {expected}"), last
+
+
+def megatron_view(**sizes: Any) -> ConfigView:
+    """The parts of a Megatron run's resolved config that check_megatron reads."""
+    cfg = compose_config("backend=megatron", "gpu=h100", "algo=verl", "actor_rollout_ref.actor.use_kl_loss=false")
+    verl = OmegaConf.to_container(cfg, resolve=True)
+    for root in RLAUNCH_ROOTS:
+        verl.pop(root, None)  # type: ignore[union-attr]
+    megatron = verl["actor_rollout_ref"]["actor"]["megatron"]  # type: ignore[index]
+    for name, value in sizes.items():
+        if name in ("nnodes", "n_gpus_per_node"):
+            verl["trainer"][name] = value  # type: ignore[index]
+        elif name == "transformer":
+            megatron["override_transformer_config"].update(value)
+        else:
+            megatron[name] = value
+    return ConfigView(verl)
+
+
+LLM = {"layers": 48, "heads": 32, "kv_heads": 4}
+
+
+@pytest.mark.parametrize(
+    "sizes, experts, llm, message",
+    [
+        (
+            {"expert_model_parallel_size": 3},
+            None,
+            LLM,
+            "expert TP 1 x EP 3 x PP 1 x expert DP = 8 GPUs (trainer.nnodes 1 x trainer.n_gpus_per_node 8) "
+            "has no whole expert DP: 8 % 3 = 2",
+        ),
+        (
+            {"expert_model_parallel_size": 3, "nnodes": 3},
+            128,
+            LLM,
+            "expert_model_parallel_size (3) does not divide the model's 128 experts: 128 % 3 = 2",
+        ),
+        ({"expert_model_parallel_size": 8}, 60, LLM, "expert_model_parallel_size (8) does not divide the model's 60"),
+        (
+            {"pipeline_model_parallel_size": 8},
+            None,
+            {**LLM, "layers": 28},
+            "the model's layers (28 layers = 28) do not split over actor_rollout_ref.actor.megatron PP 8 = 8 stages",
+        ),
+        (
+            {"pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 4},
+            None,
+            {**LLM, "layers": 28},
+            "PP 2 x VPP 4 = 8 stages: 28 % 8 = 4",
+        ),
+        (
+            {"tensor_model_parallel_size": 8},
+            None,
+            LLM,
+            "tensor_model_parallel_size (8) does not divide the model's 4 key-value heads",
+        ),
+    ],
+)
+def test_megatron_checks_name_what_does_not_divide(sizes, experts, llm, message):
+    with pytest.raises(UserError, match=None) as raised:
+        check_megatron(megatron_view(**sizes), llm, experts)
+    assert message in str(raised.value), str(raised.value)
+
+
+def test_megatron_checks_pass_verls_own_layouts():
+    # DeepSeek-V3's 61 layers over PP 16 with 4 + 1 layers on the first and last stages; Qwen3-235B's 94 + embedding +
+    # loss = 96 over PP 8 (the two example scripts above)
+    assert pipeline_layers(
+        61, 16, 1, {"num_layers_in_first_pipeline_stage": 4, "num_layers_in_last_pipeline_stage": 1}
+    )[:2] == (56, 14)
+    transformer = {"account_for_embedding_in_pipeline_split": True, "account_for_loss_in_pipeline_split": True}
+    assert pipeline_layers(94, 8, 1, transformer)[:2] == (96, 8)
+    check_megatron(
+        megatron_view(
+            tensor_model_parallel_size=4, pipeline_model_parallel_size=2, expert_model_parallel_size=4, nnodes=4
+        ),
+        LLM,
+        128,
+    )
+
+
+def test_the_engines_tp_may_span_whole_nodes_only():
+    view = megatron_view(nnodes=4)
+    rollout = view["actor_rollout_ref"]["rollout"]
+    rollout["tensor_model_parallel_size"] = 16  # two whole nodes: vLLM over Ray
+    check_rollout_span(ConfigView(view))
+    rollout["tensor_model_parallel_size"] = 12
+    with pytest.raises(UserError, match=r"spans nodes of 8 GPUs \(trainer.n_gpus_per_node\) unevenly: 12 % 8 = 4"):
+        check_rollout_span(ConfigView(view))

@@ -25,7 +25,7 @@ def test_help_lists_our_groups_keys_and_examples_not_the_config_dump(tmp_path: P
     out = result.stdout
     assert "gpu=a100_40|a100_80|a40|a6000|[auto]|b200|h100|h20|h200|h800|l40s|rtx6000ada" in out
     assert "algo=[guru_baseline]|mtl_pcgrad|rft" in out
-    for group in ("mode=", "llm=", "dataset=", "cluster=[auto]|local|ray|slurm"):
+    for group in ("mode=", "llm=", "dataset=", "cluster=[auto]|local|ray|slurm", "backend=[fsdp]|megatron"):
         assert group in out, group
     lines = out.splitlines()
     for root, cls in SECTIONS.items():

@@ -67,13 +67,16 @@ def override_values(overrides: list[str]) -> dict[str, str]:
 
 
 def one_gpu_cases() -> list[Case]:
-    """The public cases that ran on one GPU (the trainer's phases: an engine beside it is not built here)."""
+    """The public cases that ran on one GPU without a critic (the actor's phases: an engine or a critic beside it is
+    not built here)."""
     cases = []
     for case in load_cases():
         values = override_values(case["overrides"])
         one_gpu = values.get("trainer.n_gpus_per_node") == "1" and values.get("trainer.nnodes", "1") == "1"
         lora = int(values.get("actor_rollout_ref.model.lora_rank", 0))
         if not one_gpu or "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in values:
+            continue
+        if values.get("algorithm.adv_estimator") == "gae":  # a critic beside the actor: this kit builds the actor only
             continue
         sequence = int(values["data.max_prompt_length"]) + int(values["data.max_response_length"])
         llm = yaml.safe_load((PROJECT / "conf" / "llm" / f"{values['llm']}.yaml").read_text())

@@ -37,8 +37,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.lengths import PromptStats, TypicalLengths, typical_lengths
-from launch.memory import Architecture, Knobs
-from launch.readiness import trains_critic
+from launch.memory import Architecture, Knobs, trains_critic
 from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path, load_plan, read_history, read_records
 from launch.steptime import PHASES, Card, Lengths, StepTime, forecast
 

@@ -11,7 +11,7 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 # Keys (and values) of verl forks that scripts written for them carry, and what verl 0.9.1 has instead. A pasted
 # Reasoning360 DAPO script sets them; verl 0.9.1 would refuse the key or, worse, ignore it.
@@ -52,8 +52,12 @@ def closest(word: str, options: Iterable[str]) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
-def explain(exc: BaseException) -> str | None:
-    """The one-line message for an error the user caused, or None for a bug."""
+KeyExplainer = Callable[[str], str | None]  # an unknown dotted key -> its one-line message, or None
+
+
+def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> str | None:
+    """The one-line message for an error the user caused, or None for a bug. `key_explainers`: what the caller knows
+    of an unknown key beyond its spelling (launch/run.py: the backend whose base has it, launch/verl_diff.py)."""
     from hydra.errors import MissingConfigException, OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
 
@@ -72,7 +76,7 @@ def explain(exc: BaseException) -> str | None:
     causes = list(_causes(exc))
     for cause in causes:
         if isinstance(cause, ConfigKeyError | ConfigAttributeError):
-            return _explain_unknown_key(exc, cause)
+            return _explain_unknown_key(exc, cause, key_explainers)
         if isinstance(cause, MissingMandatoryValue):
             key = getattr(cause, "full_key", "?")
             return f"{key} has no value: set it on the command line ({key}=...)"
@@ -96,35 +100,19 @@ def explain(exc: BaseException) -> str | None:
     return None
 
 
-def _explain_unknown_key(exc: BaseException, cause: BaseException) -> str:
+def _explain_unknown_key(exc: BaseException, cause: BaseException, key_explainers: Sequence[KeyExplainer]) -> str:
     text = str(exc) + " " + str(cause)
     override = re.search(r"Could not override '([^']+)'", text)
     missing = getattr(cause, "key", None)
     full_key = override.group(1) if override else getattr(cause, "full_key", str(missing))
-    fork = fork_key_message(full_key)
-    if fork is not None:
-        return fork
-    backend = backend_key_message(full_key)
-    if backend is not None:
-        return backend
+    for explainer in (fork_key_message, *key_explainers):
+        message = explainer(full_key)
+        if message is not None:
+            return message
     parent = getattr(cause, "parent_node", None)
     siblings = [str(key) for key in parent.keys()] if parent is not None and hasattr(parent, "keys") else []
     hint = closest(str(missing), siblings) if missing is not None else ""
     return f"unknown key '{full_key}'{hint}: fix the spelling, or add a new key on purpose with +{full_key}=..."
-
-
-def backend_key_message(key: str) -> str | None:
-    """A key the chosen backend's base lacks but verl's other base has: 'X is a Megatron key: add backend=megatron'
-    (unknown keys are judged against the base the run chose, launch/verl_diff.py base_config). Composition failed,
-    so which base it was is not known here: a key in exactly one of verl's bases names that one."""
-    from launch.verl_diff import BACKEND_BASES, in_verl_base
-
-    having = [backend for backend, base in BACKEND_BASES.items() if in_verl_base(key, base)]
-    if len(having) != 1:
-        return None
-    backend = having[0]
-    kind = {"fsdp": "an FSDP", "megatron": "a Megatron"}.get(backend, f"a {backend}")
-    return f"{key} is {kind} key (verl's {BACKEND_BASES[backend]}): add backend={backend}"
 
 
 def _causes(exc: BaseException) -> Iterable[BaseException]:
@@ -144,11 +132,13 @@ def _first_line(exc: BaseException) -> str:
     return _lines(exc)[0]
 
 
-def exit_with_message(error: Exception, cleanup: Callable[[], None] | None = None) -> None:
+def exit_with_message(
+    error: Exception, cleanup: Callable[[], None] | None = None, key_explainers: Sequence[KeyExplainer] = ()
+) -> None:
     """Bad input ends here: one line on stderr, exit 2, nothing submitted. A bug keeps its traceback (so does every
     error under RLAUNCH_DEBUG=1). `cleanup` runs first either way (the launcher removes the sweep directory it
     opened)."""
-    message = explain(error)
+    message = explain(error, key_explainers)
     if cleanup is not None:
         cleanup()
     if message is None or os.environ.get("RLAUNCH_DEBUG"):

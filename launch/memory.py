@@ -25,6 +25,7 @@ inference engine, woken after generation while the actor's engine sleeps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -118,6 +119,13 @@ class Architecture:
     @property
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * 2
+
+
+def trains_critic(config: Mapping[str, Any]) -> bool:
+    """verl's need_critic (trainer/ppo/utils.py): critic.enable when set, else algorithm.adv_estimator=gae; on the
+    composed config or the resolved verl config alike."""
+    enabled = config["critic"].get("enable")
+    return bool(enabled) if enabled is not None else str(config["algorithm"]["adv_estimator"]) == "gae"
 
 
 @dataclass(frozen=True)
@@ -311,8 +319,7 @@ def critic_knobs(verl: dict[str, Any], sequence: int) -> dict[str, Any]:
     engine is `critic.fsdp` (FSDPEngineConfig: use_dynamic_bsz true unless set there) with
     `critic.ppo_infer_max_token_len_per_gpu` as its token budget for both the value pass and the update; the
     critic's own use_dynamic_bsz / ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu do not reach that
-    engine. verl's need_critic (launch.readiness.trains_critic) says whether there is one."""
-    from launch.readiness import trains_critic
+    engine. verl's need_critic (trains_critic) says whether there is one."""
 
     if not trains_critic(verl):
         return {}

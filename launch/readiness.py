@@ -23,7 +23,6 @@ import glob
 import json
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -34,6 +33,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from launch.errors import UserError
 from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path
 from launch.lengths import PromptStats, measure_prompt_lengths
+from launch.memory import trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
@@ -131,13 +131,6 @@ def ensure_file_logger(cfg: DictConfig) -> list[str]:
 
 # verl 0.9.1's critic.model.path default (trainer/config/model/hf_model.yaml): a placeholder its own model check rejects
 VERL_CRITIC_PLACEHOLDER = "~/models/deepseek-llm-7b-chat"
-
-
-def trains_critic(config: Mapping[str, Any]) -> bool:
-    """verl's need_critic (trainer/ppo/utils.py): critic.enable when set, else algorithm.adv_estimator=gae; on the
-    composed config or the resolved verl config alike."""
-    enabled = config["critic"].get("enable")
-    return bool(enabled) if enabled is not None else str(config["algorithm"]["adv_estimator"]) == "gae"
 
 
 def critic_from_actor(cfg: DictConfig) -> list[str]:

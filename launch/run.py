@@ -34,6 +34,7 @@ from launch.render import render
 from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME, Plan, save_plan
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
+from launch.verl_diff import backend_key_message
 
 # libyaml's safe dumper writes what yaml.safe_dump writes, ~4x faster (a sweep writes two files per job)
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -212,7 +213,7 @@ def run_here(plan: Plan) -> None:
 
 def exit_with_message(error: Exception) -> None:
     """The launcher's one-line exit (launch/errors.py); a refusal, or a bug, leaves no sweep directory behind."""
-    errors.exit_with_message(error, cleanup=discard_rejected_invocation)
+    errors.exit_with_message(error, cleanup=discard_rejected_invocation, key_explainers=(backend_key_message,))
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

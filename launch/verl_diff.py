@@ -342,3 +342,16 @@ def algo_suggestion(cfg: DictConfig, overrides: Sequence[str], changes: Sequence
         f"you set verl's algorithm keys ({shown}) under the default {layer}, which also changes {len(changed)} "
         f"key(s) you did not set (listed under 'by {layer}'): add algo=verl to keep verl's own algorithm"
     ]
+
+
+def backend_key_message(key: str) -> str | None:
+    """A key the chosen backend's base lacks but verl's other base has: 'X is a Megatron key: add backend=megatron'
+    (unknown keys are judged against the base the run chose, base_config; launch/run.py hands this to errors.explain).
+    Composition failed, so which base it was is not known here: a key in exactly one of verl's bases names that
+    one."""
+    having = [backend for backend, base in BACKEND_BASES.items() if in_verl_base(key, base)]
+    if len(having) != 1:
+        return None
+    backend = having[0]
+    kind = {"fsdp": "an FSDP", "megatron": "a Megatron"}.get(backend, f"a {backend}")
+    return f"{key} is {kind} key (verl's {BACKEND_BASES[backend]}): add backend={backend}"

@@ -26,6 +26,7 @@ from launch.job_software import skipped_engine_check
 from launch.overrides import holds_interpolation
 from launch.plan import GLOBAL_MICRO_BATCHES
 from launch.ranges import select
+from launch.readiness import executes
 from launch.rundir import Plan, Resources
 from launch.schema import LaunchSettings, choices_of
 
@@ -377,27 +378,28 @@ def check_rollout_engine(verl: ConfigView) -> None:
 GPU_COUNT_KEYS = {"trainer.nnodes", "trainer.n_gpus_per_node"}
 
 
-def check_gpu_count(cfg: DictConfig, plan: Plan) -> None:
+def gpu_count_refusal(cfg: DictConfig, plan: Plan) -> UserError | None:
     """A run that no offload or rollout TP fits on its GPUs is refused before any TP arithmetic, with the GPU count the
     preflight searched (its `fits_with`): "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom.
     Under launch.preflight=warn (or off) it runs anyway; a misfit that some change fits on its GPUs is the
-    preflight's own refusal (gate), which names that change."""
+    preflight's own refusal (gate), which names that change. A dry run is refused only when another check fails
+    too (validate): the cause comes before its symptom, and a dry run alone shows the verdict and `what fits`."""
     verdict = plan.preflight
     if verdict is None or verdict["fits"] or str(cfg.launch.preflight) != "fail":
-        return
+        return None
     found = verdict.get("fits_with") or {}
     on_these_gpus = [fix for fix in verdict.get("fixes") or [] if not GPU_COUNT_KEYS & set(fix["overrides"])]
     if found.get("on_your_gpus") is not None or any(fix["fits"] for fix in on_these_gpus):
-        return  # a change on the run's own GPUs fits (one of your keys, perhaps): the gate names it
+        return None  # a change on the run's own GPUs fits (one of your keys, perhaps): the gate names it
     n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
     card = f"{cfg.gpu.name} ({cfg.gpu.card})"
     needed = found.get("gpus_needed_offloaded") or found.get("gpus_needed")
     if needed is None:
-        raise UserError(
+        return UserError(
             f"{plan.llm['name']} does not fit {card} at any GPU count with these lengths ({found.get('summary')}): "
             "pick a bigger card (gpu=...) or shorten data.max_response_length; launch.preflight=warn runs it anyway"
         )
-    raise UserError(
+    return UserError(
         f"{plan.llm['name']} needs at least {needed['gpus']} {cfg.gpu.name} GPUs (the run has {n_gpus}; "
         f"{found['summary']}): set {' '.join(needed['overrides'])}, or pick a bigger card; launch.preflight=warn "
         "runs it anyway"
@@ -593,7 +595,20 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_cluster(cfg, plan.resources, facts)
     check_placeholders(plan.verl)
     check_fork_keys(plan.verl)
-    check_gpu_count(cfg, plan)
+    too_few_gpus = gpu_count_refusal(cfg, plan)
+    if too_few_gpus is not None and executes(cfg, plan):
+        raise too_few_gpus
+    try:
+        check_after_gpu_count(cfg, plan, facts)
+    except UserError:
+        if too_few_gpus is not None:  # "TP 4 does not divide 1 GPU" is a symptom of "needs 16 A40s"
+            raise too_few_gpus from None
+        raise
+
+
+def check_after_gpu_count(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
+    """The checks of verl's config, down to verl's own: where the preflight found too few GPUs, their failures are
+    its symptoms, and validate says the cause instead."""
     verl = ConfigView(plan.verl)
     check_rollout_engine(verl)
     check_reward_function(verl)

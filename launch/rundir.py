@@ -184,10 +184,11 @@ def hang_records(run_dir: Path) -> list[dict[str, Any]]:
 # what the LATEST attempt that reached it logged.
 
 
-def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(step, data) per line; a line cut short by a kill (the last one of a preempted attempt) is skipped."""
+def parse_records(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
+    """(step, data) per line of verl's file logger; a line cut short by a kill (the last one of a preempted attempt)
+    is skipped."""
     records = []
-    for line in path.read_text().splitlines():
+    for line in lines:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
@@ -195,6 +196,10 @@ def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if isinstance(record, dict) and "step" in record and isinstance(record.get("data"), dict):
             records.append((int(record["step"]), record["data"]))
     return records
+
+
+def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    return parse_records(path.read_text(errors="replace").splitlines())
 
 
 def merge_attempts(attempt_records: Iterable[list[tuple[int, dict[str, Any]]]]) -> dict[int, dict[str, Any]]:

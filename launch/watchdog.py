@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.rundir import HANG_DIR, HANG_FILE, Plan, attempt_log_path, hang_records
+from launch.rundir import HANG_DIR, HANG_FILE, Plan, attempt_log_path, hang_records, parse_records
 
 DUMP_REQUEST = ".hang_dump-{tag}"  # in the run dir: the head asks every node for its stacks (content: the stacks dir)
 NODE_STACKS = "{node}.json"  # in the stacks dir: one node's processes, classified; written last, so it marks "done"
@@ -98,17 +98,6 @@ class MetricsTail:
         complete = chunk[: chunk.rfind(b"\n") + 1]
         self.offset += len(complete)
         return list(parse_records(complete.decode(errors="replace").splitlines()))
-
-
-def parse_records(lines: Iterable[str]) -> Iterable[tuple[int, dict[str, Any]]]:
-    """verl's file-logger lines {"step": N, "data": {...}}; anything else is no step."""
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int) and isinstance(record.get("data"), dict):
-            yield record["step"], record["data"]
 
 
 def measured_step_times(records: Iterable[tuple[int, dict[str, Any]]]) -> list[float]:

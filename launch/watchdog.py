@@ -322,6 +322,9 @@ def classify_frames(frames: list[dict[str, Any]]) -> tuple[str, str, str]:
         if not is_library(frame):
             break
     caller = frame_text(walked[-1]) if len(walked) > 1 else ""
+    # a module that is being imported runs its top level, which is not a call blocked in it: `import socket` must not
+    # read as a network wait (a process caught while still importing is only busy in code)
+    walked = [frame for frame in walked if frame.get("name") != "<module>"]
     for frame in walked:
         path = str(frame.get("filename") or "")
         if COLLECTIVE_FILE.search(path) or re.search(r"nccl|gloo", str(frame.get("name")), re.IGNORECASE):

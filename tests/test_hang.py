@@ -190,6 +190,13 @@ def test_a_collective_and_a_network_read_are_transient_code_is_not():
     assert watchdog.phase_of(collective) == "update_actor"
     network = [frame("SocketIO.readinto", STDLIB + "socket.py"), frame("judge", "/srv/rewards/stem.py"), *RAY_TASK]
     assert watchdog.classify_frames(network)[0] == watchdog.NETWORK
+    importing = [  # caught while `import socket` runs socket.py's top level: busy, not waiting on the network
+        frame("_call_with_frames_removed", "<frozen importlib._bootstrap>", 241),
+        frame("<module>", STDLIB + "socket.py", 52),
+        frame("_call_with_frames_removed", "<frozen importlib._bootstrap>", 241),
+        frame("<module>", "/srv/blocked.py", 2),
+    ]
+    assert watchdog.classify_frames(importing)[0] == watchdog.CODE
     spinning = [frame("match", STDLIB + "re/__init__.py"), frame("compute_score", "/srv/rewards/math.py"), *RAY_TASK]
     assert watchdog.classify_frames(spinning)[0] == watchdog.CODE
     assert watchdog.phase_of(spinning) == "reward"

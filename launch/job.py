@@ -108,7 +108,13 @@ def run_driver(
     command, attempt_env = attempt_command(plan, attempt, provenance_overrides)
     environment = ray_cluster.ray_environment(token_path_of(plan))
     env = {**environment, **plan.worker_env, **attempt_env, "RAY_ADDRESS": head_address}
-    driver = subprocess.Popen(command, cwd=plan.run_dir, env=env, start_new_session=True)
+    return run_watched(command, plan.run_dir, env, watch)
+
+
+def run_watched(command: list[str], cwd: str, env: dict[str, str], watch: watchdog.HangWatch | None) -> int:
+    """The driver in its own process group, stopped with everything it started when the watch finds it hung or the
+    caller is unwound (a preemption): its exit code, or watchdog.HUNG."""
+    driver = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True)
     try:
         return watch.wait(driver) if watch is not None else driver.wait()
     finally:
@@ -142,7 +148,7 @@ def end_hung_attempt(plan: Plan, record: dict[str, Any], requeue: Callable[[], N
         refusal = "the requeue signal was not acted on"
     if requeue is not None:
         (run_dir / NOT_REQUEUED_FILE).write_text(f"{refusal}\n")
-    why = refusal or "cluster=local: nothing requeues it"
+    why = refusal or f"cluster={plan.cluster}: nothing requeues it"
     raise RuntimeError(f"hang: {watchdog.summary(record)}; not requeued: {why} (run {plan.run_id})")
 
 

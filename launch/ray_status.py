@@ -10,6 +10,7 @@ from pathlib import Path
 
 from launch.manifest import Manifest
 from launch.ray_api import connect
+from launch.report import failures
 from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress
 
@@ -23,7 +24,10 @@ def status(manifest: Manifest) -> str:
         info = client.get_job_info(run["job_id"])
         state = str(info.status.value if hasattr(info.status, "value") else info.status)
         message = f"  ({info.message.strip().splitlines()[0][:100]})" if info.message and state in TERMINAL else ""
+        # Ray keeps the job's log, not the run dir: the cause rlaunch can name here is what the run dir records
+        cause = failures.summary(failures.run_failures(Path(run["run_dir"]))) if state == "FAILED" else ""
         shown = f"{state:<10} {progress(run):<12} {run['run_id']}  {run['job_name']}{message}"
+        shown += f"  cause {cause}" if cause else ""
         lines.append(f"  {run['job_id']:>28}  {shown}")
         lines += forecast_lines(Path(run["run_dir"]), state)
     return "\n".join(lines)

@@ -31,7 +31,7 @@ from launch import snapshot
 from launch.errors import UserError
 from launch.manifest import Manifest
 from launch.ray_api import connect
-from launch.ray_entry import ENTRY_MODULE
+from launch.ray_entry import ENTRY_MODULE, RUN_ID_VARIABLE
 from launch.rundir import Plan
 
 
@@ -43,7 +43,9 @@ def job_request(plan: Plan, python: str) -> dict[str, Any]:
     """What is submitted for one run (pure): entrypoint, runtime env (working_dir = the snapshot), metadata."""
     return {
         "entrypoint": entrypoint(python, plan.run_dir),
-        "runtime_env": {"working_dir": plan.code_dir, "env_vars": dict(plan.worker_env)},
+        # the run's id in every worker's environment: the hang watchdog tells this job's workers from the others
+        # that the standing cluster's raylet runs (launch/ray_entry.py)
+        "runtime_env": {"working_dir": plan.code_dir, "env_vars": {**plan.worker_env, RUN_ID_VARIABLE: plan.run_id}},
         "metadata": {"rlaunch_run_id": plan.run_id, "rlaunch_sweep_id": plan.sweep_id, "job_name": plan.job_name},
     }
 

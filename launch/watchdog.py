@@ -176,6 +176,25 @@ def process_tree(root: int, children: dict[int, list[int]] | None = None) -> lis
     return tree
 
 
+def ancestor_named(name: str, pid: int) -> int | None:
+    """The nearest process above `pid` whose command name is `name` (a Ray worker's raylet), or None."""
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        command, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        if command == name:
+            return pid
+        pid = int(rest.split()[1])
+    return None
+
+
+def has_environment(pid: int, entry: str) -> bool:
+    """Whether `entry` (NAME=value) is in the process's environment."""
+    return entry.encode() in read_proc(pid, "environ").split(b"\0")
+
+
 def read_proc(pid: int, name: str) -> bytes:
     try:
         return Path(f"/proc/{pid}/{name}").read_bytes()
@@ -455,16 +474,22 @@ def gpu_utilisation(node: str, stacks_dir: Path) -> None:
     (stacks_dir / safe_name(f"{node}-nvidia-smi.txt")).write_text("\n".join(out))
 
 
-def dump_node(node: str, roots: dict[str, int], stacks_dir: Path) -> list[ProcessStack]:
+def dump_node(
+    node: str, roots: dict[str, int | None], stacks_dir: Path, ray_marker: str | None = None
+) -> list[ProcessStack]:
     """Every Python process under each root (role -> pid) of this node, dumped in parallel; the node's JSON is
-    written last (the head reads it as this node's answer)."""
+    written last (the head reads it as this node's answer). `ray_marker` (NAME=value): under the `ray` root, only
+    the processes whose environment holds it (a standing cluster's raylet also runs other jobs' workers)."""
     stacks_dir.mkdir(parents=True, exist_ok=True)
     children = children_by_parent()
     targets: dict[int, str] = {}
     for role, root in roots.items():
-        for pid in process_tree(root, children):
-            if pid != os.getpid() and is_python(pid):
-                targets.setdefault(pid, role)
+        for pid in process_tree(root, children) if root is not None else []:
+            if pid == os.getpid() or not is_python(pid):
+                continue
+            if role == "ray" and ray_marker is not None and not has_environment(pid, ray_marker):
+                continue
+            targets.setdefault(pid, role)
     with ThreadPoolExecutor(PARALLEL_DUMPS) as pool:
         stacks = list(pool.map(lambda item: dump_process(item[0], node, item[1], stacks_dir), targets.items()))
     gpu_utilisation(node, stacks_dir)
@@ -533,13 +558,16 @@ class HangWatch:
     attempt: int
     nodes: tuple[str, ...]  # the head's node first, then the nodes whose tasks dump their own stacks
     attempt_tag: str  # names the dump request in the (shared) run directory
-    ray_root: int  # the head's `ray start --block` process
+    ray_root: int | None  # the head's `ray start --block` process (cluster=ray: the node's raylet, if found)
     ray_status_command: list[str]
     ray_env: dict[str, str]
     predicted_s: float | None
     factor: float
     floor_s: float
     earlier_step_times: list[float] = field(default_factory=list)
+    ray_marker: str | None = None  # NAME=value in the environment of this run's Ray workers (dump_node)
+    # what no stack can come from, said in the record (cluster=ray: the standing cluster's other nodes)
+    unreached: str | None = None
     hang: dict[str, Any] | None = None  # the record, once the attempt was stopped as hung
     clock: Callable[[], float] = time.monotonic
 
@@ -574,11 +602,12 @@ class HangWatch:
         )
         try:
             (self.run_dir / DUMP_REQUEST.format(tag=self.attempt_tag)).write_text(relative + "\n")
-            stacks = dump_node(self.nodes[0], {"driver": driver_pid, "ray": self.ray_root}, stacks_dir)
+            roots = {"driver": driver_pid, "ray": self.ray_root}
+            stacks = dump_node(self.nodes[0], roots, stacks_dir, self.ray_marker)
             self.ray_status(stacks_dir)
             others, missing = collect_nodes(stacks_dir, self.nodes[1:], time.monotonic() + NODE_ANSWER_TIMEOUT_S)
             stacks += others
-            why_missing = stacks_missing(stacks)
+            why_missing = "; ".join(part for part in (stacks_missing(stacks), self.unreached) if part) or None
         except Exception as error:  # the hung attempt is stopped and recorded whatever recording its stacks met
             stacks, missing, why_missing = [], [], f"recording the stacks failed: {type(error).__name__}: {error}"
         verdict = judge(stacks, missing, why_missing)
@@ -697,9 +726,11 @@ def watch_for(
     attempt: int,
     nodes: tuple[str, ...],
     attempt_tag: str,
-    ray_root: int,
+    ray_root: int | None,
     ray_status_command: list[str],
     ray_env: dict[str, str],
+    ray_marker: str | None = None,
+    unreached: str | None = None,
 ) -> HangWatch | None:
     """The watch over this attempt, or None with the reason printed (off in the plan, or no per-step progress to
     read)."""
@@ -735,6 +766,8 @@ def watch_for(
         factor=float(settings.hang_factor),
         floor_s=float(settings.hang_floor_s),
         earlier_step_times=earlier,
+        ray_marker=ray_marker,
+        unreached=unreached,
     )
     expected = expected_step_s(watch.predicted_s, earlier)
     source = "earlier steps" if earlier else "the plan" if expected else "no prediction"

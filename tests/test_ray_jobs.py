@@ -4,6 +4,7 @@ Ray job per run through the job API, verl in the job reaching its GPU check, and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -20,10 +21,12 @@ import pytest
 from conftest import PROJECT, compose_config, cpu_facts, run_cli
 from tiny_assets import make_tiny_dataset, make_tiny_model, tiny_run_overrides
 
-from launch import ray_cluster
+from launch import ray_cluster, ray_submit, watchdog
 from launch.errors import UserError
-from launch.facts import PartitionFacts, ray_cluster_facts
+from launch.facts import PartitionFacts, gather_facts, ray_cluster_facts
 from launch.plan import make_plan
+from launch.run import write_run_dir
+from launch.rundir import HANG_FILE
 from launch.validate import check_cluster
 
 
@@ -193,3 +196,43 @@ def test_sweep_commands_on_a_ray_sweep_whose_cluster_is_gone_say_so_in_one_line(
         assert shown.returncode == 2
         assert shown.stderr.startswith("sweep: error: cannot use the Ray cluster at http://127.0.0.1:9: "), shown.stderr
         assert "or fix cluster.address" in shown.stderr
+
+
+def test_a_ray_job_that_hangs_ends_as_hang_with_this_nodes_stacks_of_the_run(ray_head, tmp_path: Path):
+    """The hang watchdog on cluster=ray: the stand-in driver's ranks hang at step 4 (one in an HTTP read, the other
+    in a gloo all_reduce waiting for it); the entrypoint records the stacks of the run's own workers on this node
+    and fails the job as a hang, which `status` names."""
+    overrides = [
+        "cluster=ray",
+        f"cluster.address={ray_head['address']}",
+        f"cluster.ray_auth_token_file={ray_head['token']}",
+        f"cluster.shared_dir={tmp_path / 'shared'}",
+        f"cluster.python={sys.executable}",
+        "gpu=a40",
+        "mode=quick_test",
+        "launch.hang.floor_s=20",
+        "launch.hang.factor=2",
+        f"launch.sweep_id=rayhang-{tmp_path.name[-8:]}",
+    ]
+    cfg = compose_config(*overrides)
+    facts = gather_facts(
+        "x", "ray", None, snapshot=True, ray_address=ray_head["address"], ray_token_file=ray_head["token"]
+    )
+    plan = make_plan(cfg, facts, overrides, tmp_path / "shared" / "runs", sys.executable)
+    plan = dataclasses.replace(
+        plan, driver_command=[sys.executable, str(PROJECT / "tests" / "jobs" / "hang_driver.py"), "4"]
+    )
+    write_run_dir(plan, cfg)
+    manifest = ray_submit.submit([plan], ray_head["address"], ray_head["token"], sys.executable)
+    shown = wait_for(manifest.sweep_dir, r"FAILED|SUCCEEDED|STOPPED", 300)
+    run_dir = Path(plan.run_dir)
+    [record] = json.loads((run_dir / HANG_FILE).read_text())
+    assert record["attempt"] == 1 and record["last_step"] == 3 and record["phase"] == "update_actor", record
+    assert record["stuck_ranks"] == [f"{socket.gethostname()}:rank0", f"{socket.gethostname()}:rank1"], record
+    assert "all_reduce (torch/distributed/" in record["evidence"] and "SocketIO.readinto" in record["evidence"]
+    stacks = run_dir / record["stacks_dir"]
+    assert len(list(stacks.glob("*-rank*-pid*.txt"))) == 2  # the run's two workers, not the cluster's others
+    assert list(stacks.glob("*-driver-pid*.txt")) and "Node status" in (stacks / watchdog.RAY_STATUS_FILE).read_text()
+    assert re.search(r"FAILED .*cause hang", shown), shown
+    logs = sweep_cli("logs", manifest.sweep_dir, "-n", "1000").stdout
+    assert "rlaunch: hang: no step for " in logs and "not requeued: cluster=ray: nothing requeues it" in logs, logs

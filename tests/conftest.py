@@ -28,6 +28,13 @@ ALGOS = ("guru_baseline", "mtl_pcgrad", "verl")
 
 register_schemas()
 
+# Ray starts its workers at nice 15 (worker_niceness in Ray's src/ray/common/ray_config_def.h) so that its own daemons
+# stay responsive. On a job's node the workers are the run; on this 2-core test machine they share the cores with the
+# suite's own nice-0 processes (and a second suite, or a load beside it), where a worker got ~2 % of a core: an actor
+# that starts in 13 s took over 120 s beside a load of 2, and 38 s at nice 0. Every Ray the tests start (ray.init,
+# `ray start` in the dev cluster's jobs, which inherit this environment through sbatch) runs its workers at 0.
+os.environ.setdefault("RAY_worker_niceness", "0")
+
 
 def compose_config(*overrides: str) -> DictConfig:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

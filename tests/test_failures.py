@@ -80,12 +80,13 @@ def test_a_cuda_oom_reads_its_sizes_and_the_phase_its_traceback_was_in():
     assert failure.details == {
         "tried_gib": 13.91,
         "capacity_gib": 79.11,
+        "free_gib": 8.85,
         "in_use_gib": 70.25,
         "torch_allocated_gib": 60.49,
         "phase": "log-prob",
     }
     old = failures.classify(body(CORPUS / "cuda_oom" / "pytorch-18853-old-format.log"))
-    assert old.details == {"tried_gib": 1.0, "capacity_gib": 15.9, "in_use_gib": 14.25}
+    assert old.details == {"tried_gib": 1.0, "capacity_gib": 15.9, "free_gib": 0.97, "in_use_gib": 14.25}
 
 
 def test_the_engine_oom_is_not_taken_for_the_trainers():
@@ -183,7 +184,7 @@ def plan_fix(run_dir: Path, kind: str, name: str, steps_reached: dict[int, int] 
 
 
 def test_cuda_oom_fix_names_the_phase_the_prediction_and_the_preflights_next_fix(planned: Path):
-    predicted = read_run(planned).preflight_phases["log-prob"]["peak_gib"]
+    predicted = read_run(planned).preflight_phases["log-prob"].peak_gib
     failure = plan_fix(planned, "cuda_oom", "verl-2828-entropy-logprob")
     needed = 70.25 + 13.91
     assert failure.fix.startswith("log-prob phase ran out of GPU memory")

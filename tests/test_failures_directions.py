@@ -211,7 +211,16 @@ KEYED_KINDS = ("engine_memory", "cuda_oom", "host_oom", "gpu_unavailable", "time
 
 @pytest.mark.parametrize(
     "excerpt",
-    [e for e in load_corpus(CORPUS) + HELD_OUT + load_corpus(CORPORA["held-out-2"]) if e.kind in KEYED_KINDS],
+    [
+        e
+        for e in [
+            *load_corpus(CORPUS),
+            *HELD_OUT,
+            *load_corpus(CORPORA["held-out-2"]),
+            *load_corpus(CORPORA["held-out-3"]),
+        ]
+        if e.kind in KEYED_KINDS
+    ],
     ids=lambda e: f"{e.kind}/{e.path.stem}",
 )
 def test_every_fix_for_a_kind_with_a_knob_names_a_key_and_a_direction(excerpt):

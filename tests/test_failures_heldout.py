@@ -1,10 +1,12 @@
-"""The failure classifier on the second held-out corpus (tests/data/failures_heldout2/<kind>/): public logs collected
-after the first tuning, labelled from their threads before the classifier ran on them.
+"""The failure classifier on the second and third held-out corpora (tests/data/failures_heldout2/<kind>/ and
+tests/data/failures_heldout3/<kind>/): public logs collected after the tuning before them, labelled from their threads
+before the classifier ran on them.
 
-This set is SPENT, like the first held-out set: it was measured once, untouched, on 2026-11-24 (21/31; its misses
-are listed in bench/results/failures.txt, note 4), and signatures were then added for the misses that show a clear
-message (note 5 there). The score pinned here is the tuned one; it guards the corpus against regressions, and it is no
-held-out number any more: the next honest held-out score comes from a fresh set."""
+Both sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24: 21/31,
+bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6), and signatures were then added for the
+misses that show a clear message (notes 5 and 7). The scores pinned here are the tuned ones; they guard the corpora
+against regressions, and they are no held-out numbers any more: the next honest held-out score comes from a fresh,
+blind set."""
 
 from __future__ import annotations
 
@@ -56,29 +58,44 @@ def test_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the third set: collected blind, measured once, never tuned on ---------------------------------------------------
+# --- the third set: collected blind, measured once (28/35), then tuned on: spent too ---------------------------------
 
 HELD_OUT_3 = load_corpus(CORPORA["held-out-3"])
-# measured once on 2026-11-24 (bench/results/failures.txt, note 6): every miss came out unknown, none as a wrong cause
-BLIND_RIGHT = 28  # of 35
-BLIND_MISSES = {
+# what the set scored when it was still held out (2026-11-24, note 6): every miss came out unknown, none wrong
+MEASURED_ON_FIRST_SIGHT_3 = 28
+# after tuning on its misses (note 7): the two left are logs that cannot decide between two causes; their fixes say
+# what does (tests/test_failures_heldout3_tuning.py)
+TUNED_RIGHT_3 = 33  # of 35
+TUNED_MISSES_3 = {
+    # torch's OutOfMemoryError and Ray's memory monitor's share the class name; the log stops before the message
     "cuda_oom/verl-647-sglang-backend-update-actor": "unknown",
-    "gpu_unavailable/gpustack-5509-gpu-as-tpu": "unknown",
+    # only Ray's list of possible causes (the OOM killer, `ray stop --force`, a crash): the tuning corpus holds the
+    # same message as unknown (verl-4921); the host-memory cause is in the thread, not the log
     "host_oom/openrlhf-187-actor-killed-docker-limit": "unknown",
-    "model_not_cached/transformers-10067-compute-node-offline": "unknown",
-    "reward_error/math-verify-55-signal-main-thread": "unknown",
-    "reward_error/simplerl-95-math-verify-timeout": "unknown",
-    "reward_error/verl-5558-data-source-not-implemented": "unknown",
 }
 
 
-def test_the_blind_set_is_fresh_and_keeps_its_first_measurement() -> None:
-    """A change that loses one of its 28 fails here; one that wins a miss must move the pin and call the set spent."""
+def test_the_third_set_is_fresh_and_real():
     sources = [excerpt.source for excerpt in HELD_OUT_3]
     assert len(HELD_OUT_3) == 35 and len(set(sources)) == len(sources)
+    assert {excerpt.kind for excerpt in HELD_OUT_3} <= set(failures.KINDS)
+    assert all(source.startswith("https://github.com/") for source in sources)
     assert not set(sources) & {excerpt.source for excerpt in [*EARLIER, *HELD_OUT_2]}
+
+
+def test_the_third_spent_set_keeps_its_tuned_score():
     result = score(HELD_OUT_3)
     misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
-    assert (result.right, result.total) == (BLIND_RIGHT, 35)
-    assert misses == BLIND_MISSES
+    assert (result.right, result.total) == (TUNED_RIGHT_3, len(HELD_OUT_3))
+    assert misses == TUNED_MISSES_3
+    assert TUNED_RIGHT_3 > MEASURED_ON_FIRST_SIGHT_3
     assert result.out_of_vocabulary_unknown == result.out_of_vocabulary == 5
+
+
+OOV_3 = [excerpt for excerpt in HELD_OUT_3 if excerpt.kind == "unknown"]
+
+
+@pytest.mark.parametrize("excerpt", OOV_3, ids=lambda excerpt: excerpt.path.stem)
+def test_the_third_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    # illegal memory accesses and flash-attn's undefined symbols: no rule added from the misses names them
+    assert failures.classify(excerpt.text).kind == "unknown"

@@ -118,15 +118,19 @@ def parse_details(kind: str, hits: list[str]) -> dict[str, float | str]:
     text = "\n".join(hits)
     details: dict[str, float | str] = {}
     if kind in ("cuda_oom", "engine_memory"):
+        # each name's forms in the order to trust them: torch lists other processes on the card before "this process"
         patterns = {
-            "tried_gib": r"Tried to allocate ([\d.]+) ([GM]iB)",
-            "capacity_gib": r"total capacity of ([\d.]+) ([GM]iB)|([\d.]+) ([GM]iB) total capacity",
-            "in_use_gib": r"(?:this process|Process \d+) has ([\d.]+) ([GM]iB) memory in use|([\d.]+) ([GM]iB) already "
-            r"allocated",
-            "torch_allocated_gib": r"([\d.]+) ([GM]iB) is allocated by PyTorch",
+            "tried_gib": (r"Tried to allocate ([\d.]+) ([GM]iB)",),
+            "capacity_gib": (r"total capacity of ([\d.]+) ([GM]iB)|([\d.]+) ([GM]iB) total capacity",),
+            "free_gib": (r"of which ([\d.]+) ([GM]iB) is free|([\d.]+) ([GM]iB) free;",),
+            "in_use_gib": (
+                r"this process has ([\d.]+) ([GM]iB) memory in use",
+                r"Process \d+ has ([\d.]+) ([GM]iB) memory in use|([\d.]+) ([GM]iB) already allocated",
+            ),
+            "torch_allocated_gib": (r"([\d.]+) ([GM]iB) is allocated by PyTorch",),
         }
-        for name, pattern in patterns.items():
-            match = re.search(pattern, text)
+        for name, forms in patterns.items():
+            match = next((found for form in forms if (found := re.search(form, text))), None)
             if match:
                 value, unit = [group for group in match.groups() if group][:2]
                 details[name] = round(gib(value, unit), 2)

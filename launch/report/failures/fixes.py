@@ -67,13 +67,19 @@ GENERIC_FIXES = {
 FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
     "OpenRLHF": (
         re.compile(r"openrlhf[/.]|\b(?:LLMRayActor|ActorModelRayActor|ReferenceModelRayActor|CriticModelRayActor)\b"),
-        {"engine_fraction": "--vllm_gpu_memory_utilization", "offload": "--adam_offload / --ref_reward_offload"},
+        {
+            "engine_fraction": "--vllm_gpu_memory_utilization",
+            "offload": "--adam_offload / --ref_reward_offload",
+            "micro_batch": "--micro_train_batch_size (training) / --micro_rollout_batch_size (log-probs)",
+        },
     ),
     "EasyR1": (
         re.compile(r"EasyR1/|easyr1|\bCompute log probs:|BatchFunctionRewardManager"),
         {
             "engine_fraction": "worker.rollout.gpu_memory_utilization",
             "offload": "worker.actor.offload.offload_params / offload_optimizer",
+            "micro_batch": "worker.actor.micro_batch_size_per_device_for_update (training) / "
+            "micro_batch_size_per_device_for_experience (log-probs)",
         },
     ),
 }
@@ -107,8 +113,10 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
     """The engine's memory fix from its own message: which way to move its fraction, and to what when the log gives
     the numbers (vLLM's free/desired memory, its KV cache shortfall, SGLang's memory saver). `fraction` is the plan's
     value when there is one, else what the log printed."""
-    logged = first_float(r"gpu_memory_utilization[=:]\s*" + NUMBER, log_text) or first_float(
-        r"desired GPU memory utilization \(" + NUMBER, log_text
+    logged = (
+        first_float(r"gpu_memory_utilization[=:]\s*" + NUMBER, log_text)
+        or first_float(r"desired GPU memory utilization \(" + NUMBER, log_text)
+        or first_float(r"mem_fraction_static[=:]\s*" + NUMBER, log_text)  # SGLang's name for the same share
     )
     fraction = fraction if fraction is not None else logged
     found: Details = {"gpu_memory_utilization": fraction} if fraction is not None else {}
@@ -230,18 +238,25 @@ def nccl_fix_from_log(log_text: str) -> tuple[str, Details]:
             "NCCL_IB_HCA=<device> or NCCL_IB_DISABLE=1 where InfiniBand does not reach), check the nodes reach each "
             "other on it, rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
         ), found
+    timeout_ms = first_float(r"WorkNCCL\([^)]*Timeout\(ms\)=(\d+)", log_text)
+    now = ""
+    if timeout_ms is not None:
+        found["timeout_s"] = timeout_ms / 1000
+        now = f" (now {timeout_ms / 1000:g})"
     return (
         f"collective {seq} ({op}) timed out after earlier ones completed: a rank stopped coming (read the other "
         "ranks' errors first: an OOM or a dead actor there is the cause) or the interconnect failed; set "
-        "cluster.env.NCCL_DEBUG=INFO and rerun; raise actor_rollout_ref.nccl_timeout (s) only if that rank was "
-        "slow, not stopped"
+        "cluster.env.NCCL_DEBUG=INFO and rerun; raise actor_rollout_ref.nccl_timeout (s)"
+        f"{now} only if that rank was slow, not stopped"
     ), found
 
 
 EMPTY_HEAD = re.compile(r"(?:--address[= ]|IP Head: |ip_head=)['\"]?(:\d+)\b")
-# `ray start --address` on a worker that never reached the head (GCS since Ray 1.11, Redis before)
+# `ray start --address` on a worker that never reached the head (GCS since Ray 1.11, Redis before), and the GCS
+# client's own line (gcs_rpc_client.h: "Failed to connect to GCS at address ... within N seconds")
 HEAD_UNREACHABLE = re.compile(
-    r"Unable to connect to (?P<what>GCS|Redis) at (?P<address>[^\s.]+(?:\.[^\s.]+)*?)\.?(?:\s|$)"
+    r"(?:Unable|Failed) to connect to (?P<what>GCS|Redis) at (?:address )?"
+    r"(?P<address>[^\s.]+(?:\.[^\s.]+)*?)\.?(?:\s|$)"
 )
 LOOPBACK = re.compile(r"^(?:127\.|localhost\b)")
 
@@ -286,6 +301,227 @@ def heartbeat_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"heartbeat_lag_ms": worst}
 
 
+# Ray's memory monitor lists the node's top memory users under its "PID  MEM(GB)  COMMAND" header: pid, GB, command
+TOP_MEMORY_HEADER = re.compile(r"PID\s+MEM\(GB\)\s+COMMAND")
+TOP_MEMORY_ROW = re.compile(r"^\s*\d+\s+(\d+\.\d+)\s+(\S+)")
+
+
+def top_memory_holders(log_text: str) -> tuple[str, Details] | None:
+    """The command that held most of the node's memory in Ray's top-users list: `6 x ray::LLMRayActor (82.3 GB)`.
+    Rows count under the list's header, or anywhere when they name a Ray task (a log cut the header off)."""
+    held: dict[str, list[float]] = {}
+    in_list = False
+    for line in log_text.splitlines():
+        if TOP_MEMORY_HEADER.search(line):
+            in_list = True
+            continue
+        row = TOP_MEMORY_ROW.match(line)
+        in_list = in_list and row is not None
+        if row and (in_list or row.group(2).startswith("ray::")):
+            held.setdefault(row.group(2).rsplit("/", 1)[-1], []).append(float(row.group(1)))
+    if not held:
+        return None
+    command, sizes = max(held.items(), key=lambda item: sum(item[1]))
+    total = round(sum(sizes), 1)
+    return f"{len(sizes)} x {command} ({total:g} GB together)", {"top_holder": command, "top_holder_gb": total}
+
+
+# what to change in verl per phase: the micro-batch that holds the activations there, or in rollout the engine's
+# share that leaves the rest of the card to the trainer's tensors
+PHASE_ACTIONS = {
+    "log-prob": "halve actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu (and actor_rollout_ref.ref's), or "
+    "log_prob_max_token_len_per_gpu with dynamic batch size",
+    "training": "halve actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (or ppo_max_token_len_per_gpu with "
+    "dynamic batch size)",
+    "rollout": f"lower {ENGINE_FRACTION} by about 0.1 (the engine's share leaves the rest of the card too little)",
+}
+
+
+def cuda_oom_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]:
+    """A torch OOM without a plan: the phase's own key (a fork's own option), and the sizes torch printed. An
+    allocation larger than the whole card is one tensor no offload can make room for: only fewer tokens per
+    micro-batch shrink it."""
+    phase = phase_of(log_text)
+    fork = fork_of(log_text)
+    tried, capacity = failure.details.get("tried_gib"), failure.details.get("capacity_gib")
+    free = failure.details.get("free_gib")
+    where = f"the {phase} phase ran out of GPU memory" if phase else "a GPU ran out of memory"
+    if tried is not None:
+        where += f": one allocation of {tried:g} GiB failed"
+        where += f" with {free:g} of {capacity:g} GiB free" if free is not None and capacity else ""
+    found: Details = {"phase": phase} if phase else {}
+    if fork:
+        found["fork"] = fork
+        action = f"halve {fork}'s {FORKS[fork][1]['micro_batch']}"
+        offload = f"offload ({FORKS[fork][1]['offload']})"
+    else:
+        action = PHASE_ACTIONS[phase or "training"]
+        offload = "set the fsdp_config offloads to true; launch.preflight=fix applies the preflight's fixes"
+    if tried is not None and capacity and float(tried) >= float(capacity) and phase != "rollout":
+        return (
+            f"{where}, more than the card's {capacity:g} GiB: offloading cannot make room for one tensor that size; "
+            f"fewer tokens per micro-batch can: {action}"
+        ), found
+    return f"{where}: {action}, or {offload}", found
+
+
+PLACEMENT_SPECS = re.compile(r"specs=(\[[^\]]*\])")
+RAY_GPU_TOTAL = re.compile(r"\b[\d.]+/([\d.]+) GPU\b")  # `ray status`: used/total per resource
+
+
+def placement_group_fix(log_text: str) -> tuple[str, Details] | None:
+    """vLLM's placement group that never formed: how many GPUs its bundles ask for, and what Ray has, where shown."""
+    specs = PLACEMENT_SPECS.search(log_text)
+    if not specs or not re.search(r"placement group", log_text):
+        return None
+    per_bundle = [float(gpus) for gpus in re.findall(r"'GPU': ([\d.]+)", specs.group(1))]
+    if not per_bundle:
+        return None
+    wanted = sum(per_bundle)
+    found: Details = {"gpus_requested": wanted, "bundles": len(per_bundle)}
+    total = RAY_GPU_TOTAL.search(log_text)
+    has = ""
+    if total:
+        found["gpus_in_ray"] = float(total.group(1))
+        has = f" and Ray's cluster shows {float(total.group(1)):g}"
+    return (
+        f"vLLM's placement group of {len(per_bundle)} bundles asks for {wanted:g} GPU(s) (tensor x pipeline parallel "
+        f"size){has}, so it never formed: lower actor_rollout_ref.rollout.tensor_model_parallel_size to the GPUs Ray "
+        "shows, or make every node register its GPUs with Ray (`ray status`; ray start --num-gpus=<n> on a node whose "
+        "GPUs are missing or counted as another resource)"
+    ), found
+
+
+# hydra's and omegaconf's refusals name the key
+OVERRIDE_REFUSED = re.compile(r"Could not override '(?P<key>[^']+)'")
+NOT_IN_STRUCT = re.compile(r"Key '(?P<key>[^']+)' is not in struct")
+FULL_KEY = re.compile(r"full_key: (?P<key>\S+)")
+
+
+def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
+    """The key verl's config refused, and what to do with its override."""
+    refused = OVERRIDE_REFUSED.search(log_text)
+    if refused:
+        key = refused.group("key")
+        return (
+            f"verl's config has no key {key} (renamed or removed in this verl version): drop the override {key}=..., "
+            f"or fix its name against the composed config (--cfg job); +{key}=... adds it only if some code reads it"
+        ), {"config_key": key}
+    missing = NOT_IN_STRUCT.search(log_text)
+    if missing:
+        full = FULL_KEY.search(log_text)
+        key = full.group("key") if full else missing.group("key")
+        return (
+            f"the composed config has no key '{key}' where it was read or set: fix or drop the override that names it "
+            "(--cfg job shows the composed config), or run the entry point whose config has it"
+        ), {"config_key": key}
+    return None
+
+
+REWARD_NOT_IMPLEMENTED = re.compile(
+    r"Reward function is not implemented for data_source(?:=(?P<source>'[^']*'|\"[^\"]*\"|[^\s'\",]+))?"
+)
+MATH_VERIFY_SIGNAL = re.compile(r"signal only works in main thread")
+REWARD_FRAME_AT = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function>\w+)')
+
+
+def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """Which scorer raised: a data source verl has no scorer for, math-verify's timeout off the main thread, else the
+    deepest reward frame of the evidence."""
+    unscored = REWARD_NOT_IMPLEMENTED.search(log_text)
+    if unscored:
+        source = unscored.group("source")
+        return (
+            f"verl's default scorer has no function for data_source={source or '<the one in the data>'}: point "
+            "reward.custom_reward_function.path (and .name) at a scorer that handles it, or fix the data_source "
+            "column of the data"
+        ), ({"data_source": source} if source else {})
+    in_math_verify = "/math_verify/" in log_text
+    if in_math_verify and MATH_VERIFY_SIGNAL.search(log_text):
+        return (
+            "math-verify's timeout uses SIGALRM, which works only in a process's main thread, and the reward ran in "
+            "another thread: call it with its timeouts off (parse(..., parsing_timeout=None), verify(..., "
+            "timeout_seconds=None); math-verify >= 0.8.0) and bound the time outside, or score in a process pool"
+        ), {"scorer": "math_verify"}
+    frames = [frame for line in failure.evidence if (frame := REWARD_FRAME_AT.search(line))]
+    if not frames:
+        return None
+    path, function = frames[-1].group("path"), frames[-1].group("function")
+    where = "/".join(path.split("/")[-2:])
+    return (
+        f"the reward function raised in {where} ({function}): make the scorer for that data source catch it "
+        "(return 0 on a parse failure or a timeout: one exception there ends the run) or fix its code (rewards/, "
+        "reward.custom_reward_function.path)"
+    ), {"reward_frame": f"{where}:{function}"}
+
+
+MARKED_DEAD = re.compile(
+    r"The node with (?:node id: \S+ and address: (?P<address>[^\s,]+)|client ID \S+).*? has been marked dead because "
+    r"the (?:detector|monitor) has missed too many heartbeats"
+)
+
+
+def marked_dead_fix(log_text: str) -> tuple[str, Details] | None:
+    """The GCS stopped hearing a raylet: it died, or it was too busy to answer; the log alone does not say which."""
+    dead = MARKED_DEAD.search(log_text)
+    if not dead:
+        return None
+    address = dead.group("address")
+    node = f"the node at {address}" if address else "a node"
+    return (
+        f"the GCS marked {node} dead after it missed too many heartbeats: either its raylet died (read that node's "
+        "raylet.out in the run's ray_logs and its kernel log for the OOM killer; then raise the job's memory, --mem) "
+        "or it was too busy to answer (lower the load on it, or raise Ray's tolerance: "
+        "cluster.env.RAY_health_check_failure_threshold, or RAY_num_heartbeats_timeout before Ray 2)"
+    ), ({"node_address": address} if address else {})
+
+
+# Ray's message for a worker process that vanished (SIGKILL, a crash): it lists causes and decides none
+WORKER_DIED = re.compile(r"Worker unexpectedly exits with a connection error code \d+")
+# an OutOfMemoryError through Ray's wrapper with the log cut before its message: torch's or Ray's memory monitor
+WRAPPED_OOM = re.compile(r"RayTaskError\(OutOfMemoryError\)")
+
+
+def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """An unknown cause whose log still narrows it down to a choice: say what decides it and the fix of each side."""
+    where = f" on {failure.node}" if failure.node else ""
+    if WRAPPED_OOM.search(log_text):
+        return (
+            f"an OutOfMemoryError came through Ray's wrapper{where} and the log stops before its message: if the "
+            "worker's own log (the run's ray_logs) says CUDA out of memory, the GPU: halve "
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu; if it says the node was running low on memory, "
+            "host RAM: raise the job's memory (--mem, rlaunch: cluster.mem_gb)"
+        ), {"oom_of": "gpu or host"}
+    if WORKER_DIED.search(log_text):
+        return (
+            f"a Ray worker process{where} vanished (SIGKILL or a crash) and Ray cannot say which: look for the OOM "
+            "killer in that node's kernel log (dmesg -T | grep -i 'killed process') and in its raylet.out; if it is "
+            "there, raise the job's memory (--mem, rlaunch: cluster.mem_gb) or offload less, else read the worker's "
+            "own log in the run's ray_logs for the crash"
+        ), {}
+    return None
+
+
+def host_oom_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details] | None:
+    """Ray's memory monitor or the kernel's OOM killer on who held the memory, else a fork's own options; Ray's list
+    of the node's top memory users says which processes held it, whichever of those spoke."""
+    found = host_fix_from_log(log_text, fork) or oom_killer_fix(log_text, fork)
+    holders = top_memory_holders(log_text)
+    held = f"Ray's top memory users: {holders[0]}" if holders else ""
+    if found is None and fork:
+        who = f" ({held})" if held else ""
+        fix = (
+            f"the node ran out of host RAM{who}: raise the job's memory (--mem) or offload less in {fork}'s own "
+            f"options ({FORKS[fork][1]['offload']})"
+        )
+        found = fix, {"fork": fork}
+    elif held:
+        found = f"{found[0] if found else GENERIC_FIXES['host_oom']}; {held}", found[1] if found else {}
+    if found is None or holders is None:
+        return found
+    return found[0], found[1] | holders[1]
+
+
 def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     """A fix read from the log alone (no plan): the key, the direction and the numbers the log holds."""
     fork = fork_of(log_text)
@@ -293,13 +529,15 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         key = FORKS[fork][1]["engine_fraction"] if fork else ENGINE_FRACTION
         return engine_fix_from_log(log_text, None, key)
     if failure.kind == "host_oom":
-        found = host_fix_from_log(log_text, fork) or oom_killer_fix(log_text, fork)
-        if found is None and fork:
-            return (
-                f"the node ran out of host RAM: raise the job's memory (--mem) or offload less in {fork}'s own options "
-                f"({FORKS[fork][1]['offload']})"
-            ), {"fork": fork}
-        return found
+        return host_oom_fix_from_log(log_text, fork)
+    if failure.kind == "cuda_oom":
+        return cuda_oom_fix_from_log(failure, log_text)
+    if failure.kind == "config_error":
+        return config_fix_from_log(log_text)
+    if failure.kind == "reward_error":
+        return reward_fix_from_log(failure, log_text)
+    if failure.kind == "unknown":
+        return unknown_fix_from_log(failure, log_text)
     if failure.kind == "nccl_timeout":
         return nccl_fix_from_log(log_text)
     if failure.kind == "ray_start_failed":
@@ -312,7 +550,9 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
             ), {"head_address": empty.group(1)}
         return head_unreachable_fix(log_text)
     if failure.kind == "ray_node_lost":
-        return heartbeat_fix(log_text)
+        return heartbeat_fix(log_text) or marked_dead_fix(log_text)
+    if failure.kind == "gpu_unavailable" and (placed := placement_group_fix(log_text)):
+        return placed
     if failure.kind == "gpu_unavailable" and "The number of required GPUs exceeds" in log_text:
         # vLLM's Ray executor: its world size (tensor x pipeline parallel) against the GPUs Ray shows it
         local = "Started a local Ray instance" in log_text

@@ -94,6 +94,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"No available node types can fulfill resource request .*'GPU'",
         r"is infeasible and cannot currently be executed\. It requires .*GPU",
         r"cannot be scheduled right now\. It requires .*GPU|resource request cannot be scheduled right now: .*'GPU'",
+        # vLLM's Ray executor gave up waiting for the placement group of its GPU workers (PG_WAIT_TIMEOUT)
+        r"Cannot provide a placement group (?:of|requiring) .*GPU",
     ),
     "model_not_cached": (
         r"We couldn't connect to '?https://huggingface\.co'? to load",
@@ -101,6 +103,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"OfflineModeIsEnabled",
         r"is not the path to a directory containing a file named config\.json",
         r"Incorrect path_or_model_id",
+        # the Hub unreachable and the file not cached: huggingface_hub's wording, and transformers' before it used that
+        r"cannot find the requested files in the (?:cached path|local cache)",
     ),
     "data_missing": (
         r"FileNotFoundError: .*\.(?:parquet|jsonl?|arrow)\b",
@@ -251,21 +255,49 @@ def strip_prefix(line: str) -> str:
     return re.sub(r"^\([^)]*\)\s*", "", line).strip()
 
 
+TRACEBACK_HEADER = re.compile(r"Traceback \(most recent call last\)")
+# where the part of a traceback a log kept can begin without its header: a log (or its tail) that starts mid-traceback
+# starts at a frame, and Ray prints a remote task's traceback under its RayTaskError line
+HEADLESS_START = re.compile(r'File "[^"]+", line \d+, in \S|(?:[\w.]+\.)?RayTaskError(?:\(\w+\))?: ray::')
+
+
+def line_prefix(prefix: str) -> re.Pattern[str] | None:
+    """What a traceback's first line carries before it (a timestamp, srun's task label, Ray's process prefix, a quote
+    mark), as a pattern its other lines match: their digits (times, pids, ranks) may differ."""
+    prefix = prefix.strip()
+    if not prefix:
+        return None
+    return re.compile(r"\s*" + re.sub(r"\d+", r"\\d+", re.escape(prefix)))
+
+
+def traceback_body(line: str, prefix: re.Pattern[str] | None) -> str:
+    carried = prefix.match(line) if prefix else None
+    return strip_prefix(line[carried.end() :] if carried else line)
+
+
 def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
-    """(frames, exception line) of each Python traceback in the log, Ray's prefixes kept."""
+    """(frames, exception line) of each Python traceback in the log, whatever each of its lines is prefixed with, the
+    part of one a log kept included (no header: the log starts inside it; no exception: the log stops inside it)."""
     found = []
     frames: list[str] | None = None
+    prefix: re.Pattern[str] | None = None
     for line in lines:
-        body = strip_prefix(line)
-        if body.startswith("Traceback (most recent call last)"):
-            frames = []
-        elif frames is not None:
-            if body.startswith("File "):
-                frames.append(body)
-            elif EXCEPTION_LINE.match(body) and not body.startswith("File "):
-                found.append((frames, line))
-                # the remote part of a Ray task's traceback follows its RayTaskError line: keep reading it
-                frames = [] if RAY_TASK_ERROR.search(body) else None
+        header = TRACEBACK_HEADER.search(line)
+        if header:
+            frames, prefix = [], line_prefix(line[: header.start()])
+            continue
+        if frames is None:
+            headless = HEADLESS_START.search(line)
+            if not headless:
+                continue
+            frames, prefix = [], line_prefix(line[: headless.start()])
+        body = traceback_body(line, prefix)
+        if body.startswith("File "):
+            frames.append(body)
+        elif EXCEPTION_LINE.match(body):
+            found.append((frames, line))
+            # the remote part of a Ray task's traceback follows its RayTaskError line: keep reading it
+            frames = [] if RAY_TASK_ERROR.search(body) else None
     if frames:  # a log cut short inside a traceback: its deepest frame is still where it was raised
         found.append((frames, ""))
     return found
@@ -290,6 +322,8 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
     elif kind == "ray_start_failed":
         hits += from_tracebacks(lines, RAY_START_FRAME, None)
+    elif kind == "gpu_unavailable" and not hits:
+        hits = unended_wait(lines)
     elif kind == "ray_node_lost" and hits:
         # the raylet's heartbeats lagging before it was marked dead (the node was starved, not cut off): evidence
         # only, never a cause on its own, as a loaded but healthy node prints it too
@@ -299,6 +333,22 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
 
 
 HEARTBEAT_LAG = re.compile(r"Last heartbeat was sent \d+ ms ago")
+# vLLM's Ray executor waiting for the placement group of its GPU workers (it says so at growing intervals)
+PLACEMENT_GROUP_WAIT = re.compile(r"Waiting for creating a placement group of specs for \d+ seconds.*'GPU'")
+
+
+def unended_wait(lines: list[str]) -> list[str]:
+    """vLLM's last wait for GPUs when the log ends in it: nothing after it raised or shows a known cause. A wait that
+    ended (the group formed late, then something else failed) is no cause, so the wait alone never outranks it."""
+    waits = [index for index, line in enumerate(lines) if PLACEMENT_GROUP_WAIT.search(line)]
+    if not waits:
+        return []
+    after = lines[waits[-1] + 1 :]
+    failed_later = any(
+        EXCEPTION_LINE.match(strip_prefix(line)) or any(p.search(line) for ps in COMPILED.values() for p in ps)
+        for line in after
+    )
+    return [] if failed_later else [lines[waits[-1]]]
 
 
 def from_tracebacks(lines: list[str], frame: re.Pattern[str], message: re.Pattern[str] | None) -> list[str]:

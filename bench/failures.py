@@ -2,11 +2,12 @@
 (tests/data/failures/<kind>/, the excerpts the signatures were written against), the held-out corpus
 (tests/data/failures_heldout/<kind>/, collected before any signature change), the second held-out corpus
 (tests/data/failures_heldout2/<kind>/, `held-out-2`: collected after that tuning and labelled from each thread before
-the classifier ever ran on it) and the third (tests/data/failures_heldout3/, `held-out-3`: collected blind while
-held-out-2's misses were tuned on; its README.md says how). All three held-out corpora are now SPENT: each was
-measured once untouched, then its misses were used to add signatures, so their scores are regression guards, not
-held-out numbers (bench/results/failures.txt keeps the honest first measurements, notes 1, 4 and 6). The next
-held-out score needs a fresh, blind set. An excerpt under `unknown/` is a failure outside rlaunch's vocabulary: right
+the classifier ever ran on it), the third (tests/data/failures_heldout3/, `held-out-3`: collected blind while
+held-out-2's misses were tuned on; its README.md says how) and the fourth (tests/data/failures_heldout4/, `held-out-4`:
+collected blind while held-out-3's misses were tuned on). All four held-out corpora are now SPENT: each was measured
+once untouched, then its misses were used to add signatures, so their scores are regression guards, not held-out
+numbers (bench/results/failures.txt keeps the honest first measurements, notes 1, 4, 6 and 8). The next held-out
+score needs a fresh, blind set. An excerpt under `unknown/` is a failure outside rlaunch's vocabulary: right
 only if it stays `unknown`.
 
 Runs on: any machine (no GPU, no cluster); reads the corpora, classifies each excerpt, prints both accuracies and
@@ -33,11 +34,11 @@ CORPORA = {
     # misses were being tuned on; measured once after that tuning (28/35), then its misses were tuned on: spent
     "held-out-3": DATA / "failures_heldout3",
     # collected blind while held-out-3's misses were being tuned on (by another hand, which never opened it); measured
-    # once after that tuning: the held-out number of bench/results/failures.txt note 8
+    # once after that tuning (27/37, bench/results/failures.txt note 8), then its misses were tuned on (note 9): spent
     "held-out-4": DATA / "failures_heldout4",
 }
 # corpora whose misses have been used to change a signature: their scores are no held-out numbers any more
-SPENT = ("held-out", "held-out-2", "held-out-3")
+SPENT = ("held-out", "held-out-2", "held-out-3", "held-out-4")
 RESULTS = PROJECT / "bench" / "results" / "failures.txt"
 HEADER = ("# source:", "# note:")  # an excerpt's first lines: where it comes from, what was trimmed
 

@@ -1,12 +1,12 @@
-"""The failure classifier on the second and third held-out corpora (tests/data/failures_heldout2/<kind>/ and
-tests/data/failures_heldout3/<kind>/): public logs collected after the tuning before them, labelled from their threads
-before the classifier ran on them.
+"""The failure classifier on the second, third and fourth held-out corpora (tests/data/failures_heldout2/<kind>/,
+tests/data/failures_heldout3/<kind>/ and tests/data/failures_heldout4/<kind>/): public logs collected after the tuning
+before them, labelled from their threads before the classifier ran on them.
 
-Both sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24: 21/31,
-bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6), and signatures were then added for the
-misses that show a clear message (notes 5 and 7). The scores pinned here are the tuned ones; they guard the corpora
-against regressions, and they are no held-out numbers any more: the next honest held-out score comes from a fresh,
-blind set."""
+All three sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
+21/31, bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6; held-out-4 after that: 27/37, note 8),
+and signatures were then added for the misses that show a clear message (notes 5, 7 and 9). The scores pinned here
+are the tuned ones; they guard the corpora against regressions, and they are no held-out numbers any more: the next
+honest held-out score comes from a fresh, blind set."""
 
 from __future__ import annotations
 
@@ -101,10 +101,11 @@ def test_the_third_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the fourth set: collected blind while the third was tuned on, measured once -------------------------------------
+# --- the fourth set: collected blind while the third was tuned on, measured once (27/37), then tuned on: spent -------
 
 HELD_OUT_4 = load_corpus(CORPORA["held-out-4"])
-# what it scored on first sight (2026-11-24, bench/results/failures.txt note 8): every miss came out unknown
+# what it scored on first sight (2026-11-24, bench/results/failures.txt note 8): every miss came out unknown; kept as
+# the record of that measurement
 MEASURED_ON_FIRST_SIGHT_4 = 27  # of 37
 MISSES_ON_FIRST_SIGHT_4 = {
     "data_error/verl-600-sft-question-column",
@@ -128,9 +129,30 @@ def test_the_fourth_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in [*EARLIER, *HELD_OUT_2, *HELD_OUT_3]}
 
 
-def test_the_fourth_set_keeps_at_least_its_first_sight_score_and_names_no_wrong_cause():
+# after tuning on its misses (note 9; tests/test_failures_heldout4_tuning.py): the three left are schedulers rlaunch
+# never runs on, whose wording SLURM and Ray never print
+TUNED_RIGHT_4 = 34  # of 37
+TUNED_MISSES_4 = {
+    "preempted/azureml-1242-low-priority-preempted": "unknown",  # Azure ML's PreemptionError
+    "time_limit/canu-444-lsf-runlimit": "unknown",  # LSF's TERM_RUNLIMIT
+    "time_limit/qiime-1048-pbs-walltime": "unknown",  # PBS/Torque's "walltime ... exceeded limit"
+}
+
+
+def test_the_fourth_spent_set_keeps_its_tuned_score_and_names_no_wrong_cause():
     result = score(HELD_OUT_4)
     misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
-    assert result.right >= MEASURED_ON_FIRST_SIGHT_4 and set(misses) <= MISSES_ON_FIRST_SIGHT_4
-    assert set(misses.values()) <= {"unknown"}, "a miss names a wrong cause"
+    assert (result.right, result.total) == (TUNED_RIGHT_4, len(HELD_OUT_4))
+    assert misses == TUNED_MISSES_4
+    assert set(misses) <= MISSES_ON_FIRST_SIGHT_4, "tuning broke an excerpt that was right on first sight"
+    assert TUNED_RIGHT_4 > MEASURED_ON_FIRST_SIGHT_4
     assert result.out_of_vocabulary_unknown == result.out_of_vocabulary == 4
+
+
+OOV_4 = [excerpt for excerpt in HELD_OUT_4 if excerpt.kind == "unknown"]
+
+
+@pytest.mark.parametrize("excerpt", OOV_4, ids=lambda excerpt: excerpt.path.stem)
+def test_the_fourth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    # device-side asserts, launch failures and NaN probabilities: CUDA at work, so nvidia-smi's rule cannot take them
+    assert failures.classify(excerpt.text).kind == "unknown"

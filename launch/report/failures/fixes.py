@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from launch.report.failures.signatures import Failure, phase_of
+from launch.report.failures.signatures import Failure, is_source, phase_of
 from launch.rundir import Plan
 
 Details = dict[str, float | str]  # what Failure.details holds: numbers parsed from the evidence, the phase
@@ -148,11 +148,21 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
         step = math.ceil((shortfall / total + 0.02) * 100) / 100 if shortfall is not None and total else 0.1
         what = f"KV cache {-shortfall:+.1f} GiB" if shortfall is not None else "the engine's share holds too little"
         where = f" at {key.rsplit('.', 1)[-1].lstrip('-')} {fraction:g}" if fraction is not None else ""
-        longest = first_float(r"estimated maximum model length is " + NUMBER, log_text)
-        instead = f"lower max_model_len to {int(longest)}" if longest else "lower max_num_seqs (or max_model_len)"
+        # vLLM's longest length that fits: its estimate, or (older wording) the tokens its KV cache holds
+        longest = first_float(r"estimated maximum model length is " + NUMBER, log_text) or first_float(
+            r"maximum number of tokens that can be stored in KV cache \(" + NUMBER + r"\)", log_text
+        )
+        max_len = first_float(r"max seq len \(" + NUMBER + r"\)", log_text)
+        now = f" (now {int(max_len)})" if max_len else ""
+        instead = f"lower max_model_len to {int(longest)}{now}" if longest else "lower max_num_seqs (or max_model_len)"
         if shortfall is not None:
             found["kv_shortfall_gib"] = round(shortfall, 2)
-        return f"{what}{where} for weights + KV cache: {moved(key, fraction, step, True)} or {instead}", found
+        if longest:
+            found["max_model_len_fits"] = int(longest)
+        fix = f"{what}{where} for weights + KV cache: {moved(key, fraction, step, True)} or {instead}"
+        if max_len:  # vLLM checks one request of the model's max length: fewer requests at a time leave it as big
+            fix += "; lowering max_num_seqs cannot help, one sequence of that length alone does not fit"
+        return fix, found
     if re.search(r"torch_memory_saver|cumem_allocator|wake_up|out of memory", log_text, re.I):
         return (
             "the engine could not map its memory (the card was taken when it allocated or woke up): "
@@ -415,13 +425,88 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             f"the composed config has no key '{key}' where it was read or set: fix or drop the override that names it "
             "(--cfg job shows the composed config), or run the entry point whose config has it"
         ), {"config_key": key}
-    return None
+    return divisible_fix(log_text)
+
+
+# "<key> (<value>) must be divisible by <key or phrase> (<value>)": verl's batch checks and other libraries' own
+NOT_DIVISIBLE = re.compile(
+    r"(?P<key>[\w.]+) \((?P<value>\d+)\) (?:must be|should be|is not) divisible by "
+    r"(?P<by>[\w. ]+?) \((?P<divisor>\d+)\)"
+)
+
+
+def nearest_divisors(number: int, near: int) -> list[int]:
+    """The divisors of `number` just below and just above `near` (those that exist, `near` itself excluded)."""
+    below = [d for d in range(min(near - 1, number), 0, -1) if number % d == 0][:1]
+    above = [d for d in range(near + 1, number + 1) if number % d == 0][:1]
+    return below + above
+
+
+def divisible_fix(log_text: str) -> tuple[str, Details] | None:
+    """A value that must be a multiple of another: the multiples next to it, and the divisors that would fit it."""
+    refused = NOT_DIVISIBLE.search(log_text)
+    if not refused:
+        return None
+    key, by = refused.group("key"), refused.group("by").strip()
+    value, divisor = int(refused.group("value")), int(refused.group("divisor"))
+    if divisor <= 0:
+        return None
+    lower, upper = value // divisor * divisor, (value // divisor + 1) * divisor
+    multiples = " or ".join(str(m) for m in (lower, upper) if m > 0)
+    fix = f"{key}={value} is not a multiple of {by}={divisor}: set {key} to {multiples}"
+    divisors = nearest_divisors(value, divisor) if re.fullmatch(r"[\w.]+", by) else []
+    if divisors:
+        fix += f", or {by} to a divisor of {value} ({' or '.join(map(str, divisors))})"
+    return fix + "; --cfg job shows the composed config", {"config_key": key, "value": value, "divisor": divisor}
 
 
 REWARD_NOT_IMPLEMENTED = re.compile(
     r"Reward function is not implemented for data_source(?:=(?P<source>'[^']*'|\"[^\"]*\"|[^\s'\",]+))?"
 )
 MATH_VERIFY_SIGNAL = re.compile(r"signal only works in main thread")
+MATH_VERIFY_TIMEOUT = re.compile(r"(?:TimeoutError|TimeoutException): Operation timed out")
+# Python's TypeError for a call that does not fit a function's signature (the signature rule names the reward ones)
+REWARD_CALL = re.compile(
+    r"TypeError: (?P<function>[\w.]*(?i:reward|compute_score)[\w.]*)\(\) (?:"
+    r"missing \d+ required (?:positional|keyword-only) arguments?: (?P<missing>.+)"
+    r"|got an unexpected keyword argument '(?P<unexpected>\w+)'"
+    r"|got multiple values for argument '(?P<multiple>\w+)'"
+    r"|takes (?P<takes>.+))"
+)
+
+
+def reward_call_fix(log_text: str) -> tuple[str, Details] | None:
+    """A reward function called with arguments its signature does not take: the function and the argument."""
+    call = REWARD_CALL.search(log_text)
+    if not call:
+        return None
+    function = call.group("function")
+    found: Details = {"reward_function": function}
+    if call.group("missing"):
+        names = re.findall(r"'(\w+)'", call.group("missing"))
+        found["missing_argument"] = ", ".join(names)
+        quoted = " and ".join(f"'{name}'" for name in names)
+        return (
+            f"the reward function {function}() was called without {quoted}: the trainer passes each sample's fields "
+            f"to it by name, so the data has no field {quoted}; add it to every sample of the data, or make the "
+            "function not require it (a default, or **kwargs)"
+        ), found
+    if call.group("unexpected"):
+        name = call.group("unexpected")
+        found["unexpected_argument"] = name
+        return (
+            f"the trainer passes '{name}' to the reward function {function}(), whose signature does not take it: add "
+            f"{name}=None (or **kwargs) to the function (reward.custom_reward_function.path)"
+        ), found
+    what = (
+        f"got two values for '{call.group('multiple')}'" if call.group("multiple") else f"takes {call.group('takes')}"
+    )
+    return (
+        f"the reward function {function}() {what}: make its signature match how the trainer calls it (verl: "
+        "compute_score(data_source, solution_str, ground_truth, extra_info), by name)"
+    ), found
+
+
 REWARD_FRAME_AT = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function>\w+)')
 
 
@@ -443,6 +528,17 @@ def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] 
             "another thread: call it with its timeouts off (parse(..., parsing_timeout=None), verify(..., "
             "timeout_seconds=None); math-verify >= 0.8.0) and bound the time outside, or score in a process pool"
         ), {"scorer": "math_verify"}
+    if in_math_verify and MATH_VERIFY_TIMEOUT.search(log_text):
+        return (
+            "math-verify's own timeout fired (its SIGALRM handler raised TimeoutError) and the exception left the "
+            "scorer: one answer took longer to parse or verify than its limit, and this math-verify lets that "
+            "escape (0.9 scores it False unless raise_on_error=True); upgrade math-verify, or catch TimeoutError in "
+            "the scorer and return 0; a longer timeout_seconds / parsing_timeout only moves the limit (some "
+            "expressions never finish in sympy)"
+        ), {"scorer": "math_verify"}
+    call = reward_call_fix(log_text)
+    if call:
+        return call
     frames = [frame for line in failure.evidence if (frame := REWARD_FRAME_AT.search(line))]
     if not frames:
         return None
@@ -502,10 +598,31 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
     return None
 
 
+# SLURM's cgroup OOM handler: "Detected N oom-kill event(s) in StepId=<job>.<step>" (older: "in step <job>.<step>")
+SLURM_CGROUP_OOM = re.compile(
+    r"Detected (?P<events>\d+) oom[-_]kill event\(s\) in (?:StepId=|step )(?P<job>\d+)\.(?P<step>\w+)"
+)
+
+
+def slurm_cgroup_fix(log_text: str, fork: str | None) -> tuple[str, Details] | None:
+    """SLURM killed a process at the job's own memory limit (its cgroup), which is --mem, not the node's RAM: the
+    job's peak in sacct says how far to raise it."""
+    killed = SLURM_CGROUP_OOM.search(log_text)
+    if not killed:
+        return None
+    job, step = killed.group("job"), killed.group("step")
+    keys = FORKS[fork][1]["offload"] if fork else "actor_rollout_ref.actor.fsdp_config.{param,optimizer}_offload=false"
+    return (
+        f"SLURM's cgroup killed a process of job {job} (step {step}) at the job's own memory limit, not the node's "
+        f"RAM: raise --mem (rlaunch: cluster.mem_gb) above the peak `sacct -j {job} --format=MaxRSS,ReqMem` shows, "
+        f"or offload less ({keys})"
+    ), {"slurm_job": job, "slurm_step": step, "oom_kill_events": int(killed.group("events"))}
+
+
 def host_oom_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details] | None:
-    """Ray's memory monitor or the kernel's OOM killer on who held the memory, else a fork's own options; Ray's list
-    of the node's top memory users says which processes held it, whichever of those spoke."""
-    found = host_fix_from_log(log_text, fork) or oom_killer_fix(log_text, fork)
+    """Ray's memory monitor, the kernel's OOM killer or SLURM's cgroup on who held the memory, else a fork's own
+    options; Ray's list of the node's top memory users says which processes held it, whichever of those spoke."""
+    found = host_fix_from_log(log_text, fork) or oom_killer_fix(log_text, fork) or slurm_cgroup_fix(log_text, fork)
     holders = top_memory_holders(log_text)
     held = f"Ray's top memory users: {holders[0]}" if holders else ""
     if found is None and fork:
@@ -520,6 +637,149 @@ def host_oom_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details
     if found is None or holders is None:
         return found
     return found[0], found[1] | holders[1]
+
+
+# pandas' list of columns it did not find, Arrow's column whose type changed between rows
+PANDAS_MISSING_COLUMNS = re.compile(r"None of \[Index\(\[(?P<columns>.*?)\]", re.S)
+ARROW_MIXED_TYPES = re.compile(
+    r"Column\((?P<column>[^)]*)\) changed from (?P<was>\w+) to (?P<now>\w+) in row (?P<row>\d+)"
+)
+VERL_COLUMN_MISSING = re.compile(r"KeyError: '(?P<column>prompt|data_source|reward_model|ground_truth|extra_info)'")
+
+
+def data_error_fix(log_text: str) -> tuple[str, Details] | None:
+    """Which column of the data the reader could not use: missing, or of two types."""
+    missing = PANDAS_MISSING_COLUMNS.search(log_text)
+    if missing:
+        columns = re.findall(r"'([^']+)'", missing.group("columns"))
+        quoted = ", ".join(f"'{column}'" for column in columns)
+        return (
+            f"the data file has no column {quoted}, which the code reads: rewrite the file with it, or point the key "
+            "that names it at a column the file has (data.prompt_key for verl's prompt; verl's own preprocessing "
+            "keeps the raw fields inside extra_info)"
+        ), {"missing_columns": ", ".join(columns)}
+    mixed = ARROW_MIXED_TYPES.search(log_text)
+    if mixed:
+        column, was, now = mixed.group("column"), mixed.group("was"), mixed.group("now")
+        return (
+            f"the column {column} holds {was}s in some rows and {now}s in others (from row {mixed.group('row')}), and "
+            "Arrow gives a column one type: write that field as one type in every row where the file is made (e.g. "
+            "all strings); no setting of the loader or of verl reads mixed types"
+        ), {"column": column}
+    verl = VERL_COLUMN_MISSING.search(log_text)
+    if verl:
+        column = verl.group("column")
+        # the two columns verl reads through a key of its own; the others are fixed names
+        named_by = {"prompt": "data.prompt_key", "data_source": "data.reward_fn_key"}.get(column)
+        instead = f", or point {named_by} at the column that holds it" if named_by else ""
+        return (
+            f"a row of the data has no '{column}', a field verl reads: rewrite the parquet with verl's columns "
+            f"(prompt, data_source, reward_model.ground_truth; its examples/data_preprocess scripts){instead}"
+        ), {"missing_columns": column}
+    return None
+
+
+# where a loader says which data file it did not find
+MISSING_PATH = re.compile(
+    r"Unable to find '(?P<a>[^'\s]+)'?|No such file or directory: '(?P<b>[^']+)'|FileNotFoundError: .*?'(?P<c>[^']+)'"
+    r"|\bFile ['\"]?(?P<d>[^'\"\s]+)['\"]? (?:not found|does not exist)"
+)
+
+
+def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """The data file the log names (the evidence first; never a traceback's source line, whose f-string only names a
+    variable), and where a relative path is looked for."""
+    lines = [*failure.evidence, *(line for line in log_text.splitlines() if not is_source(line))]
+    missing = next((found for line in lines if (found := MISSING_PATH.search(line))), None)
+    if not missing:
+        return None
+    path = next(group for group in missing.groups() if group)
+    relative = (
+        ""
+        if path.startswith(("/", "~", "hdfs://", "s3://", "gs://"))
+        else (
+            f"; {path} is a relative path, looked for from each node's working directory: give an absolute path on "
+            "the shared filesystem"
+        )
+    )
+    return (
+        f"the data file {path} does not exist where the job looked: create it first (run the preprocessing that "
+        f"writes it) or point data.train_files / data.val_files at the file that exists{relative}"
+    ), {"data_path": path}
+
+
+# huggingface_hub's offline mode (HF_HUB_OFFLINE=1, local_files_only) and the model a loader names
+HUB_OFFLINE = re.compile(r"outgoing traffic has been disabled|OfflineModeIsEnabled|HF_HUB_OFFLINE")
+MODEL_NAMED = re.compile(
+    r"it looks like (?P<a>[\w.-]+/[\w.-]+) is not the path|Incorrect path_or_model_id: '(?P<b>[^']+)'"
+    r"|repo_id=['\"]?(?P<c>[\w.-]+/[\w.-]+)"
+)
+
+
+def model_fix_from_log(log_text: str) -> tuple[str, Details] | None:
+    """The model to download where the log names it; with the Hub switched off, that switching it on helps only
+    where the nodes reach huggingface.co."""
+    named = MODEL_NAMED.search(log_text)
+    model = next((group for group in named.groups() if group), None) if named else None
+    offline = HUB_OFFLINE.search(log_text) is not None
+    if model is None and not offline:
+        return None
+    found: Details = {"model": model} if model else {}
+    download = f"`hf download {model}`" if model else "`hf download <model>`"
+    fix = (
+        f"the model{f' {model}' if model else ''} is not in the HF cache the job reads"
+        + (" and the Hub is switched off (HF_HUB_OFFLINE=1 or local_files_only)" if offline else "")
+        + f": download it into that cache (HF_HOME) with {download} on a machine with internet, or point "
+        "actor_rollout_ref.model.path at a local copy"
+    )
+    if offline:
+        found["hub_offline"] = "yes"
+        fix += "; HF_HUB_OFFLINE=0 helps only where the nodes reach huggingface.co (compute nodes often do not)"
+    return fix, found
+
+
+# the raylet's warning for a task or actor it cannot place: what it asks, what the node has left, what waits
+RAY_DEMAND = re.compile(r"(?:Required resources for this actor or task: |It requires )\{[^}]*?\bGPU: (?P<gpus>[\d.]+)")
+RAY_NODE_GPUS = re.compile(r"Available resources on this node: \{[^}]*?(?P<free>[\d.]+)/(?P<total>[\d.]+) GPU\b")
+RAY_PENDING = re.compile(r"In total there are (?P<tasks>\d+) pending tasks and (?P<actors>\d+) pending actors")
+
+
+def ray_demand_fix(log_text: str) -> tuple[str, Details] | None:
+    """A GPU request the node cannot place now because others hold its GPUs: fewer GPU actors, or more GPUs."""
+    demand = RAY_DEMAND.search(log_text)
+    if not demand:
+        return None
+    gpus = float(demand.group("gpus"))
+    found: Details = {"gpus_requested": gpus}
+    node = RAY_NODE_GPUS.search(log_text)
+    has = ""
+    if node:
+        free, total = float(node.group("free")), float(node.group("total"))
+        found |= {"gpus_free": free, "gpus_total": total}
+        has = f" and the node has {free:g} of {total:g} free"
+    pending = RAY_PENDING.search(log_text)
+    if pending and int(pending.group("actors")):
+        found["pending_actors"] = int(pending.group("actors"))
+        has += f" ({pending.group('actors')} actors waiting)"
+    return (
+        f"a Ray actor asks for {gpus:g} GPU(s){has}: other actors hold the GPUs Ray sees (this run's own, or on a "
+        "standing cluster a previous job's still alive: `ray list actors --filter state=ALIVE`); Ray counts whole "
+        "GPUs, so a lower gpu_memory_utilization cannot help: create fewer GPU actors (lower trainer.n_gpus_per_node "
+        "x trainer.nnodes or actor_rollout_ref.rollout.tensor_model_parallel_size) or give the cluster more GPUs"
+    ), found
+
+
+def no_driver_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """nvidia-smi in the job found no GPU: a node without one (or without its driver), or SLURM gave the job none."""
+    if "NVIDIA-SMI has failed" not in log_text and not re.search(r"(?m)^No devices were found$", log_text):
+        return None
+    where = f" on {failure.node}" if failure.node else ""
+    return (
+        f"nvidia-smi in the job{where} found no GPU: the job ran on a node without GPUs, or SLURM gave it none "
+        "(set cluster.partition to a GPU partition; rlaunch asks --gres=gpu:<trainer.n_gpus_per_node> there), or "
+        "that node's NVIDIA driver is down (keep the job off it: +cluster.sbatch_extra.exclude=<node>, and tell its "
+        "admins); no batch size or memory setting can help"
+    ), {"gpus_seen": 0}
 
 
 def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
@@ -551,8 +811,18 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         return head_unreachable_fix(log_text)
     if failure.kind == "ray_node_lost":
         return heartbeat_fix(log_text) or marked_dead_fix(log_text)
+    if failure.kind == "data_error":
+        return data_error_fix(log_text)
+    if failure.kind == "data_missing":
+        return data_missing_fix(failure, log_text)
+    if failure.kind == "model_not_cached":
+        return model_fix_from_log(log_text)
     if failure.kind == "gpu_unavailable" and (placed := placement_group_fix(log_text)):
         return placed
+    if failure.kind == "gpu_unavailable" and (pending := ray_demand_fix(log_text)):
+        return pending
+    if failure.kind == "gpu_unavailable" and (no_driver := no_driver_fix(failure, log_text)):
+        return no_driver
     if failure.kind == "gpu_unavailable" and "The number of required GPUs exceeds" in log_text:
         # vLLM's Ray executor: its world size (tensor x pipeline parallel) against the GPUs Ray shows it
         local = "Started a local Ray instance" in log_text

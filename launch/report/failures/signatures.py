@@ -94,6 +94,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"No available node types can fulfill resource request .*'GPU'",
         r"is infeasible and cannot currently be executed\. It requires .*GPU",
         r"cannot be scheduled right now\. It requires .*GPU|resource request cannot be scheduled right now: .*'GPU'",
+        # the raylet's older form of the same warning puts the demand on a line of its own
+        r"Required resources for this actor or task: \{[^}]*\bGPU\b",
         # vLLM's Ray executor gave up waiting for the placement group of its GPU workers (PG_WAIT_TIMEOUT)
         r"Cannot provide a placement group (?:of|requiring) .*GPU",
     ),
@@ -105,11 +107,20 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Incorrect path_or_model_id",
         # the Hub unreachable and the file not cached: huggingface_hub's wording, and transformers' before it used that
         r"cannot find the requested files in the (?:cached path|local cache)",
+        # huggingface_hub offline (HF_HUB_OFFLINE, local_files_only) with nothing cached: its file and snapshot
+        # downloads both say so; and a snapshot neither on the Hub's reach nor on disk
+        r"and outgoing traffic has been disabled",
+        r"(?i:cannot find (?:an|the) appropriate (?:cached )?snapshot folder for the specified revision on the local "
+        r"disk)",
     ),
     "data_missing": (
         r"FileNotFoundError: .*\.(?:parquet|jsonl?|arrow)\b",
         r"Unable to find '[^']+\.(?:parquet|jsonl?)'",
         r"No such file or directory.*\.parquet",
+        # a loader's own "File <path> not found" (LlamaFactory's) for a data file; a model's config or tokenizer file
+        # is no data
+        r"\bFile ['\"]?(?![^'\"\s]*(?:config|tokenizer)[^'\"\s/]*\.json)[^'\"\s]+\.(?:parquet|jsonl?|arrow|csv)['\"]? "
+        r"(?:not found|does not exist)",
     ),
     "data_error": (
         r"ArrowInvalid",
@@ -117,6 +128,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"DatasetGenerationError",
         r"ArrowTypeError|ArrowNotImplementedError",
         r"KeyError: '(?:prompt|data_source|reward_model|ground_truth|extra_info)'",
+        # pandas: none of the columns asked for is in the DataFrame ("None of [Index([...])] are in the [columns]"; its
+        # [index] form is about row labels)
+        r"\] are in the \[columns\]",  # the end of it, where a long list of columns wrapped the line
     ),
     "ray_start_failed": (
         r"ray start failed on node",
@@ -136,6 +150,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "reward_error": (
         r"Reward function is not implemented for data_source",
         r"Error in (?:custom )?reward",
+        # Python's call errors of a reward function (TRL's accuracy_reward, verl's compute_score): called with
+        # arguments its signature does not take; a reward model's forward is no reward function
+        r"TypeError: (?![\w.]*(?i:model))[\w.]*(?i:reward|compute_score)[\w.]*\(\) "
+        r"(?:missing \d+ required|got an unexpected keyword argument|got multiple values for argument|takes \d+)",
     ),
     "config_error": (
         r"omegaconf\.errors\.\w+",
@@ -259,6 +277,9 @@ TRACEBACK_HEADER = re.compile(r"Traceback \(most recent call last\)")
 # where the part of a traceback a log kept can begin without its header: a log (or its tail) that starts mid-traceback
 # starts at a frame, and Ray prints a remote task's traceback under its RayTaskError line
 HEADLESS_START = re.compile(r'File "[^"]+", line \d+, in \S|(?:[\w.]+\.)?RayTaskError(?:\(\w+\))?: ray::')
+# a log's first line cut inside a frame (logs.read_tail starts at a byte offset, a paste at a selection): what is left
+# of `File "<path>", line N, in <name>` still says where it was raised
+CUT_FRAME = re.compile(r'^\s*"?(?P<rest>[^"\s]+", line \d+, in \w.*)$')
 
 
 def line_prefix(prefix: str) -> re.Pattern[str] | None:
@@ -281,7 +302,12 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
     found = []
     frames: list[str] | None = None
     prefix: re.Pattern[str] | None = None
-    for line in lines:
+    first = next((index for index, line in enumerate(lines) if line.strip()), None)
+    for index, line in enumerate(lines):
+        cut = CUT_FRAME.match(line) if index == first else None
+        if cut:
+            frames, prefix = [f'File "{cut.group("rest")}'], None
+            continue
         header = TRACEBACK_HEADER.search(line)
         if header:
             frames, prefix = [], line_prefix(line[: header.start()])
@@ -323,7 +349,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
     elif kind == "ray_start_failed":
         hits += from_tracebacks(lines, RAY_START_FRAME, None)
     elif kind == "gpu_unavailable" and not hits:
-        hits = unended_wait(lines)
+        hits = unended_wait(lines) or driver_unreachable(lines)
     elif kind == "ray_node_lost" and hits:
         # the raylet's heartbeats lagging before it was marked dead (the node was starved, not cut off): evidence
         # only, never a cause on its own, as a loaded but healthy node prints it too
@@ -349,6 +375,28 @@ def unended_wait(lines: list[str]) -> list[str]:
         for line in after
     )
     return [] if failed_later else [lines[waits[-1]]]
+
+
+# nvidia-smi in a job that sees no GPU: no driver answers on the node (a CPU node, a driver that is down), or SLURM gave
+# the job no GPU and hid the node's devices
+NVIDIA_SMI_NO_GPU = re.compile(
+    r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|^No devices were found$"
+)
+
+
+# the job's own processes ran kernels or collectives on a GPU: it had one, whatever nvidia-smi said elsewhere
+GPU_IN_USE = re.compile(r"\bCUDA error\b|device-side assert|\bNCCL (?:INFO|WARN)\b")
+
+
+def driver_unreachable(lines: list[str]) -> list[str]:
+    """nvidia-smi's own failure, only where no other cause shows anywhere in the log and nothing shows a GPU at work:
+    nvidia-smi may have run elsewhere (a login node, a prolog), so it never outranks a cause the log names."""
+    failed = [line for line in lines if NVIDIA_SMI_NO_GPU.search(strip_prefix(line))]
+    if not failed or any(GPU_IN_USE.search(line) for line in lines):
+        return []
+    if any(match_kind(other, lines) for other in KINDS[:-1] if other != "gpu_unavailable"):
+        return []
+    return failed[:1]
 
 
 def from_tracebacks(lines: list[str], frame: re.Pattern[str], message: re.Pattern[str] | None) -> list[str]:

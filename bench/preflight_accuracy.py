@@ -74,14 +74,12 @@ def evaluate(case: dict[str, Any], flash_attn: bool | None = None) -> dict[str, 
         refusal = {"refused": str(error).splitlines()[0], "peaks_gib": {}}
         return reported | {"predicted": "refused", "right": case["outcome"] == "oom"} | refusal
     verdict = preflight.check_plan(cfg, plan, {})
-    typical = stated_lengths(case)
-    judged = verdict["typical"] if typical else verdict
-    peaks = judged["peaks_gib"] if typical else {name: phase["peak_gib"] for name, phase in verdict["phases"].items()}
-    predicted = "fit" if judged["fits"] else "oom"
+    judged = verdict.typical if stated_lengths(case) and verdict.typical is not None else verdict
+    predicted = "fit" if judged.fits else "oom"
     return reported | {
         "predicted": predicted,
         "right": predicted == case["outcome"],
-        "peaks_gib": peaks,
+        "peaks_gib": judged.peaks_gib,
         **({"reported_peak_gib": case["peak_gib"]} if "peak_gib" in case else {}),
     }
 

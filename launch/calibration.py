@@ -168,10 +168,9 @@ def calibration_of(plan: Plan, history: dict[int, dict[str, Any]], attempt: int)
         return None
     predicted = plan.time.phases_s
     raw = model_at(plan, measured_lengths(plan, measured))
-    verdict = plan.preflight or {}
-    phases = verdict.get("phases") or {}
-    torch_peak = max((phase.get("peak_gib", 0.0) for phase in phases.values()), default=None)
-    capacity = next((phase.get("capacity_gib") for phase in phases.values()), None)
+    verdict = plan.preflight
+    torch_peak = max(verdict.peaks_gib.values(), default=None) if verdict is not None else None
+    capacity = verdict.capacity_gib if verdict is not None and verdict.phases else None
     return {
         "run_id": plan.run_id,
         "attempt": attempt,

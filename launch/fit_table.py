@@ -20,6 +20,7 @@ from omegaconf import open_dict
 from launch import preflight
 from launch.facts import Facts, package_versions
 from launch.gpu import load_profiles
+from launch.overrides import as_overrides
 from launch.plan import make_plan
 from launch.schema import PROJECT_DIR, register_schemas
 
@@ -38,21 +39,20 @@ def rows(overrides: list[str], gpu_counts: tuple[int, ...] = GPU_COUNTS) -> list
                     cfg.trainer.n_gpus_per_node = min(count, 8)
                     cfg.trainer.nnodes = max(1, count // 8)
                 plan = make_plan(cfg, facts, overrides, working_dir=Path("/tmp"), python=sys.executable)
-                verdict = preflight.check_plan(cfg, plan, facts.packages)
-                tuned = verdict.get("apply_overrides", {})
-                fixes = verdict.get("first_fitting_fixes", [])
+                verdict, tuned = preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, facts.packages)
+                cheapest = " ".join(verdict.first_fitting_fixes) or "none fits on these GPUs"
                 table.append(
                     {
                         "gpu": gpu,
                         "gpus": count,
-                        "fits": verdict["fits"],
-                        "peaks_gib": {name: phase["peak_gib"] for name, phase in verdict["phases"].items()},
-                        "typical_peaks_gib": verdict["typical"]["peaks_gib"],
+                        "fits": verdict.fits,
+                        "peaks_gib": verdict.peaks_gib,
+                        "typical_peaks_gib": verdict.typical.peaks_gib if verdict.typical is not None else {},
                         "capacity_gib": float(cfg.gpu.usable_gib),
                         # a row that fits needs no fix; one that does not names the set, or says none is enough
-                        "cheapest_fix": None if verdict["fits"] else " ".join(fixes) or "none fits on these GPUs",
-                        "tuned": [f"{key}={value}" for key, value in tuned.items()],
-                        "predicted_mfu": verdict["predicted"]["mfu"],
+                        "cheapest_fix": None if verdict.fits else cheapest,
+                        "tuned": as_overrides(tuned),
+                        "predicted_mfu": verdict.predicted.mfu,
                     }
                 )
     return table

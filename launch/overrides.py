@@ -1,6 +1,7 @@
 """The one override parser (Hydra's own OverridesParser) and what rlaunch asks of a job's override list: the key an
 override sets, its value as written, which keys a sweep varies, which overrides leave the run's identity alone, and
-the job's readable name; and the one quoter that writes a value back as Hydra reads it (`hydra_quoted`).
+the job's readable name; and the one quoter that writes a value back as Hydra reads it (`hydra_quoted` a string,
+`render_value` any value, `as_override(s)` whole key=value lines).
 
 Runs on: the login node (planning, the doctor's suggested overrides) and anywhere a `key=value` is written for Hydra.
 How a sweep composes each job quickly lives in launch/compose_once.py.
@@ -8,7 +9,7 @@ How a sweep composes each job quickly lives in launch/compose_once.py.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from pathlib import PurePosixPath
 from typing import Any
@@ -19,11 +20,22 @@ from hydra.errors import OverrideParseException
 
 # Hydra's quoting, defined once where algos/ (which never imports launch/) can use it too; offered here to the launcher
 from algos.verl_entry_points import hydra_quoted as hydra_quoted
+from algos.verl_entry_points import render_value as render_value
 
 # Overrides that do not change what is trained: out of the run id and the job name.
 IDENTITY_EXCLUDED_PREFIXES = ("launch.", "gpu.selected_by", "hydra.", "hydra/")
 JOB_NAME_MAX = 100  # characters; the full overrides live in the plan
 JOB_NAME_SEPARATOR = ","
+
+
+def as_override(key: str, value: Any) -> str:
+    """key=value as Hydra reads it back: booleans `true`/`false`, None `null`, strings quoted (hydra_quoted)."""
+    return f"{key}={render_value(value)}"
+
+
+def as_overrides(values: Mapping[str, Any]) -> list[str]:
+    """Each key=value as_override writes it, in the mapping's order."""
+    return [as_override(key, value) for key, value in values.items()]
 
 
 def parse(overrides: Sequence[str]) -> list[Override]:

@@ -28,6 +28,7 @@ from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS
+from launch.verdict import Verdict
 from launch.verl_diff import algo_suggestion, changed_from_verl, relabel
 
 
@@ -326,7 +327,7 @@ def make_plan(
     python: str,
     job_name: str = "",
     resolved: dict[str, Any] | None = None,
-    verdict: dict[str, Any] | None = None,
+    verdict: Verdict | None = None,
     calibration_records: tuple[StoreRecord, ...] = (),
     typical: TypicalLengths | None = None,
 ) -> Plan:
@@ -346,7 +347,7 @@ def make_plan(
         )
     worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
-    resources = make_resources(cfg, facts, verdict["host_ram_gib_per_node"] if verdict is not None else None)
+    resources = make_resources(cfg, facts, verdict.host_ram_gib_per_node if verdict is not None else None)
     verl = make_verl_config(resolved if resolved is not None else full_resolution(cfg), run_dir, worker_env)
     code_dir = None
     if cfg.cluster.get("snapshot") and facts.code is not None:
@@ -354,8 +355,8 @@ def make_plan(
         verl = snapshot.relocate(verl, facts.code.source, code_dir)
     container = resolve_container(cfg, str(runs_dir), code_dir)
     changes = changed_from_verl(cfg, overrides, verl)
-    if verdict is not None and verdict.get("changed"):  # the preflight's policy set these, after the layers did
-        changes = relabel(changes, list(verdict["changed"]), f"launch.preflight={cfg.launch.preflight}")
+    if verdict is not None and verdict.changed:  # the preflight's policy set these, after the layers did
+        changes = relabel(changes, list(verdict.changed), f"launch.preflight={cfg.launch.preflight}")
     python = container["python"] if container else python  # the job's driver runs inside the container
     return Plan(
         sweep_id=sweep_id,

@@ -7,13 +7,15 @@ changes (judge, pure); settle applies them to the config once, before the plan i
 Policies (launch.preflight): fail (refuse a misfit at submission), fix (apply the first set of fixes that fits), tune
 (raise micro-batch / token budget and engine concurrency to the largest that fit with TUNE_HEADROOM spare), warn,
 off. fix and tune never change a key the user set on the command line; they say so instead.
+The verdict is a typed record (launch/verdict.py). The report asks its what-if questions through `WhatIf`: the peaks,
+fit, tuning and next fix of the knobs a plan's verdict recorded.
 A misfit also gets the cheapest change that fits, searched (fitting_change): whether offloading the trainer's states
 (host RAM permitting) or a larger rollout TP fits the run's own GPUs, and the smallest GPU count that fits as it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -36,11 +38,23 @@ from launch.memory import (
     rollout_phase,
     with_changes,
 )
-from launch.overrides import keys_of
+from launch.overrides import as_overrides, keys_of, render_value
 from launch.plan import llm_architecture
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import refusal
 from launch.rundir import Plan
+from launch.verdict import (
+    Before,
+    FittingChange,
+    FixReport,
+    GpuCount,
+    JobSoftwareNotes,
+    PhasePeak,
+    Predicted,
+    SameGpuChange,
+    Typical,
+    Verdict,
+)
 
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
 TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
@@ -232,73 +246,66 @@ def same_gpu_options(knobs: Knobs) -> list[tuple[str, dict[str, Any]]]:
     return offloads + tps + both
 
 
-def change_overrides(changes: dict[str, Any], knobs: Knobs) -> list[str]:
-    return as_overrides(overrides_for(changes, knobs))
+def change_overrides(changes: dict[str, Any], knobs: Knobs) -> tuple[str, ...]:
+    return tuple(as_overrides(overrides_for(changes, knobs)))
 
 
-def fitting_change(arch: Architecture, knobs: Knobs, capacity: float, host_gib_per_gpu: float) -> dict[str, Any]:
+def fitting_change(arch: Architecture, knobs: Knobs, capacity: float, host_gib_per_gpu: float) -> FittingChange:
     """The cheapest change that makes a misfit fit: on the run's own GPUs (offload, host RAM permitting, or a larger
     rollout TP), and the smallest GPU count at today's knobs (and, when nothing fits the run's GPUs, with offload).
-    `summary` says it in one line, e.g. "fits on 8 with param+optimizer offload (host RAM 1.1 TiB/node); without
+    Its `summary` says it in one line, e.g. "fits on 8 with param+optimizer offload (host RAM 1.1 TiB/node); without
     offload needs 32"."""
-    found: dict[str, Any] = {"on_your_gpus": None, "gpus_needed": None}
+    mine: SameGpuChange | None = None
     for name, changes in same_gpu_options(knobs):
         candidate = with_changes(knobs, **changes)
         if fits(arch, candidate, capacity) and host_fits(arch, candidate, host_gib_per_gpu):
-            found["on_your_gpus"] = {
-                "change": name,
-                "overrides": change_overrides(changes, knobs),
-                "host_ram_gib_per_node": round(host_ram_per_node(arch, candidate), 1),
-            }
+            host = round(host_ram_per_node(arch, candidate), 1)
+            mine = SameGpuChange(change=name, overrides=change_overrides(changes, knobs), host_ram_gib_per_node=host)
             break
+    needed: GpuCount | None = None
     more = smallest_gpu_count(arch, knobs, capacity, host_gib_per_gpu)
     if more is not None:
-        changes = count_changes(more, knobs)
-        found["gpus_needed"] = {
-            "gpus": more.n_gpus,
-            "rollout_tp": more.rollout_tp,
-            "overrides": change_overrides(changes, knobs),
-        }
+        needed = GpuCount(more.n_gpus, more.rollout_tp, change_overrides(count_changes(more, knobs), knobs))
+    offloaded: GpuCount | None = None
     offload = {key: value for key, value in OFFLOADS["param+optimizer offload"].items() if getattr(knobs, key) != value}
-    if found["on_your_gpus"] is None and offload:  # fewer GPUs may do with the states in host RAM
+    if mine is None and offload:  # fewer GPUs may do with the states in host RAM
         fewer = smallest_gpu_count(arch, with_changes(knobs, **offload), capacity, host_gib_per_gpu)
         if fewer is not None and (more is None or fewer.n_gpus < more.n_gpus):
-            found["gpus_needed_offloaded"] = {
-                "gpus": fewer.n_gpus,
-                "rollout_tp": fewer.rollout_tp,
-                "overrides": change_overrides(offload | count_changes(fewer, knobs), knobs),
-                "host_ram_gib_per_node": round(host_ram_per_node(arch, fewer), 1),
-            }
-    found["summary"] = fitting_summary(found, knobs)
-    return found
+            offloaded = GpuCount(
+                gpus=fewer.n_gpus,
+                rollout_tp=fewer.rollout_tp,
+                overrides=change_overrides(offload | count_changes(fewer, knobs), knobs),
+                host_ram_gib_per_node=round(host_ram_per_node(arch, fewer), 1),
+            )
+    found = FittingChange(on_your_gpus=mine, gpus_needed=needed, gpus_needed_offloaded=offloaded, summary="")
+    return replace(found, summary=fitting_summary(found, knobs))
 
 
 def tib_or_gib(gib: float) -> str:
     return f"{gib / 1024:.1f} TiB" if gib >= 1024 else f"{gib:.0f} GiB"
 
 
-def fitting_summary(found: dict[str, Any], knobs: Knobs) -> str:
+def fitting_summary(found: FittingChange, knobs: Knobs) -> str:
     """One line: what fits the run's GPUs, else the GPU count that fits with offload; then the count without it."""
-    mine, needed, offloaded = found["on_your_gpus"], found["gpus_needed"], found.get("gpus_needed_offloaded")
+    mine, needed, offloaded = found.on_your_gpus, found.gpus_needed, found.gpus_needed_offloaded
 
-    def tp(count: dict[str, Any]) -> str:
-        return f" (rollout TP {count['rollout_tp']})" if count["rollout_tp"] != knobs.rollout_tp else ""
+    def tp(count: GpuCount) -> str:
+        return f" (rollout TP {count.rollout_tp})" if count.rollout_tp != knobs.rollout_tp else ""
 
     if mine is not None:
-        host = tib_or_gib(mine["host_ram_gib_per_node"])
-        parts = [f"fits on {knobs.n_gpus} with {mine['change']} (host RAM {host}/node)"]
+        parts = [f"fits on {knobs.n_gpus} with {mine.change} (host RAM {tib_or_gib(mine.host_ram_gib_per_node)}/node)"]
     else:
         parts = [f"no offload or rollout TP fits it on {knobs.n_gpus}"]
     if offloaded is not None:
-        host = tib_or_gib(offloaded["host_ram_gib_per_node"])
+        host = tib_or_gib(offloaded.host_ram_gib_per_node or 0.0)
         parts.append(
-            f"with param+optimizer offload it needs {offloaded['gpus']} GPUs{tp(offloaded)} (host RAM {host}/node)"
+            f"with param+optimizer offload it needs {offloaded.gpus} GPUs{tp(offloaded)} (host RAM {host}/node)"
         )
     if needed is None:
         parts.append(f"no GPU count up to {MAX_NODES} nodes fits it as it is")
     else:
-        without = f"without {mine['change'].split(' and ')[0]}" if mine is not None else "as it is"
-        parts.append(f"{without} it needs {needed['gpus']} GPUs{tp(needed)}")
+        without = f"without {mine.change.split(' and ')[0]}" if mine is not None else "as it is"
+        parts.append(f"{without} it needs {needed.gpus} GPUs{tp(needed)}")
     return "; ".join(parts)
 
 
@@ -339,13 +346,9 @@ def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list
     return {}, knobs
 
 
-def as_overrides(changes: dict[str, Any]) -> list[str]:
-    return [f"{key}={value}" for key, value in changes.items()]
-
-
 def plan_fixes(
     arch: Architecture, knobs: Knobs, capacity: float, locked: set[str]
-) -> tuple[list[dict], list[str], tuple[dict[str, Any], Knobs]]:
+) -> tuple[tuple[FixReport, ...], tuple[str, ...], tuple[dict[str, Any], Knobs]]:
     """Every single fix with its predicted peaks; the first cumulative set that fits (advice: it may touch keys the
     user set); and the first such set among the fixes that leave the user's keys alone (what `fix` applies)."""
     fixes = candidate_fixes(arch, knobs, capacity)
@@ -354,17 +357,17 @@ def plan_fixes(
         keys = overrides_for(fix.changes, knobs)
         phases = estimate(arch, with_changes(knobs, **fix.changes), capacity)
         reports.append(
-            {
-                "fix": fix.description,
-                "overrides": keys,
-                "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
-                "fits": all(phase.fits for phase in phases),
-                **({"you_set": sorted(locked & set(keys))} if locked & set(keys) else {}),
-            }
+            FixReport(
+                fix=fix.description,
+                overrides=keys,
+                peaks_gib={phase.name: round(phase.peak_gib, 1) for phase in phases},
+                fits=all(phase.fits for phase in phases),
+                you_set=tuple(sorted(locked & set(keys))),
+            )
         )
     allowed = [fix for fix in fixes if not locked & set(overrides_for(fix.changes, knobs))]
     advice = as_overrides(first_fitting(arch, knobs, capacity, fixes)[0])
-    return reports, advice, first_fitting(arch, knobs, capacity, allowed)
+    return tuple(reports), tuple(advice), first_fitting(arch, knobs, capacity, allowed)
 
 
 TUNABLE = ("train", "logprob", "engine_fraction", "max_num_seqs")
@@ -469,21 +472,23 @@ def tune(
     return changes
 
 
-def summarize(arch: Architecture, knobs: Knobs, capacity: float, bf16_tflops: float) -> dict[str, Any]:
+def summarize(arch: Architecture, knobs: Knobs, capacity: float, bf16_tflops: float, policy: str) -> Verdict:
+    """The verdict's own part: each phase against the card, and the predicted throughput."""
     phases = estimate(arch, knobs, capacity)
     mfu = predicted_mfu(knobs)
-    return {
-        "fits": all(phase.fits for phase in phases),
-        "misfit": next((phase.name for phase in phases if not phase.fits), None),  # the first phase that does not fit
-        "phases": {phase.name: phase.to_dict() for phase in phases},
-        "arithmetic": [phase.arithmetic() for phase in phases],
-        "host_ram_gib_per_node": round(host_ram_per_node(arch, knobs), 1),
-        "predicted": {
-            "mfu": round(mfu, 3),
-            "tokens_per_s_per_gpu": round(mfu * bf16_tflops * 1e12 / flops_per_token(arch, knobs.sequence)),
-            "train_tokens_per_micro_batch": knobs.train_tokens,
-        },
-    }
+    return Verdict(
+        fits=all(phase.fits for phase in phases),
+        misfit=next((phase.name for phase in phases if not phase.fits), None),
+        phases={phase.name: PhasePeak.of(phase) for phase in phases},
+        arithmetic=tuple(phase.arithmetic() for phase in phases),
+        host_ram_gib_per_node=round(host_ram_per_node(arch, knobs), 1),
+        predicted=Predicted(
+            mfu=round(mfu, 3),
+            tokens_per_s_per_gpu=round(mfu * bf16_tflops * 1e12 / flops_per_token(arch, knobs.sequence)),
+            train_tokens_per_micro_batch=knobs.train_tokens,
+        ),
+        policy=policy,
+    )
 
 
 def run(
@@ -495,30 +500,30 @@ def run(
     overrides: list[str],
     lengths: TypicalLengths,
     host_gib_per_gpu: float = 0.0,
-) -> dict[str, Any]:
-    """The verdict for the plan as it is, and the verl keys the policy changes with their typed values
-    (`apply_overrides`): `fix` the cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned
-    from the fixed plan). A misfit also carries `fits_with`: the cheapest change that fits, searched."""
+) -> tuple[Verdict, dict[str, Any]]:
+    """The verdict for the plan as it is, and the verl keys the policy changes with their typed values: `fix` the
+    cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned from the fixed plan). A misfit
+    also carries `fits_with`: the cheapest change that fits, searched."""
     locked = user_keys(overrides)
-    verdict = summarize(arch, knobs, capacity, bf16_tflops) | {"policy": policy}
+    verdict = summarize(arch, knobs, capacity, bf16_tflops, policy)
     applicable: dict[str, Any] = {}
     fixed = knobs
-    if not verdict["fits"]:
-        verdict["fixes"], verdict["first_fitting_fixes"], (applicable, fixed) = plan_fixes(
-            arch, knobs, capacity, locked
+    if not verdict.fits:
+        fixes, advice, (applicable, fixed) = plan_fixes(arch, knobs, capacity, locked)
+        verdict = replace(
+            verdict,
+            fixes=fixes,
+            first_fitting_fixes=advice,
+            unfixable_without_your_keys=not applicable,
+            fits_with=fitting_change(arch, knobs, capacity, host_gib_per_gpu),
         )
-        if not applicable:
-            verdict["unfixable_without_your_keys"] = True
-        verdict["fits_with"] = fitting_change(arch, knobs, capacity, host_gib_per_gpu)
     proposed: dict[str, Any] = {}
-    if policy in ("fix", "tune") and not verdict["fits"]:
+    if policy in ("fix", "tune") and not verdict.fits:
         proposed = dict(applicable)
-    if policy == "tune" and (verdict["fits"] or applicable):
+    if policy == "tune" and (verdict.fits or applicable):
         tuned = tune(arch, fixed, capacity, locked, typical_tokens=lengths.sequence_tokens)
         proposed.update(overrides_for(tuned, fixed))
-    verdict["apply_overrides"] = proposed
-    verdict["typical"] = typical(arch, knobs, capacity, lengths)
-    return verdict
+    return replace(verdict, typical=typical(arch, knobs, capacity, lengths)), proposed
 
 
 def at_lengths(knobs: Knobs, prompt_tokens: int, response_tokens: int) -> Knobs:
@@ -537,21 +542,21 @@ def at_lengths(knobs: Knobs, prompt_tokens: int, response_tokens: int) -> Knobs:
     return with_changes(usual, **changes)
 
 
-def typical(arch: Architecture, knobs: Knobs, capacity: float, lengths: TypicalLengths) -> dict[str, Any]:
+def typical(arch: Architecture, knobs: Knobs, capacity: float, lengths: TypicalLengths) -> Typical:
     """The peaks when every sequence has the typical lengths (launch/lengths.py: the user's launch.expect.*, measured
     ones, else half the maximum): what a run usually sees. The verdict stays on the worst case (full-length sequences
     filling the micro-batch or the token budget)."""
     prompt = max(0, min(knobs.prompt_length, int(lengths.prompt_tokens)))
     response = max(1, min(knobs.response_length, int(lengths.response_tokens)))
     phases = estimate(arch, at_lengths(knobs, prompt, response), capacity)
-    return {
-        "prompt_tokens": prompt,
-        "response_tokens": response,
-        "sequence_tokens": prompt + response,
-        "source": lengths.source,
-        "peaks_gib": {phase.name: round(phase.peak_gib, 1) for phase in phases},
-        "fits": all(phase.fits for phase in phases),
-    }
+    return Typical(
+        prompt_tokens=prompt,
+        response_tokens=response,
+        sequence_tokens=prompt + response,
+        source=lengths.source,
+        peaks_gib={phase.name: round(phase.peak_gib, 1) for phase in phases},
+        fits=all(phase.fits for phase in phases),
+    )
 
 
 def judge(
@@ -561,10 +566,11 @@ def judge(
     overrides: list[str],
     packages: dict[str, str],
     lengths: TypicalLengths | None = None,
-) -> dict[str, Any]:
+) -> tuple[Verdict, dict[str, Any]]:
     """The preflight of one job's config (cfg: the composed config; verl: its resolved verl keys; llm: the
     architecture launch/plan.py's llm_architecture finds; packages: the venv's; lengths: the typical lengths for the
-    `typical` figures, by default launch/lengths.py's from cfg). Pure."""
+    `typical` figures, by default launch/lengths.py's from cfg): the verdict, and the verl keys its policy would set
+    with their typed values (settle applies them). Pure."""
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
     software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
     knobs = with_changes(
@@ -574,7 +580,7 @@ def judge(
     )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)
-    verdict = run(
+    verdict, proposed = run(
         Architecture.from_llm(llm),
         knobs,
         float(cfg.gpu.usable_gib),
@@ -585,15 +591,18 @@ def judge(
         float(cfg.gpu.host_ram_gib_per_gpu),
     )
     skipped = skipped_engine_check(verl)
-    verdict["job_software"] = software.to_dict() | {"notes": software.lines() + ([skipped] if skipped else [])}
-    verdict["knobs"] = asdict(knobs)  # what was judged: the doctor reads it back instead of rebuilding it
-    verdict["not_counted"] = not_counted(verl, llm)
-    return verdict
+    judged = replace(
+        verdict,
+        job_software=JobSoftwareNotes(software, tuple(software.lines() + ([skipped] if skipped else []))),
+        knobs=knobs,  # what was judged: the doctor reads it back instead of rebuilding it
+        not_counted=tuple(not_counted(verl, llm)),
+    )
+    return judged, proposed
 
 
-def check_plan(cfg: Any, plan: Any, packages: dict[str, str], lengths: TypicalLengths | None = None) -> dict[str, Any]:
-    """The preflight of a planned job (launch.plan.Plan): what-if questions of the report, the fit table and tests."""
-    return judge(cfg, plan.verl, plan.llm, plan.overrides, packages, lengths)
+def check_plan(cfg: Any, plan: Any, packages: dict[str, str], lengths: TypicalLengths | None = None) -> Verdict:
+    """The preflight of a planned job (launch.plan.Plan): what-if questions of the fit table and tests."""
+    return judge(cfg, plan.verl, plan.llm, plan.overrides, packages, lengths)[0]
 
 
 def not_counted(verl: dict[str, Any], llm: dict[str, Any]) -> list[str]:
@@ -609,10 +618,6 @@ def not_counted(verl: dict[str, Any], llm: dict[str, Any]) -> list[str]:
     return missing
 
 
-def knobs_rollout_n(verl: dict[str, Any]) -> int:
-    return int(verl["actor_rollout_ref"]["rollout"]["n"])
-
-
 def settle(
     cfg: DictConfig,
     resolved: dict[str, Any],
@@ -620,7 +625,7 @@ def settle(
     overrides: list[str],
     resolve: Resolve,
     typical: TypicalLengths | None = None,
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+) -> tuple[Verdict | None, dict[str, Any]]:
     """The preflight of one job BEFORE its plan is made: (the verdict on the config as it will be planned, that
     config resolved). `fix` and `tune` set their typed knob values in cfg (never a key the user set) first, so the
     plan is made once, from the config that runs; the verdict then says what changed and what it was before. `fail`
@@ -632,28 +637,110 @@ def settle(
     llm, _ = llm_architecture(cfg, facts, overrides)
     if llm.get("known") is False:
         return None, resolved
-    verdict = judge(cfg, resolved, llm, overrides, facts.packages, typical)
-    changes = verdict.pop("apply_overrides")
+    verdict, changes = judge(cfg, resolved, llm, overrides, facts.packages, typical)
     if not changes:
         return verdict, resolved
     with open_dict(cfg):
         for key, value in changes.items():
             OmegaConf.update(cfg, key, value, merge=False)
     resolved = resolve(cfg)
-    settled = judge(cfg, resolved, llm, overrides, facts.packages, typical)
-    settled.pop("apply_overrides")
-    settled["changed"] = {key: str(value) for key, value in changes.items()}
-    settled["before"] = {"fits": verdict["fits"], "predicted": verdict["predicted"]}
-    return settled, resolved
+    settled, _ = judge(cfg, resolved, llm, overrides, facts.packages, typical)
+    changed = {key: render_value(value) for key, value in changes.items()}
+    return replace(settled, changed=changed, before=Before(verdict.fits, verdict.predicted)), resolved
 
 
 def gate(plans: list[Plan], policy: str) -> list[str]:
     """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit (one
     UserError, the cheapest fix first), `warn` returns the same message for each as a warning; `fix` and `tune` have
     already changed the config before it was planned (settle), `off` judged nothing."""
-    misfits = [plan for plan in plans if plan.preflight is not None and not plan.preflight["fits"]]
+    misfits = [
+        (plan.job_name, plan.preflight) for plan in plans if plan.preflight is not None and not plan.preflight.fits
+    ]
     if policy == "fail" and misfits:
-        raise UserError(refusal(misfits[0].preflight, misfits[0].job_name))
+        job, verdict = misfits[0]
+        raise UserError(refusal(verdict, job))
     if policy == "warn":
-        return [refusal(plan.preflight, plan.job_name, verb="warns") for plan in misfits if plan.preflight is not None]
+        return [refusal(verdict, job, verb="warns") for job, verdict in misfits]
     return []
+
+
+# --- what-if questions of the report ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """A larger setting that still fits: the verl keys to set, and the knobs they give."""
+
+    overrides: dict[str, Any]  # verl key -> typed value
+    knobs: Knobs
+
+    @property
+    def predicted_mfu(self) -> float:
+        return predicted_mfu(self.knobs)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The preflight's answers about a plan it judged, asked afterwards (launch/report/doctor.py). It starts from the
+    knobs the verdict recorded, never rebuilt ones, so every answer starts where the verdict stood. `changes` are
+    Knobs field changes, as the fixes and tune make them."""
+
+    arch: Architecture
+    knobs: Knobs
+    capacity_gib: float
+
+    @classmethod
+    def of_plan(cls, plan: Plan) -> WhatIf | None:
+        """None for a plan the preflight did not judge (launch.preflight=off), or whose recorded knobs are not this
+        launcher's."""
+        verdict = plan.preflight
+        if verdict is None or verdict.knobs is None:
+            return None
+        return cls(Architecture.from_llm(plan.llm), verdict.knobs, float(verdict.capacity_gib))
+
+    @property
+    def mini_batch_sequences(self) -> int:
+        """The sequences of one update (actor.ppo_mini_batch_size x rollout.n), whose rank's share caps a
+        micro-batch."""
+        return self.knobs.mini_batch_sequences
+
+    def peaks(self, changes: dict[str, Any] | None = None) -> dict[str, float]:
+        """phase -> the predicted peak per GPU with these changes."""
+        knobs = with_changes(self.knobs, **(changes or {}))
+        return {phase.name: phase.peak_gib for phase in estimate(self.arch, knobs, self.capacity_gib)}
+
+    def fits(self, changes: dict[str, Any], headroom: float = 1.0) -> bool:
+        return fits(self.arch, with_changes(self.knobs, **changes), self.capacity_gib, headroom)
+
+    def predicted_mfu(self, changes: dict[str, Any] | None = None) -> float:
+        return predicted_mfu(with_changes(self.knobs, **(changes or {})))
+
+    def overrides(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """The verl keys and typed values of these changes."""
+        return overrides_for(changes, self.knobs)
+
+    def larger_micro_batch(self) -> Tuning | None:
+        """The largest training micro-batch (or token budget) that fits with TUNE_HEADROOM spare, where it is larger
+        than the plan's: what tune would set."""
+        changes = tune(self.arch, self.knobs, self.capacity_gib, set(), what=("train",))
+        if not changes:
+            return None
+        tokens = changes.get("train_tokens") or changes["micro_batch"] * self.knobs.sequence
+        return Tuning(self.overrides(changes), with_train_tokens(self.knobs, tokens))
+
+    def more_engine_sequences(self) -> Tuning | None:
+        """The engine concurrency its KV cache holds (tune's max_num_seqs), where it is more than the plan's."""
+        changes = tune(self.arch, self.knobs, self.capacity_gib, set(), what=("max_num_seqs",))
+        if not changes:
+            return None
+        return Tuning(self.overrides(changes), with_changes(self.knobs, **changes))
+
+    def cheapest_fix_per_phase(self) -> dict[str, dict[str, Any]]:
+        """phase -> the verl keys of the cheapest fix (candidate_fixes' order) that lowers its predicted peak."""
+        now = self.peaks()
+        found: dict[str, dict[str, Any]] = {}
+        for fix in candidate_fixes(self.arch, self.knobs, self.capacity_gib):
+            for name, peak in self.peaks(fix.changes).items():
+                if name not in found and peak < now[name] - 0.01:
+                    found[name] = self.overrides(fix.changes)
+        return found

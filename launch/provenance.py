@@ -23,6 +23,7 @@ from launch.facts import checkout_facts, git_diff
 from launch.overrides import hydra_quoted
 from launch.rundir import PLAN_FILE, PROVENANCE_FILE, RLAUNCH_CONFIG_FILE, Plan
 from launch.secret_guard import redact, secret_values
+from launch.verdict import Verdict
 
 GIT_DIFF = "git_diff.patch"
 CONFIG_FILES = (PLAN_FILE, RLAUNCH_CONFIG_FILE)  # verl_config.yaml carries this record: not hashed here
@@ -42,16 +43,17 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def preflight_summary(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
+def preflight_summary(verdict: Verdict | None) -> dict[str, Any] | None:
+    """The verdict in brief, for the W&B config: the peaks against the card, the throughput, what the policy set."""
     if verdict is None:
         return None
     return {
-        "fits": verdict["fits"],
-        "policy": verdict["policy"],
-        "peaks_gib": {name: phase["peak_gib"] for name, phase in verdict["phases"].items()},
-        "capacity_gib": next(iter(verdict["phases"].values()))["capacity_gib"],
-        "predicted": verdict["predicted"],
-        "changed": verdict.get("changed", {}),
+        "fits": verdict.fits,
+        "policy": verdict.policy,
+        "peaks_gib": verdict.peaks_gib,
+        "capacity_gib": verdict.capacity_gib,
+        "predicted": verdict.predicted.to_dict(),
+        "changed": dict(verdict.changed),
     }
 
 

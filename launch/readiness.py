@@ -36,6 +36,7 @@ from launch.lengths import PromptStats, measure_prompt_lengths
 from launch.memory import trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges
+from launch.rundir import PredictedTime
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
 
 if TYPE_CHECKING:
@@ -438,7 +439,7 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
 # --- time ----------------------------------------------------------------------------------------------------------
 
 
-def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[str, Any] | None:
+def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> PredictedTime | None:
     """Steps from the rows and the batch (verl drops the last incomplete batch), and the wall time at the plan's
     step time (launch/steptime.py: the phases at the typical lengths, calibrated where runs of this shape were
     measured)."""
@@ -455,35 +456,35 @@ def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> dict[st
     attempt_min = max(int(cfg.mode.time_budget_min) - STARTUP_MIN, 1)
     wall_min = STARTUP_MIN + total * step_s / 60
     save_freq = int(trainer.get("save_freq") or -1)
-    return {
-        "rows": rows,
-        "steps_per_epoch": steps_per_epoch,
-        "total_steps": total,
-        "step_s": round(step_s, 1),
-        "step_source": plan.time.source,
-        "wall_min": round(wall_min, 1),
-        "time_limit_min": int(cfg.mode.time_budget_min),
-        "attempts": max(1, math.ceil(total * step_s / 60 / attempt_min)),
-        "first_checkpoint_step": save_freq if 0 < save_freq < total else total,
-        "checkpoints": save_freq > 0,
-        "attempt_min": attempt_min,
-    }
+    return PredictedTime(
+        rows=rows,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total,
+        step_s=round(step_s, 1),
+        step_source=plan.time.source,
+        wall_min=round(wall_min, 1),
+        time_limit_min=int(cfg.mode.time_budget_min),
+        attempts=max(1, math.ceil(total * step_s / 60 / attempt_min)),
+        first_checkpoint_step=save_freq if 0 < save_freq < total else total,
+        checkpoints=save_freq > 0,
+        attempt_min=attempt_min,
+    )
 
 
-def judge_time(cfg: DictConfig, predicted: dict[str, Any] | None, findings: Findings) -> None:
+def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findings) -> None:
     """Only SLURM has a time limit: the run must end within the attempts cluster.max_requeues allows, and the first
     checkpoint must come within one attempt, or every requeue starts over."""
     if predicted is None or cfg.cluster.name != "slurm":
         return
-    step_s, attempt_min = predicted["step_s"], predicted["attempt_min"]
+    step_s, attempt_min = predicted.step_s, predicted.attempt_min
     judge_attempts(cfg, predicted, findings)
-    first_min = predicted["first_checkpoint_step"] * step_s / 60
-    if predicted["attempts"] > 1 and not predicted["checkpoints"]:
+    first_min = predicted.first_checkpoint_step * step_s / 60
+    if predicted.attempts > 1 and not predicted.checkpoints:
         findings.problems.append(
             (
                 "time",
                 f"trainer.save_freq={cfg.trainer.save_freq} saves no checkpoint, and the run needs "
-                f"{predicted['attempts']} attempts of {attempt_min} min: every requeue would start over; set "
+                f"{predicted.attempts} attempts of {attempt_min} min: every requeue would start over; set "
                 f"trainer.save_freq={max(1, int(attempt_min * 60 // step_s))}",
             )
         )
@@ -497,27 +498,27 @@ def judge_time(cfg: DictConfig, predicted: dict[str, Any] | None, findings: Find
         findings.problems.append(
             (
                 "time",
-                f"the first checkpoint comes after step {predicted['first_checkpoint_step']} x {step_s:.0f} s = "
+                f"the first checkpoint comes after step {predicted.first_checkpoint_step} x {step_s:.0f} s = "
                 f"{first_min:.0f} min, beyond one attempt ({cfg.mode.time_budget_min} min budget - {STARTUP_MIN} min "
                 f"start-up = {attempt_min} min): every requeue would start over; {fix}",
             )
         )
 
 
-def judge_attempts(cfg: DictConfig, predicted: dict[str, Any], findings: Findings) -> None:
+def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings) -> None:
     """A job is requeued at most cluster.max_requeues times (launch/slurm.py): a run that needs more attempts stops
     unfinished, after days in the queue. The fix names the numbers that fit."""
     allowed = 1 + int(cfg.cluster.max_requeues)
-    needed = predicted["attempts"]
+    needed = predicted.attempts
     if needed <= allowed:
         return
-    step_s, attempt_min, total = predicted["step_s"], predicted["attempt_min"], predicted["total_steps"]
+    step_s, attempt_min, total = predicted.step_s, predicted.attempt_min, predicted.total_steps
     train_min = total * step_s / 60
     fitting_steps = int(allowed * attempt_min * 60 // step_s)
     budget = math.ceil(train_min / allowed) + STARTUP_MIN
     steps_fix = f"trainer.total_training_steps={fitting_steps}" if fitting_steps >= 1 else ""
-    if cfg.trainer.get("total_training_steps") is None and fitting_steps >= predicted["steps_per_epoch"] >= 1:
-        steps_fix = f"trainer.total_epochs={fitting_steps // predicted['steps_per_epoch']} or {steps_fix}"
+    if cfg.trainer.get("total_training_steps") is None and fitting_steps >= predicted.steps_per_epoch >= 1:
+        steps_fix = f"trainer.total_epochs={fitting_steps // predicted.steps_per_epoch} or {steps_fix}"
     fixes = [f"fewer steps ({steps_fix})"] if steps_fix else []
     fixes += [f"a larger budget (mode.time_budget_min={budget})", f"more requeues (cluster.max_requeues={needed - 1})"]
     findings.problems.append(
@@ -555,7 +556,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
             {"key": file.key, "path": file.path, "rows": file.rows, "data_sources": list(file.sources)}
             for file in report.files
         ],
-        "time": predicted,
+        "time": predicted.to_dict() if predicted is not None else None,
         "model_source": plan.llm["source"],
     }
     warnings = [*plan.warnings, *repairs, *(f"not ready: {problem}" for _, problem in active), *findings.notes]

@@ -10,43 +10,43 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
 
 from launch.container import describe as describe_container
 from launch.plan import sync_command
 from launch.rundir import Change, Plan
 from launch.steptime import StepTime
+from launch.verdict import Verdict
 
 SHOWN_VALUE_CHARS = 40  # a value longer than this (a file list, the worker env) is cut in the text; plan.json has it
 
 
-def render_preflight(verdict: dict[str, Any] | None) -> list[str]:
+def render_preflight(verdict: Verdict | None) -> list[str]:
     if verdict is None:
         return ["  preflight     off"]
-    predicted = verdict["predicted"]
-    head = "fits" if verdict["fits"] else "DOES NOT FIT"
+    predicted = verdict.predicted
+    head = "fits" if verdict.fits else "DOES NOT FIT"
     lines = [
-        f"  preflight     {head} (policy {verdict['policy']}); predicted MFU {predicted['mfu']:.0%}, "
-        f"{predicted['tokens_per_s_per_gpu']} tokens/s/GPU; host RAM {verdict['host_ram_gib_per_node']} GiB/node"
+        f"  preflight     {head} (policy {verdict.policy}); predicted MFU {predicted.mfu:.0%}, "
+        f"{predicted.tokens_per_s_per_gpu} tokens/s/GPU; host RAM {verdict.host_ram_gib_per_node} GiB/node"
     ]
-    lines += [f"                {line}" for line in verdict["arithmetic"]]
-    usual = verdict.get("typical")
+    lines += [f"                {line}" for line in verdict.arithmetic]
+    usual = verdict.typical
     if usual:
-        peaks = ", ".join(f"{name} {peak:.1f}" for name, peak in usual["peaks_gib"].items())
+        peaks = ", ".join(f"{name} {peak:.1f}" for name, peak in usual.peaks_gib.items())
         lines.append(
-            f"  typical       {peaks} GiB with {usual['prompt_tokens']} + {usual['response_tokens']}-token sequences "
-            f"({usual['source']}; the verdict above is the worst case: every sequence at full length)"
+            f"  typical       {peaks} GiB with {usual.prompt_tokens} + {usual.response_tokens}-token sequences "
+            f"({usual.source}; the verdict above is the worst case: every sequence at full length)"
         )
-    for note in verdict.get("job_software", {}).get("notes", []):
-        lines.append(f"  job software  {note}")
-    for item in verdict.get("not_counted", []):
+    notes = verdict.job_software.notes if verdict.job_software is not None else ()
+    lines += [f"  job software  {note}" for note in notes]
+    for item in verdict.not_counted:
         lines.append(f"  not counted   {item}")
-    for key, value in verdict.get("changed", {}).items():
-        lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict['policy']})")
-    if verdict.get("first_fitting_fixes"):
-        lines.append(f"  cheapest fix  {' '.join(verdict['first_fitting_fixes'])}")
-    if verdict.get("fits_with"):
-        lines.append(f"  what fits     {verdict['fits_with']['summary']}")
+    for key, value in verdict.changed.items():
+        lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict.policy})")
+    if verdict.first_fitting_fixes:
+        lines.append(f"  cheapest fix  {' '.join(verdict.first_fitting_fixes)}")
+    if verdict.fits_with:
+        lines.append(f"  what fits     {verdict.fits_with.summary}")
     return lines
 
 
@@ -108,7 +108,7 @@ def render(plan: Plan) -> str:
     else:
         lines += render_preflight(plan.preflight)
     lines += render_step_time(plan.time)
-    lines += render_readiness(plan.readiness)
+    lines += render_readiness(plan)
     lines += render_changes(plan.changed_from_verl, plan.run_dir)
     lines += [f"  WARNING       {warning}" for warning in plan.warnings]
     return "\n".join(lines)
@@ -157,42 +157,44 @@ def render_step_time(time: StepTime | None) -> list[str]:
     return lines
 
 
-def render_readiness(readiness: dict[str, Any] | None) -> list[str]:
+def render_readiness(plan: Plan) -> list[str]:
     """The plan text's lines: data read, and the predicted time against the limit."""
-    if readiness is None:
+    if plan.readiness is None:
         return []
-    files = readiness["data"]
+    files = plan.readiness["data"]
     read = [file for file in files if file["rows"] is not None]
     lines = []
     if files:
         rows = sum(file["rows"] for file in read)
         sources = len({source for file in read for source in file["data_sources"]})
         lines.append(f"  data          {len(read)}/{len(files)} file(s) read: {rows} rows, {sources} data source(s)")
-    time = readiness["time"]
+    time = plan.predicted_time
     if time is not None:
         lines.append(
-            f"  time          {time['total_steps']} steps ({time['steps_per_epoch']}/epoch) x {time['step_s']} s "
-            f"predicted = {time['wall_min']} min vs {time['time_limit_min']} min limit -> {time['attempts']} "
-            f"attempt(s); first checkpoint at step {time['first_checkpoint_step']}"
+            f"  time          {time.total_steps} steps ({time.steps_per_epoch}/epoch) x {time.step_s} s "
+            f"predicted = {time.wall_min} min vs {time.time_limit_min} min limit -> {time.attempts} "
+            f"attempt(s); first checkpoint at step {time.first_checkpoint_step}"
         )
     return lines
 
 
-def refusal(verdict: dict[str, Any], job: str, verb: str = "refuses") -> str:
+def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:
     """The message of a refused (or, `verb="warns"`, a warned) submission: the first line names the misfit and the
     cheapest fix."""
-    misfit = verdict["arithmetic"][list(verdict["phases"]).index(verdict["misfit"])]
-    fixes = verdict.get("first_fitting_fixes") or []
-    found = verdict.get("fits_with") or {}
-    mine, needed = found.get("on_your_gpus"), found.get("gpus_needed_offloaded") or found.get("gpus_needed")
+    found = verdict.fits_with
     # the searched change when the cheapest-first chain finds none: on these GPUs, else the GPU count
-    searched = (mine or needed or {}).get("overrides") or []
-    fix_text = " ".join(fixes or searched) or "none fits: use a bigger card or shorter lengths"
-    summary = f"; {found['summary']}" if found.get("summary") else ""
-    lines = [f"preflight {verb} {job}: {misfit}; cheapest fix: {fix_text} (or launch.preflight=fix){summary}"]
-    lines += [f"  {line}" for line in verdict["arithmetic"]]
-    for fix in verdict.get("fixes", []):
-        state = "fits" if fix["fits"] else "still too big"
-        mine = f"; you set {', '.join(fix['you_set'])}" if fix.get("you_set") else ""
-        lines.append(f"  fix: {fix['fix']}: {fix['overrides']} -> peaks {fix['peaks_gib']} ({state}{mine})")
+    searched = (found.on_your_gpus or found.searched_count) if found is not None else None
+    fix_text = " ".join(verdict.first_fitting_fixes or (searched.overrides if searched else ())) or (
+        "none fits: use a bigger card or shorter lengths"
+    )
+    summary = f"; {found.summary}" if found is not None and found.summary else ""
+    lines = [
+        f"preflight {verb} {job}: {verdict.misfit_arithmetic}; cheapest fix: {fix_text} (or launch.preflight=fix)"
+        f"{summary}"
+    ]
+    lines += [f"  {line}" for line in verdict.arithmetic]
+    for fix in verdict.fixes:
+        state = "fits" if fix.fits else "still too big"
+        mine = f"; you set {', '.join(fix.you_set)}" if fix.you_set else ""
+        lines.append(f"  fix: {fix.fix}: {fix.overrides} -> peaks {fix.peaks_gib} ({state}{mine})")
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from launch.render import render
 from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME, Plan, save_plan
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
+from launch.verdict import Verdict
 from launch.verl_diff import backend_key_message
 
 # libyaml's safe dumper writes what yaml.safe_dump writes, ~4x faster (a sweep writes two files per job)
@@ -93,7 +94,7 @@ def checked_plan(
     overrides: list[str],
     job_name: str,
     resolved: dict[str, Any] | None = None,
-    verdict: dict[str, Any] | None = None,
+    verdict: Verdict | None = None,
     calibration_records: tuple[calibration.StoreRecord, ...] = (),
     typical: TypicalLengths | None = None,
 ) -> Plan:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from launch.errors import UserError
 from launch.steptime import StepTime
+from launch.verdict import Verdict, known_fields
 
 PLAN_FILE = "plan.json"  # the Plan, as JSON (launch/plan.py)
 PLAN_TEXT_FILE = "plan.txt"  # the plan as the user read it
@@ -72,6 +73,31 @@ class Change:
     by: str  # the layer that set it: gpu=h100, mode=standard, algo=..., rlaunch (...), launch.preflight=fix
 
 
+@dataclass(frozen=True, kw_only=True)
+class PredictedTime:
+    """Readiness's time check (launch/readiness.py predict_time): the run's steps and wall time at the plan's step
+    time, against the time limit; the `time` of the plan's readiness record, its fields in plan.json's order."""
+
+    rows: int  # training rows read (data.train_max_samples applied)
+    steps_per_epoch: int
+    total_steps: int
+    step_s: float
+    step_source: str = ""  # where step_s came from (launch/steptime.py); a plan.json before it had none
+    wall_min: float
+    time_limit_min: int  # mode.time_budget_min
+    attempts: int  # attempts of attempt_min the run needs
+    first_checkpoint_step: int
+    checkpoints: bool  # trainer.save_freq saves any
+    attempt_min: int  # one attempt's training minutes: the budget less the start-up
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PredictedTime:
+        return cls(**known_fields(cls, data))
+
+
 # What the job runs once Ray is up: verl's PPO trainer (verl.trainer.main_ppo) or the RFT pipeline (algos/rft/)
 Driver = Literal["ppo", "rft"]
 
@@ -100,8 +126,9 @@ class Plan:
     cluster_settings: JobSettings
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
-    preflight: dict[str, Any] | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
-    readiness: dict[str, Any] | None = None  # model, data and time checks (launch/readiness.py)
+    preflight: Verdict | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
+    # model, data and time checks (launch/readiness.py); its time check is read typed: predicted_time
+    readiness: dict[str, Any] | None = None
     code_dir: str | None = None  # the code snapshot the job imports from (launch/snapshot.py); None: the checkout
     container: dict[str, Any] | None = None  # cluster.container resolved (launch/container.py); None: on the host
     # every verl key whose value differs from verl's own composition of the user's keys, with its layer
@@ -117,6 +144,7 @@ class Plan:
             "cluster_settings": asdict(self.cluster_settings),
             "changed_from_verl": [asdict(change) for change in self.changed_from_verl],
             "time": self.time.to_dict() if self.time is not None else None,
+            "preflight": self.preflight.to_dict() if self.preflight is not None else None,
         }
         return {**{f.name: getattr(self, f.name) for f in fields(self)}, **nested}
 
@@ -130,7 +158,15 @@ class Plan:
         values["cluster_settings"] = JobSettings(**data["cluster_settings"])
         values["changed_from_verl"] = [Change(**change) for change in data.get("changed_from_verl", [])]
         values["time"] = StepTime.from_dict(data["time"]) if data.get("time") else None
+        values["preflight"] = Verdict.from_dict(data["preflight"]) if data.get("preflight") else None
         return cls(**values)
+
+    @property
+    def predicted_time(self) -> PredictedTime | None:
+        """Readiness's time check; None where it predicted none (no step time, or training rows it could not
+        read)."""
+        recorded = (self.readiness or {}).get("time")
+        return PredictedTime.from_dict(recorded) if recorded else None
 
 
 def save_plan(plan: Plan) -> None:

@@ -385,23 +385,24 @@ def gpu_count_refusal(cfg: DictConfig, plan: Plan) -> UserError | None:
     preflight's own refusal (gate), which names that change. A dry run is refused only when another check fails
     too (validate): the cause comes before its symptom, and a dry run alone shows the verdict and `what fits`."""
     verdict = plan.preflight
-    if verdict is None or verdict["fits"] or str(cfg.launch.preflight) != "fail":
+    if verdict is None or verdict.fits or str(cfg.launch.preflight) != "fail":
         return None
-    found = verdict.get("fits_with") or {}
-    on_these_gpus = [fix for fix in verdict.get("fixes") or [] if not GPU_COUNT_KEYS & set(fix["overrides"])]
-    if found.get("on_your_gpus") is not None or any(fix["fits"] for fix in on_these_gpus):
+    found = verdict.fits_with
+    on_these_gpus = [fix for fix in verdict.fixes if not GPU_COUNT_KEYS & set(fix.overrides)]
+    if (found is not None and found.on_your_gpus is not None) or any(fix.fits for fix in on_these_gpus):
         return None  # a change on the run's own GPUs fits (one of your keys, perhaps): the gate names it
     n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
     card = f"{cfg.gpu.name} ({cfg.gpu.card})"
-    needed = found.get("gpus_needed_offloaded") or found.get("gpus_needed")
+    needed = found.searched_count if found is not None else None
+    summary = found.summary if found is not None else None
     if needed is None:
         return UserError(
-            f"{plan.llm['name']} does not fit {card} at any GPU count with these lengths ({found.get('summary')}): "
+            f"{plan.llm['name']} does not fit {card} at any GPU count with these lengths ({summary}): "
             "pick a bigger card (gpu=...) or shorten data.max_response_length; launch.preflight=warn runs it anyway"
         )
     return UserError(
-        f"{plan.llm['name']} needs at least {needed['gpus']} {cfg.gpu.name} GPUs (the run has {n_gpus}; "
-        f"{found['summary']}): set {' '.join(needed['overrides'])}, or pick a bigger card; launch.preflight=warn "
+        f"{plan.llm['name']} needs at least {needed.gpus} {cfg.gpu.name} GPUs (the run has {n_gpus}; "
+        f"{summary}): set {' '.join(needed.overrides)}, or pick a bigger card; launch.preflight=warn "
         "runs it anyway"
     )
 

@@ -54,7 +54,8 @@ PARALLEL_DUMPS = 8
 def predicted_step_s(plan: Plan) -> float | None:
     """The plan's predicted seconds per step (its step-time forecast), else the readiness record's time check's;
     None when nothing predicts one."""
-    forecast = plan.time.step_s if plan.time is not None else ((plan.readiness or {}).get("time") or {}).get("step_s")
+    checked = plan.predicted_time
+    forecast = plan.time.step_s if plan.time is not None else checked.step_s if checked is not None else None
     return float(forecast) if isinstance(forecast, int | float) and forecast > 0 else None
 
 

@@ -79,9 +79,7 @@ def make_plan_dir(sweep_dir: Path, algo: str, gpu: str, *extra: str) -> Path:
     cfg = compose_config("cluster=local", f"launch.sweep_id={SWEEP_ID}", *overrides)
     plan = make_plan(cfg, cpu_facts(), overrides, sweep_dir.parent, "python")
     plan = replace(plan, run_dir=str(sweep_dir / plan.run_id))
-    verdict = preflight.check_plan(cfg, plan, {})
-    verdict.pop("apply_overrides")
-    plan = replace(plan, preflight=verdict)
+    plan = replace(plan, preflight=preflight.check_plan(cfg, plan, {}))
     write_run_dir(plan, cfg)
     return Path(plan.run_dir)
 

@@ -304,7 +304,7 @@ def test_forecast_warns_when_the_card_fills_while_responses_grow(tmp_path: Path)
     from launch.report.forecast import forecast
 
     plan, _ = slurm_plan(tmp_path)
-    capacity = next(iter(plan.preflight["phases"].values()))["capacity_gib"]
+    capacity = plan.preflight.capacity_gib
     history = {
         step: {
             "timing_s/step": plan.time.step_s,

@@ -59,9 +59,10 @@ class Planned:
 
 def planned(sweep_dir: Path, *extra: str) -> Planned:
     run_dir = make_plan_dir(sweep_dir, ALGO, GPU, *extra)
-    verdict = json.loads((run_dir / "plan.json").read_text())["preflight"]
-    torch_peak = max(predicted_torch_peaks(verdict["phases"]).values())
-    return Planned(run_dir, verdict["predicted"]["mfu"], torch_peak)
+    verdict = load_plan(run_dir).preflight
+    assert verdict is not None
+    torch_peak = max(predicted_torch_peaks(verdict.phases).values())
+    return Planned(run_dir, verdict.predicted.mfu, torch_peak)
 
 
 def with_metric(records: list[tuple[int, dict[str, Any]]], name: str, value: float) -> list[tuple[int, dict]]:
@@ -137,13 +138,13 @@ def test_the_doctor_reads_the_knobs_the_preflight_saw(fixture_runs):
     run = read_run(fixture_runs["healthy"])
     expected = doctor.expectation(run)
     assert expected is not None
-    summary = preflight.summarize(expected.arch, expected.knobs, expected.capacity_gib, 312.0)
-    assert summary["predicted"]["mfu"] == run.local_plan.preflight["predicted"]["mfu"]
-    assert {name: phase["peak_gib"] for name, phase in summary["phases"].items()} == {
-        name: phase["peak_gib"] for name, phase in run.local_plan.preflight["phases"].items()
-    }
+    what_if, recorded = expected.what_if, run.local_plan.preflight
+    assert recorded is not None
+    summary = preflight.summarize(what_if.arch, what_if.knobs, what_if.capacity_gib, 312.0, recorded.policy)
+    assert summary.predicted.mfu == recorded.predicted.mfu
+    assert summary.peaks_gib == recorded.peaks_gib
     assert (expected.torch_peak_gib, expected.torch_peak_phase) == (25.81, "training")
-    assert expected.mini_batch_sequences == 64 * 16
+    assert what_if.mini_batch_sequences == 64 * 16
 
 
 def test_the_doctor_takes_the_recorded_knobs_and_never_guesses_them(fixture_runs, tmp_path):
@@ -156,7 +157,7 @@ def test_the_doctor_takes_the_recorded_knobs_and_never_guesses_them(fixture_runs
         plan["preflight"]["knobs"]["flash_ce"] = flash
         (run_dir / "plan.json").write_text(json.dumps(plan))
         expected = doctor.expectation(read_run(run_dir))
-        assert expected is not None and expected.knobs.flash_ce is flash
+        assert expected is not None and expected.what_if.knobs.flash_ce is flash
     del plan["preflight"]["knobs"]
     (run_dir / "plan.json").write_text(json.dumps(plan))
     assert doctor.expectation(read_run(run_dir)) is None
@@ -194,7 +195,7 @@ def test_low_mfu_override_is_what_tune_applies(fixture_runs):
     overrides = [f"algo={ALGO}", f"gpu={GPU}", "launch.preflight=tune"]
     cfg = compose_config("cluster=local", *overrides)
     plan = make_plan(cfg, cpu_facts(), overrides, Path("/tmp"), "python")
-    applied = preflight.check_plan(cfg, plan, {})["apply_overrides"]
+    _, applied = preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, {})
     assert applied["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == TUNED_TRAIN_TOKENS
 
 

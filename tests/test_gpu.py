@@ -212,7 +212,7 @@ def test_new_profiles_compose_pass_verl_checks_and_fit_the_default_7b_run(gpu, t
     plan = make_plan(cfg, cpu_facts(), [f"gpu={gpu}"], working_dir=tmp_path, python="python")
     validate(cfg, plan, cpu_facts())  # ours, then verl's own
     verdict = preflight.check_plan(cfg, plan, {})
-    assert verdict["fits"], verdict["misfit"]
+    assert verdict.fits, verdict.misfit
     # a profile sets its facts and the hardware knobs, nothing else (the rule test_compose keeps for the others)
     ours = flatten(OmegaConf.to_container(cfg, resolve=False))
     default = flatten(OmegaConf.to_container(compose_config("gpu=a100_80"), resolve=False))

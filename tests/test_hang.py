@@ -45,7 +45,9 @@ def test_the_predicted_step_time_comes_from_the_plans_time_forecast_and_the_sett
     assert watchdog.predicted_step_s(bare) is None  # no forecast at all
     assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": None})) is None
     # a plan.json written before the plan had its own forecast: the readiness record's
-    assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": {"step_s": 42.5}})) == 42.5
+    earlier = {"rows": 100, "steps_per_epoch": 10, "total_steps": 10, "step_s": 42.5, "wall_min": 7.1}
+    earlier |= {"time_limit_min": 60, "attempts": 1, "first_checkpoint_step": 10, "checkpoints": True, "attempt_min": 50}
+    assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": earlier})) == 42.5
     settings = plan.cluster_settings
     assert (settings.hang_enabled, settings.hang_factor, settings.hang_floor_s) == (True, 5.0, 1800.0)
     overrides += ["launch.hang.floor_s=30", "launch.hang.factor=2", "launch.hang.enabled=false"]

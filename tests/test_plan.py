@@ -243,6 +243,7 @@ def test_the_plan_is_made_once_and_the_config_never_changes_after(tmp_path, monk
     cfg = compose_config(*overrides)
     plan = run.plan_job(cfg, overrides)
     assert len(planned_from) == 1 and OmegaConf.to_container(cfg, resolve=False) == planned_from[0]
-    assert plan.preflight["changed"] and plan.resources.mem_gb >= 1.2 * plan.preflight["host_ram_gib_per_node"]
+    assert plan.preflight is not None and plan.preflight.changed
+    assert plan.resources.mem_gb >= 1.2 * plan.preflight.host_ram_gib_per_node
     tuned = {change.key for change in plan.changed_from_verl if change.by == "launch.preflight=tune"}
-    assert tuned == set(plan.preflight["changed"])
+    assert tuned == set(plan.preflight.changed)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import PROJECT, compose_config, cpu_facts, run_cli
@@ -19,6 +20,7 @@ from launch import memory, preflight
 from launch.gpu import load_profiles
 from launch.memory import GIB, Architecture, Knobs
 from launch.plan import host_memory_gb, make_plan
+from launch.verdict import Verdict
 
 GPU_MEASUREMENTS = json.loads((Path(__file__).parent / "data" / "gpu_memory_h100.json").read_text())
 GPU_CASES = json.loads((Path(__file__).parent / "data" / "gpu_cases_h100.json").read_text())
@@ -54,10 +56,15 @@ def knobs(**changes) -> Knobs:
     return replace(base, **changes)
 
 
-def verdict_for(*overrides: str, packages: dict | None = None) -> dict:
+def verdict_for(*overrides: str, packages: dict | None = None) -> Verdict:
+    return judged(*overrides, packages=packages)[0]
+
+
+def judged(*overrides: str, packages: dict | None = None) -> tuple[Verdict, dict[str, Any]]:
+    """The verdict, and the verl keys the policy would set with their values."""
     cfg = compose_config(*overrides)
     plan = make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python")
-    return preflight.check_plan(cfg, plan, packages or {})
+    return preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, packages or {})
 
 
 # --- terms against hand-computed values -----------------------------------------------------------------------------
@@ -226,9 +233,9 @@ RESIDENT = [
 
 def test_seed_a40_engine_at_0_8_with_resident_trainer_ooms_and_names_fixes():
     verdict = verdict_for(*SEED_A40, *RESIDENT, "actor_rollout_ref.rollout.gpu_memory_utilization=0.8")
-    assert not verdict["fits"] and not verdict["phases"]["rollout"]["fits"]
-    assert verdict["fixes"] and verdict["first_fitting_fixes"]
-    assert "lower the engine's memory fraction" in verdict["fixes"][0]["fix"]  # cheapest first
+    assert not verdict.fits and not verdict.phases["rollout"].fits
+    assert verdict.fixes and verdict.first_fitting_fixes
+    assert "lower the engine's memory fraction" in verdict.fixes[0].fix  # cheapest first
 
 
 def test_seed_a40_engine_at_0_4_with_offload_fits():
@@ -238,7 +245,7 @@ def test_seed_a40_engine_at_0_4_with_offload_fits():
         "actor_rollout_ref.actor.fsdp_config.param_offload=true",
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
     )
-    assert verdict["fits"], verdict["arithmetic"]
+    assert verdict.fits, verdict.arithmetic
 
 
 def test_verl_2828_entropy_on_80gb_ooms():
@@ -250,17 +257,17 @@ def test_verl_2828_entropy_on_80gb_ooms():
         "actor_rollout_ref.actor.entropy_coeff=0.001",
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=32768",
     )
-    assert not verdict["phases"]["training"]["fits"]
-    assert verdict["phases"]["training"]["terms"]["entropy"] > 13.9  # verl#2828: a 13.91 GiB entropy allocation
+    assert not verdict.phases["training"].fits
+    assert verdict.phases["training"].terms["entropy"] > 13.9  # verl#2828: a 13.91 GiB entropy allocation
 
 
 def test_7b_full_finetune_unsharded_on_one_80gb_card_ooms():
     verdict = verdict_for("gpu=a100_80", "trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.n=8")
-    assert not verdict["phases"]["training"]["fits"]  # 16 B/param x 7.6 B = 113 GiB of states alone
+    assert not verdict.phases["training"].fits  # 16 B/param x 7.6 B = 113 GiB of states alone
 
 
 def test_default_7b_run_on_eight_a100_80_fits():
-    assert verdict_for("gpu=a100_80")["fits"]
+    assert verdict_for("gpu=a100_80").fits
 
 
 @pytest.mark.parametrize("gpu", ["a40", "a100_40", "a100_80", "h100"])
@@ -272,18 +279,18 @@ def test_every_shipped_profile_fits_every_shipped_algorithm(gpu):
     baseline, pcgrad, rft = (
         verdict_for(f"gpu={gpu}", f"algo={algo}") for algo in ("guru_baseline", "mtl_pcgrad", "rft")
     )
-    assert baseline["fits"] and rft["fits"]
+    assert baseline.fits and rft.fits
     if gpu == "a100_40":
-        assert not pcgrad["fits"] and "trainer.nnodes=2" in pcgrad["first_fitting_fixes"]
-        assert verdict_for(f"gpu={gpu}", "algo=mtl_pcgrad", "trainer.nnodes=2")["fits"]
+        assert not pcgrad.fits and "trainer.nnodes=2" in pcgrad.first_fitting_fixes
+        assert verdict_for(f"gpu={gpu}", "algo=mtl_pcgrad", "trainer.nnodes=2").fits
     else:
-        assert pcgrad["fits"]
-    assert pcgrad["phases"]["training"]["terms"]["pcgrad buffers"] > 0
-    assert pcgrad["phases"]["rollout"]["peak_gib"] == baseline["phases"]["rollout"]["peak_gib"]
-    assert rft["phases"]["rollout"]["terms"]["resident trainer state"] == 0.0
-    assert rft["phases"]["rollout"]["peak_gib"] <= baseline["phases"]["rollout"]["peak_gib"]
+        assert pcgrad.fits
+    assert pcgrad.phases["training"].terms["pcgrad buffers"] > 0
+    assert pcgrad.phases["rollout"].peak_gib == baseline.phases["rollout"].peak_gib
+    assert rft.phases["rollout"].terms["resident trainer state"] == 0.0
+    assert rft.phases["rollout"].peak_gib <= baseline.phases["rollout"].peak_gib
     if gpu == "a100_80":  # no actor offload on the big cards: the baseline keeps params and optimizer there
-        assert baseline["phases"]["rollout"]["terms"]["resident trainer state"] > 10
+        assert baseline.phases["rollout"].terms["resident trainer state"] > 10
 
 
 # verl's documented minimum configurations (tests/data/public_cases.yaml, run in verl's image, which ships flash-attn)
@@ -296,7 +303,8 @@ VERL_MIN = {
 def test_verl_documented_minimum_configs_fit_when_auto_finds_flash_attn(name):
     """cluster.flash_attn=auto on a login node that shares the job's venv (flash-attn installed)."""
     verdict = verdict_for(*VERL_MIN[name]["overrides"], packages={"flash-attn": "2.8"})
-    assert verdict["job_software"]["flash_attn"] and verdict["fits"], verdict["arithmetic"]
+    assert verdict.job_software is not None and verdict.job_software.software.flash_attn
+    assert verdict.fits, verdict.arithmetic
 
 
 # verl's examples/grpo_trainer/run_qwen2-7b_math.sh (0.9.x) with Qwen2.5-32B pasted in and the micro-batches of its
@@ -326,22 +334,23 @@ VERL_32B = (
 
 
 def test_fix_never_changes_a_key_the_user_set():
-    verdict = verdict_for(
+    _, proposed = judged(
         *SEED_A40, *RESIDENT, "actor_rollout_ref.rollout.gpu_memory_utilization=0.8", "launch.preflight=fix"
     )
-    assert not any("gpu_memory_utilization" in key for key in verdict["apply_overrides"])
-    assert all("param_offload" not in key for key in verdict["apply_overrides"])  # also set on the command line
+    assert not any("gpu_memory_utilization" in key for key in proposed)
+    assert all("param_offload" not in key for key in proposed)  # also set on the command line
 
 
 def tuned_plan(*overrides: str) -> tuple[dict, Architecture, Knobs, float, int, int]:
     cfg = compose_config(*overrides, "launch.preflight=tune")
     plan = make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python")
-    verdict = preflight.check_plan(cfg, plan, {})
+    verdict, proposed = preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, {})
     rollout = plan.verl["actor_rollout_ref"]["rollout"]
     mini = plan.verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] * rollout["n"]
     batch = plan.verl["data"]["train_batch_size"] * rollout["n"]
-    base = Knobs(**verdict["knobs"])  # what the preflight judged, the GPU's NCCL buffers included
-    return verdict["apply_overrides"], Architecture.from_llm(plan.llm), base, float(cfg.gpu.usable_gib), mini, batch
+    base = verdict.knobs  # what the preflight judged, the GPU's NCCL buffers included
+    assert base is not None
+    return proposed, Architecture.from_llm(plan.llm), base, float(cfg.gpu.usable_gib), mini, batch
 
 
 def knobs_after(base: Knobs, tuned: dict) -> Knobs:
@@ -484,39 +493,39 @@ def test_every_shipped_profile_fits_every_llm_or_says_what_fits(gpu):
     and that change fits (with it, the count the search names fits; it says so only when nothing fits the 8)."""
     for llm in LLMS:
         verdict = verdict_for(f"gpu={gpu}", f"llm={llm}")
-        if verdict["fits"]:
+        if verdict.fits:
             continue
-        found = verdict["fits_with"]
-        assert found["summary"], f"{gpu} x {llm}"
-        change = found["on_your_gpus"] or found.get("gpus_needed_offloaded") or found["gpus_needed"]
+        found = verdict.fits_with
+        assert found.summary, f"{gpu} x {llm}"
+        change = found.on_your_gpus or found.searched_count
         if change is None:
-            assert "no GPU count" in found["summary"] and "no offload" in found["summary"], found["summary"]
+            assert "no GPU count" in found.summary and "no offload" in found.summary, found.summary
             continue
-        assert verdict_for(f"gpu={gpu}", f"llm={llm}", *change["overrides"])["fits"], (gpu, llm, change)
+        assert verdict_for(f"gpu={gpu}", f"llm={llm}", *change.overrides).fits, (gpu, llm, change)
 
 
 def test_a_32b_run_on_8_h100s_says_what_fits():
     """The issue's pasted Qwen2.5-32B run on 8 H100s: the preflight says what fits, searched (offload on the 8, or
     the GPU count), where a hand table once said "needs at least 32"."""
     verdict = verdict_for(*VERL_32B)
-    assert not verdict["fits"]
-    found = verdict["fits_with"]
+    assert not verdict.fits
+    found = verdict.fits_with
     # AdamW's step holds 16 + 4 B/param of 32.8 B over 8 GPUs (81 GiB) even with the states offloaded between phases
-    assert found["on_your_gpus"] is None
-    assert found["summary"] == (
+    assert found.on_your_gpus is None
+    assert found.summary == (
         "no offload or rollout TP fits it on 8; with param+optimizer offload it needs 16 GPUs (host RAM 522 GiB/node); "
         "as it is it needs 32 GPUs"
     )
-    for needed in (found["gpus_needed_offloaded"], found["gpus_needed"]):
-        assert verdict_for(*VERL_32B, *needed["overrides"])["fits"], needed
-    fewer = [o.replace("trainer.nnodes=2", "trainer.nnodes=1") for o in found["gpus_needed_offloaded"]["overrides"]]
-    assert not verdict_for(*VERL_32B, *fewer)["fits"]
+    for needed in (found.gpus_needed_offloaded, found.gpus_needed):
+        assert verdict_for(*VERL_32B, *needed.overrides).fits, needed
+    fewer = [o.replace("trainer.nnodes=2", "trainer.nnodes=1") for o in found.gpus_needed_offloaded.overrides]
+    assert not verdict_for(*VERL_32B, *fewer).fits
     first = preflight.refusal(verdict, "job").splitlines()[0]
-    assert "cheapest fix: " in first and found["summary"] in first
+    assert "cheapest fix: " in first and found.summary in first
     # a case the offload does fit on the 8: torch's fused AdamW has no whole-size temporaries in its step
     fused = verdict_for(*VERL_32B, "actor_rollout_ref.actor.optim.override_optimizer_config={fused: true}")
-    assert fused["fits_with"]["summary"].startswith("fits on 8 with optimizer offload (host RAM "), fused["fits_with"]
-    assert "; without optimizer offload it needs 32 GPUs" in fused["fits_with"]["summary"]
+    assert fused.fits_with.summary.startswith("fits on 8 with optimizer offload (host RAM "), fused.fits_with
+    assert "; without optimizer offload it needs 32 GPUs" in fused.fits_with.summary
 
 
 def test_fit_table_command_prints_json(tmp_path: Path):
@@ -558,9 +567,10 @@ def test_plan_carries_the_verdict(tmp_path: Path):
         cfg.launch.preflight = "warn"
     plan = make_plan(cfg, cpu_facts(), [], tmp_path, "python")
     verdict = preflight.check_plan(cfg, plan, {})
+    record = verdict.to_dict()  # what plan.json holds
     for phase in ("training", "log-prob", "rollout"):
-        assert {"peak_gib", "capacity_gib", "fits"} <= set(verdict["phases"][phase])
-    assert "mfu" in verdict["predicted"] and "tokens_per_s_per_gpu" in verdict["predicted"]
+        assert {"peak_gib", "capacity_gib", "fits"} <= set(record["phases"][phase])
+    assert "mfu" in record["predicted"] and "tokens_per_s_per_gpu" in record["predicted"]
 
 
 @pytest.mark.parametrize(
@@ -575,8 +585,8 @@ def test_verl_compiles_the_entropy_unless_told_not_to_or_padded(eager_by: str):
         "actor_rollout_ref.model.use_fused_kernels=false",
         "actor_rollout_ref.actor.entropy_coeff=0.001",
     )
-    compiled = verdict_for(*knobs)["phases"]["training"]["terms"]["entropy"]
-    eager = verdict_for(*knobs, eager_by)["phases"]["training"]["terms"]["entropy"]
+    compiled = verdict_for(*knobs).phases["training"].terms["entropy"]
+    eager = verdict_for(*knobs, eager_by).phases["training"].terms["entropy"]
     assert eager == pytest.approx(5 * compiled, rel=0.01)
 
 
@@ -602,9 +612,9 @@ def test_two_plans_differing_only_in_a_batch_below_the_micro_batch_differ():
         verdict_for(*SHARE, f"data.train_batch_size={b}", f"actor_rollout_ref.actor.ppo_mini_batch_size={b}")
         for b in (4, 8)
     )
-    assert small["phases"]["log-prob"]["peak_gib"] < large["phases"]["log-prob"]["peak_gib"]
-    assert Knobs(**small["knobs"]).logprob_tokens_on_gpu == 32 * 1536
-    assert Knobs(**large["knobs"]).logprob_tokens_on_gpu == 40 * 1536
+    assert small.phases["log-prob"].peak_gib < large.phases["log-prob"].peak_gib
+    assert small.knobs is not None and small.knobs.logprob_tokens_on_gpu == 32 * 1536
+    assert large.knobs is not None and large.knobs.logprob_tokens_on_gpu == 40 * 1536
 
 
 @pytest.mark.parametrize("sp, dynamic", [(1, False), (2, False), (1, True), (2, True)])
@@ -654,21 +664,20 @@ GAE = ("gpu=a100_80", "llm=qwen2_5_1_5b", "algorithm.adv_estimator=gae")
 def test_a_gae_run_counts_the_critic_in_every_phase():
     grpo = verdict_for("gpu=a100_80", "llm=qwen2_5_1_5b")
     gae = verdict_for(*GAE)
-    assert set(gae["phases"]) == set(grpo["phases"]) | {"critic update", "values"}
-    assert not gae["not_counted"]
+    assert set(gae.phases) == set(grpo.phases) | {"critic update", "values"}
+    assert not gae.not_counted
     for phase in ("training", "log-prob"):
-        assert gae["phases"][phase]["terms"]["critic state"] > 0
-        assert gae["phases"][phase]["peak_gib"] > grpo["phases"][phase]["peak_gib"]
+        assert gae.phases[phase].terms["critic state"] > 0
+        assert gae.phases[phase].peak_gib > grpo.phases[phase].peak_gib
     assert (
-        gae["phases"]["rollout"]["terms"]["resident trainer state"]
-        > (grpo["phases"]["rollout"]["terms"]["resident trainer state"])
+        gae.phases["rollout"].terms["resident trainer state"] > (grpo.phases["rollout"].terms["resident trainer state"])
     )
-    critic = gae["phases"]["critic update"]["terms"]
+    critic = gae.phases["critic update"].terms
     assert critic["actor state"] > 0 and "logits" not in critic  # a value head has no vocabulary logits
     offloaded = verdict_for(*GAE, "critic.fsdp.param_offload=true", "critic.fsdp.optimizer_offload=true")
-    assert "critic state" not in {k for k, v in offloaded["phases"]["training"]["terms"].items() if v > 0}
-    assert offloaded["host_ram_gib_per_node"] > gae["host_ram_gib_per_node"]
-    assert verdict_for(*GAE, "launch.dry_run=true") and gae["knobs"]["critic"]
+    assert "critic state" not in {k for k, v in offloaded.phases["training"].terms.items() if v > 0}
+    assert offloaded.host_ram_gib_per_node > gae.host_ram_gib_per_node
+    assert verdict_for(*GAE, "launch.dry_run=true") and gae.knobs is not None and gae.knobs.critic
 
 
 def test_the_critic_starts_from_the_actors_model():
@@ -687,14 +696,12 @@ def test_expected_response_tokens_change_the_typical_line_and_only_it():
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
     )
     half, stated = verdict_for(*fixed), verdict_for(*fixed, "launch.expect.response_tokens=1000")
-    assert stated["typical"]["response_tokens"] == 1000 and half["typical"]["response_tokens"] == 4096
-    assert stated["typical"]["prompt_tokens"] == half["typical"]["prompt_tokens"] == 2048
-    assert (
-        stated["typical"]["source"] == "prompt: half of data.max_prompt_length; response: launch.expect.response_tokens"
-    )
-    assert stated["typical"]["peaks_gib"]["training"] < half["typical"]["peaks_gib"]["training"]
+    assert stated.typical.response_tokens == 1000 and half.typical.response_tokens == 4096
+    assert stated.typical.prompt_tokens == half.typical.prompt_tokens == 2048
+    assert stated.typical.source == "prompt: half of data.max_prompt_length; response: launch.expect.response_tokens"
+    assert stated.typical.peaks_gib["training"] < half.typical.peaks_gib["training"]
     for key in ("phases", "arithmetic", "fits", "host_ram_gib_per_node", "predicted", "knobs"):
-        assert stated[key] == half[key], key
+        assert getattr(stated, key) == getattr(half, key), key
 
 
 def test_typical_lengths_precedence():

@@ -99,8 +99,8 @@ def test_gae_cases_count_the_critic(name: str):
     spec = next(spec for spec in CASES if spec["name"] == name)
     cfg, plan = plan_case(spec)
     verdict = preflight.check_plan(cfg, plan, {})
-    assert {"critic update", "values"} <= set(verdict["phases"]), sorted(verdict["phases"])
-    assert verdict["knobs"]["critic"] is True
+    assert {"critic update", "values"} <= set(verdict.phases), sorted(verdict.phases)
+    assert verdict.knobs is not None and verdict.knobs.critic is True
 
 
 MEASURED_ROWS = [
@@ -121,7 +121,8 @@ def test_one_gpu_cases_as_measured_on_the_h100(case: dict, label: str):
     spec = next(spec for spec in CASES if spec["name"] == case["name"])
     cfg, plan = plan_case(spec)
     verdict = preflight.check_plan(cfg, plan, {})
-    knobs = memory.Knobs(**verdict["knobs"])
+    knobs = verdict.knobs
+    assert knobs is not None
     tokens = measured["sequences"] * case["sequence_tokens"]
     # as measured: the kit's AdamW is torch's default (foreach), whatever the case's profile sets
     knobs = replace(knobs, train_tokens=tokens, logprob_tokens=tokens, optimizer_temporaries=True)

@@ -29,6 +29,7 @@ from launch.facts import PartitionFacts, find_model, gather_facts
 from launch.memory import Knobs
 from launch.render import render
 from launch.run import plan_job
+from launch.rundir import Plan
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 LLAMA_70B_CONFIG = hf_config(80, 8192, 64, 8, 28672, 128256)
@@ -87,7 +88,7 @@ def test_hub_id_takes_its_architecture_from_the_hf_cache(tmp_path: Path, hf_cach
     assert "Llama-3.1-70B-Instruct" in plan.llm["name"]
     assert any("differs from llm=qwen2_5_7b" in warning for warning in plan.warnings), "the path won over llm="
     # the preflight judged the 70B, not Qwen2.5-7B: 70B's AdamW states alone are 16 B x 70e9 / 8 GPUs = 130 GiB
-    assert plan.preflight is not None and plan.preflight["fits"] is False
+    assert plan.preflight is not None and plan.preflight.fits is False
 
 
 def test_hub_id_without_cache_uses_the_llm_option_with_that_path(tmp_path: Path):
@@ -235,14 +236,15 @@ def test_plan_shows_steps_wall_time_and_attempts(tmp_path: Path):
     plan = submission(
         tmp_path, *tiny_run(tmp_path, per_source=40), "trainer.total_training_steps=null", "trainer.total_epochs=3"
     )
-    time = plan.readiness["time"]
-    assert (time["rows"], time["steps_per_epoch"], time["total_steps"]) == (80, 10, 30)
+    time = plan.predicted_time
+    assert time is not None and (time.rows, time.steps_per_epoch, time.total_steps) == (80, 10, 30)
     # the plan's step time: its four phases at the typical lengths (launch/steptime.py)
     assert plan.time is not None and set(plan.time.phases_s) == {"generate", "log_prob", "update", "other"}
-    assert time["step_s"] == plan.time.step_s == pytest.approx(sum(plan.time.phases_s.values()), abs=0.3)
-    assert time["attempts"] == 1 and time["time_limit_min"] == 60
-    assert f"30 steps (10/epoch) x {time['step_s']} s predicted" in render(plan)
+    assert time.step_s == plan.time.step_s == pytest.approx(sum(plan.time.phases_s.values()), abs=0.3)
+    assert time.attempts == 1 and time.time_limit_min == 60
+    assert f"30 steps (10/epoch) x {time.step_s} s predicted" in render(plan)
     assert f"= {plan.time.step_s:g} s (model), at " in render(plan)
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))).predicted_time == time  # as plan.json reads back
 
 
 def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_that_fits(tmp_path: Path):

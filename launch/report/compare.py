@@ -209,7 +209,9 @@ def wandb_runs(group: str, project: str, entity: str | None) -> list[RunMetrics]
             job_name=job_name,
             algo=remote.job_type or job_name,
             gpu=str(provenance.get("gpu_profile", "?")),
-            preflight_phases=(provenance.get("preflight") or {}).get("phases") or {},
+            # W&B keeps the verdict in brief (provenance.preflight_summary): peaks without their terms, so no
+            # torch-visible peak to set beside the measured one
+            preflight_phases={},
             wandb_state=remote.state,
         )
         runs.append(RunMetrics(Path(remote.id), None, dict(sorted(history.items())), remote=kept))

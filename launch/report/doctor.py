@@ -28,19 +28,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from launch.errors import UserError, closest
-from launch.memory import Architecture, Knobs, estimate, predicted_mfu, with_changes
-from launch.overrides import hydra_quoted, key_of, parse_one
-from launch.preflight import (
-    KEYS,
-    TUNE_HEADROOM,
-    candidate_fixes,
-    fits,
-    knobs_rollout_n,
-    overrides_for,
-    tune,
-    user_keys,
-    with_train_tokens,
-)
+from launch.overrides import as_override, as_overrides, key_of, keys_of, parse_one
+from launch.preflight import TUNE_HEADROOM, WhatIf
 from launch.report import failures
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
@@ -133,54 +122,28 @@ def load_thresholds(overrides: Sequence[str] = (), path: Path = THRESHOLDS_FILE)
 
 @dataclass(frozen=True)
 class Expectation:
-    """The preflight's view of the run, rebuilt from plan.json with the preflight's own functions."""
+    """The preflight's view of the run, from plan.json: its predictions, and its answers to what-ifs."""
 
-    arch: Architecture
-    knobs: Knobs
-    capacity_gib: float
-    mfu: float  # plan["preflight"]["predicted"]["mfu"]
+    what_if: WhatIf  # the preflight's answers, from the knobs it judged
+    mfu: float  # the verdict's predicted MFU
     torch_peak_gib: float  # predicted trainer peak without what torch's counters never see
     torch_peak_phase: str
-    mini_batch_sequences: int
-
-
-def planned_knobs(run: RunMetrics) -> Knobs | None:
-    """The knobs the preflight judged (flash-attn, PCGrad's tasks and the engine's host RAM included), as plan.json
-    recorded them: read, never rebuilt, so the doctor's what-ifs start where the preflight stood. None for a plan
-    written before the preflight recorded them, or by a launcher whose knobs differ from these."""
-    recorded = (run.local_plan.preflight or {}).get("knobs")
-    if not isinstance(recorded, dict):
-        return None
-    names = {item.name for item in fields(Knobs)}
-    try:
-        return Knobs(**{name: value for name, value in recorded.items() if name in names})
-    except TypeError:  # a field this launcher requires is missing
-        return None
 
 
 def expectation(run: RunMetrics) -> Expectation | None:
     """None when the run was planned with launch.preflight=off (no prediction to compare with) or its plan does not
     record the knobs the preflight judged."""
-    verdict = run.local_plan.preflight
-    if not verdict:
+    plan = run.local_plan
+    what_if = WhatIf.of_plan(plan)
+    if plan.preflight is None or what_if is None:
         return None
-    knobs = planned_knobs(run)
-    if knobs is None:
-        return None
-    phases = verdict["phases"]
-    arch = Architecture.from_llm(run.local_plan.llm)
-    capacity = float(phases["training"]["capacity_gib"])
-    torch_peaks = predicted_torch_peaks(phases)
+    torch_peaks = predicted_torch_peaks(plan.preflight.phases)
     peak_phase = max(torch_peaks, key=torch_peaks.__getitem__)
-    verl = run.local_plan.verl
     return Expectation(
-        arch=arch,
-        knobs=knobs,
-        capacity_gib=capacity,
-        mfu=float(verdict["predicted"]["mfu"]),
+        what_if=what_if,
+        mfu=float(plan.preflight.predicted.mfu),
         torch_peak_gib=round(torch_peaks[peak_phase], 2),
         torch_peak_phase=peak_phase,
-        mini_batch_sequences=int(verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"]) * knobs_rollout_n(verl),
     )
 
 
@@ -219,12 +182,6 @@ def step_times(run: RunMetrics, thresholds: DoctorThresholds) -> StepTimes | Non
     )
 
 
-def override(key: str, value: Any) -> str:
-    """key=value as Hydra parses it back (booleans lower-case)."""
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    return f"{key}={hydra_quoted(text) if isinstance(value, str) else text}"
-
-
 def rounded(value: float, digits: int = 3) -> float:
     return round(value, digits)
 
@@ -242,12 +199,13 @@ def diagnose_low_mfu(
     ratio = measured / expected.mfu
     measured_peak = run.peak(MEMORY_RESERVED)
     memory_gib = measured_peak if measured_peak is not None else expected.torch_peak_gib
-    memory_used = memory_gib / expected.capacity_gib
+    memory_used = memory_gib / expected.what_if.capacity_gib
     if ratio >= thresholds.mfu_ratio_low or memory_used > thresholds.memory_used_max:
         return None
-    knobs, arch, capacity = expected.knobs, expected.arch, expected.capacity_gib
+    what_if = expected.what_if
+    knobs, capacity = what_if.knobs, what_if.capacity_gib
     # only the training micro-batch here: engine concurrency is generation's business
-    tuned = tune(arch, knobs, capacity, set(), expected.mini_batch_sequences, what=("train",))
+    tuned = what_if.larger_micro_batch()
     evidence: dict[str, float | int | str] = {
         "mfu": rounded(measured),
         "predicted_mfu": rounded(expected.mfu),
@@ -259,24 +217,24 @@ def diagnose_low_mfu(
         "train_tokens_per_micro_batch": knobs.train_tokens,
     }
     alternatives: list[str] = []
+    without_checkpointing = {"checkpointing": False}
     if tuned:
-        better = with_train_tokens(knobs, tuned.get("train_tokens") or tuned["micro_batch"] * knobs.sequence)
-        tuned_keys = overrides_for(tuned, knobs)
-        overrides = [override(key, value) for key, value in tuned_keys.items()]
-        if not user_keys(run.local_plan.overrides) & set(tuned_keys):  # tune never changes a key the user set
+        better_tokens, better_mfu = tuned.knobs.train_tokens, tuned.predicted_mfu
+        overrides = as_overrides(tuned.overrides)
+        if not keys_of(run.local_plan.overrides) & set(tuned.overrides):  # tune never changes a key the user set
             alternatives = ["launch.preflight=tune"]
-        remedy = f"the largest micro-batch that fits with {1 - TUNE_HEADROOM:.0%} spare: {better.train_tokens} tokens"
-    elif knobs.checkpointing and fits(arch, with_changes(knobs, checkpointing=False), capacity, TUNE_HEADROOM):
+        remedy = f"the largest micro-batch that fits with {1 - TUNE_HEADROOM:.0%} spare: {better_tokens} tokens"
+    elif knobs.checkpointing and what_if.fits(without_checkpointing, TUNE_HEADROOM):
         # the micro-batch is already as large as it gets: recomputation's extra third of FLOPs is what is left
-        better = with_changes(knobs, checkpointing=False)
-        overrides = [override(KEYS["checkpointing"], False)]
+        better_tokens, better_mfu = knobs.train_tokens, what_if.predicted_mfu(without_checkpointing)
+        overrides = as_overrides(what_if.overrides(without_checkpointing))
         remedy = "the micro-batch is already the largest that fits; gradient checkpointing can go"
     else:
-        better = knobs
+        better_tokens, better_mfu = knobs.train_tokens, what_if.predicted_mfu()
         overrides = []
         remedy = "the preflight finds no larger micro-batch that fits: look at the data (short sequences?) or kernels"
-    evidence["tuned_train_tokens_per_micro_batch"] = better.train_tokens
-    evidence["tuned_predicted_mfu"] = rounded(predicted_mfu(better))
+    evidence["tuned_train_tokens_per_micro_batch"] = better_tokens
+    evidence["tuned_predicted_mfu"] = rounded(better_mfu)
     headline = (
         f"MFU {measured:.1%} is {ratio:.0%} of the predicted {expected.mfu:.1%} while the trainer uses "
         f"{memory_gib:.1f} of {capacity:.1f} GiB: {remedy}"
@@ -296,10 +254,10 @@ def diagnose_reward_bound(run: RunMetrics, times: StepTimes, thresholds: DoctorT
     resources = run.local_plan.resources
     cpus = resources.cpus_per_task * resources.nodes  # one task per node holds the node's CPUs
     more_workers = 2 * workers
-    overrides = [override("reward.num_workers", more_workers)]
+    overrides = [as_override("reward.num_workers", more_workers)]
     budget_procs = max(1, math.floor(cpus * thresholds.reward_cpu_share / more_workers))
     if procs is not None and budget_procs > int(procs):  # null already scales with the node's cores (rewards/)
-        overrides.append(override("reward.custom_reward_function.reward_kwargs.procs", budget_procs))
+        overrides.append(as_override("reward.custom_reward_function.reward_kwargs.procs", budget_procs))
     evidence: dict[str, float | int | str] = {
         "reward_share": rounded(share),
         "reward_s": rounded(times.reward_s, 2),
@@ -336,21 +294,20 @@ def diagnose_generation_bound(
     overrides: list[str] = []
     remedies: list[str] = []
     if expected is not None:
-        knobs = expected.knobs
+        what_if = expected.what_if
+        knobs = what_if.knobs
         # only the engine's concurrency here
-        concurrency = tune(
-            expected.arch, knobs, expected.capacity_gib, set(), expected.mini_batch_sequences, what=("max_num_seqs",)
-        )
+        concurrency = what_if.more_engine_sequences()
         if concurrency:
-            overrides += [override(key, value) for key, value in overrides_for(concurrency, knobs).items()]
-            wanted = concurrency["max_num_seqs"]
+            overrides += as_overrides(concurrency.overrides)
+            wanted = concurrency.knobs.max_num_seqs
             remedies.append(f"max_num_seqs {knobs.max_num_seqs} -> {wanted} (the KV cache holds them)")
-        wider = knobs.rollout_tp * 2
-        if wider <= knobs.gpus_per_node and fits(
-            expected.arch, with_changes(knobs, rollout_tp=wider), expected.capacity_gib
-        ):
-            overrides.append(override(KEYS["rollout_tp"], wider))
-            remedies.append(f"rollout TP {knobs.rollout_tp} -> {wider} (each sequence decodes faster: the long tail)")
+        wider = {"rollout_tp": knobs.rollout_tp * 2}
+        if wider["rollout_tp"] <= knobs.gpus_per_node and what_if.fits(wider):
+            overrides += as_overrides(what_if.overrides(wider))
+            remedies.append(
+                f"rollout TP {knobs.rollout_tp} -> {wider['rollout_tp']} (each sequence decodes faster: the long tail)"
+            )
     headline = f"generation takes {share:.0%} of the step ({times.gen_s:.1f} of {times.step_s:.1f} s)" + (
         f": {'; '.join(remedies)}" if remedies else ": the preflight finds no engine setting that fits better"
     )
@@ -374,7 +331,7 @@ def diagnose_memory_calibration(
         "predicted_gib": expected.torch_peak_gib,
         "predicted_phase": expected.torch_peak_phase,
         "ratio": rounded(ratio),
-        "capacity_gib": expected.capacity_gib,
+        "capacity_gib": expected.what_if.capacity_gib,
     }
     if ratio > thresholds.memory_over_ratio:
         consequence = "the preflight under-predicts: its 'fits' and tune's headroom are optimistic for this setup"
@@ -426,15 +383,17 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
     if stalled == 0:  # stopped after making progress: it ran out of requeues
         limit = run.local_plan.cluster_settings.max_requeues
         headline = f"the job stopped requeueing at step {last_step}: {stop_reason}"
-        return Diagnosis("requeues_exhausted", headline, evidence, [override("cluster.max_requeues", 2 * limit)], 1.0)
+        return Diagnosis(
+            "requeues_exhausted", headline, evidence, [as_override("cluster.max_requeues", 2 * limit)], 1.0
+        )
     stalled_reach = max(reached[-(stalled + 1) :])
     overrides: list[str] = []
     if 0 < stalled_reach and stalled_reach // thresholds.saves_per_attempt < int(trainer["save_freq"]):
         save_freq = failures.save_freq_that_fits(stalled_reach, thresholds.saves_per_attempt)
-        overrides.append(override("trainer.save_freq", save_freq))
+        overrides.append(as_override("trainer.save_freq", save_freq))
         remedy = f"an attempt reaches {stalled_reach} steps but saves every {trainer['save_freq']}"
     elif stalled_reach == 0 and trainer.get("val_before_train"):
-        overrides.append(override("trainer.val_before_train", False))
+        overrides.append(as_override("trainer.val_before_train", False))
         remedy = "no attempt reaches a training step: every start validates first"
     else:
         remedy = "no attempt reaches a checkpoint"
@@ -465,28 +424,17 @@ def diagnose(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> lis
 # --- failed attempts -------------------------------------------------------------------------------------------------
 
 
-def next_fix_per_phase(expected: Expectation) -> dict[str, list[str]]:
-    """phase -> the overrides of the cheapest preflight fix that lowers that phase's predicted peak."""
-    arch, knobs, capacity = expected.arch, expected.knobs, expected.capacity_gib
-    now = {phase.name: phase.peak_gib for phase in estimate(arch, knobs, capacity)}
-    found: dict[str, list[str]] = {}
-    for fix in candidate_fixes(arch, knobs, capacity):
-        for phase in estimate(arch, with_changes(knobs, **fix.changes), capacity):
-            if phase.name not in found and phase.peak_gib < now[phase.name] - 0.01:
-                found[phase.name] = [override(key, value) for key, value in overrides_for(fix.changes, knobs).items()]
-    return found
-
-
 def failure_context(run: RunMetrics, thresholds: DoctorThresholds) -> failures.FixContext:
     """The plan's numbers a failure's fix quotes: predicted peaks, the preflight's next fixes, each attempt's reach."""
     phases = run.preflight_phases
     expected = expectation(run) if phases else None
     starts = [int(attempt.get("checkpointed_step") or 0) for attempt in run.attempts]
     reached = steps_reached(run, starts) if starts else []
+    next_fixes = expected.what_if.cheapest_fix_per_phase() if expected is not None else {}
     return failures.FixContext(
         plan=run.local_plan,
-        predicted_peaks_gib={name: float(phase["peak_gib"]) for name, phase in phases.items()},
-        next_fixes=next_fix_per_phase(expected) if expected is not None else {},
+        predicted_peaks_gib={name: float(phase.peak_gib) for name, phase in phases.items()},
+        next_fixes={phase: as_overrides(keys) for phase, keys in next_fixes.items()},
         steps_reached=dict(enumerate(reached, start=1)),
         checkpointed_step=dict(enumerate(starts, start=1)),
         saves_per_attempt=thresholds.saves_per_attempt,

@@ -70,10 +70,10 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]]) -> Forecast | None:
     if step_s is None or step_s <= 0:
         return None
     step = max(history)
-    timing = (plan.readiness or {}).get("time") or {}
-    total = timing.get("total_steps") or plan.verl["trainer"].get("total_training_steps")
+    timing = plan.predicted_time
+    total = (timing.total_steps if timing is not None else None) or plan.verl["trainer"].get("total_training_steps")
     total = int(total) if total else None
-    attempt_min = timing.get("attempt_min")
+    attempt_min = timing.attempt_min if timing is not None else None
     allowed = 1 + plan.cluster_settings.max_requeues
     warnings: list[str] = []
     planned = plan.time.step_s if plan.time is not None else None
@@ -113,8 +113,7 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]]) -> Forecast | None:
 
 def memory_warning(plan: Plan, history: dict[int, dict[str, Any]]) -> list[str]:
     """The card nearly full while responses still grow: the OOM is coming with the next longer batch."""
-    phases = (plan.preflight or {}).get("phases") or {}
-    capacity = next((float(phase["capacity_gib"]) for phase in phases.values() if "capacity_gib" in phase), None)
+    capacity = plan.preflight.capacity_gib if plan.preflight is not None and plan.preflight.phases else None
     steps = sorted(history)
     reserved = [
         float(history[s]["perf/max_memory_reserved_gb"]) for s in steps if "perf/max_memory_reserved_gb" in history[s]

@@ -18,6 +18,7 @@ from typing import Any
 
 from launch.memory import OUTSIDE_TORCH_TERMS
 from launch.rundir import Plan, attempts, is_run_dir, load_plan, read_history
+from launch.verdict import PhasePeak
 
 # verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; docs/facts.md#verl)
 THROUGHPUT = "perf/throughput"  # tokens / s / GPU
@@ -48,12 +49,12 @@ def validation_series(history: dict[int, dict[str, Any]]) -> dict[tuple[str, str
     return {key: [(step, value) for step, (_, value) in sorted(by_step.items())] for key, by_step in found.items()}
 
 
-def predicted_torch_peaks(phases: dict[str, Any]) -> dict[str, float]:
-    """The preflight's trainer-process phases (training, log-prob; `phases` as plan.json records them) as torch's
-    counters see them, i.e. without the terms outside torch (CUDA context, NCCL buffers); vLLM's reservation is not
-    in the counters verl reports either."""
+def predicted_torch_peaks(phases: dict[str, PhasePeak]) -> dict[str, float]:
+    """The preflight's trainer-process phases (training, log-prob) as torch's counters see them, i.e. without the
+    terms outside torch (CUDA context, NCCL buffers); vLLM's reservation is not in the counters verl reports
+    either."""
     return {
-        name: phases[name]["peak_gib"] - sum(phases[name]["terms"].get(term, 0.0) for term in OUTSIDE_TORCH_TERMS)
+        name: phases[name].peak_gib - sum(phases[name].terms.get(term, 0.0) for term in OUTSIDE_TORCH_TERMS)
         for name in TRAINER_PHASES
         if name in phases
     }
@@ -68,7 +69,7 @@ class RunLabels:
     job_name: str
     algo: str
     gpu: str
-    preflight_phases: dict[str, Any]  # as plan.json records them ({} when the preflight was off)
+    preflight_phases: dict[str, PhasePeak]  # the verdict's phases ({} when the preflight was off)
     wandb_state: str | None = None
 
     @classmethod
@@ -78,7 +79,7 @@ class RunLabels:
             job_name=plan.job_name,
             algo=plan.worker_env.get("WANDB_JOB_TYPE") or plan.job_name,
             gpu=plan.gpu_profile,
-            preflight_phases=(plan.preflight or {}).get("phases") or {},
+            preflight_phases=plan.preflight.phases if plan.preflight is not None else {},
         )
 
 
@@ -120,7 +121,7 @@ class RunMetrics:
         return self.labels.gpu
 
     @property
-    def preflight_phases(self) -> dict[str, Any]:
+    def preflight_phases(self) -> dict[str, PhasePeak]:
         return self.labels.preflight_phases
 
     @property

@@ -937,7 +937,7 @@ def fix_host_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[
     for key in OFFLOAD_KEYS:
         if verl_value(context.plan, key) and not fork:
             options.append(f"{key}=false")
-    predicted = (context.plan.preflight or {}).get("host_ram_gib_per_node")
+    predicted = context.plan.preflight.host_ram_gib_per_node if context.plan.preflight is not None else None
     note = f" (the preflight predicted {predicted} GiB per node)" if predicted else ""
     found = told[1] if told else {}
     used = f" ({found['node_used_gb']:g} of {found['node_total_gb']:g} GB in use)" if found else ""

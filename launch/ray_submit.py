@@ -50,6 +50,24 @@ def job_request(plan: Plan, python: str) -> dict[str, Any]:
     }
 
 
+# Ray's job API answers 500 "No available agent to submit job, please try again later" until a node's dashboard agent
+# has registered with the head (seconds after `ray start`, longer on a loaded head): it says to retry, so it is
+AGENT_NOT_YET = "No available agent to submit job"
+AGENT_WAIT_S = 60.0
+
+
+def submit_when_an_agent_answers(client: Any, request: dict[str, Any], wait_s: float = AGENT_WAIT_S) -> str:
+    """client.submit_job(**request), retried while the cluster has no job agent yet (at most `wait_s`)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return str(client.submit_job(**request))
+        except RuntimeError as error:
+            if AGENT_NOT_YET not in str(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(1.0)
+
+
 def submit(plans: list[Plan], address: str, token_file: str | None, python: str) -> Manifest:
     """One Ray job per run; returns (and writes) the sweep's manifest, as soon as the cluster accepted them."""
     if any(plan.code_dir is None for plan in plans):
@@ -59,7 +77,7 @@ def submit(plans: list[Plan], address: str, token_file: str | None, python: str)
     runs = []
     for plan in plans:
         snapshot.materialize(Path(str(plan.code_dir)))
-        submission_id = client.submit_job(**job_request(plan, python))
+        submission_id = submit_when_an_agent_answers(client, job_request(plan, python))
         runs.append(
             {
                 "run_id": plan.run_id,

@@ -50,7 +50,9 @@ def cpu_facts(**changes: object) -> Facts:
 
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """launch/run.py as a user runs it, in a directory of the test's own (run dirs land there)."""
-    inherited = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "RLAUNCH_DEBUG")}
+    # COLUMNS/LINES are the test runner's terminal (pytest-xdist's workers have one set): a user's pipe has none
+    dropped = ("SLURM_CONF", "RLAUNCH_DEBUG", "COLUMNS", "LINES")
+    inherited = {k: v for k, v in os.environ.items() if k not in dropped}
     full_env = {**inherited, **(env or {})}
     return subprocess.run(
         [sys.executable, str(PROJECT / "launch" / "run.py"), *args],
@@ -65,6 +67,20 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
 @pytest.fixture
 def compose_cfg():
     return compose_config
+
+
+# Under pytest-xdist (`-n 2 --dist loadgroup`, pyproject.toml) each test file runs whole on one worker (its module
+# fixtures are made once), and every test on the dev SLURM cluster runs on the same worker, one after another: they
+# mostly wait for jobs, so the other worker's CPU-bound files run beside them, and the session starts one cluster.
+DEV_CLUSTER_FIXTURES = {"slurm_env", "small_array_cluster"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        uses_cluster = DEV_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ()))
+        group = "dev-cluster" if uses_cluster else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def require_or_skip(reason: str) -> None:

@@ -236,3 +236,23 @@ def test_a_ray_job_that_hangs_ends_as_hang_with_this_nodes_stacks_of_the_run(ray
     assert re.search(r"FAILED .*cause hang", shown), shown
     logs = sweep_cli("logs", manifest.sweep_dir, "-n", "1000").stdout
     assert "rlaunch: hang: no step for " in logs and "not requeued: cluster=ray: nothing requeues it" in logs, logs
+
+
+def test_a_submission_waits_for_the_clusters_job_agent_and_nothing_else():
+    class Client:
+        def __init__(self, failures: list[str]) -> None:
+            self.failures, self.calls = failures, 0
+
+        def submit_job(self, **request: object) -> str:
+            self.calls += 1
+            if self.failures:
+                raise RuntimeError(self.failures.pop(0))
+            return "raysubmit_1"
+
+    not_yet = f"Request failed with status code 500: {ray_submit.AGENT_NOT_YET}, please try again later.."
+    client = Client([not_yet, not_yet])
+    assert ray_submit.submit_when_an_agent_answers(client, {}) == "raysubmit_1" and client.calls == 3
+    with pytest.raises(RuntimeError, match="status code 400"):  # any other refusal is not waited out
+        ray_submit.submit_when_an_agent_answers(Client(["Request failed with status code 400: bad"]), {})
+    with pytest.raises(RuntimeError, match="No available agent"):  # and the wait has an end
+        ray_submit.submit_when_an_agent_answers(Client([not_yet] * 5), {}, wait_s=0.0)

@@ -118,7 +118,9 @@ def test_verls_tracking_in_a_ray_actor_gets_the_identity_only_through_the_runtim
             wandb.finish()
             return seen
 
-    ray.init(runtime_env=plan.verl["ray_kwargs"]["ray_init"]["runtime_env"], num_cpus=1, include_dashboard=False)
+    # a Ray of its own: without an address ray.init joins any Ray started on this host (a dev-cluster job's)
+    runtime_env = plan.verl["ray_kwargs"]["ray_init"]["runtime_env"]
+    ray.init(address="local", runtime_env=runtime_env, num_cpus=1, include_dashboard=False)
     try:
         seen = ray.get(TaskRunner.remote().fit.remote(config), timeout=120)
     finally:

@@ -53,6 +53,11 @@ HF_ARCHITECTURE_KEYS = {
     "tie_word_embeddings": "tied_embeddings",
     "max_position_embeddings": "max_position_embeddings",
 }
+# Where a MoE model's config.json states its routed experts (Qwen-MoE / Mixtral / GPT-OSS names, DeepSeek's)
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+# llm.* fields of a mixture of experts and of latent attention (the latter named as in DeepSeek's config.json)
+MOE_FIELDS = ("experts", "experts_per_token", "moe_intermediate", "shared_expert_intermediate", "dense_layers")
+LATENT_ATTENTION_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
 
 
 @dataclass(frozen=True)
@@ -113,13 +118,47 @@ def read_model_config(model_path: str) -> dict | None:
 
 
 def architecture_of(raw: dict) -> dict:
-    """A HF config.json in llm.* names (multimodal configs keep the language model under text_config)."""
+    """A HF config.json in llm.* names (multimodal configs keep the language model under text_config). The MoE and
+    latent-attention fields are always given (0 for a dense model), so a dense config.json read for a path also
+    clears what an MoE llm/ table would have said."""
     raw = raw.get("text_config", raw) if "num_hidden_layers" not in raw else raw
     architecture = {ours: raw[theirs] for theirs, ours in HF_ARCHITECTURE_KEYS.items() if theirs in raw}
+    architecture |= experts_of(raw) | latent_attention_of(raw)
     if "head_dim" not in architecture and {"hidden", "heads"} <= architecture.keys():
         architecture["head_dim"] = architecture["hidden"] // architecture["heads"]
     architecture.setdefault("kv_heads", architecture.get("heads"))
     return architecture
+
+
+def _count(raw: dict, key: str) -> int:
+    """An integer field of config.json; absent or null (Moonlight's q_lora_rank) is 0."""
+    return int(raw.get(key) or 0)
+
+
+def experts_of(raw: dict) -> dict[str, int]:
+    """A config.json's mixture of experts in llm.* names (all 0 for a dense model). Its routed experts under any of
+    EXPERT_KEYS; one expert's width moe_intermediate_size, else intermediate_size (Mixtral's and GPT-OSS's experts
+    are that wide); the shared experts' width shared_expert_intermediate_size (Qwen2-MoE), else n_shared_experts x
+    moe_intermediate_size (DeepSeek); the dense layers first_k_dense_replace (DeepSeek), else mlp_only_layers
+    (Qwen-MoE, counted as if leading)."""
+    experts = next((_count(raw, key) for key in EXPERT_KEYS if raw.get(key)), 0)
+    if not experts:
+        return dict.fromkeys(MOE_FIELDS, 0)
+    width = _count(raw, "moe_intermediate_size") or _count(raw, "intermediate_size")
+    shared = _count(raw, "shared_expert_intermediate_size") or _count(raw, "n_shared_experts") * width
+    dense = _count(raw, "first_k_dense_replace") or len(raw.get("mlp_only_layers") or [])
+    return dict(zip(MOE_FIELDS, (experts, _count(raw, "num_experts_per_tok"), width, shared, dense), strict=True))
+
+
+def latent_attention_of(raw: dict) -> dict[str, int]:
+    """Multi-head latent attention in llm.* names (all 0 without kv_lora_rank); head_dim then holds the part of a
+    query/key head without rotary embedding (qk_nope_head_dim), qk_rope_head_dim the rest."""
+    if not _count(raw, "kv_lora_rank"):
+        return dict.fromkeys(LATENT_ATTENTION_FIELDS, 0)
+    latent = {field: _count(raw, field) for field in LATENT_ATTENTION_FIELDS}
+    if "qk_nope_head_dim" in raw:
+        latent["head_dim"] = _count(raw, "qk_nope_head_dim")
+    return latent
 
 
 def hub_cache_dir(environ: Mapping[str, str]) -> str:

@@ -26,7 +26,8 @@ inference engine, woken after generation while the actor's engine sleeps.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING as MISSING_FIELD
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 GIB = 1024**3
@@ -92,21 +93,99 @@ class Architecture:
     hidden: int
     heads: int
     kv_heads: int
-    head_dim: int
-    intermediate: int
+    head_dim: int  # with latent attention: a query/key head's part without rotary embedding (qk_nope_head_dim)
+    intermediate: int  # the dense MLP's width (a MoE model's leading dense layers; Mixtral's experts)
     vocab: int
     tied_embeddings: bool
+    # A mixture of experts (all 0 for a dense model, whose figures these leave unchanged): routed experts per MoE
+    # layer, how many each token visits, one expert's SwiGLU width, the always-on shared experts' total width, and
+    # the leading layers that keep a dense MLP (DeepSeek's first_k_dense_replace)
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_expert_intermediate: int = 0
+    dense_layers: int = 0
+    # Multi-head latent attention (DeepSeek-V2/V3, Moonlight; 0 otherwise): the low-rank query and key-value
+    # projections, the rotary part of each query/key head (beside head_dim) and the value head
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     @classmethod
-    def from_llm(cls, llm: dict[str, Any]) -> Architecture:
-        return cls(**{name: llm[name] for name in cls.__dataclass_fields__})
+    def from_llm(cls, llm: Mapping[str, Any]) -> Architecture:
+        """From an llm.* table; the MoE and latent-attention fields are optional there (None or absent: 0)."""
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            if item.default is MISSING_FIELD:
+                values[item.name] = llm[item.name]
+            else:
+                values[item.name] = llm.get(item.name) or item.default
+        return cls(**values)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def latent_attention(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def attention_params(self) -> int:
+        """One layer's attention projections. Latent attention (DeepSeek-V3's modeling code): the query's optional
+        low-rank pair and its norm, the shared key-value down-projection (latent + rotary key), its norm, the
+        up-projection to every head's key (nope part) and value, and the output projection."""
+        if self.latent_attention:
+            query_heads = self.heads * (self.head_dim + self.qk_rope_head_dim)
+            query = (
+                self.hidden * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * query_heads
+                if self.q_lora_rank
+                else self.hidden * query_heads
+            )
+            key_value = (
+                self.hidden * (self.kv_lora_rank + self.qk_rope_head_dim)
+                + self.kv_lora_rank
+                + self.kv_lora_rank * self.heads * (self.head_dim + self.v_head_dim)
+            )
+            return query + key_value + self.heads * self.v_head_dim * self.hidden
+        q, kv = self.hidden * self.heads * self.head_dim, 2 * self.hidden * self.kv_heads * self.head_dim
+        o = self.heads * self.head_dim * self.hidden
+        biases = self.heads * self.head_dim + 2 * self.kv_heads * self.head_dim  # Qwen2's qkv bias; tiny elsewhere
+        return q + kv + o + biases
+
+    @property
+    def dense_layer_params(self) -> int:
+        """A decoder layer with a dense SwiGLU MLP: attention, gate/up/down, two norms."""
+        return self.attention_params + 3 * self.hidden * self.intermediate + 2 * self.hidden
+
+    @property
+    def expert_params_per_layer(self) -> int:
+        """The routed experts of one MoE layer (each a SwiGLU of moe_intermediate): what expert parallelism shards."""
+        return self.experts * 3 * self.hidden * self.moe_intermediate
+
+    @property
+    def moe_layer_params(self) -> int:
+        """A MoE decoder layer: attention, the routed experts, the shared experts, the router, two norms."""
+        shared = 3 * self.hidden * self.shared_expert_intermediate
+        return (
+            self.attention_params + self.expert_params_per_layer + shared + self.experts * self.hidden + 2 * self.hidden
+        )
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
 
     @property
     def layer_params(self) -> int:
-        q, kv, o = self.hidden * self.heads * self.head_dim, 2 * self.hidden * self.kv_heads * self.head_dim, 0
-        o = self.heads * self.head_dim * self.hidden
-        biases = self.heads * self.head_dim + 2 * self.kv_heads * self.head_dim  # Qwen2's qkv bias; tiny elsewhere
-        return q + kv + o + biases + 3 * self.hidden * self.intermediate + 2 * self.hidden
+        """The largest decoder layer (a MoE layer with all its experts): what FSDP gathers as one unit."""
+        return self.moe_layer_params if self.is_moe else self.dense_layer_params
+
+    @property
+    def decoder_params(self) -> int:
+        if not self.is_moe:
+            return self.layers * self.layer_params
+        return (self.layers - self.moe_layers) * self.dense_layer_params + self.moe_layers * self.moe_layer_params
 
     @property
     def embedding_params(self) -> int:
@@ -114,11 +193,29 @@ class Architecture:
 
     @property
     def params(self) -> int:
-        return self.layers * self.layer_params + self.embedding_params + self.hidden
+        return self.decoder_params + self.embedding_params + self.hidden
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through: a MoE layer's routed experts count experts_per_token of experts."""
+        if not self.is_moe:
+            return self.params
+        idle_experts = (self.experts - self.experts_per_token) * 3 * self.hidden * self.moe_intermediate
+        return self.params - self.moe_layers * idle_experts
 
     @property
     def kv_bytes_per_token(self) -> int:
+        """bf16 KV cache of one token. Latent attention caches one latent vector and one rotary key per layer,
+        shared by every head (vLLM's MLA cache)."""
+        if self.latent_attention:
+            return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * 2
         return 2 * self.layers * self.kv_heads * self.head_dim * 2
+
+    @property
+    def kv_shards_over_tp(self) -> bool:
+        """Whether an engine's tensor-parallel ranks split the KV cache (by kv head); the latent cache of MLA has no
+        heads to split, so every rank of the group holds all of it."""
+        return not self.latent_attention
 
 
 def trains_critic(config: Mapping[str, Any]) -> bool:
@@ -195,6 +292,8 @@ class Knobs:
         arr = verl["actor_rollout_ref"]
         actor, rollout, ref, model = arr["actor"], arr["rollout"], arr["ref"], arr["model"]
         trainer, data = verl["trainer"], verl["data"]
+        # a Megatron actor has no fsdp_config: its own states are launch/megatron_memory.py's, the rest is read here
+        fsdp, ref_fsdp = actor.get("fsdp_config") or {}, ref.get("fsdp_config") or {}
         sequence = data["max_prompt_length"] + data["max_response_length"]
         dynamic = bool(actor["use_dynamic_bsz"])
         micro = actor.get("ppo_micro_batch_size_per_gpu")
@@ -210,10 +309,10 @@ class Knobs:
             micro_batch=micro,
             logprob_micro_batch=logprob_micro,
             checkpointing=bool(model["enable_gradient_checkpointing"]),
-            param_offload=bool(actor["fsdp_config"]["param_offload"]),
-            optimizer_offload=bool(actor["fsdp_config"]["optimizer_offload"]),
+            param_offload=bool(fsdp.get("param_offload", False)),
+            optimizer_offload=bool(fsdp.get("optimizer_offload", False)),
             ref_model=bool(actor["use_kl_loss"] or verl["algorithm"].get("use_kl_in_reward")),
-            ref_param_offload=bool(ref["fsdp_config"]["param_offload"]),
+            ref_param_offload=bool(ref_fsdp.get("param_offload", False)),
             lora_rank=int(model.get("lora_rank") or 0),
             entropy=bool(actor.get("calculate_entropy") or actor.get("entropy_coeff")),
             fused_kernels=bool(model.get("use_fused_kernels")),
@@ -223,11 +322,9 @@ class Knobs:
             max_num_seqs=int(rollout["max_num_seqs"]),
             max_num_batched_tokens=int(rollout["max_num_batched_tokens"]),
             pcgrad_tasks=pcgrad_tasks,
-            fsdp_size=int(actor["fsdp_config"].get("fsdp_size", -1)),
+            fsdp_size=int(fsdp.get("fsdp_size", -1)),
             sequence_parallel=max(1, int(actor.get("ulysses_sequence_parallel_size") or 1)),
-            model_dtype_bytes=2
-            if str(actor["fsdp_config"].get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16")
-            else 4,
+            model_dtype_bytes=2 if str(fsdp.get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16") else 4,
             flash_ce=flash_ce,
             entropy_compiled=bool(actor.get("use_torch_compile", True)) and bool(model.get("use_remove_padding", True)),
             optimizer_temporaries=foreach_optimizer(actor.get("optim") or {}),
@@ -644,7 +741,7 @@ def actor_resident_state(arch: Architecture, knobs: Knobs) -> float:
 
 def critic_params(arch: Architecture) -> int:
     """The decoder, its embeddings and final norm, and a hidden x 1 value head instead of the vocabulary head."""
-    return arch.layers * arch.layer_params + arch.vocab * arch.hidden + 2 * arch.hidden
+    return arch.decoder_params + arch.vocab * arch.hidden + 2 * arch.hidden
 
 
 def critic_view(knobs: Knobs) -> Knobs:
@@ -738,10 +835,27 @@ def reward_model_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) ->
     return Phase("reward model", terms, capacity_gib, ("its KV cache room is not judged: its architecture is unread",))
 
 
-def engine_memory(arch: Architecture, knobs: Knobs, capacity_gib: float) -> tuple[float, float, float, float]:
-    """GiB of the engine's reservation, its weights, its prefill activations and the KV cache room left."""
-    resident = _gib(resident_trainer_state(arch, knobs))
-    free = capacity_gib - resident - sum(term.gib for term in outside_torch(knobs))
+@dataclass(frozen=True)
+class TrainerBeside:
+    """What the trainer leaves on the card while the engine is awake: its resident states (GiB) and the memory
+    outside torch's allocator (CUDA context, NCCL communicators)."""
+
+    resident_gib: float
+    outside: tuple[Term, ...]
+
+
+def fsdp_beside(arch: Architecture, knobs: Knobs) -> TrainerBeside:
+    return TrainerBeside(_gib(resident_trainer_state(arch, knobs)), tuple(outside_torch(knobs)))
+
+
+def engine_memory(
+    arch: Architecture, knobs: Knobs, capacity_gib: float, beside: TrainerBeside | None = None
+) -> tuple[float, float, float, float]:
+    """GiB of the engine's reservation, its weights, its prefill activations and the KV cache room left.
+    `beside`: the trainer's resident state and the memory outside torch when another trainer than FSDP's holds the
+    card (launch/megatron_memory.py); by default the FSDP trainer's."""
+    beside = beside or fsdp_beside(arch, knobs)
+    free = capacity_gib - beside.resident_gib - sum(term.gib for term in beside.outside)
     reserve = knobs.engine_fraction * (capacity_gib if knobs.engine != "sglang" else max(free, 0.0))
     weights = _gib(arch.params * 2 / knobs.rollout_tp)
     activations = _gib(ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * knobs.max_num_batched_tokens * arch.hidden)
@@ -749,15 +863,17 @@ def engine_memory(arch: Architecture, knobs: Knobs, capacity_gib: float) -> tupl
 
 
 def kv_per_sequence_gib(arch: Architecture, knobs: Knobs, tokens: int) -> float:
-    return _gib(arch.kv_bytes_per_token / knobs.rollout_tp * tokens)
+    shards = knobs.rollout_tp if arch.kv_shards_over_tp else 1
+    return _gib(arch.kv_bytes_per_token / shards * tokens)
 
 
-def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
+def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float, beside: TrainerBeside | None = None) -> Phase:
     """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
     start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
-    always fits and the question is whether the KV cache keeps room for one full sequence."""
-    resident = _gib(resident_trainer_state(arch, knobs))
-    reserve, weights, activations, kv_room = engine_memory(arch, knobs, capacity_gib)
+    always fits and the question is whether the KV cache keeps room for one full sequence. `beside`: as for
+    engine_memory."""
+    beside = beside or fsdp_beside(arch, knobs)
+    reserve, weights, activations, kv_room = engine_memory(arch, knobs, capacity_gib, beside)
     kv_per_sequence = kv_per_sequence_gib(arch, knobs, knobs.sequence)
     sequences = kv_room / kv_per_sequence if kv_per_sequence > 0 else 0.0
     failure = ""
@@ -771,9 +887,9 @@ def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
         f"(max_num_seqs {knobs.max_num_seqs})"
     ]
     terms = (
-        Term("resident trainer state", resident),
+        Term("resident trainer state", beside.resident_gib),
         Term(f"{knobs.engine} reservation", reserve),
-        *outside_torch(knobs),
+        *beside.outside,
     )
     return Phase("rollout", terms, capacity_gib, tuple(notes), failure)
 
@@ -810,9 +926,10 @@ def estimate(arch: Architecture, knobs: Knobs, capacity_gib: float) -> list[Phas
 
 
 def flops_per_token(arch: Architecture, sequence: int) -> float:
-    """verl's FlopsCounter for dense decoders (verl/utils/flops_counter.py): 6·N per token for the matmuls plus the
-    attention scores, 12·seq·head_dim·heads·layers per token, forward + backward."""
-    dense = 6 * (arch.params - arch.embedding_params + arch.vocab * arch.hidden)
+    """verl's FlopsCounter (verl/utils/flops_counter.py): 6·N per token for the matmuls plus the attention scores,
+    12·seq·head_dim·heads·layers per token, forward + backward; N counts the parameters a token passes through
+    (a MoE layer's routed experts: experts_per_token of them)."""
+    dense = 6 * (arch.active_params - arch.embedding_params + arch.vocab * arch.hidden)
     attention = 12 * sequence * arch.head_dim * arch.heads * arch.layers
     return dense + attention
 

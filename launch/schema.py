@@ -84,6 +84,18 @@ class LlmFacts:
     vocab: int = MISSING
     tied_embeddings: bool = MISSING
     max_position_embeddings: int = MISSING
+    # a mixture of experts (0: dense): routed experts per MoE layer, experts per token, one expert's width, the shared
+    # experts' total width, the leading layers with a dense MLP (config.json's names: launch/facts.py)
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_expert_intermediate: int = 0
+    dense_layers: int = 0
+    # multi-head latent attention (DeepSeek-V3 family; 0 otherwise); head_dim is then qk_nope_head_dim
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
 
 @dataclass(kw_only=True)

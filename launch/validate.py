@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message
-from launch.facts import Facts, is_local_path
+from launch.facts import EXPERT_KEYS, Facts, is_local_path
 from launch.job_software import skipped_engine_check
 from launch.overrides import holds_interpolation
 from launch.plan import GLOBAL_MICRO_BATCHES
@@ -188,8 +188,6 @@ MEGATRON_SIZES = {
     "ETP": "expert_tensor_parallel_size",
     "VPP": "virtual_pipeline_model_parallel_size",
 }
-# Where a MoE model's config.json states its routed experts (Qwen-MoE / Mixtral / GPT-OSS names, DeepSeek's)
-EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 
 def megatron_sizes(megatron: dict[str, Any]) -> dict[str, int]:

@@ -3,10 +3,11 @@
 (tests/data/failures_heldout/<kind>/, collected before any signature change), the second held-out corpus
 (tests/data/failures_heldout2/<kind>/, `held-out-2`: collected after that tuning and labelled from each thread before
 the classifier ever ran on it), the third (tests/data/failures_heldout3/, `held-out-3`: collected blind while
-held-out-2's misses were tuned on; its README.md says how) and the fourth (tests/data/failures_heldout4/, `held-out-4`:
-collected blind while held-out-3's misses were tuned on). All four held-out corpora are now SPENT: each was measured
+held-out-2's misses were tuned on; its README.md says how), the fourth (tests/data/failures_heldout4/, `held-out-4`:
+collected blind while held-out-3's misses were tuned on) and the fifth (tests/data/failures_heldout5/, `held-out-5`:
+collected blind while held-out-4's misses were tuned on). All five held-out corpora are now SPENT: each was measured
 once untouched, then its misses were used to add signatures, so their scores are regression guards, not held-out
-numbers (bench/results/failures.txt keeps the honest first measurements, notes 1, 4, 6 and 8). The next held-out
+numbers (bench/results/failures.txt keeps the honest first measurements, notes 1, 4, 6, 8 and 10). The next held-out
 score needs a fresh, blind set. An excerpt under `unknown/` is a failure outside rlaunch's vocabulary: right
 only if it stays `unknown`.
 
@@ -38,10 +39,11 @@ CORPORA = {
     "held-out-4": DATA / "failures_heldout4",
     # collected blind while held-out-4's misses were being tuned on, within the stack rlaunch drives (SLURM, Ray,
     # verl and its forks, vLLM, SGLang, torch, Hugging Face; no other scheduler); measured once after that tuning
+    # (25/32, note 10), then its misses were tuned on, each as the family of messages it belongs to (note 11): spent
     "held-out-5": DATA / "failures_heldout5",
 }
 # corpora whose misses have been used to change a signature: their scores are no held-out numbers any more
-SPENT = ("held-out", "held-out-2", "held-out-3", "held-out-4")
+SPENT = ("held-out", "held-out-2", "held-out-3", "held-out-4", "held-out-5")
 RESULTS = PROJECT / "bench" / "results" / "failures.txt"
 HEADER = ("# source:", "# note:")  # an excerpt's first lines: where it comes from, what was trimmed
 

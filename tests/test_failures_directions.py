@@ -223,6 +223,7 @@ OTHER_SCHEDULERS = set(TUNED_MISSES_4)
             *load_corpus(CORPORA["held-out-2"]),
             *load_corpus(CORPORA["held-out-3"]),
             *load_corpus(CORPORA["held-out-4"]),
+            *load_corpus(CORPORA["held-out-5"]),
         ]
         if e.kind in KEYED_KINDS and f"{e.kind}/{e.path.stem}" not in OTHER_SCHEDULERS
     ],
@@ -376,3 +377,31 @@ def test_a_broken_hang_record_is_ignored(tmp_path: Path):
     run_dir = run_with_log(tmp_path, ["ValueError: later"])
     (run_dir / HANG_FILE).write_text('{"attempt": 1, "pha')
     assert [f.kind for f in failures.run_failures(run_dir)] == ["unknown"]
+
+
+# --- held-out-5: the fixes name what its logs hold --------------------------------------------------------------------
+
+HELD_OUT_5_FIXES = {
+    "config_error/open-instruct-620-hfargparser-unused-args": "has no option --ground_truths_key, --sft_messages_key",
+    "cuda_oom/nemo-rl-2871-logprob-chunk-ignored": "halve NeMo-RL's policy.train_micro_batch_size",
+    "data_error/openpi-771-parquet-zero-bytes": "a data file is empty (0 bytes)",
+    "data_error/visual-rft-246-parquet-magic-bytes": "`git lfs pull` in the dataset's repository",
+    "data_missing/mm-eureka-v0-9-geo-data-parquet": "the data file /lpai/R1-Multimodal-Journey-main/local_scripts/geo_",
+    "engine_memory/vllm-10517-29k-bad-kv-cache": "lower max_model_len to 23648 (now 29000) (actor_rollout_ref.rollout."
+    "gpu_memory_utilization is already 0.9",
+    "gpu_unavailable/cor-gs-23-no-cuda-gpus": "CUDA_VISIBLE_DEVICES hid them",
+    "gpu_unavailable/nemo-rl-89-not-enough-gpus": "lower cluster.num_nodes x cluster.gpus_per_node to fit 8",
+    "model_not_cached/comfyui-5695-bert-network-unreachable": "`hf download bert-base-uncased`",
+    "nccl_timeout/accelerate-223-single-gpu-eval-broadcast": "waited 1800 s in a BROADCAST",
+    "ray_node_lost/ray-43751-actor-node-died-broken-pipe": "Ray lost the node 10.72.56.3",
+    "ray_start_failed/ray-33842-gcs-wrong-redis-address": "unset RAY_REDIS_ADDRESS",
+    "ray_start_failed/ray-37107-serve-docker-gcs-unreachable": "the Ray head's GCS at 172.17.0.2:6379",
+    "preempted/everyvoice-183-step-cancelled-preemption": "`sacct -j 4714782 --format=JobID,State,Reason,Elapsed",
+    "unknown/verl-4157-rollout-correction-not-in-struct": "code in ppo/rollout_corr_helper.py (apply_rollout_correct",
+}
+
+
+@pytest.mark.parametrize(("name", "said"), sorted(HELD_OUT_5_FIXES.items()))
+def test_held_out_5s_fixes_name_the_key_value_or_file_its_log_holds(name: str, said: str):
+    kind, stem = name.split("/")
+    assert said in failures.classify(text(kind, stem, CORPORA["held-out-5"])).fix

@@ -1,12 +1,13 @@
-"""The failure classifier on the second, third and fourth held-out corpora (tests/data/failures_heldout2/<kind>/,
-tests/data/failures_heldout3/<kind>/ and tests/data/failures_heldout4/<kind>/): public logs collected after the tuning
-before them, labelled from their threads before the classifier ran on them.
+"""The failure classifier on the second to fifth held-out corpora (tests/data/failures_heldout2/<kind>/ to
+tests/data/failures_heldout5/<kind>/): public logs collected after the tuning before them, labelled from their threads
+before the classifier ran on them.
 
-All three sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
-21/31, bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6; held-out-4 after that: 27/37, note 8),
-and signatures were then added for the misses that show a clear message (notes 5, 7 and 9). The scores pinned here
-are the tuned ones; they guard the corpora against regressions, and they are no held-out numbers any more: the next
-honest held-out score comes from a fresh, blind set."""
+All four sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
+21/31, bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6; held-out-4 after that: 27/37, note 8;
+held-out-5 after that: 25/32, note 10), and signatures were then added for the misses that show a clear message (notes
+5, 7, 9 and 11; from held-out-5 on, for the whole family of messages each miss belongs to). The scores pinned here are
+the tuned ones; they guard the corpora against regressions, and they are no held-out numbers any more: the next honest
+held-out score comes from a fresh, blind set."""
 
 from __future__ import annotations
 
@@ -158,10 +159,12 @@ def test_the_fourth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerp
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the fifth set: collected blind while the fourth was tuned on, within rlaunch's stack; measured once -------------
+# --- the fifth set: collected blind while the fourth was tuned on, within rlaunch's stack; measured once (25/32), then
+# tuned on: spent ------------------------------------------------------------------------------------------------------
 
 HELD_OUT_5 = load_corpus(CORPORA["held-out-5"])
-# what it scored on first sight (2026-11-24, bench/results/failures.txt note 10)
+# what it scored on first sight (2026-11-24, bench/results/failures.txt note 10); kept as the record of that
+# measurement
 MEASURED_ON_FIRST_SIGHT_5 = 25  # of 32
 MISSES_ON_FIRST_SIGHT_5 = {
     "config_error/open-instruct-620-hfargparser-unused-args": "unknown",
@@ -182,7 +185,28 @@ def test_the_fifth_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in [*EARLIER, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]}
 
 
-def test_the_fifth_set_keeps_at_least_its_first_sight_score():
+# after tuning on its misses (note 11; tests/test_failures_heldout5_tuning.py): the one left shows only SLURM's
+# cancel line without a reason, which scancel and a batch script's end print as well: no preemption evidence in the
+# log. verl-4157 (labelled unknown: verl's own code sets a key its struct config lacks) now agrees with its label: a key
+# set by code on a struct config is that code's bug, a key read that the config lacks stays a config error
+TUNED_RIGHT_5 = 31  # of 32
+TUNED_MISSES_5 = {"preempted/everyvoice-183-step-cancelled-preemption": "unknown"}
+
+
+def test_the_fifth_spent_set_keeps_its_tuned_score_and_names_no_wrong_cause():
     result = score(HELD_OUT_5)
     misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
-    assert result.right >= MEASURED_ON_FIRST_SIGHT_5 and set(misses) <= set(MISSES_ON_FIRST_SIGHT_5)
+    assert (result.right, result.total) == (TUNED_RIGHT_5, len(HELD_OUT_5))
+    assert misses == TUNED_MISSES_5
+    assert set(misses) <= set(MISSES_ON_FIRST_SIGHT_5), "tuning broke an excerpt that was right on first sight"
+    assert TUNED_RIGHT_5 > MEASURED_ON_FIRST_SIGHT_5
+    assert result.out_of_vocabulary_unknown == result.out_of_vocabulary == 5
+
+
+OOV_5 = [excerpt for excerpt in HELD_OUT_5 if excerpt.kind == "unknown"]
+
+
+@pytest.mark.parametrize("excerpt", OOV_5, ids=lambda excerpt: excerpt.path.stem)
+def test_the_fifth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    # verl-4157 among them: "not in struct" raised where verl's own code set the key, no override of the user's
+    assert failures.classify(excerpt.text).kind == "unknown"

@@ -121,8 +121,12 @@ def parse_details(kind: str, hits: list[str]) -> dict[str, float | str]:
         # each name's forms in the order to trust them: torch lists other processes on the card before "this process"
         patterns = {
             "tried_gib": (r"Tried to allocate ([\d.]+) ([GM]iB)",),
-            "capacity_gib": (r"total capacity of ([\d.]+) ([GM]iB)|([\d.]+) ([GM]iB) total capacity",),
-            "free_gib": (r"of which ([\d.]+) ([GM]iB) is free|([\d.]+) ([GM]iB) free;",),
+            # "GPU had 12.44 GiB free of 79.19": a shorter form, its total's unit that of the free memory before it
+            "capacity_gib": (
+                r"total capacity of ([\d.]+) ([GM]iB)|([\d.]+) ([GM]iB) total capacity",
+                r"[\d.]+ ([GM]iB) free of ([\d.]+)(?: ?([GM]iB))?",
+            ),
+            "free_gib": (r"of which ([\d.]+) ([GM]iB) is free|([\d.]+) ([GM]iB) free;|had ([\d.]+) ([GM]iB) free",),
             "in_use_gib": (
                 r"this process has ([\d.]+) ([GM]iB) memory in use",
                 r"Process \d+ has ([\d.]+) ([GM]iB) memory in use|([\d.]+) ([GM]iB) already allocated",
@@ -132,7 +136,11 @@ def parse_details(kind: str, hits: list[str]) -> dict[str, float | str]:
         for name, forms in patterns.items():
             match = next((found for form in forms if (found := re.search(form, text))), None)
             if match:
-                value, unit = [group for group in match.groups() if group][:2]
+                found = [group for group in match.groups() if group]
+                if found[0].endswith("iB"):  # the short form: the free memory's unit, then the total without its own
+                    value, unit = found[1], found[2] if len(found) > 2 else found[0]
+                else:
+                    value, unit = found[:2]
                 details[name] = round(gib(value, unit), 2)
     return details
 

@@ -15,7 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from launch.report.failures.signatures import Failure, is_source, phase_of
+from launch.report.failures.signatures import (
+    CONFIG_LIBRARY_FRAME,
+    OMEGACONF_SETTER,
+    Failure,
+    code_wrote_struct_key,
+    gpus_asked_and_had,
+    is_source,
+    phase_of,
+    tracebacks,
+)
 from launch.rundir import Plan
 
 Details = dict[str, float | str]  # what Failure.details holds: numbers parsed from the evidence, the phase
@@ -62,8 +71,9 @@ GENERIC_FIXES = {
     "unknown": "no known cause: read the log around the evidence",
 }
 
-# verl's forks print the same library messages but spell their options otherwise: a fix for their logs must not name
-# verl's keys. Each: how its log shows it (frame paths, its Ray actor names, its progress bars), its own options.
+# verl's forks, and the other trainers on the same stack (vLLM, Ray, torch), print the same library messages but spell
+# their options otherwise: a fix for their logs must not name verl's keys. Each: how its log shows it (frame paths, its
+# Ray actor and worker names, its progress bars), its own options.
 FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
     "OpenRLHF": (
         re.compile(r"openrlhf[/.]|\b(?:LLMRayActor|ActorModelRayActor|ReferenceModelRayActor|CriticModelRayActor)\b"),
@@ -71,6 +81,8 @@ FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
             "engine_fraction": "--vllm_gpu_memory_utilization",
             "offload": "--adam_offload / --ref_reward_offload",
             "micro_batch": "--micro_train_batch_size (training) / --micro_rollout_batch_size (log-probs)",
+            "gpus": "--actor_num_nodes x --actor_num_gpus_per_node (and --vllm_num_engines x "
+            "--vllm_tensor_parallel_size)",
         },
     ),
     "EasyR1": (
@@ -80,19 +92,34 @@ FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
             "offload": "worker.actor.offload.offload_params / offload_optimizer",
             "micro_batch": "worker.actor.micro_batch_size_per_device_for_update (training) / "
             "micro_batch_size_per_device_for_experience (log-probs)",
+            "gpus": "trainer.nnodes x trainer.n_gpus_per_node",
+        },
+    ),
+    "NeMo-RL": (
+        re.compile(
+            r"nemo_rl[/.]|nemo_reinforcer[/.]|NeMo-Reinforcer/"
+            r"|\b(?:MegatronPolicyWorker|DTensorPolicyWorker\w*|RayVirtualCluster|VllmGenerationWorker)\b"
+        ),
+        {
+            "engine_fraction": "policy.generation.vllm_cfg.gpu_memory_utilization",
+            "offload": "policy.dtensor_cfg.cpu_offload=true",
+            "micro_batch": "policy.train_micro_batch_size (training) / policy.logprob_batch_size (log-probs)",
+            "gpus": "cluster.num_nodes x cluster.gpus_per_node",
         },
     ),
 }
+GPU_COUNT_KEYS = "trainer.nnodes x trainer.n_gpus_per_node"
 
 
 def fork_of(log_text: str) -> str | None:
-    """The verl fork a log comes from (its own option names), or None for verl itself."""
+    """The verl fork (or other trainer) a log comes from (its own option names), or None for verl itself."""
     return next((name for name, (pattern, _) in FORKS.items() if pattern.search(log_text)), None)
 
 
 # --- what the log itself says: numbers a fix can quote ----------------------------------------------------------------
 
 NUMBER = r"(-?[\d.]+)"
+ENGINE_FRACTION_CAP = 0.9  # the engine's share a fix raises to at most: the trainer's tensors need the rest of the card
 
 
 def first_float(pattern: str, text: str) -> float | None:
@@ -105,7 +132,7 @@ def moved(key: str, fraction: float | None, step: float, raise_it: bool) -> str:
     verb = "raise" if raise_it else "lower"
     if fraction is None:
         return f"{verb} {key} by about {step:g}"
-    target = min(0.9, round(fraction + step, 2)) if raise_it else max(0.1, round(fraction - step, 2))
+    target = min(ENGINE_FRACTION_CAP, round(fraction + step, 2)) if raise_it else max(0.1, round(fraction - step, 2))
     return f"{verb} {key}={target:g} (now {fraction:g})"
 
 
@@ -159,7 +186,13 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
             found["kv_shortfall_gib"] = round(shortfall, 2)
         if longest:
             found["max_model_len_fits"] = int(longest)
-        fix = f"{what}{where} for weights + KV cache: {moved(key, fraction, step, True)} or {instead}"
+        at_cap = fraction is not None and fraction >= ENGINE_FRACTION_CAP
+        if at_cap and longest:  # the fraction cannot go higher: only a shorter length fits
+            fix = (
+                f"{what}{where} for weights + KV cache: {instead} ({key} is already {fraction:g}, the most a fix sets)"
+            )
+        else:
+            fix = f"{what}{where} for weights + KV cache: {moved(key, fraction, step, True)} or {instead}"
         if max_len:  # vLLM checks one request of the model's max length: fewer requests at a time leave it as big
             fix += "; lowering max_num_seqs cannot help, one sequence of that length alone does not fit"
         return fix, found
@@ -238,7 +271,7 @@ def nccl_fix_from_log(log_text: str) -> tuple[str, Details]:
     later one that some rank stopped coming."""
     works = [(int(seq), op) for seq, op in NCCL_WORK.findall(log_text)]
     if not works:
-        return GENERIC_FIXES["nccl_timeout"], {}
+        return unnumbered_collective_fix(log_text) or (GENERIC_FIXES["nccl_timeout"], {})
     seq, op = min(works)
     found: Details = {"seq_num": seq, "op": op}
     if seq <= 2:
@@ -261,11 +294,30 @@ def nccl_fix_from_log(log_text: str) -> tuple[str, Details]:
     ), found
 
 
+# torch's older watchdog line names the collective and its timeout, not its sequence number
+NCCL_WORK_UNNUMBERED = re.compile(r"WorkNCCL\(OpType=(?P<op>\w+), Timeout\(ms\)=(?P<timeout>\d+)\)")
+
+
+def unnumbered_collective_fix(log_text: str) -> tuple[str, Details] | None:
+    """A collective that timed out where the log does not say which one it was: the wait, and who to read first."""
+    work = NCCL_WORK_UNNUMBERED.search(log_text)
+    if not work:
+        return None
+    op, timeout_s = work.group("op"), int(work.group("timeout")) / 1000
+    return (
+        f"the ranks waited {timeout_s:g} s in a {op} that some rank never joined: it stopped (read the other ranks' "
+        "errors first: an OOM or a dead actor there is the cause) or worked alone for longer than that (evaluation, "
+        "checkpointing or data on one rank only: move it out of the collective's way); set cluster.env.NCCL_DEBUG=INFO "
+        f"and rerun; raise actor_rollout_ref.nccl_timeout (s) (now {timeout_s:g}) only if that rank was slow, not "
+        "stopped"
+    ), {"op": op, "timeout_s": timeout_s}
+
+
 EMPTY_HEAD = re.compile(r"(?:--address[= ]|IP Head: |ip_head=)['\"]?(:\d+)\b")
 # `ray start --address` on a worker that never reached the head (GCS since Ray 1.11, Redis before), and the GCS
 # client's own line (gcs_rpc_client.h: "Failed to connect to GCS at address ... within N seconds")
 HEAD_UNREACHABLE = re.compile(
-    r"(?:Unable|Failed) to connect to (?P<what>GCS|Redis) at (?:address )?"
+    r"(?:Unable|Failed) to connect to (?P<what>GCS|Redis)(?: \(ray head\))? at (?:address )?"
     r"(?P<address>[^\s.]+(?:\.[^\s.]+)*?)\.?(?:\s|$)"
 )
 LOOPBACK = re.compile(r"^(?:127\.|localhost\b)")
@@ -291,6 +343,73 @@ def head_unreachable_fix(log_text: str) -> tuple[str, Details] | None:
         "until it is up (its ray_start log), check that address is the head's IP on a network the nodes share and "
         "that its port is open between nodes, and run the same Ray version on every node"
     ), details
+
+
+GCS_REDIS = re.compile(
+    r"Could not establish connection to Redis (?P<address>[^\s(]+)|Failed to connect to Redis at "
+    r"(?P<at>\S+?)[.,]?\s"
+)
+PORT_TAKEN = re.compile(
+    r"Failed to start the grpc server\. The specified port is (?P<a>\d+)|but is already running at \S*?:(?P<b>\d+)"
+    r"|trying to use a port number (?P<c>\d+) that is used by other components"
+)
+
+
+def gcs_start_fix(log_text: str) -> tuple[str, Details] | None:
+    """The head's GCS that did not start: the external Redis it could not reach, or a port another process holds."""
+    redis = GCS_REDIS.search(log_text)
+    if redis and re.search(r"Failed to start GCS|gcs_server", log_text):
+        address = redis.group("address") or redis.group("at")
+        return (
+            f"the head's GCS could not reach the external Redis at {address} it was told to use (RAY_REDIS_ADDRESS, "
+            "for GCS fault tolerance), so it never started: unset RAY_REDIS_ADDRESS (rlaunch's Ray keeps its state in "
+            "the GCS itself), or point it at a Redis that listens there and that the head node reaches"
+        ), {"redis_address": address}
+    taken = PORT_TAKEN.search(log_text)
+    if taken:
+        port = next(group for group in taken.groups() if group)
+        return (
+            f"port {port} was already taken when Ray started on the node (a Ray left by an earlier job, another "
+            "service, or two components given one port): `ray stop` there, or start on free ports (rlaunch picks a "
+            "port block per job; keep the job off a node whose old Ray still runs: +cluster.sbatch_extra.exclude="
+            "<node>)"
+        ), {"port": int(port)}
+    if re.search(r"Failed to start GCS\b", log_text):
+        return (
+            "the head's GCS exited while starting: the lines under 'Failed to start GCS' are from its error file; read "
+            "gcs_server.out / gcs_server.err in the head's Ray log directory (session_latest/logs) for the cause "
+            "(a port taken, a Redis it cannot reach, a full /tmp)"
+        ), {}
+    return None
+
+
+def node_died_fix(failure: Failure) -> tuple[str, Details] | None:
+    """A Ray node that died under the run, where the log names it: what to read on it."""
+    if not failure.node:
+        return None
+    return (
+        f"Ray lost the node {failure.node} during the run: read that node's raylet.out in the run's ray_logs and its "
+        "kernel log for the OOM killer (then raise the job's memory: --mem, rlaunch: cluster.mem_gb) or a crash; "
+        f"resubmit (the run resumes from its last checkpoint), and keep the job off a node that fails again "
+        f"(+cluster.sbatch_extra.exclude=<its host>)"
+    ), {"node_address": failure.node}
+
+
+SLURM_NODE_FAILED = re.compile(r"Node failure on (?P<nodes>[\w.\[\],-]+)|ON (?P<node>\S+) CANCELLED AT \S+ DUE TO NODE")
+
+
+def slurm_node_fail_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """SLURM lost a node of the job (NODE_FAIL): the node went down under it, nothing in the run's config did it."""
+    if not (SLURM_NODE_FAILED.search(log_text) or re.search(r"\bNODE_FAIL\b", log_text)):
+        return None
+    named = SLURM_NODE_FAILED.search(log_text)
+    node = (named.group("nodes") or named.group("node")) if named else failure.node
+    where = f" {node}" if node else ""
+    return (
+        f"SLURM lost the job's node{where} (NODE_FAIL: its slurmd stopped answering: a crash, a reboot, the network "
+        "or power): no setting of the run caused it; resubmit (it resumes from its last checkpoint), and keep the job "
+        f"off that node if it fails again (+cluster.sbatch_extra.exclude={node or '<node>'})"
+    ), ({"node_failed": node} if node else {})
 
 
 HEARTBEAT_LAG = re.compile(r"Last heartbeat was sent (\d+) ms ago")
@@ -417,6 +536,9 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             f"verl's config has no key {key} (renamed or removed in this verl version): drop the override {key}=..., "
             f"or fix its name against the composed config (--cfg job); +{key}=... adds it only if some code reads it"
         ), {"config_key": key}
+    parsed = hydra_fix(log_text) or parser_refusal_fix(log_text)
+    if parsed:
+        return parsed
     missing = NOT_IN_STRUCT.search(log_text)
     if missing:
         full = FULL_KEY.search(log_text)
@@ -426,6 +548,110 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             "(--cfg job shows the composed config), or run the entry point whose config has it"
         ), {"config_key": key}
     return divisible_fix(log_text)
+
+
+HYDRA_OPTION_MISSING = re.compile(r"In '[^']+': Could not (?:find|load) '(?P<option>[^']+)'")
+HYDRA_APPEND_EXISTING = re.compile(r"Could not append to config\. An item is already at '(?P<key>[^']+)'")
+HYDRA_DELETE_MISSING = re.compile(r"Could not delete from config\. '(?P<key>[^']+)' does not exist")
+HYDRA_PRIMARY_MISSING = re.compile(r"Cannot find primary config '(?P<name>[^']+)'")
+
+
+def hydra_fix(log_text: str) -> tuple[str, Details] | None:
+    """Hydra's refusals of the command line other than an unknown key: a config group option or primary config it
+    cannot find, a + on a key that exists, a ~ on one that does not, an override that does not parse."""
+    option = HYDRA_OPTION_MISSING.search(log_text)
+    if option:
+        group, _, name = option.group("option").rpartition("/")
+        return (
+            f"Hydra found no config {name!r} in the config group {group or '(root)'}: pick one of the options listed "
+            f"under 'Available options' (or add {option.group('option')}.yaml to the config directory)"
+        ), {"config_key": group or name}
+    appended = HYDRA_APPEND_EXISTING.search(log_text)
+    if appended:
+        key = appended.group("key")
+        return f"{key} is already in the config: set it without the + ({key}=...), or with ++ to add or override", {
+            "config_key": key
+        }
+    deleted = HYDRA_DELETE_MISSING.search(log_text)
+    if deleted:
+        key = deleted.group("key")
+        return f"{key} is not in the config, so ~{key} has nothing to delete: drop that override", {"config_key": key}
+    primary = HYDRA_PRIMARY_MISSING.search(log_text)
+    if primary:
+        name = primary.group("name")
+        return (
+            f"Hydra found no primary config {name!r} on its search path: fix --config-name (or --config-path) to a "
+            "config that exists"
+        ), {"config_name": name}
+    if re.search(r"hydra\.cc/docs/[\w.]+/advanced/override_grammar", log_text):
+        return (
+            "a command-line override does not parse in Hydra's override grammar (the line above names where): quote a "
+            "value with brackets, commas, spaces or '=' in it ('key=\"[1,2]\"'), and close every bracket"
+        ), {}
+    return None
+
+
+# the options a script's argument parser refused, in each parser's words: the list HfArgumentParser did not use,
+# argparse's (and jsonargparse's) unrecognized arguments, tyro's, click's and typer's unknown option, draccus' fields
+PARSER_UNUSED = (
+    re.compile(r"not used by the HfArgumentParser: \[(?P<options>[^\]]*)\]"),
+    re.compile(r"error: unrecognized arguments: (?P<options>.+)"),
+    re.compile(r"Unrecognized (?:options|arguments): (?P<options>[^│]+)"),
+    re.compile(r"No such option:? '?(?P<options>-[\w.-]+)"),
+    re.compile(r"Option '(?P<options>[^']+)' is not accepted"),
+    re.compile(r"The fields? (?P<options>`[^`]+`(?:, `[^`]+`)*) (?:are|is) not valid for"),
+)
+# a value the parser could not read for an option it knows: argparse's, click's, tyro's, draccus'
+PARSER_BAD_VALUE = re.compile(
+    r"argument (?P<a>[\w/-]+): invalid|Invalid value for '(?P<b>-[^']+|[A-Z][A-Z_]*)'|Error parsing (?P<c>--[\w.-]+):"
+    r"|DecodingError: `(?P<d>[^`]+)`: "
+)
+PARSER_REQUIRED = re.compile(
+    r"the following arguments are required: (?P<options>.+)|Missing option '(?P<option>[^']+)'"
+)
+# pydantic prints the field above its "Extra inputs are not permitted" (v2) / "extra fields not permitted" (v1) line
+PYDANTIC_EXTRA = re.compile(
+    r"^(?P<field>[\w.]+)\n\s+(?:Extra inputs are not permitted|extra fields not permitted)", re.M
+)
+
+
+def parser_refusal_fix(log_text: str) -> tuple[str, Details] | None:
+    """The command line a script's argument parser (or a pydantic config) refused: which options, and what to do."""
+    for pattern in PARSER_UNUSED:
+        unused = pattern.search(log_text)
+        if unused:
+            options = [
+                name.lstrip("`")
+                for name in re.findall(r"[`'\"]?(-{0,2}[A-Za-z_][\w.-]*)", unused.group("options"))
+                if name.startswith("-") or pattern is PARSER_UNUSED[-1]
+            ]
+            named = ", ".join(dict.fromkeys(options)) or unused.group("options").strip()
+            return (
+                f"the script's argument parser has no option {named} (renamed or removed in this version of the "
+                "script): drop them from the command (and their values), or fix their names against the script's "
+                "--help"
+            ), {"refused_options": named}
+    bad = PARSER_BAD_VALUE.search(log_text)
+    if bad:
+        option = next(group for group in bad.groups() if group)
+        return (
+            f"the script's argument parser could not read the value given to {option}: fix its value on the command "
+            "line (the message says the type it expects)"
+        ), {"config_key": option}
+    required = PARSER_REQUIRED.search(log_text)
+    if required:
+        options = (required.group("options") or required.group("option")).strip()
+        return f"the script requires {options} and the command does not give it: set it on the command line", {
+            "config_key": options
+        }
+    extra = PYDANTIC_EXTRA.search(log_text)
+    if extra:
+        field = extra.group("field")
+        return (
+            f"the config model has no field {field} and forbids extra ones: drop {field} from the config or the "
+            "command line, or fix its name"
+        ), {"config_key": field}
+    return None
 
 
 # "<key> (<value>) must be divisible by <key or phrase> (<value>)": verl's batch checks and other libraries' own
@@ -552,8 +778,8 @@ def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] 
 
 
 MARKED_DEAD = re.compile(
-    r"The node with (?:node id: \S+ and address: (?P<address>[^\s,]+)|client ID \S+).*? has been marked dead because "
-    r"the (?:detector|monitor) has missed too many heartbeats"
+    r"The node with (?:node id:? \S+(?: and address: (?P<address>[^\s,]+))?|client ID \S+).*? has been marked dead "
+    r"because the (?:detector|monitor) has missed too many heartbeats"
 )
 
 
@@ -581,6 +807,9 @@ WRAPPED_OOM = re.compile(r"RayTaskError\(OutOfMemoryError\)")
 def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     """An unknown cause whose log still narrows it down to a choice: say what decides it and the fix of each side."""
     where = f" on {failure.node}" if failure.node else ""
+    written = struct_write_fix(log_text) or bare_cancel_fix(log_text)
+    if written:
+        return written
     if WRAPPED_OOM.search(log_text):
         return (
             f"an OutOfMemoryError came through Ray's wrapper{where} and the log stops before its message: if the "
@@ -596,6 +825,52 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
             "own log in the run's ray_logs for the crash"
         ), {}
     return None
+
+
+# slurmstepd's cancel line without a reason ("DUE TO ..."): scancel, a preemption under PreemptMode=CANCEL, or the batch
+# script ending while the step ran, which only SLURM's record of the job tells apart
+BARE_CANCEL = re.compile(r"\*\*\* (?:JOB|STEP) (?P<job>\d+)(?:\.\w+)? ON \S+ CANCELLED AT \S+ \*\*\*")
+
+
+def bare_cancel_fix(log_text: str) -> tuple[str, Details] | None:
+    """A step SLURM cancelled without saying why: the job's state in sacct says which cause it was."""
+    cancelled = BARE_CANCEL.search(log_text)
+    if not cancelled:
+        return None
+    job = cancelled.group("job")
+    return (
+        f"SLURM cancelled job {job} without a reason in the log (scancel, a preemption, or the batch script ending "
+        f"while the step ran): `sacct -j {job} --format=JobID,State,Reason,Elapsed,Timelimit` tells which; PREEMPTED: "
+        "nothing to change (the run resumes from its last checkpoint: lower trainer.save_freq if attempts lose much "
+        "work), TIMEOUT: raise mode.time_budget_min, CANCELLED by a user: resubmit"
+    ), {"slurm_job": job}
+
+
+# the frame above OmegaConf's setter: the code that wrote the key
+SETTER_CALLER = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function>\w+)')
+
+
+def struct_write_fix(log_text: str) -> tuple[str, Details] | None:
+    """Code (not an override) set a key a struct-mode OmegaConf config lacks: a bug of that code's version."""
+    lines = log_text.splitlines()
+    if not code_wrote_struct_key(lines):
+        return None
+    full = FULL_KEY.search(log_text) or NOT_IN_STRUCT.search(log_text)
+    key = full.group("key") if full else "?"
+    callers = [
+        frames[index - 1]
+        for frames, _ in tracebacks(lines)
+        for index, frame in enumerate(frames)
+        if index and OMEGACONF_SETTER.search(frame) and not CONFIG_LIBRARY_FRAME.search(frames[index - 1])
+    ]
+    caller = SETTER_CALLER.search(callers[0]) if callers else None
+    where = f" in {'/'.join(caller.group('path').split('/')[-2:])} ({caller.group('function')})" if caller else ""
+    return (
+        f"code{where} wrote the key {key} into a struct-mode config that does not declare it: a bug of that code's "
+        "version, not of the overrides; upgrade it (a later version declares the key) or turn "
+        f"off the feature that writes it; adding +{key}=null to the command line declares the key and may let the "
+        "write through"
+    ), {"config_key": key}
 
 
 # SLURM's cgroup OOM handler: "Detected N oom-kill event(s) in StepId=<job>.<step>" (older: "in step <job>.<step>")
@@ -619,10 +894,36 @@ def slurm_cgroup_fix(log_text: str, fork: str | None) -> tuple[str, Details] | N
     ), {"slurm_job": job, "slurm_step": step, "oom_kill_events": int(killed.group("events"))}
 
 
+# a SLURM job id as the tools that report its state name it: Snakemake's "SLURM-job '123'", submitit's "Job 123 (task:",
+# scontrol's "JobId=123", the first column of a sacct row
+SLURM_JOB_ID = re.compile(r"SLURM-job '(\d+)'|\bJob (\d+) \(task:|\bJobId=(\d+)|^\s*(\d+)(?:_\d+)?(?:\.\w+)?\s", re.M)
+SLURM_OOM_STATE = re.compile(r"\bOUT_OF_ME(?:MORY|\+)")
+
+
+def slurm_oom_state_fix(log_text: str, fork: str | None) -> tuple[str, Details] | None:
+    """SLURM ended the job in state OUT_OF_MEMORY: its cgroup limit (--mem), whose peak sacct shows."""
+    if not SLURM_OOM_STATE.search(log_text):
+        return None
+    job_id = SLURM_JOB_ID.search(log_text)
+    job = next((group for group in job_id.groups() if group), None) if job_id else None
+    keys = FORKS[fork][1]["offload"] if fork else "actor_rollout_ref.actor.fsdp_config.{param,optimizer}_offload=false"
+    sacct = f"`sacct -j {job} --format=MaxRSS,ReqMem`" if job else "`sacct -j <job> --format=MaxRSS,ReqMem`"
+    return (
+        f"SLURM ended the job{f' {job}' if job else ''} in state OUT_OF_MEMORY: a process passed the job's own memory "
+        f"limit (--mem), not the node's RAM: raise --mem (rlaunch: cluster.mem_gb) above the peak {sacct} shows, or "
+        f"offload less ({keys})"
+    ), ({"slurm_job": job} if job else {})
+
+
 def host_oom_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details] | None:
     """Ray's memory monitor, the kernel's OOM killer or SLURM's cgroup on who held the memory, else a fork's own
     options; Ray's list of the node's top memory users says which processes held it, whichever of those spoke."""
-    found = host_fix_from_log(log_text, fork) or oom_killer_fix(log_text, fork) or slurm_cgroup_fix(log_text, fork)
+    found = (
+        host_fix_from_log(log_text, fork)
+        or oom_killer_fix(log_text, fork)
+        or slurm_cgroup_fix(log_text, fork)
+        or slurm_oom_state_fix(log_text, fork)
+    )
     holders = top_memory_holders(log_text)
     held = f"Ray's top memory users: {holders[0]}" if holders else ""
     if found is None and fork:
@@ -647,8 +948,22 @@ ARROW_MIXED_TYPES = re.compile(
 VERL_COLUMN_MISSING = re.compile(r"KeyError: '(?P<column>prompt|data_source|reward_model|ground_truth|extra_info)'")
 
 
+# Arrow's reader on a file that is no parquet: empty, or without parquet's magic bytes (a Git LFS pointer never pulled,
+# a download cut short, another format named .parquet)
+PARQUET_EMPTY = re.compile(r"Parquet file size is 0 bytes")
+PARQUET_NO_MAGIC = re.compile(r"Parquet magic bytes not found")
+
+
 def data_error_fix(log_text: str) -> tuple[str, Details] | None:
-    """Which column of the data the reader could not use: missing, or of two types."""
+    """Which column of the data the reader could not use (missing, or of two types), or a file that is no parquet."""
+    if PARQUET_EMPTY.search(log_text) or PARQUET_NO_MAGIC.search(log_text):
+        empty = PARQUET_EMPTY.search(log_text) is not None
+        what = "empty (0 bytes)" if empty else "not parquet (no magic bytes in its footer)"
+        return (
+            f"a data file is {what}: a Git LFS pointer never pulled (`git lfs pull` in the dataset's repository), a "
+            "download cut short, or another format named .parquet; find it (`find <data dir> -name '*.parquet' -size "
+            "-2k`), fetch or rewrite it, and point data.train_files / data.val_files only at whole parquet files"
+        ), {"parquet": "empty" if empty else "no magic bytes"}
     missing = PANDAS_MISSING_COLUMNS.search(log_text)
     if missing:
         columns = re.findall(r"'([^']+)'", missing.group("columns"))
@@ -683,6 +998,7 @@ def data_error_fix(log_text: str) -> tuple[str, Details] | None:
 MISSING_PATH = re.compile(
     r"Unable to find '(?P<a>[^'\s]+)'?|No such file or directory: '(?P<b>[^']+)'|FileNotFoundError: .*?'(?P<c>[^']+)'"
     r"|\bFile ['\"]?(?P<d>[^'\"\s]+)['\"]? (?:not found|does not exist)"
+    r"|Couldn't find (?:any data file|a dataset script) at (?P<e>\S+?)\.?(?:\s|$)"
 )
 
 
@@ -711,7 +1027,7 @@ def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | N
 # huggingface_hub's offline mode (HF_HUB_OFFLINE=1, local_files_only) and the model a loader names
 HUB_OFFLINE = re.compile(r"outgoing traffic has been disabled|OfflineModeIsEnabled|HF_HUB_OFFLINE")
 MODEL_NAMED = re.compile(
-    r"it looks like (?P<a>[\w.-]+/[\w.-]+) is not the path|Incorrect path_or_model_id: '(?P<b>[^']+)'"
+    r"it looks like (?P<a>[\w.-]+(?:/[\w.-]+)?) is not the path|Incorrect path_or_model_id: '(?P<b>[^']+)'"
     r"|repo_id=['\"]?(?P<c>[\w.-]+/[\w.-]+)"
 )
 
@@ -769,6 +1085,23 @@ def ray_demand_fix(log_text: str) -> tuple[str, Details] | None:
     ), found
 
 
+# torch finding no device among those the process may use
+NO_GPU_SEEN = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice")
+
+
+def gpu_count_fix(log_text: str, fork: str | None) -> tuple[str, Details] | None:
+    """The GPUs a run asked for against those its cluster has: the count to fit, in the trainer's own keys."""
+    counted = gpus_asked_and_had(log_text)
+    if not counted:
+        return None
+    asked, had = counted
+    keys = FORKS[fork][1]["gpus"] if fork else GPU_COUNT_KEYS
+    return (
+        f"the run asks for {asked:g} GPUs and its cluster has {had:g}: lower {keys} to fit {had:g}, or give the job "
+        "more GPUs (--gres, more nodes; every node's GPUs registered with Ray: `ray status`)"
+    ), {"gpus_requested": asked, "gpus_available": had}
+
+
 def no_driver_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     """nvidia-smi in the job found no GPU: a node without one (or without its driver), or SLURM gave the job none."""
     if "NVIDIA-SMI has failed" not in log_text and not re.search(r"(?m)^No devices were found$", log_text):
@@ -808,9 +1141,14 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
                 "token or --mem change can help; the script must pass the head's host (hostname --ip-address on the "
                 "head node; rlaunch computes it from SLURM_JOB_NODELIST)"
             ), {"head_address": empty.group(1)}
-        return head_unreachable_fix(log_text)
+        return gcs_start_fix(log_text) or head_unreachable_fix(log_text)
     if failure.kind == "ray_node_lost":
-        return heartbeat_fix(log_text) or marked_dead_fix(log_text)
+        return (
+            heartbeat_fix(log_text)
+            or marked_dead_fix(log_text)
+            or slurm_node_fail_fix(failure, log_text)
+            or node_died_fix(failure)
+        )
     if failure.kind == "data_error":
         return data_error_fix(log_text)
     if failure.kind == "data_missing":
@@ -823,6 +1161,15 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         return pending
     if failure.kind == "gpu_unavailable" and (no_driver := no_driver_fix(failure, log_text)):
         return no_driver
+    if failure.kind == "gpu_unavailable" and (counted := gpu_count_fix(log_text, fork)):
+        return counted
+    if failure.kind == "gpu_unavailable" and NO_GPU_SEEN.search(log_text):
+        keys = FORKS[fork][1]["gpus"] if fork else GPU_COUNT_KEYS
+        return (
+            "the process saw no GPU at all: SLURM gave the job none (run on a GPU partition, cluster.partition; "
+            f"rlaunch asks --gres=gpu:<n> from {keys}) or CUDA_VISIBLE_DEVICES hid them (unset it, or set it to the "
+            "job's GPUs); no batch size or memory setting can help"
+        ), {"gpus_seen": 0}
     if failure.kind == "gpu_unavailable" and "The number of required GPUs exceeds" in log_text:
         # vLLM's Ray executor: its world size (tensor x pipeline parallel) against the GPUs Ray shows it
         local = "Started a local Ray instance" in log_text

@@ -37,14 +37,31 @@ KINDS = (
 # Kinds no log line shows: a record in the run directory says them (the hang watchdog's, launch.rundir.HANG_FILE)
 RECORDED_KINDS = ("hang",)
 
+
+def slurm_state(*states: str) -> tuple[str, ...]:
+    """SLURM's final job state as the tools that report it print it: Snakemake's SLURM executor ("SLURM status is:
+    'TIMEOUT'"), submitit's UncompletedJobError ("(state: TIMEOUT)"), scontrol ("JobState=TIMEOUT"), seff ("State:
+    TIMEOUT"), and a row of sacct's table (the state column, then the ExitCode column). The state alone says why SLURM
+    ended the job; CANCELLED and FAILED name no cause, so they are never read."""
+    names = "|".join(states)
+    return (
+        rf"(?:SLURM status is: |\(state: |\bJobState=|\bState: )'?(?:{names})(?!\w)",
+        rf"^\s*\d+(?:_\d+)?(?:\.\w+)?\s.*\s(?:{names})\s+\d+:\d+\s*$",
+    )
+
+
+SOME = r"(?!0(?:\.0*)?\b)\d+(?:\.\d+)?"  # a count above zero: a request of 0 GPUs is no GPU shortage
+
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "preempted": (
         r"DUE TO PREEMPTION",
         r"Caught signal \S+ on \S+: this job is preempted",  # submitit: USR2 by default, SIGHUP or USR1 where set
+        *slurm_state("PREEMPTED"),
     ),
     "time_limit": (
         r"DUE TO TIME LIMIT",
         r"Caught signal \S+ on \S+: this job is timed-out",
+        *slurm_state("TIMEOUT", "DEADLINE"),  # DEADLINE: the job's --deadline came before it ended
     ),
     "host_oom": (
         r"OutOfMemoryError: Task was killed due to the node running low on memory",
@@ -62,6 +79,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Memory on the node \(IP: [^)]*\) where the (?:task|actor)",
         r"System memory low at node with IP",
         r"ray-oom-prevention\.html",
+        *slurm_state("OUT_OF_MEMORY", r"OUT_OF_ME\+"),  # sacct's default column cuts the state to 10 characters
     ),
     "engine_memory": (
         r"No available memory for the cache blocks",
@@ -77,9 +95,21 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Worker failed with error 'CUDA out of memory",
     ),
     "cuda_oom": (
-        r"OutOfMemoryError: CUDA out of memory",
-        r"CUDA out of memory\. Tried to allocate",
-        r"RuntimeError: CUDA error: out of memory",
+        # torch's own exception by its module (Ray's memory monitor raises a class of the same name: host_oom's rules
+        # read its message, and a bare OutOfMemoryError stays unknown), and torch's message, CUDA's or ROCm's
+        r"\btorch\.(?:cuda\.)?OutOfMemoryError\b",
+        r"OutOfMemoryError: (?:CUDA|HIP) out of memory",
+        r"(?:CUDA|HIP) out of memory\. Tried to allocate",
+        r"(?:Error|Exception): (?:CUDA|HIP) out of memory\b",
+        r"Tried to allocate [\d.]+ [KMGT]i?B\b[.;,]? \(?GPU\b",  # torch's sizes without its first words
+        r"CUDA error: out of memory",  # RuntimeError before torch 2.8, torch.AcceleratorError since
+        # the CUDA libraries' own allocations (cuBLAS's handle and workspace, cuDNN's, cuSOLVER's, cuSPARSE's, cuFFT's
+        # plans) and the runtime's and driver's out-of-memory codes, by their names
+        r"\bCU(?:BLAS|DNN|SOLVER|SPARSE)_STATUS_ALLOC_FAILED\b|\bCUFFT_ALLOC_FAILED\b",
+        r"\bcudaErrorMemoryAllocation\b|\bCUDA_ERROR_OUT_OF_MEMORY\b",
+        # NCCL's buffers: its CUDA call that failed, and its allocation wrapper
+        r"Cuda failure (?:\d+ )?'out of memory'|Failed to CUDA calloc",
+        r"RESOURCE_EXHAUSTED: Out of memory (?:while trying to allocate|allocating)",  # XLA (JAX) on the GPU
     ),
     "gpu_unavailable": (
         r"Total available GPUs \S+ is less than total desired GPUs \S+",
@@ -98,6 +128,16 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Required resources for this actor or task: \{[^}]*\bGPU\b",
         # vLLM's Ray executor gave up waiting for the placement group of its GPU workers (PG_WAIT_TIMEOUT)
         r"Cannot provide a placement group (?:of|requiring) .*GPU",
+        # a trainer's own count of the GPUs it asked for against those the cluster has (NeMo-RL's "Not enough GPUs
+        # available. Requested 16 GPUs, but only 8 ...", Ray Tune's "trial requested 1 CPUs, 1 GPUs, but the cluster
+        # has only ...", "requires at least 2 GPUs, found 1"), and Ray Train's worker group
+        r"(?i:\bnot enough (?:available )?GPUs\b|\binsufficient (?:number of )?GPUs\b)",
+        rf"(?i:\brequest(?:ed|s|ing)\b[^\n]{{0,40}}?\b{SOME} GPUs?\b[^\n]{{0,40}}?\bbut\b[^\n]{{0,40}}?\bonly\b)",
+        rf"(?i:\brequires? (?:at least |a minimum of )?{SOME} GPUs?\b[^\n]{{0,40}}?\b(?:but|only|found|got)\b)",
+        r"requires \{['\"]GPU['\"]: [\d.]+\} but the cluster only has",
+        # a device index past those the process sees: torch's assert, the runtime's and the driver's codes
+        r"device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",
+        r"\bcudaErrorInvalidDevice\b|\bCUDA_ERROR_(?:INVALID_DEVICE|NO_DEVICE)\b",
     ),
     "model_not_cached": (
         r"We couldn't connect to '?https://huggingface\.co'? to load",
@@ -121,6 +161,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # is no data
         r"\bFile ['\"]?(?![^'\"\s]*(?:config|tokenizer)[^'\"\s/]*\.json)[^'\"\s]+\.(?:parquet|jsonl?|arrow|csv)['\"]? "
         r"(?:not found|does not exist)",
+        # datasets' load_dataset finding nothing at a local data path (or no loading script there)
+        r"Couldn't find (?:any data file|a dataset script) at \S",
     ),
     "data_error": (
         r"ArrowInvalid",
@@ -145,6 +187,17 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Token authentication is enabled but no authentication token was found",
         r"Couldn't reconnect to GCS server",
         r"Ray processes died unexpectedly",  # `ray start` itself: a daemon exited while the node came up
+        # the head's GCS that never came up (its error file's last lines follow), and the external Redis it could not
+        # reach (RAY_REDIS_ADDRESS, GCS fault tolerance): the gcs_server's own retry lines
+        r"Failed to start GCS\b",
+        r"Failed to connect to Redis due to: |Could not establish connection to Redis \S+",
+        # a port another process holds when a node starts: the GCS's or raylet's gRPC server, a running Ray at the
+        # same address, two components given one port
+        r"Failed to start the grpc server\. The specified port is \d+",
+        r"Ray is trying to start at \S+, but is already running at",
+        r"Ray component \w+ is trying to use a port number \d+ that is used by other components",
+        # the dashboard Ray was told to start (include_dashboard=True) raised; its logged error alone is not fatal
+        r"(?:Exception|Error): Failed to start (?:a|the) dashboard",
         r"(?:--address[= ]|IP Head: |ip_head=)['\"]?:\d+\b",  # the head address without its host
     ),
     "reward_error": (
@@ -161,6 +214,25 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Key '[^']+' is not in struct",
         r"Could not override '[^']+'",
         r"\bmust be divisible by\b|\bis not divisible by\b",
+        # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)
+        r"\b(?:ConfigCompositionException|MissingConfigException|OverrideParseException)\b",
+        r"Could not (?:append to|delete from) config\b|\bError merging override\b",
+        # the same in Hydra's short form (no class name): a config group option or primary config it cannot find,
+        # and its pointer to the override grammar under a parse error
+        r"\bIn '[^']+': Could not (?:find|load) '[^']+'|\bCannot find primary config '[^']+'",
+        r"hydra\.cc/docs/[\w.]+/advanced/override_grammar",
+        # a command line the script's argument parser refused, in each parser's own words: transformers'
+        # HfArgumentParser, argparse (and draccus' and jsonargparse's on top of it), tyro, click and typer, draccus'
+        # config files, pydantic models that forbid extra fields (v2 and v1)
+        r"Some specified arguments are not used by the HfArgumentParser",
+        r": error: (?:unrecognized arguments: |the following arguments are required: |argument [\w/-]+: |ambiguous "
+        r"option: )",
+        r"^error: (?:unrecognized arguments: |Parser key \"[^\"]+\"|Option '[^']+' is not accepted)",
+        r"\bUnrecognized (?:options|arguments): -|\bError parsing --[\w.-]+:",
+        r"\bNo such option:? '?-|\bInvalid value for '(?:-|[A-Z][A-Z_]*')|\bMissing option '-",  # an option or METAVAR
+        r"\bGot unexpected extra arguments? \(",
+        r"\bThe fields? `[^`]+` (?:are|is) not valid for \w+|DecodingError: `[^`]+`: ",
+        r"Extra inputs are not permitted|extra fields not permitted",
     ),
     "ray_node_lost": (
         r"has been marked dead because the detector has missed too many heartbeats",
@@ -175,6 +247,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"This node has bee[nm] marked as dead",  # the raylet's own fatal line (Ray spells it "beem")
         # Ray's log monitor on a raylet that exited without being told to (SIGKILL, a crash)
         r"Raylet is terminated.*Termination is unexpected|Termination is unexpected\. Possible reasons include",
+        # SLURM lost a node of the job (slurmctld stopped hearing from its slurmd): the step's cancel line, srun's
+        # line, and the NODE_FAIL state as the tools report it
+        r"DUE TO NODE FAILURE",
+        r"srun: error: Node failure on \S+",
+        *slurm_state("NODE_FAIL"),
     ),
     "nccl_timeout": (
         r"Watchdog caught collective operation timeout",
@@ -202,8 +279,19 @@ REWARD_MESSAGE = re.compile(
 # verl's reward managers (prime, the DAPO reward loop) catch a scorer's exception and print it on one line: it is a
 # reward error when the message names reward code (the line alone is printed by much else)
 REWARD_TASK_FAILED = re.compile(r"\[Error\] Task failed: (?P<message>.*)")
-# an exception out of the `ray start` CLI is a failed start, whatever its message
-RAY_START_FRAME = re.compile(r'File "[^"]*ray/scripts/scripts\.py", line \d+, in start\b')
+# an exception out of the `ray start` CLI, or out of the code that starts a node's processes (ray.init() runs it
+# too), is a failed start, whatever its message
+RAY_START_FRAME = re.compile(
+    r'File "[^"]*ray/scripts/scripts\.py", line \d+, in start\b'
+    r'|File "[^"]*ray/_private/node\.py", line \d+, in start_(?:head|ray)_processes\b'
+    r'|File "[^"]*ray/_private/services\.py", line \d+, in start_(?:api_server|gcs_server|raylet)\b'
+)
+# OmegaConf refusing a key in struct mode, and the frame of its own setter: a key written by code (OmegaConf's
+# __setitem__ / __setattr__ / update called from the application, not from Hydra applying an override) is that code's
+# bug, not the user's config; a key read that the config lacks stays a config error
+STRUCT_REFUSAL = re.compile(r"is not in struct|\bConfig(?:Key|Attribute)Error\b")
+OMEGACONF_SETTER = re.compile(r'File "[^"]*/omegaconf/\w+\.py", line \d+, in (?:__setitem__|__setattr__|update)\b')
+CONFIG_LIBRARY_FRAME = re.compile(r'File "[^"]*/(?:omegaconf|hydra)/')
 # Ray prints a remote task's traceback under this line, without a new "Traceback" header
 RAY_TASK_ERROR = re.compile(r"RayTaskError(?:\(\w+\))?: ray::")
 EXCEPTION_LINE = re.compile(r"^(?:\([^)]*\)\s*)?(?:[\w.]+\.)?(?:\w*Error|\w*Exception|Killed)\b[:(]?")
@@ -224,6 +312,7 @@ NODE_PATTERNS = (
     re.compile(r"JOB \d+ ON (\S+) CANCELLED"),
     re.compile(r"^slurmstepd-([\w.-]+): "),  # slurmd -N <node> prefixes its step daemon's lines
     re.compile(r"Local node IP: (\S+)"),
+    re.compile(r"Node failure on ([\w.\[\],-]+)"),  # srun: the node (or node list) SLURM lost
 )
 
 INTERRUPTIONS = ("preempted", "time_limit")
@@ -348,14 +437,33 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
     elif kind == "ray_start_failed":
         hits += from_tracebacks(lines, RAY_START_FRAME, None)
-    elif kind == "gpu_unavailable" and not hits:
-        hits = unended_wait(lines) or driver_unreachable(lines)
+    elif kind == "config_error" and hits and code_wrote_struct_key(lines):
+        hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
+    elif kind == "gpu_unavailable":
+        # a count that names the GPUs asked and had is no shortage where they suffice (a trial short of CPUs lists
+        # its GPUs as well)
+        hits = [line for line in hits if not ((counted := gpus_asked_and_had(line)) and counted[1] >= counted[0])]
+        if not hits:
+            hits = unended_wait(lines) or driver_unreachable(lines)
     elif kind == "ray_node_lost" and hits:
         # the raylet's heartbeats lagging before it was marked dead (the node was starved, not cut off): evidence
         # only, never a cause on its own, as a loaded but healthy node prints it too
         lagged = [line for line in lines if HEARTBEAT_LAG.search(line)]
         hits = [line for line in lines if line in hits or line in lagged]
     return hits
+
+
+def code_wrote_struct_key(lines: list[str]) -> bool:
+    """A traceback in which application code set a key on a struct-mode OmegaConf config: OmegaConf's setter is
+    called from a frame outside OmegaConf and Hydra. Hydra applying a command-line override says "Could not override"
+    instead, which stays the user's config error."""
+    if any("Could not override" in line for line in lines):
+        return False
+    for frames, _ in tracebacks(lines):
+        setters = [index for index, frame in enumerate(frames) if OMEGACONF_SETTER.search(frame)]
+        if setters and setters[0] > 0 and not CONFIG_LIBRARY_FRAME.search(frames[setters[0] - 1]):
+            return True
+    return False
 
 
 HEARTBEAT_LAG = re.compile(r"Last heartbeat was sent \d+ ms ago")
@@ -375,6 +483,30 @@ def unended_wait(lines: list[str]) -> list[str]:
         for line in after
     )
     return [] if failed_later else [lines[waits[-1]]]
+
+
+# a trainer's count of the GPUs it asked for against those the cluster has, in each wording: asked first, then had
+GPUS_ASKED_HAD = (
+    re.compile(r"(?i:requested (?P<asked>[\d.]+) GPUs?,? but only (?P<had>[\d.]+))"),
+    re.compile(
+        r"requires \{['\"]GPU['\"]: (?P<asked>[\d.]+)\} but the cluster only has a maximum of \{['\"]GPU['\"]: "
+        r"(?P<had>[\d.]+)"
+    ),
+    re.compile(
+        r"(?i:requested [^\n]{0,40}?\b(?P<asked>[\d.]+) GPUs?, but the cluster has only [^\n]{0,40}?\b(?P<had>[\d.]+) "
+        r"GPUs?)"
+    ),
+    re.compile(
+        r"(?i:requires? (?:at least |a minimum of )?(?P<asked>\d+) GPUs?\b[^\n]{0,40}?\b(?:found|only|got|but) "
+        r"(?:only )?(?P<had>\d+))"
+    ),
+)
+
+
+def gpus_asked_and_had(text: str) -> tuple[float, float] | None:
+    """The GPUs a trainer's message says it asked for and the cluster had, where it names both."""
+    counted = next((found for pattern in GPUS_ASKED_HAD if (found := pattern.search(text))), None)
+    return (float(counted.group("asked")), float(counted.group("had"))) if counted else None
 
 
 # nvidia-smi in a job that sees no GPU: no driver answers on the node (a CPU node, a driver that is down), or SLURM gave

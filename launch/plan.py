@@ -298,13 +298,13 @@ def make_driver_command(driver: Driver, python: str, run_dir: Path) -> list[str]
 
 
 def megatron_not_modelled(verl: dict[str, Any]) -> list[str]:
-    """verl's Megatron backend shards by TP x PP x CP x DP with a distributed optimizer and experts over EP: neither
-    the memory preflight nor the step time models it yet, and the plan says so rather than judging it as FSDP."""
+    """verl's Megatron backend: the memory preflight judges it to first order (launch/megatron_memory.py, its rough
+    line says where), the step time not at all; the plan says so rather than timing it as FSDP."""
     if verl["actor_rollout_ref"]["actor"].get("strategy") != "megatron":
         return []
     return [
-        "backend=megatron: the memory preflight and the step time do not model Megatron yet (TP x PP x CP x DP "
-        "sharding, the distributed optimizer and expert parallelism): no memory verdict, nothing refused for memory"
+        "backend=megatron: the step time does not model Megatron yet (no forecast, no time check from it); the "
+        "memory preflight is first order (its `rough` line says where)"
     ]
 
 

@@ -15,6 +15,7 @@ A misfit also gets the cheapest change that fits, searched (fitting_change): whe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,13 +26,17 @@ from launch.errors import UserError
 from launch.facts import Facts
 from launch.job_software import job_software, skipped_engine_check
 from launch.lengths import TypicalLengths, typical_lengths
+from launch.megatron_memory import FIXES as MEGATRON_FIXES_TEXT
+from launch.megatron_memory import MegatronKnobs
+from launch.megatron_memory import estimate as megatron_estimate
+from launch.megatron_memory import summarize as megatron_summary
 from launch.memory import (
     Architecture,
     Knobs,
+    Phase,
     critic_knobs,
     engine_memory,
     estimate,
-    flops_per_token,
     host_ram_per_node,
     kv_per_sequence_gib,
     predicted_mfu,
@@ -49,13 +54,13 @@ from launch.verdict import (
     FixReport,
     GpuCount,
     JobSoftwareNotes,
-    PhasePeak,
     Predicted,
     SameGpuChange,
     Typical,
     Verdict,
 )
 
+Estimator = Callable[[Architecture, Knobs, float], list[Phase]]  # the phases' peaks of knobs on a card of GiB
 TUNE_HEADROOM = 0.90  # tune fills at most 90 % of the card: the 10 % absorb what no estimate sees
 TOKEN_STEP = 1024  # token budgets are tuned in steps of this many tokens
 MAX_ENGINE_SEQS = 1024
@@ -475,20 +480,7 @@ def tune(
 def summarize(arch: Architecture, knobs: Knobs, capacity: float, bf16_tflops: float, policy: str) -> Verdict:
     """The verdict's own part: each phase against the card, and the predicted throughput."""
     phases = estimate(arch, knobs, capacity)
-    mfu = predicted_mfu(knobs)
-    return Verdict(
-        fits=all(phase.fits for phase in phases),
-        misfit=next((phase.name for phase in phases if not phase.fits), None),
-        phases={phase.name: PhasePeak.of(phase) for phase in phases},
-        arithmetic=tuple(phase.arithmetic() for phase in phases),
-        host_ram_gib_per_node=round(host_ram_per_node(arch, knobs), 1),
-        predicted=Predicted(
-            mfu=round(mfu, 3),
-            tokens_per_s_per_gpu=round(mfu * bf16_tflops * 1e12 / flops_per_token(arch, knobs.sequence)),
-            train_tokens_per_micro_batch=knobs.train_tokens,
-        ),
-        policy=policy,
-    )
+    return Verdict.of(phases, host_ram_per_node(arch, knobs), Predicted.at(arch, knobs, bf16_tflops), policy)
 
 
 def run(
@@ -542,13 +534,15 @@ def at_lengths(knobs: Knobs, prompt_tokens: int, response_tokens: int) -> Knobs:
     return with_changes(usual, **changes)
 
 
-def typical(arch: Architecture, knobs: Knobs, capacity: float, lengths: TypicalLengths) -> Typical:
+def typical(
+    arch: Architecture, knobs: Knobs, capacity: float, lengths: TypicalLengths, estimator: Estimator = estimate
+) -> Typical:
     """The peaks when every sequence has the typical lengths (launch/lengths.py: the user's launch.expect.*, measured
     ones, else half the maximum): what a run usually sees. The verdict stays on the worst case (full-length sequences
-    filling the micro-batch or the token budget)."""
+    filling the micro-batch or the token budget). `estimator`: FSDP's, or a Megatron layout's."""
     prompt = max(0, min(knobs.prompt_length, int(lengths.prompt_tokens)))
     response = max(1, min(knobs.response_length, int(lengths.response_tokens)))
-    phases = estimate(arch, at_lengths(knobs, prompt, response), capacity)
+    phases = estimator(arch, at_lengths(knobs, prompt, response), capacity)
     return Typical(
         prompt_tokens=prompt,
         response_tokens=response,
@@ -580,24 +574,43 @@ def judge(
     )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)
-    verdict, proposed = run(
-        Architecture.from_llm(llm),
-        knobs,
-        float(cfg.gpu.usable_gib),
-        float(cfg.gpu.bf16_tflops),
-        str(cfg.launch.preflight),
-        overrides,
-        lengths or typical_lengths(cfg),
-        float(cfg.gpu.host_ram_gib_per_gpu),
-    )
+    arch, capacity, bf16_tflops = Architecture.from_llm(llm), float(cfg.gpu.usable_gib), float(cfg.gpu.bf16_tflops)
+    policy, lengths = str(cfg.launch.preflight), lengths or typical_lengths(cfg)
+    if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron":
+        verdict, proposed = megatron_verdict(arch, knobs, verl, capacity, bf16_tflops, policy, lengths), {}
+    else:
+        host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
+        verdict, proposed = run(arch, knobs, capacity, bf16_tflops, policy, overrides, lengths, host_gib_per_gpu)
     skipped = skipped_engine_check(verl)
     judged = replace(
         verdict,
         job_software=JobSoftwareNotes(software, tuple(software.lines() + ([skipped] if skipped else []))),
         knobs=knobs,  # what was judged: the doctor reads it back instead of rebuilding it
-        not_counted=tuple(not_counted(verl, llm)),
+        not_counted=(*verdict.not_counted, *not_counted(verl, llm)),
     )
     return judged, proposed
+
+
+def megatron_verdict(
+    arch: Architecture,
+    knobs: Knobs,
+    verl: dict[str, Any],
+    capacity: float,
+    bf16_tflops: float,
+    policy: str,
+    lengths: TypicalLengths,
+) -> Verdict:
+    """backend=megatron: the first-order per-rank estimate (launch/megatron_memory.py) on the worst pipeline stage.
+    fix and tune change none of its knobs (the verdict says so): it is judged as it stands."""
+    megatron = MegatronKnobs.from_verl(verl)
+    verdict = megatron_summary(arch, knobs, megatron, capacity, bf16_tflops, policy)
+    usual = typical(arch, knobs, capacity, lengths, lambda a, k, c: megatron_estimate(a, k, megatron, c))
+    unchanged = (
+        (f"launch.preflight={policy} changes no Megatron knob: judged as it stands ({MEGATRON_FIXES_TEXT})",)
+        if policy in ("fix", "tune")
+        else ()
+    )
+    return replace(verdict, typical=usual, rough=(*verdict.rough, *unchanged))
 
 
 def check_plan(cfg: Any, plan: Any, packages: dict[str, str], lengths: TypicalLengths | None = None) -> Verdict:
@@ -632,8 +645,6 @@ def settle(
     and `warn` change nothing (gate() refuses or warns at submission). None: `off`, or a model nothing here knows."""
     if cfg.launch.preflight == "off":
         return None, resolved
-    if resolved["actor_rollout_ref"]["actor"].get("strategy") == "megatron":  # not FSDP's sharding: the plan says so
-        return None, resolved
     llm, _ = llm_architecture(cfg, facts, overrides)
     if llm.get("known") is False:
         return None, resolved
@@ -653,15 +664,24 @@ def gate(plans: list[Plan], policy: str) -> list[str]:
     """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit (one
     UserError, the cheapest fix first), `warn` returns the same message for each as a warning; `fix` and `tune` have
     already changed the config before it was planned (settle), `off` judged nothing."""
-    misfits = [
-        (plan.job_name, plan.preflight) for plan in plans if plan.preflight is not None and not plan.preflight.fits
-    ]
+    judged = [(plan.job_name, plan.preflight) for plan in plans if plan.preflight is not None]
+    # a Megatron misfit within its estimate's margin is not called: queued with a warning, whatever the policy
+    undecided = [too_close(verdict, job) for job, verdict in judged if verdict.too_close_to_call]
+    misfits = [(job, verdict) for job, verdict in judged if not verdict.fits and not verdict.too_close_to_call]
     if policy == "fail" and misfits:
         job, verdict = misfits[0]
         raise UserError(refusal(verdict, job))
     if policy == "warn":
-        return [refusal(verdict, job, verb="warns") for job, verdict in misfits]
-    return []
+        return undecided + [refusal(verdict, job, verb="warns") for job, verdict in misfits]
+    return undecided
+
+
+def too_close(verdict: Verdict, job: str) -> str:
+    peaks = ", ".join(f"{name} {verdict.phases[name].peak_gib:.1f}" for name in verdict.at_the_edge)
+    return (
+        f"preflight cannot call {job}: {peaks} of {verdict.capacity_gib:.1f} GiB, within Megatron's first-order "
+        f"margin of the card: queued; if it runs out of memory: {MEGATRON_FIXES_TEXT}"
+    )
 
 
 # --- what-if questions of the report ---------------------------------------------------------------------------------

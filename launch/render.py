@@ -12,6 +12,7 @@ import json
 import shlex
 
 from launch.container import describe as describe_container
+from launch.megatron_memory import FIXES as MEGATRON_FIXES
 from launch.plan import sync_command
 from launch.rundir import Change, Plan
 from launch.steptime import StepTime
@@ -41,6 +42,9 @@ def render_preflight(verdict: Verdict | None) -> list[str]:
     lines += [f"  job software  {note}" for note in notes]
     for item in verdict.not_counted:
         lines.append(f"  not counted   {item}")
+    lines += [f"  rough         {item}" for item in verdict.rough]
+    if verdict.at_the_edge:
+        lines.append(f"  too close     {', '.join(verdict.at_the_edge)}: within the estimate's margin of the card")
     for key, value in verdict.changed.items():
         lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict.policy})")
     if verdict.first_fitting_fixes:
@@ -184,14 +188,11 @@ def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:
     found = verdict.fits_with
     # the searched change when the cheapest-first chain finds none: on these GPUs, else the GPU count
     searched = (found.on_your_gpus or found.searched_count) if found is not None else None
-    fix_text = " ".join(verdict.first_fitting_fixes or (searched.overrides if searched else ())) or (
-        "none fits: use a bigger card or shorter lengths"
-    )
+    unsearched = MEGATRON_FIXES if verdict.rough else "none fits: use a bigger card or shorter lengths"
+    fix_text = " ".join(verdict.first_fitting_fixes or (searched.overrides if searched else ())) or unsearched
     summary = f"; {found.summary}" if found is not None and found.summary else ""
-    lines = [
-        f"preflight {verb} {job}: {verdict.misfit_arithmetic}; cheapest fix: {fix_text} (or launch.preflight=fix)"
-        f"{summary}"
-    ]
+    or_fix = "" if verdict.rough else " (or launch.preflight=fix)"  # fix and tune change no Megatron knob yet
+    lines = [f"preflight {verb} {job}: {verdict.misfit_arithmetic}; cheapest fix: {fix_text}{or_fix}{summary}"]
     lines += [f"  {line}" for line in verdict.arithmetic]
     for fix in verdict.fixes:
         state = "fits" if fix.fits else "still too big"

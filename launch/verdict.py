@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from launch.memory import Knobs, Phase
+from launch.memory import Architecture, Knobs, Phase, flops_per_token, predicted_mfu
 
 if TYPE_CHECKING:
     from launch.job_software import JobSoftware
@@ -68,6 +68,16 @@ class Predicted:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Predicted:
         return cls(**known_fields(cls, data))
+
+    @classmethod
+    def at(cls, arch: Architecture, knobs: Knobs, bf16_tflops: float) -> Predicted:
+        """The preflight's MFU curve at these knobs, as tokens per second on a card of `bf16_tflops`."""
+        mfu = predicted_mfu(knobs)
+        return cls(
+            mfu=round(mfu, 3),
+            tokens_per_s_per_gpu=round(mfu * bf16_tflops * 1e12 / flops_per_token(arch, knobs.sequence)),
+            train_tokens_per_micro_batch=knobs.train_tokens,
+        )
 
 
 @dataclass(frozen=True)
@@ -244,6 +254,26 @@ class Verdict:
     not_counted: tuple[str, ...] = ()  # what the estimate does not model exactly
     changed: dict[str, str] = field(default_factory=dict)  # verl key -> value (as Hydra reads it) the policy set
     before: Before | None = None  # set when `changed` is
+    # backend=megatron (launch/megatron_memory.py): the phases within its margin of the card, too close to call (the
+    # gate warns on them instead of refusing), and where that estimate is rougher than FSDP's
+    at_the_edge: tuple[str, ...] = ()
+    rough: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, phases: list[Phase], host_ram_gib_per_node: float, predicted: Predicted, policy: str, **parts: Any
+    ) -> Verdict:
+        """The verdict on these phases' peaks: fits when every phase does, the first that does not its misfit."""
+        return cls(
+            fits=all(phase.fits for phase in phases),
+            misfit=next((phase.name for phase in phases if not phase.fits), None),
+            phases={phase.name: PhasePeak.of(phase) for phase in phases},
+            arithmetic=tuple(phase.arithmetic() for phase in phases),
+            host_ram_gib_per_node=round(host_ram_gib_per_node, 1),
+            predicted=predicted,
+            policy=policy,
+            **parts,
+        )
 
     @property
     def capacity_gib(self) -> float:
@@ -253,6 +283,12 @@ class Verdict:
     @property
     def peaks_gib(self) -> dict[str, float]:
         return {name: phase.peak_gib for name, phase in self.phases.items()}
+
+    @property
+    def too_close_to_call(self) -> bool:
+        """A misfit only in phases within the estimate's margin of the card: not a refusal, a warning."""
+        missing = [name for name, phase in self.phases.items() if not phase.fits]
+        return bool(missing) and set(missing) <= set(self.at_the_edge)
 
     @property
     def misfit_arithmetic(self) -> str:
@@ -287,6 +323,9 @@ class Verdict:
         if self.before is not None:
             record["changed"] = dict(self.changed)
             record["before"] = self.before.to_dict()
+        if self.rough:  # a Megatron verdict's own parts: an FSDP plan.json stays as it was
+            record["at_the_edge"] = list(self.at_the_edge)
+            record["rough"] = list(self.rough)
         return record
 
     @classmethod
@@ -314,6 +353,8 @@ class Verdict:
             not_counted=tuple(data.get("not_counted") or ()),
             changed=dict(data.get("changed") or {}),
             before=Before.from_dict(before) if before else None,
+            at_the_edge=tuple(data.get("at_the_edge") or ()),
+            rough=tuple(data.get("rough") or ()),
         )
 
 

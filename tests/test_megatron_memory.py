@@ -20,6 +20,7 @@ from launch import megatron_memory as mm
 from launch.facts import architecture_of
 from launch.memory import GIB, Architecture, Knobs, Phase, kv_per_sequence_gib, with_changes
 from launch.schema import verl_config_source
+from launch.verdict import Verdict
 
 PROJECT = Path(__file__).resolve().parent.parent
 CASES = yaml.safe_load((Path(__file__).parent / "data" / "megatron_cases.yaml").read_text())["cases"]
@@ -58,17 +59,20 @@ def architecture_of_case(case: dict[str, Any]) -> Architecture:
     )
 
 
-def judge(case: dict[str, Any], changes: list[str] | None = None) -> dict[str, Any]:
+def judge(case: dict[str, Any], changes: list[str] | None = None) -> Verdict:
     """The Megatron verdict for a case (or its variant) on the card it names, as the preflight would give it."""
     verl = verl_megatron_config(with_variant(case["overrides"], changes or []))
     card = gpu_profile(case["gpu"])
     nccl = case.get("nccl_gib_per_communicator", card["nccl_gib_per_communicator"])
     knobs = with_changes(Knobs.from_verl(verl), communicator_gib=float(nccl))
-    return mm.summarize(architecture_of_case(case), knobs, mm.MegatronKnobs.from_verl(verl), float(card["usable_gib"]))
+    megatron = mm.MegatronKnobs.from_verl(verl)
+    return mm.summarize(
+        architecture_of_case(case), knobs, megatron, float(card["usable_gib"]), card["bf16_tflops"], "fail"
+    )
 
 
-def worst_peak(verdict: dict[str, Any]) -> float:
-    return max(phase["peak_gib"] for phase in verdict["phases"].values())
+def worst_peak(verdict: Verdict) -> float:
+    return max(verdict.peaks_gib.values())
 
 
 # --- the architecture: experts counted, dense models unchanged --------------------------------------------------
@@ -378,11 +382,11 @@ def test_each_public_run_is_judged_as_its_evidence_says(name: str):
     verdict = judge(case)
     if case.get("edge"):
         # sized by verl to fill its card: within EDGE_FRACTION of it, said as such, whichever way it went
-        assert verdict["at_the_edge"], verdict["arithmetic"]
+        assert verdict.at_the_edge, verdict.arithmetic
         assert abs(worst_peak(verdict) / gpu_profile(case["gpu"])["usable_gib"] - 1) <= mm.EDGE_FRACTION
     else:
-        assert verdict["fits"] == (case["expect"] == "fits"), verdict["arithmetic"]
-        assert not verdict["at_the_edge"], verdict["arithmetic"]
+        assert verdict.fits == (case["expect"] == "fits"), verdict.arithmetic
+        assert not verdict.at_the_edge, verdict.arithmetic
 
 
 @pytest.mark.parametrize(
@@ -393,7 +397,7 @@ def test_a_clearly_oversized_variant_does_not_fit(name: str, variant: str):
     case = case_named(name)
     changes = next(item for item in case["variants"] if item["name"] == variant)["overrides"]
     verdict = judge(case, changes)
-    assert not verdict["fits"] and not verdict["at_the_edge"], verdict["arithmetic"]
+    assert not verdict.fits and not verdict.at_the_edge and not verdict.too_close_to_call, verdict.arithmetic
 
 
 def test_deepseek_v3_on_96_h20s_agrees_with_verls_published_figures():
@@ -403,7 +407,7 @@ def test_deepseek_v3_on_96_h20s_agrees_with_verls_published_figures():
     case = case_named("deepseek_v3_671b_96xh20")
     verdict, public = judge(case), case["public"]
     assert worst_peak(verdict) * GIB == pytest.approx(public["gpu_memory_gb"] * 1e9, rel=0.10)
-    assert verdict["host_ram_gib_per_node"] * GIB == pytest.approx(public["host_memory_gb_per_node"] * 1e9, rel=0.15)
+    assert verdict.host_ram_gib_per_node * GIB == pytest.approx(public["host_memory_gb_per_node"] * 1e9, rel=0.15)
 
 
 def test_a_verdict_has_the_preflights_shape_and_says_where_it_is_rough():
@@ -418,8 +422,11 @@ def test_a_verdict_has_the_preflights_shape_and_says_where_it_is_rough():
     assert [phase.name for phase in phases] == ["training", "log-prob", "rollout"]
     assert all(isinstance(phase, Phase) for phase in phases)
     verdict = judge(case)
-    assert {"fits", "misfit", "phases", "arithmetic", "host_ram_gib_per_node", "rough", "at_the_edge"} <= verdict.keys()
-    assert "pipeline stage" in verdict["phases"]["training"]["notes"][0] and "first order" in verdict["rough"]
+    assert {"fits", "misfit", "phases", "arithmetic", "host_ram_gib_per_node", "rough", "at_the_edge"} <= set(
+        verdict.to_dict()
+    )
+    assert "pipeline stage" in verdict.phases["training"].notes[0] and "first order" in verdict.rough[0]
+    assert Verdict.from_dict(verdict.to_dict()) == verdict  # plan.json keeps it whole
 
 
 def test_a_megatron_critic_is_said_to_be_left_out():

@@ -17,6 +17,7 @@ from launch.plan import sync_command
 from launch.rundir import Change, Plan
 from launch.steptime import StepTime
 from launch.verdict import Verdict
+from launch.watchdog import hang_window_s, predicted_step_s
 
 SHOWN_VALUE_CHARS = 40  # a value longer than this (a file list, the worker env) is cut in the text; plan.json has it
 
@@ -112,6 +113,7 @@ def render(plan: Plan) -> str:
     else:
         lines += render_preflight(plan.preflight)
     lines += render_step_time(plan.time)
+    lines += render_hang_watch(plan)
     lines += render_readiness(plan)
     lines += render_changes(plan.changed_from_verl, plan.run_dir)
     lines += [f"  WARNING       {warning}" for warning in plan.warnings]
@@ -137,6 +139,21 @@ def render_changes(changes: list[Change], run_dir: str) -> list[str]:
             lines.append(f"    by {layer}")
         lines.append(f"      {change.key}: {_shown(change.verl, run_dir)} -> {_shown(change.value, run_dir)}")
     return lines
+
+
+def render_hang_watch(plan: Plan) -> list[str]:
+    """The hang watchdog's window as the job will start it (launch/watchdog.py; measured steps replace the plan's)."""
+    settings = plan.cluster_settings
+    if not settings.hang_enabled:
+        return ["  hang watch    off (launch.hang.enabled=false)"]
+    expected = predicted_step_s(plan)
+    window = hang_window_s(expected, settings.hang_factor, settings.hang_floor_s)
+    step = f"{expected:.0f} s" if expected else "? (no step time)"
+    return [
+        f"  hang watch    no step within max({settings.hang_factor:g} x {step}, {settings.hang_floor_s:.0f} s) = "
+        f"{window:.0f} s: every rank's stack, then the attempt stops; requeued once, only if the stacks show a "
+        "transient cause (launch.hang.factor/floor_s/enabled)"
+    ]
 
 
 def render_step_time(time: StepTime | None) -> list[str]:

@@ -17,6 +17,7 @@ from test_job import JOBS, ray_processes_of, sh, submit, wait_for_state
 
 from launch import watchdog
 from launch.plan import make_plan
+from launch.render import render
 from launch.rundir import HANG_DIR, HANG_FILE, NOT_REQUEUED_FILE, attempt_log_path
 
 # --- the window ------------------------------------------------------------------------------------------------------
@@ -46,12 +47,24 @@ def test_the_predicted_step_time_comes_from_the_plans_time_forecast_and_the_sett
     assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": None})) is None
     # a plan.json written before the plan had its own forecast: the readiness record's
     earlier = {"rows": 100, "steps_per_epoch": 10, "total_steps": 10, "step_s": 42.5, "wall_min": 7.1}
-    earlier |= {"time_limit_min": 60, "attempts": 1, "first_checkpoint_step": 10, "checkpoints": True, "attempt_min": 50}
+    earlier |= {
+        "time_limit_min": 60,
+        "attempts": 1,
+        "first_checkpoint_step": 10,
+        "checkpoints": True,
+        "attempt_min": 50,
+    }
     assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": earlier})) == 42.5
     settings = plan.cluster_settings
     assert (settings.hang_enabled, settings.hang_factor, settings.hang_floor_s) == (True, 5.0, 1800.0)
+    window = watchdog.hang_window_s(plan.time.step_s, 5.0, 1800.0)
+    shown = f"  hang watch    no step within max(5 x {plan.time.step_s:.0f} s, 1800 s) = {window:.0f} s: every rank's"
+    assert shown in render(plan)  # the plan says the window the job will start with
+    assert "  hang watch    no step within max(5 x ? (no step time), 1800 s) = 1800 s" in render(bare)
     overrides += ["launch.hang.floor_s=30", "launch.hang.factor=2", "launch.hang.enabled=false"]
-    settings = make_plan(compose_config(*overrides), cpu_facts(), overrides, tmp_path, "python").cluster_settings
+    unwatched = make_plan(compose_config(*overrides), cpu_facts(), overrides, tmp_path, "python")
+    assert "  hang watch    off (launch.hang.enabled=false)" in render(unwatched)
+    settings = unwatched.cluster_settings
     assert (settings.hang_enabled, settings.hang_factor, settings.hang_floor_s) == (False, 2.0, 30.0)
 
 

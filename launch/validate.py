@@ -385,6 +385,8 @@ def gpu_count_refusal(cfg: DictConfig, plan: Plan) -> UserError | None:
     verdict = plan.preflight
     if verdict is None or verdict.fits or str(cfg.launch.preflight) != "fail":
         return None
+    if verdict.rough:  # Megatron's verdict searches no GPU count: the gate refuses it with Megatron's own knobs
+        return None
     found = verdict.fits_with
     on_these_gpus = [fix for fix in verdict.fixes if not GPU_COUNT_KEYS & set(fix.overrides)]
     if (found is not None and found.on_your_gpus is not None) or any(fix.fits for fix in on_these_gpus):

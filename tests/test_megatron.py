@@ -368,16 +368,13 @@ def test_verls_megatron_examples_plan_as_pasted_and_list_what_rlaunch_changes(tm
     assert "is backend=megatron" in stderr
     assert any("the step time does not model Megatron yet" in w for w in plan["warnings"])
     assert plan["time"] is None
-    verdict = plan["preflight"]
-    if name == "qwen2-7b":  # Qwen/Qwen2-7B-Instruct: no llm/ option, not cached here: no architecture to judge
-        assert verdict is None
-    else:  # judged by Megatron's own per-rank estimate, which says where it is rough
-        assert verdict["rough"] and "first order" in verdict["rough"][0]
-        assert set(verdict["phases"]) == {"training", "log-prob", "rollout"}
-        assert "pipeline stage" in verdict["phases"]["training"]["notes"][0]
-        # verl sized these to fill their cards; within the estimate's margin, none is refused
-        misfits = {phase for phase, peak in verdict["phases"].items() if not peak["fits"]}
-        assert misfits <= set(verdict["at_the_edge"]), verdict["arithmetic"]
+    verdict = plan["preflight"]  # judged by Megatron's own per-rank estimate, which says where it is rough
+    assert verdict["rough"] and "first order" in verdict["rough"][0]
+    assert set(verdict["phases"]) == {"training", "log-prob", "rollout"}
+    assert "pipeline stage" in verdict["phases"]["training"]["notes"][0]
+    # verl sized these to fill their cards; within the estimate's margin, none is refused
+    misfits = {phase for phase, peak in verdict["phases"].items() if not peak["fits"]}
+    assert misfits <= set(verdict["at_the_edge"]), verdict["arithmetic"]
     assert dumped["actor_rollout_ref"]["actor"]["strategy"] == "megatron"
     assert "fsdp_config" not in dumped["actor_rollout_ref"]["actor"]  # the profile's FSDP knobs have no place here
     changes = [Change(**change) for change in plan["changed_from_verl"]]

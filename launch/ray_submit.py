@@ -77,7 +77,16 @@ def submit(plans: list[Plan], address: str, token_file: str | None, python: str)
     runs = []
     for plan in plans:
         snapshot.materialize(Path(str(plan.code_dir)))
-        submission_id = submit_when_an_agent_answers(client, job_request(plan, python))
+        try:
+            submission_id = submit_when_an_agent_answers(client, job_request(plan, python))
+        except RuntimeError as error:
+            if AGENT_NOT_YET not in str(error) or runs:
+                raise
+            raise UserError(
+                f"cluster.address={address}: the Ray cluster took no job in {AGENT_WAIT_S:.0f} s (no job agent: "
+                "its dashboard agent did not start, often a port another Ray on the head holds: `ray start "
+                "--dashboard-agent-listen-port=<free port>`; see the head's dashboard_agent.log); nothing submitted"
+            ) from error
         runs.append(
             {
                 "run_id": plan.run_id,

@@ -17,6 +17,8 @@ import pytest
 from conftest import compose_config, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from test_job import wait_for_state
+from tiny_assets import make_tiny_dataset, make_tiny_model
 
 from launch.errors import UserError
 from launch.preflight import gate
@@ -562,3 +564,44 @@ def test_a_megatron_run_clearly_too_big_is_refused_with_megatrons_fixes_and_one_
     first = str(refused.value).splitlines()[0]
     assert first.startswith("preflight refuses ") and "more pipeline or tensor parallel ranks" in first
     assert "launch.preflight=fix" not in first  # it changes no Megatron knob
+
+
+# --- on the dev cluster ----------------------------------------------------------------------------------------------
+
+
+def test_a_two_node_megatron_job_reaches_verls_gpu_check_on_the_dev_cluster(slurm_env, tmp_path: Path):
+    """backend=megatron through the whole pipeline: planned (its per-rank verdict: a tiny model fits), submitted to
+    real SLURM on two nodes, Ray brought up across them, verl's driver started on the Megatron config; it stops
+    where every CPU run stops, at verl's resource check (no megatron-core is needed that far)."""
+    model = make_tiny_model(tmp_path / "model")
+    train, val = make_tiny_dataset(tmp_path / "data", ["math", "logic"])
+    result = run_cli(
+        "backend=megatron",
+        "cluster=slurm",
+        f"cluster.shared_dir={tmp_path}",
+        "gpu=a40",
+        "mode=quick_test",
+        "algo=guru_baseline",
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.max_prompt_length=256",
+        "data.max_response_length=256",
+        "data.train_batch_size=8",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        cwd=tmp_path,
+        env=slurm_env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    job_id = result.stdout.split("queued")[1].split(":")[1].split()[0]
+    assert wait_for_state(job_id, slurm_env, {"COMPLETED", "FAILED", "CANCELLED"}, 420) == "FAILED"
+    run_dir = next(Path(tmp_path).rglob("provenance.json")).parent
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["verl"]["actor_rollout_ref"]["actor"]["strategy"] == "megatron" and plan["resources"]["nodes"] == 2
+    assert plan["preflight"]["fits"] and plan["preflight"]["rough"]
+    log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
+    assert "Total available GPUs 0 is less than total desired GPUs 2" in log, log[-3000:]
+    assert "rlaunch: Ray up on 2 node(s)" in next(Path(tmp_path).rglob(f"{job_id}_0_log.out")).read_text()

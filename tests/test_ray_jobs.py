@@ -51,6 +51,10 @@ def standing_head(home: Path, *resources: str, memory_gib: int = 64) -> Iterator
     command = [ray, "start", "--head", "--block", f"--port={gcs}", f"--ray-client-server-port={client}"]
     command += ["--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}"]
     command += ["--num-cpus=16", f"--memory={memory_gib * 2**30}", f"--temp-dir={temp_dir}"]
+    # the job agent's ports, free ones: Ray's defaults (52365 for the agent's HTTP server) are taken by any other Ray
+    # on this host (a ray.init in a test beside this one), and a head without its agent takes no job
+    agent_ports = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port")
+    command += [f"--{name}={free_port()}" for name in (*agent_ports, "runtime-env-agent-port")]
     command += list(resources or ["--num-gpus=0"])
     log = (home / "ray_head.log").open("wb")
     head = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True, cwd=home)

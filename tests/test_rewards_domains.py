@@ -112,10 +112,16 @@ class Judge(BaseHTTPRequestHandler):
             cls.peak = max(cls.peak, cls.active)
             failing = cls.failures_left > 0
             cls.failures_left -= 1
+        busy = True
         try:
             time.sleep(0.2)
             if cls.mode == "slow":
                 time.sleep(3)
+            # the request is answered from here on: it leaves the count before the client can read the answer and
+            # send its next one (counted after the write, that next request could meet this one still counted)
+            with cls.lock:
+                cls.active -= 1
+                busy = False
             if failing:
                 self.send_error(503)
                 return
@@ -136,8 +142,9 @@ class Judge(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up first (the timeout case)
         finally:
-            with cls.lock:
-                cls.active -= 1
+            if busy:
+                with cls.lock:
+                    cls.active -= 1
 
     def log_message(self, *args: object) -> None:
         pass

@@ -132,8 +132,7 @@ def announce(line: str | None) -> None:
 
 
 def ray_status_command(topology: ray_cluster.Topology) -> list[str]:
-    ray = Path(sys.executable).parent / "ray"  # the venv's own, as `ray start` (a job's PATH need not hold the venv)
-    return [str(ray) if ray.exists() else "ray", "status", f"--address={topology.head_address}"]
+    return [ray_cluster.ray_executable(), "status", f"--address={topology.head_address}"]
 
 
 def end_hung_attempt(plan: Plan, record: dict[str, Any], requeue: Callable[[], None] | None) -> None:

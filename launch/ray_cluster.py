@@ -230,11 +230,15 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def ray_executable() -> str:
+    """The venv's own `ray` next to this interpreter (a job's PATH need not contain the venv), else PATH's."""
+    ray = Path(sys.executable).parent / "ray"
+    return str(ray) if ray.exists() else "ray"
+
+
 def ray_start_command(topology: Topology, rank: int) -> list[str]:
-    # the venv's own ray next to this interpreter: a job's PATH need not contain the venv
-    ray = str(Path(sys.executable).parent / "ray") if (Path(sys.executable).parent / "ray").exists() else "ray"
     command = [
-        ray,
+        ray_executable(),
         "start",
         "--block",
         f"--num-cpus={topology.cpus}",

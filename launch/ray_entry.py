@@ -23,9 +23,10 @@ RUN_ID_VARIABLE = "RLAUNCH_RUN_ID"  # set in the job's runtime env: every worker
 
 def ray_status_command() -> list[str]:
     """`ray status` of the cluster this job runs on (RAY_ADDRESS, which Ray sets for an entrypoint)."""
-    ray = Path(sys.executable).parent / "ray"  # the venv's own (a job's PATH need not hold the venv)
+    from launch.ray_cluster import ray_executable
+
     address = os.environ.get("RAY_ADDRESS")
-    return [str(ray) if ray.exists() else "ray", "status", *([f"--address={address}"] if address else [])]
+    return [ray_executable(), "status", *([f"--address={address}"] if address else [])]
 
 
 def run_entrypoint(run_dir: str) -> int:

@@ -70,7 +70,9 @@ def load_cached_tokenizer(tokenizer_path: str) -> Any | None:
         return None
     try:
         return AutoTokenizer.from_pretrained(tokenizer_path, local_files_only=True)
-    except (OSError, ValueError):  # not cached (OSError), or not a tokenizer transformers knows
+    # not cached (OSError), not a tokenizer transformers knows (ValueError), or files it cannot read (a tokenizer.json
+    # without its added_tokens raises KeyError): the lengths fall back to the next source, and the planner never stops
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 

@@ -36,7 +36,7 @@ from launch.lengths import PromptStats, measure_prompt_lengths
 from launch.memory import trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges
-from launch.rundir import PredictedTime
+from launch.rundir import DataRead, PredictedTime, Readiness, ReadinessProblem
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
 
 if TYPE_CHECKING:
@@ -548,17 +548,14 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     judge_time(cfg, predicted, findings)
     off = skipped(cfg)
     active = [(check, problem) for check, problem in findings.problems if check not in off]
-    readiness = {
-        "problems": [{"check": check, "problem": problem} for check, problem in active],
-        "skipped": off,
-        "notes": findings.notes,
-        "data": [
-            {"key": file.key, "path": file.path, "rows": file.rows, "data_sources": list(file.sources)}
-            for file in report.files
-        ],
-        "time": predicted.to_dict() if predicted is not None else None,
-        "model_source": plan.llm["source"],
-    }
+    readiness = Readiness(
+        problems=tuple(ReadinessProblem(check, problem) for check, problem in active),
+        skipped=tuple(off),
+        notes=tuple(findings.notes),
+        data=tuple(DataRead(file.key, file.path, file.rows, file.sources) for file in report.files),
+        time=predicted,
+        model_source=plan.llm["source"],
+    )
     warnings = [*plan.warnings, *repairs, *(f"not ready: {problem}" for _, problem in active), *findings.notes]
     return replace(plan, readiness=readiness, warnings=warnings)
 
@@ -567,8 +564,10 @@ def refuse(plans: list[Plan]) -> None:
     """For runs that execute: the first job's first problem, as one line ending with the switch that turns its check
     off. (Called after the preflight's own refusal: a misfit's message carries the memory arithmetic.)"""
     for plan in plans:
-        problems = (plan.readiness or {}).get("problems") or []
+        problems = plan.readiness.problems if plan.readiness is not None else ()
         if problems:
-            check, problem = problems[0]["check"], problems[0]["problem"]
+            first = problems[0]
             more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-            raise UserError(f"{problem}{more} [check '{check}': launch.skip_checks=[{check}] turns it off]")
+            raise UserError(
+                f"{first.problem}{more} [check '{first.check}': launch.skip_checks=[{first.check}] turns it off]"
+            )

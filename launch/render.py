@@ -182,12 +182,12 @@ def render_readiness(plan: Plan) -> list[str]:
     """The plan text's lines: data read, and the predicted time against the limit."""
     if plan.readiness is None:
         return []
-    files = plan.readiness["data"]
-    read = [file for file in files if file["rows"] is not None]
+    files = plan.readiness.data
+    read = [file for file in files if file.rows is not None]
     lines = []
     if files:
-        rows = sum(file["rows"] for file in read)
-        sources = len({source for file in read for source in file["data_sources"]})
+        rows = sum(file.rows or 0 for file in read)
+        sources = len({source for file in read for source in file.data_sources})
         lines.append(f"  data          {len(read)}/{len(files)} file(s) read: {rows} rows, {sources} data source(s)")
     time = plan.predicted_time
     if time is not None:

@@ -98,6 +98,61 @@ class PredictedTime:
         return cls(**known_fields(cls, data))
 
 
+@dataclass(frozen=True)
+class ReadinessProblem:
+    """A readiness check that would fail in the queue: refuses a run that executes, unless its check is skipped."""
+
+    check: str  # model | data | time | hub_cache ... (launch.skip_checks names)
+    problem: str  # one line: what, where, and the fix
+
+
+@dataclass(frozen=True)
+class DataRead:
+    """One data file readiness read (or could not: rows None) on the login node."""
+
+    key: str  # data.train_files or data.val_files
+    path: str
+    rows: int | None
+    data_sources: tuple[str, ...] = ()  # distinct values of data.reward_fn_key
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What readiness (launch/readiness.py judge) found for one job: the problems that refuse it when it executes, the
+    checks turned off, notes, the data files read, the time check and where the model's architecture came from."""
+
+    problems: tuple[ReadinessProblem, ...] = ()
+    skipped: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    data: tuple[DataRead, ...] = ()
+    time: PredictedTime | None = None
+    model_source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "problems": [asdict(problem) for problem in self.problems],
+            "skipped": list(self.skipped),
+            "notes": list(self.notes),
+            "data": [{**asdict(file), "data_sources": list(file.data_sources)} for file in self.data],
+            "time": self.time.to_dict() if self.time is not None else None,
+            "model_source": self.model_source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Readiness:
+        return cls(
+            problems=tuple(ReadinessProblem(**problem) for problem in data.get("problems") or ()),
+            skipped=tuple(data.get("skipped") or ()),
+            notes=tuple(data.get("notes") or ()),
+            data=tuple(
+                DataRead(**{**known_fields(DataRead, file), "data_sources": tuple(file.get("data_sources") or ())})
+                for file in data.get("data") or ()
+            ),
+            time=PredictedTime.from_dict(data["time"]) if data.get("time") else None,
+            model_source=str(data.get("model_source") or ""),
+        )
+
+
 # What the job runs once Ray is up: verl's PPO trainer (verl.trainer.main_ppo) or the RFT pipeline (algos/rft/)
 Driver = Literal["ppo", "rft"]
 
@@ -127,8 +182,7 @@ class Plan:
     overrides: list[str]
     warnings: list[str] = field(default_factory=list)
     preflight: Verdict | None = None  # the memory preflight's verdict (launch/preflight.py); None when off
-    # model, data and time checks (launch/readiness.py); its time check is read typed: predicted_time
-    readiness: dict[str, Any] | None = None
+    readiness: Readiness | None = None  # model, data and time checks (launch/readiness.py)
     code_dir: str | None = None  # the code snapshot the job imports from (launch/snapshot.py); None: the checkout
     container: dict[str, Any] | None = None  # cluster.container resolved (launch/container.py); None: on the host
     # every verl key whose value differs from verl's own composition of the user's keys, with its layer
@@ -145,6 +199,7 @@ class Plan:
             "changed_from_verl": [asdict(change) for change in self.changed_from_verl],
             "time": self.time.to_dict() if self.time is not None else None,
             "preflight": self.preflight.to_dict() if self.preflight is not None else None,
+            "readiness": self.readiness.to_dict() if self.readiness is not None else None,
         }
         return {**{f.name: getattr(self, f.name) for f in fields(self)}, **nested}
 
@@ -159,14 +214,14 @@ class Plan:
         values["changed_from_verl"] = [Change(**change) for change in data.get("changed_from_verl", [])]
         values["time"] = StepTime.from_dict(data["time"]) if data.get("time") else None
         values["preflight"] = Verdict.from_dict(data["preflight"]) if data.get("preflight") else None
+        values["readiness"] = Readiness.from_dict(data["readiness"]) if data.get("readiness") else None
         return cls(**values)
 
     @property
     def predicted_time(self) -> PredictedTime | None:
         """Readiness's time check; None where it predicted none (no step time, or training rows it could not
         read)."""
-        recorded = (self.readiness or {}).get("time")
-        return PredictedTime.from_dict(recorded) if recorded else None
+        return self.readiness.time if self.readiness is not None else None
 
 
 def save_plan(plan: Plan) -> None:

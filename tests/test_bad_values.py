@@ -244,21 +244,22 @@ def slow_run(tmp_path: Path) -> list[str]:
 
 def test_more_attempts_than_max_requeues_allow_is_refused_with_the_numbers_that_fit(tmp_path: Path):
     overrides = [*slow_run(tmp_path), "trainer.total_epochs=100"]
-    time = dry_run(tmp_path, "cluster=slurm", *overrides).readiness["time"]
-    needed, fitting_steps = time["attempts"], int(4 * time["attempt_min"] * 60 // time["step_s"])
+    time = dry_run(tmp_path, "cluster=slurm", *overrides).predicted_time
+    assert time is not None
+    needed, fitting_steps = time.attempts, int(4 * time.attempt_min * 60 // time.step_s)
     assert needed > 4 and 10 <= fitting_steps < 1000, time
     with pytest.raises(UserError) as refused:
         submission(tmp_path, *overrides)
     message = str(refused.value)
-    assert f"needs {needed} attempts of 50 min (1000 steps x {time['step_s']:g} s" in message
+    assert f"needs {needed} attempts of 50 min (1000 steps x {time.step_s:g} s" in message
     assert "cluster.max_requeues=3 allows 1 + 3" in message
     assert f"trainer.total_epochs={fitting_steps // 10} or trainer.total_training_steps={fitting_steps}" in message
     assert f"cluster.max_requeues={needed - 1}" in message and "mode.time_budget_min=" in message
     # each fix it names is enough
     for fix in (f"trainer.total_epochs={fitting_steps // 10}", f"cluster.max_requeues={needed - 1}"):
-        assert submission(tmp_path, *overrides, fix).readiness["problems"] == []
+        assert submission(tmp_path, *overrides, fix).readiness.problems == ()
     budget = message.split("mode.time_budget_min=")[1].split(")")[0]
-    assert submission(tmp_path, *overrides, f"mode.time_budget_min={budget}").readiness["problems"] == []
+    assert submission(tmp_path, *overrides, f"mode.time_budget_min={budget}").readiness.problems == ()
 
 
 def test_a_dry_run_shows_too_many_attempts_as_not_ready(tmp_path: Path):

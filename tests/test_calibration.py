@@ -77,9 +77,9 @@ def test_default_guru_run_on_a_small_dataset_is_not_refused_for_its_first_checkp
     overrides = [f"data.train_files={train}", f"data.val_files={val}", "launch.skip_checks=[hub_cache]"]
     cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *overrides)
     plan = plan_job(cfg, overrides, gather=on_partition)
-    time = plan.readiness["time"]
-    assert (time["rows"], time["total_steps"]) == (7500, 14)
-    assert time["first_checkpoint_step"] == 14 and time["attempts"] == 1, time
+    time = plan.predicted_time
+    assert time is not None and (time.rows, time.total_steps) == (7500, 14)
+    assert time.first_checkpoint_step == 14 and time.attempts == 1, time
     readiness.refuse([plan])  # nothing to refuse
     # the same run with every response at its maximum is still refused: the check itself stands
     worst = [*overrides, "launch.expect.response_tokens=8192", "launch.expect.prompt_tokens=4096"]
@@ -282,8 +282,10 @@ def test_forecast_warns_when_measured_steps_miss_the_first_checkpoint_and_the_re
     from launch.report.forecast import forecast
 
     plan, _ = slurm_plan(tmp_path)
-    timing = plan.readiness["time"]
-    assert timing["total_steps"] == 128 and timing["attempts"] == 1, timing  # the plan holds: it was submitted
+    timing = plan.predicted_time
+    assert timing is not None and timing.total_steps == 128 and timing.attempts == 1, (
+        timing
+    )  # the plan holds: it was submitted
     step_s = 120.0  # what the steps really take: 128 x 120 s needs 6 attempts of 50 min, 4 are allowed
     history = {step: {"timing_s/step": step_s, "response_length/mean": 100.0} for step in range(1, 6)}
     ahead = forecast(plan, history)

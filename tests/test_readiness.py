@@ -103,7 +103,7 @@ def test_unknown_model_gets_no_verdict_in_a_dry_run_and_is_refused_at_submission
     plan = dry_run(tmp_path, f"actor_rollout_ref.model.path={LLAMA_70B}")
     assert plan.llm["known"] is False and plan.preflight is None
     assert "preflight     cannot judge" in render(plan)
-    assert [problem["check"] for problem in plan.readiness["problems"]][0] == "model"
+    assert [problem.check for problem in plan.readiness.problems][0] == "model"
     with pytest.raises(UserError) as refused:
         submission(tmp_path, *tiny_run(tmp_path), f"actor_rollout_ref.model.path={LLAMA_70B}")
     message = str(refused.value)
@@ -131,10 +131,10 @@ def test_offline_job_needs_config_tokenizer_and_every_weight_shard_in_the_nodes_
         submission(tmp_path, *overrides)
     make_hub_snapshot(hf_cache, repo, {"model-00002-of-00002.safetensors": ""})
     plan = submission(tmp_path, *overrides)
-    assert plan.readiness["problems"] == [] and plan.llm["source"] == f"HF cache {hf_cache}"
+    assert plan.readiness.problems == () and plan.llm["source"] == f"HF cache {hf_cache}"
     # a cache only the nodes see: the check is switched off by name
     plan = submission(tmp_path, *overrides, "launch.skip_checks=[hub_cache]", "++cluster.env.HF_HUB_CACHE=/nodes")
-    assert plan.readiness["skipped"] == ["hub_cache"]
+    assert plan.readiness.skipped == ("hub_cache",)
 
 
 # --- 2. data ---------------------------------------------------------------------------------------------------------
@@ -142,9 +142,9 @@ def test_offline_job_needs_config_tokenizer_and_every_weight_shard_in_the_nodes_
 
 def test_good_tiny_run_is_ready(tmp_path: Path):
     plan = submission(tmp_path, *tiny_run(tmp_path))
-    assert plan.readiness["problems"] == []
-    assert [file["rows"] for file in plan.readiness["data"]] == [16, 4]
-    assert plan.readiness["data"][0]["data_sources"] == ["logic__zebra_puzzle", "math__deepscaler"]
+    assert plan.readiness.problems == ()
+    assert [file.rows for file in plan.readiness.data] == [16, 4]
+    assert plan.readiness.data[0].data_sources == ("logic__zebra_puzzle", "math__deepscaler")
 
 
 @pytest.mark.parametrize(
@@ -193,10 +193,10 @@ def test_own_reward_function_takes_any_data_source_and_remote_files_pass_with_a_
     reward = tmp_path / "my_reward.py"
     reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
     plan = submission(tmp_path, *overrides, f"reward.custom_reward_function.path={reward}")
-    assert plan.readiness["problems"] == []
+    assert plan.readiness.problems == ()
     make_tiny_dataset(tmp_path / "data", ["math"], per_source=8)
     plan = submission(tmp_path, *overrides, "data.val_files=hdfs://namenode/guru/test.parquet")
-    assert any("hdfs://namenode/guru/test.parquet is remote: not checked" in note for note in plan.readiness["notes"])
+    assert any("hdfs://namenode/guru/test.parquet is remote: not checked" in note for note in plan.readiness.notes)
 
 
 def test_pcgrad_task_count_comes_from_the_data(tmp_path: Path):
@@ -256,8 +256,9 @@ def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_tha
     overrides += ["cluster.max_requeues=40", "trainer.save_freq=100", "launch.skip_checks=[hub_cache]"]
     overrides.insert(0, "launch.preflight=warn")  # it needs 2 A40s for memory: this test is about its time
     plan = dry_run(tmp_path, *overrides)
-    time = plan.readiness["time"]
-    fitting = int(50 * 60 // time["step_s"])
+    time = plan.predicted_time
+    assert time is not None
+    fitting = int(50 * 60 // time.step_s)
     assert 1 <= fitting < 100, time
     with pytest.raises(UserError, match=rf"first checkpoint comes after step 100 x .* set trainer.save_freq={fitting}"):
         submission(tmp_path, *overrides)
@@ -485,7 +486,7 @@ def test_verl_default_reward_scores_its_own_data_sources_and_refuses_others(tmp_
     pd.DataFrame(guru_rows(["openai/gsm8k", "aime2024"], 8, "train")).to_parquet(tmp_path / "data" / "train.parquet")
     pd.DataFrame(guru_rows(["openai/gsm8k"], 8, "test")).to_parquet(tmp_path / "data" / "val.parquet")
     plan = submission(tmp_path, *overrides)
-    assert not [p for p in plan.readiness["problems"] if p["check"] == "data_sources"]
+    assert not [p for p in plan.readiness.problems if p.check == "data_sources"]
 
 
 def test_a_critic_starts_from_the_actors_model_instead_of_verls_placeholder(tmp_path: Path):

@@ -1,6 +1,6 @@
-"""Typed records travel typed: the preflight's verdict (launch/verdict.py) and readiness's predicted time
-(launch/rundir.py PredictedTime) are read by attribute everywhere but in the module that owns their JSON; the verdict
-writes the JSON plan.json has always held and reads it back; every key=value goes through the one quoter."""
+"""Typed records travel typed: the preflight's verdict (launch/verdict.py) and readiness's record (launch/rundir.py
+Readiness: problems, data read, the time check) are read by attribute everywhere but in the module that owns their
+JSON; each writes the JSON plan.json has always held and reads it back; every key=value goes through the one quoter."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from launch import preflight, verdict
 from launch.job_software import JobSoftware
 from launch.overrides import as_override, as_overrides
 from launch.plan import make_plan
-from launch.rundir import Plan, PredictedTime
+from launch.rundir import DataRead, Plan, PredictedTime, Readiness, ReadinessProblem
 from launch.verdict import Verdict
 
 
@@ -49,10 +49,10 @@ RECORDS = (
         field_names(*VERDICT_PARTS, JobSoftware),
     ),
     Record(
-        "readiness's predicted time",
-        frozenset({"launch/readiness.py", "launch/rundir.py"}),
+        "readiness",
+        frozenset({"launch/rundir.py"}),
         re.compile(r"\breadiness\b"),
-        frozenset({"time"}) | field_names(PredictedTime),
+        field_names(Readiness, ReadinessProblem, DataRead, PredictedTime),
     ),
 )
 # String-key reads in modules that are not this file's to change, each with its key: what is left to turn into
@@ -132,7 +132,7 @@ def launch_reads() -> set[tuple[str, str, str]]:
 
 def test_no_module_reads_a_typed_record_by_string_key_outside_its_owner():
     found = launch_reads()
-    assert found - KNOWN_STRING_READS == set(), "read these by attribute (launch/verdict.py, rundir.PredictedTime)"
+    assert found - KNOWN_STRING_READS == set(), "read these by attribute (launch/verdict.py, rundir.Readiness)"
     assert KNOWN_STRING_READS - found == set(), "these reads are gone: take them off KNOWN_STRING_READS"
 
 
@@ -162,13 +162,17 @@ def row(verdict):
 def forecast(plan):
     timing = (plan.readiness or {}).get("time") or {}
     return timing.get("total_steps"), timing.get("attempt_min")
-"""
-# dicts that are not the records: a file list, verl's config, a metric history
-UNRELATED_READS = """
+
 def render_readiness(readiness):
     files = readiness["data"]
     return [file["rows"] for file in files]
 
+def refuse(plan):
+    problems = (plan.readiness or {}).get("problems") or []
+    return problems[0]["check"]
+"""
+# dicts that are not the records: a file list, verl's config, a metric history
+UNRELATED_READS = """
 def batch(plan):
     rollout = plan.verl["actor_rollout_ref"]["rollout"]
     return rollout["n"], plan.worker_env["WANDB_MODE"]
@@ -184,7 +188,8 @@ def test_the_string_read_finder_sees_the_old_dict_reads_and_leaves_other_dicts_a
         ["predicted", "mfu", "policy", "typical", "peaks_gib", "fixes", "fits", "fits_with"]
         + ["gpus_needed_offloaded", "gpus_needed", "overrides", "knobs", "phases", "peak_gib"]
     )
-    assert sorted(key for _, key in string_reads(OLD_READS, RECORDS[1])) == ["attempt_min", "time", "total_steps"]
+    readiness_reads = sorted(key for _, key in string_reads(OLD_READS, RECORDS[1]))
+    assert readiness_reads == ["attempt_min", "check", "data", "problems", "rows", "time", "total_steps"]
     assert string_reads(UNRELATED_READS, RECORDS[0]) == string_reads(UNRELATED_READS, RECORDS[1]) == []
 
 
@@ -256,3 +261,36 @@ def test_the_preflights_overrides_read_back_as_hydra_reads_them():
     written = [*misfit.first_fitting_fixes, *misfit.fits_with.on_your_gpus.overrides]
     assert "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true" in written
     assert not [override for override in written if override.endswith(("=True", "=False"))]
+
+
+def test_readiness_reads_back_from_plan_json_as_it_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A SLURM plan whose data exists and whose model no cache holds: its problems, the data read and the time check
+    travel typed through plan.json, and refuse() names the first problem's check."""
+    from test_readiness import on_partition
+    from tiny_assets import make_tiny_dataset
+
+    from launch.readiness import refuse
+    from launch.run import plan_job
+    from launch.rundir import load_plan, save_plan
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: the model is missing from it
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    train, val = make_tiny_dataset(tmp_path / "guru", ("math", "logic"), per_source=8)
+    overrides = [
+        "cluster=slurm",
+        f"cluster.shared_dir={tmp_path}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+    ]
+    plan = plan_job(compose_config(*overrides), overrides, gather=on_partition)
+    assert plan.readiness is not None and [file.rows for file in plan.readiness.data] == [16, 4]
+    assert plan.readiness.data[0].data_sources and plan.readiness.time is not None
+    assert plan.predicted_time == plan.readiness.time
+    Path(plan.run_dir).mkdir(parents=True)
+    save_plan(plan)
+    assert load_plan(plan.run_dir).readiness == plan.readiness
+    first = plan.readiness.problems[0]
+    with pytest.raises(
+        Exception, match=rf"\[check '{first.check}': launch.skip_checks=\[{first.check}\] turns it off\]"
+    ):
+        refuse([plan])

@@ -1,13 +1,13 @@
-"""The failure classifier on the second to fifth held-out corpora (tests/data/failures_heldout2/<kind>/ to
-tests/data/failures_heldout5/<kind>/): public logs collected after the tuning before them, labelled from their threads
+"""The failure classifier on the second to sixth held-out corpora (tests/data/failures_heldout2/<kind>/ to
+tests/data/failures_heldout6/<kind>/): public logs collected after the tuning before them, labelled from their threads
 before the classifier ran on them.
 
-All four sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
+All five sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
 21/31, bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6; held-out-4 after that: 27/37, note 8;
-held-out-5 after that: 25/32, note 10), and signatures were then added for the misses that show a clear message (notes
-5, 7, 9 and 11; from held-out-5 on, for the whole family of messages each miss belongs to). The scores pinned here are
-the tuned ones; they guard the corpora against regressions, and they are no held-out numbers any more: the next honest
-held-out score comes from a fresh, blind set."""
+held-out-5 after that: 25/32, note 10; held-out-6 after that: 21/32, note 12), and signatures were then added for the
+misses that show a clear message (notes 5, 7, 9, 11 and 13; from held-out-5 on, for the whole family of messages each
+miss belongs to). The scores pinned here are the tuned ones; they guard the corpora against regressions, and they are
+no held-out numbers any more: the next honest held-out score comes from a fresh, blind set."""
 
 from __future__ import annotations
 
@@ -212,12 +212,25 @@ def test_the_fifth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the sixth set: collected blind while the fifth was tuned on, measured once, NOT tuned on -------------------------
+# --- the sixth set: collected blind while the fifth was tuned on, measured once (21/32), then tuned on: spent ---------
 
 HELD_OUT_6 = load_corpus(CORPORA["held-out-6"])
-# what it scored on first sight (2026-11-24, bench/results/failures.txt note 12): the next tuning spends it
+# what it scored on first sight (2026-11-24, bench/results/failures.txt note 12); kept as the record of that
+# measurement
 MEASURED_ON_FIRST_SIGHT_6 = 21  # of 32
-WRONGLY_NAMED_ON_FIRST_SIGHT_6 = {"unknown/ray-30119-local-uri-parquet-sample-task": "data_missing"}
+MISSES_ON_FIRST_SIGHT_6 = {
+    "config_error/open-r1-249-grpo-num-generations-7-procs": "unknown",
+    "data_error/openrlhf-875-openorca-parquet-fragment": "unknown",
+    "data_missing/ray-25179-read-csv-relative-path-multinode": "unknown",
+    "engine_memory/intel-arc-cookbook-4-v1-kv-cache-wrapped": "unknown",
+    "engine_memory/sglang-7691-dp-profiled-negative-tokens": "unknown",
+    "gpu_unavailable/openrlhf-233-llmrayactor-no-supported-device": "unknown",
+    "host_oom/verl-agent-52-workerdict-sigkill-memory-monitor": "unknown",
+    "model_not_cached/open-sora-427-rank0-network-unreachable-hub": "unknown",
+    "ray_start_failed/ray-17365-slurm-pyxis-connect-aborted": "unknown",
+    "ray_start_failed/ray-43778-slurm-empty-head-init-auto": "unknown",
+    "unknown/ray-30119-local-uri-parquet-sample-task": "data_missing",
+}
 
 
 def test_the_sixth_set_is_fresh_and_real():
@@ -229,7 +242,37 @@ def test_the_sixth_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in earlier}
 
 
-def test_the_sixth_set_keeps_its_first_sight_score_and_names_no_other_wrong_cause():
+# after tuning on its misses (note 13; tests/test_failures_heldout6_tuning.py): the three left are logs that do not
+# show the label's cause, and a rule that named it would have to read the thread, not the log
+TUNED_RIGHT_6 = 29  # of 32
+TUNED_MISSES_6 = {
+    # only Ray's list of possible causes of a vanished worker (the OOM killer, `ray stop --force`, a crash): the tuning
+    # corpus holds the same message as unknown (verl-4921), held-out-3's openrlhf-187 was left the same way
+    "host_oom/verl-agent-52-workerdict-sigkill-memory-monitor": "unknown",
+    # urllib3's "Network is unreachable" with the Hub's URL cut from the excerpt: any fetch (wandb, a dataset, pip)
+    # prints it, so it names no model
+    "model_not_cached/open-sora-427-rank0-network-unreachable-hub": "unknown",
+    # a Ray Data bug by the thread; by its log a read task on another node could not open a parquet file, which is
+    # what data_missing means (the fix says to put the file where every node reads it)
+    "unknown/ray-30119-local-uri-parquet-sample-task": "data_missing",
+}
+
+
+def test_the_sixth_spent_set_keeps_its_tuned_score_and_names_no_new_wrong_cause():
     result = score(HELD_OUT_6)
-    wrong = {name(excerpt): found for excerpt, found in result.rows if found not in (excerpt.kind, "unknown")}
-    assert result.right >= MEASURED_ON_FIRST_SIGHT_6 and wrong.items() <= WRONGLY_NAMED_ON_FIRST_SIGHT_6.items()
+    misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
+    assert (result.right, result.total) == (TUNED_RIGHT_6, len(HELD_OUT_6))
+    assert misses == TUNED_MISSES_6
+    assert misses.items() <= MISSES_ON_FIRST_SIGHT_6.items(), "tuning broke an excerpt that was right on first sight"
+    assert TUNED_RIGHT_6 > MEASURED_ON_FIRST_SIGHT_6
+    assert (result.out_of_vocabulary_unknown, result.out_of_vocabulary) == (4, 5)
+
+
+OOV_6 = [excerpt for excerpt in HELD_OUT_6 if excerpt.kind == "unknown" and name(excerpt) not in TUNED_MISSES_6]
+
+
+@pytest.mark.parametrize("excerpt", OOV_6, ids=lambda excerpt: excerpt.path.stem)
+def test_the_sixth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    # a raylet's failed check, workers dying before they register, NCCL's CUDA "invalid argument", flash-attn's
+    # undefined symbol: no family added from the misses names them
+    assert failures.classify(excerpt.text).kind == "unknown"

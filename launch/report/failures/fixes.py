@@ -17,9 +17,11 @@ from typing import Any
 
 from launch.report.failures.signatures import (
     CONFIG_LIBRARY_FRAME,
+    DATASET_GENERATION_FRAME,
     OMEGACONF_SETTER,
     Failure,
     code_wrote_struct_key,
+    died_connecting,
     gpus_asked_and_had,
     is_source,
     phase_of,
@@ -83,6 +85,7 @@ FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
             "micro_batch": "--micro_train_batch_size (training) / --micro_rollout_batch_size (log-probs)",
             "gpus": "--actor_num_nodes x --actor_num_gpus_per_node (and --vllm_num_engines x "
             "--vllm_tensor_parallel_size)",
+            "rollout_tp": "--vllm_tensor_parallel_size",
         },
     ),
     "EasyR1": (
@@ -93,6 +96,7 @@ FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
             "micro_batch": "worker.actor.micro_batch_size_per_device_for_update (training) / "
             "micro_batch_size_per_device_for_experience (log-probs)",
             "gpus": "trainer.nnodes x trainer.n_gpus_per_node",
+            "rollout_tp": "worker.rollout.tensor_parallel_size",
         },
     ),
     "NeMo-RL": (
@@ -105,15 +109,22 @@ FORKS: dict[str, tuple[re.Pattern[str], dict[str, str]]] = {
             "offload": "policy.dtensor_cfg.cpu_offload=true",
             "micro_batch": "policy.train_micro_batch_size (training) / policy.logprob_batch_size (log-probs)",
             "gpus": "cluster.num_nodes x cluster.gpus_per_node",
+            "rollout_tp": "policy.generation.vllm_cfg.tensor_parallel_size",
         },
     ),
 }
 GPU_COUNT_KEYS = "trainer.nnodes x trainer.n_gpus_per_node"
+ROLLOUT_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 
 
 def fork_of(log_text: str) -> str | None:
     """The verl fork (or other trainer) a log comes from (its own option names), or None for verl itself."""
     return next((name for name, (pattern, _) in FORKS.items() if pattern.search(log_text)), None)
+
+
+def rollout_tp_key(fork: str | None) -> str:
+    """The rollout engine's tensor-parallel option in the trainer's own name."""
+    return FORKS[fork][1]["rollout_tp"] if fork else ROLLOUT_TP
 
 
 # --- what the log itself says: numbers a fix can quote ----------------------------------------------------------------
@@ -167,13 +178,24 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
         shortfall = float(needed.group(1)) - float(needed.group(2))
     elif kv_available is not None and kv_available <= 0:
         shortfall = -kv_available
+    profiled = sglang_profile_fix(log_text, fraction, key)
+    if profiled:
+        return profiled[0], found | profiled[1]
     asks_more = (
         r"No available memory for the cache blocks|increase --mem-fraction|larger than the maximum number of tok"
+        r"|To serve at least one request with the"
     )
     if shortfall is not None or re.search(asks_more, log_text):
         total = first_float(r"total capacity of " + NUMBER + " GiB", log_text)
         step = math.ceil((shortfall / total + 0.02) * 100) / 100 if shortfall is not None and total else 0.1
         what = f"KV cache {-shortfall:+.1f} GiB" if shortfall is not None else "the engine's share holds too little"
+        # vLLM's message cut after its first number: what one request of the max length needs
+        needs = first_float(r"max seq len \(\d+\),\s*\(?" + NUMBER + r" GiB KV cach", log_text) if not needed else None
+        if needs is not None:
+            what = (
+                f"the engine's share holds too little (one request of the max length needs {needs:g} GiB of KV cache)"
+            )
+            found["kv_needed_gib"] = needs
         where = f" at {key.rsplit('.', 1)[-1].lstrip('-')} {fraction:g}" if fraction is not None else ""
         # vLLM's longest length that fits: its estimate, or (older wording) the tokens its KV cache holds
         longest = first_float(r"estimated maximum model length is " + NUMBER, log_text) or first_float(
@@ -182,6 +204,8 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
         max_len = first_float(r"max seq len \(" + NUMBER + r"\)", log_text)
         now = f" (now {int(max_len)})" if max_len else ""
         instead = f"lower max_model_len to {int(longest)}{now}" if longest else "lower max_num_seqs (or max_model_len)"
+        if max_len and not longest:  # vLLM's message cut before its estimate: the length alone is what to lower
+            instead = f"lower max_model_len{now}"
         if shortfall is not None:
             found["kv_shortfall_gib"] = round(shortfall, 2)
         if longest:
@@ -203,6 +227,34 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
             "to true)"
         ), found
     return GENERIC_FIXES["engine_memory"], found
+
+
+# SGLang's memory profile after loading the weights: the tokens left for the KV cache, and the weights' share
+SGLANG_PROFILED = re.compile(r"larger than the profiled value (-?\d+)|\bmax_total_num_tokens=(-\d+)")
+SGLANG_WEIGHTS = re.compile(r"Load weight end\..*?avail mem=([\d.]+) GB, mem usage=([\d.]+) GB")
+
+
+def sglang_profile_fix(log_text: str, fraction: float | None, key: str) -> tuple[str, Details] | None:
+    """SGLang's profile that left no token for the KV cache: the weights took the card, so the share to raise, or
+    more tensor parallelism to spread them, where the log says how much they took."""
+    profiled = SGLANG_PROFILED.search(log_text)
+    tokens = int(next(group for group in profiled.groups() if group)) if profiled else None
+    if tokens is None or tokens > 0:
+        return None
+    found: Details = {"profiled_kv_tokens": tokens}
+    weights = SGLANG_WEIGHTS.search(log_text)
+    held = ""
+    if weights:
+        found |= {"weights_gb": float(weights.group(2)), "left_after_weights_gb": float(weights.group(1))}
+        held = f" (the weights took {float(weights.group(2)):g} GB per GPU, {float(weights.group(1)):g} GB left)"
+    at_cap = fraction is not None and fraction >= ENGINE_FRACTION_CAP
+    share = "" if at_cap else f"{moved(key, fraction, 0.05, True)}, or "
+    tp = rollout_tp_key(fork_of(log_text))
+    return (
+        f"SGLang's memory profile left {tokens} tokens for the KV cache after loading the weights{held}: {share}raise "
+        f"{tp} so that each GPU holds fewer of the weights (a lower max_total_tokens cannot help, the budget is below "
+        "zero)"
+    ), found
 
 
 RAY_OOM_TASK = re.compile(
@@ -321,6 +373,55 @@ HEAD_UNREACHABLE = re.compile(
     r"(?P<address>[^\s.]+(?:\.[^\s.]+)*?)\.?(?:\s|$)"
 )
 LOOPBACK = re.compile(r"^(?:127\.|localhost\b)")
+# Ray's SLURM template's echo of the node it starts Ray on, the name empty
+EMPTY_NODE = re.compile(r"(?im)^\s*starting (?P<role>head|worker \d+) at\s*$")
+
+
+def empty_node_fix(log_text: str) -> tuple[str, Details] | None:
+    """The script's node name for the head (or a worker) came out empty: Ray never started where it is looked for."""
+    empty = EMPTY_NODE.search(log_text)
+    if not empty:
+        return None
+    role = empty.group("role").lower()
+    return (
+        f"the script's {role} node name is empty ('{empty.group(0).strip()}' names none): the variable that should "
+        "hold it (head_node=${nodes_array[0]} in Ray's SLURM template) came out empty, so Ray was not started where "
+        "the driver then looks (ray.init(address='auto') finds none); no port, token or --mem change can help: set it "
+        'from the job\'s nodes (scontrol show hostnames "$SLURM_JOB_NODELIST"; rlaunch computes it itself)'
+    ), {"empty_node": role}
+
+
+CONNECTING_TO = re.compile(r"Connecting to existing Ray cluster at address: (?P<address>[^\s.]+(?:\.[^\s.]+)*?)\.*\s*$")
+ADDRESS_GIVEN = re.compile(r"--(?:ray[-_])?address[= ](?P<address>[\w.-]+:\d+)")
+SIGNAL_NAME = re.compile(r"Aborted|Segmentation fault")
+
+
+def died_connecting_fix(log_text: str) -> tuple[str, Details] | None:
+    """The driver killed by a signal while ray.init joined a running cluster: the address it used, and where that is
+    not the one the command line gave."""
+    lines = log_text.splitlines()
+    died = died_connecting(lines)
+    if not died:
+        return None
+    connecting = CONNECTING_TO.search(died[0])
+    address = connecting.group("address") if connecting else "the head's address"
+    signal = SIGNAL_NAME.search(died[1])
+    found: Details = {"head_address": address} if connecting else {}
+    given = ADDRESS_GIVEN.search(log_text)
+    other = ""
+    if given and connecting and given.group("address") != address:
+        found["address_given"] = given.group("address")
+        other = (
+            f"; the command line gives {given.group('address')}, not {address}: RAY_ADDRESS in the environment (or a "
+            "typo) overrides it, pass the head's own address"
+        )
+    return (
+        f"the driver was killed ({signal.group(0) if signal else 'a signal'}) right after ray.init began joining the "
+        f"cluster at {address}, before Ray printed an error: it could not reach the cluster there; check that a Ray "
+        f"head runs at that address (ray status --address {address} from the same node), that this node (or its "
+        "container's network) reaches that address and port, and that it runs the head's Ray and Python versions; run "
+        f"the script by hand on that node to see Ray's own error{other}"
+    ), found
 
 
 def head_unreachable_fix(log_text: str) -> tuple[str, Details] | None:
@@ -547,7 +648,39 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             f"the composed config has no key '{key}' where it was read or set: fix or drop the override that names it "
             "(--cfg job shows the composed config), or run the entry point whose config has it"
         ), {"config_key": key}
-    return divisible_fix(log_text)
+    return generations_fix(log_text) or divisible_fix(log_text)
+
+
+# TRL's GRPO: every prompt's completions must fit in one global batch, (processes x per-device batch) a multiple of
+# num_generations ("must be evenly divisible by the number of generations per prompt (8)", TRL <= 0.17; "(2 * 4) must
+# be divisible by the number of generations used for evaluation (3)" later), and the values that fit where it lists
+# them
+GENERATIONS = re.compile(
+    r"The global (?P<which>train|eval) batch size \((?P<processes>\d+) [x*] (?P<per_device>\d+)\) must be (?:evenly )?"
+    r"divisible by the number of generations[^(]*\((?P<generations>\d+)\)"
+)
+GENERATIONS_VALID = re.compile(r"valid values for the number of generations are: \[(?P<valid>[\d, ]*)\]")
+
+
+def generations_fix(log_text: str) -> tuple[str, Details] | None:
+    """TRL's GRPO batch that does not hold whole groups of generations: the num_generations that fit, or the per-device
+    batch size that makes the global batch a multiple of it."""
+    refused = GENERATIONS.search(log_text)
+    if not refused:
+        return None
+    processes, per_device = int(refused.group("processes")), int(refused.group("per_device"))
+    generations = int(refused.group("generations"))
+    key = f"per_device_{refused.group('which')}_batch_size"
+    listed = GENERATIONS_VALID.search(log_text)
+    valid = listed.group("valid").replace(" ", "") if listed else ""
+    step = generations // math.gcd(processes, generations)  # the per-device sizes that fit are its multiples
+    fits = max(step, math.ceil(per_device / step) * step)
+    instead = f" (the values that fit, as TRL lists them: [{valid}])" if valid else ""
+    return (
+        f"the global {refused.group('which')} batch ({processes} processes x {key}={per_device}) is not a multiple of "
+        f"num_generations={generations}, so a prompt's completions would not fit in one batch: set num_generations "
+        f"to a divisor of {processes * per_device}{instead}, or {key}={fits} (now {per_device})"
+    ), {"config_key": "num_generations", "value": generations, "global_batch": processes * per_device}
 
 
 HYDRA_OPTION_MISSING = re.compile(r"In '[^']+': Could not (?:find|load) '(?P<option>[^']+)'")
@@ -656,7 +789,7 @@ def parser_refusal_fix(log_text: str) -> tuple[str, Details] | None:
 
 # "<key> (<value>) must be divisible by <key or phrase> (<value>)": verl's batch checks and other libraries' own
 NOT_DIVISIBLE = re.compile(
-    r"(?P<key>[\w.]+) \((?P<value>\d+)\) (?:must be|should be|is not) divisible by "
+    r"(?P<key>[\w.]+) \((?P<value>\d+)\) (?:must be|should be|is not) (?:(?:evenly )?divisible by|a multiple of) "
     r"(?P<by>[\w. ]+?) \((?P<divisor>\d+)\)"
 )
 
@@ -991,7 +1124,26 @@ def data_error_fix(log_text: str) -> tuple[str, Details] | None:
             f"a row of the data has no '{column}', a field verl reads: rewrite the parquet with verl's columns "
             f"(prompt, data_source, reward_model.ground_truth; its examples/data_preprocess scripts){instead}"
         ), {"missing_columns": column}
-    return None
+    return dataset_generation_fix(log_text)
+
+
+# the datasets loader (packaged_modules/<format>/) whose reader raised while datasets generated a split
+GENERATING_READER = re.compile(r"datasets/packaged_modules/(?P<reader>\w+)/\w+\.py\", line \d+, in _generate_")
+
+
+def dataset_generation_fix(log_text: str) -> tuple[str, Details] | None:
+    """datasets could not read a data file while generating a split: which reader, and how to get a whole file."""
+    if not any(DATASET_GENERATION_FRAME.search(line) for line in log_text.splitlines()):
+        return None
+    named = GENERATING_READER.search(log_text)
+    reader = named.group("reader") if named else None
+    which = f"its {reader} reader" if reader else "its reader"
+    return (
+        f"datasets could not read a data file while generating the split ({which} raised; the exception under it names "
+        "the file): a file cut short or corrupt, most often a download that stopped; fetch it again "
+        "(load_dataset(..., download_mode='force_redownload'), or delete the dataset's folder under HF_DATASETS_CACHE) "
+        "or rewrite a local file whole, then point data.train_files / data.val_files at files that read"
+    ), ({"reader": reader} if reader else {})
 
 
 # where a loader says which data file it did not find
@@ -999,7 +1151,12 @@ MISSING_PATH = re.compile(
     r"Unable to find '(?P<a>[^'\s]+)'?|No such file or directory: '(?P<b>[^']+)'|FileNotFoundError: .*?'(?P<c>[^']+)'"
     r"|\bFile ['\"]?(?P<d>[^'\"\s]+)['\"]? (?:not found|does not exist)"
     r"|Couldn't find (?:any data file|a dataset script) at (?P<e>\S+?)\.?(?:\s|$)"
+    r"|FileNotFoundError: (?P<f>[^\s'\"\[][^\s'\"]*)\s*$"  # Ray Data's path expansion names the path unquoted
 )
+# a Ray task (Ray Data's read or sampling task) that raised FileNotFoundError: it ran on some node of the cluster, while
+# the driver expanded the path on its own
+RAY_TASK_MISSING = re.compile(r"RayTaskError\(FileNotFoundError\)|Task failed with retryable exception")
+RAY_DATA_FRAME = re.compile(r"ray/data/")
 
 
 def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
@@ -1007,9 +1164,16 @@ def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | N
     variable), and where a relative path is looked for."""
     lines = [*failure.evidence, *(line for line in log_text.splitlines() if not is_source(line))]
     missing = next((found for line in lines if (found := MISSING_PATH.search(line))), None)
-    if not missing:
+    path = next(group for group in missing.groups() if group) if missing else None
+    if RAY_TASK_MISSING.search(log_text) and RAY_DATA_FRAME.search(log_text):
+        return (
+            f"Ray Data's read task could not open {path or 'the data file'} on the node it ran on: its tasks run on "
+            "any node of the cluster, not only on the driver's, so a local path (a relative one most of all) must "
+            "exist on every node; put the file on the shared filesystem and read it by its absolute path "
+            "(data.train_files / data.val_files), or read it on the driver and pass the rows (ray.data.from_pandas)"
+        ), ({"data_path": path} if path else {}) | {"read_by": "ray task"}
+    if path is None:
         return None
-    path = next(group for group in missing.groups() if group)
     relative = (
         ""
         if path.startswith(("/", "~", "hdfs://", "s3://", "gs://"))
@@ -1085,6 +1249,23 @@ def ray_demand_fix(log_text: str) -> tuple[str, Details] | None:
     ), found
 
 
+# vLLM's device detection in the process that builds its engine (its DeviceConfig, later its platform detection)
+VLLM_NO_DEVICE = re.compile(r"No supported device detected|Failed to infer device type")
+
+
+def vllm_no_device_fix(log_text: str, fork: str | None) -> tuple[str, Details] | None:
+    """vLLM saw no GPU where it builds its engine: in a Ray actor, one created without a GPU."""
+    if not VLLM_NO_DEVICE.search(log_text):
+        return None
+    tp = rollout_tp_key(fork)
+    return (
+        "vLLM found no GPU in the process that builds its engine: in a Ray actor, that actor was created without "
+        "one (num_gpus=0: with tensor parallelism some trainers give the GPUs to the engine's workers, not to the "
+        f"actor that builds it, which this vLLM cannot do): set {tp}=1 (the actor then holds its GPU), or give that "
+        "actor a GPU; outside Ray, SLURM gave the job no GPU or CUDA_VISIBLE_DEVICES hid them"
+    ), {"gpus_seen": 0}
+
+
 # torch finding no device among those the process may use
 NO_GPU_SEEN = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice")
 
@@ -1141,7 +1322,12 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
                 "token or --mem change can help; the script must pass the head's host (hostname --ip-address on the "
                 "head node; rlaunch computes it from SLURM_JOB_NODELIST)"
             ), {"head_address": empty.group(1)}
-        return gcs_start_fix(log_text) or head_unreachable_fix(log_text)
+        return (
+            empty_node_fix(log_text)
+            or died_connecting_fix(log_text)
+            or gcs_start_fix(log_text)
+            or head_unreachable_fix(log_text)
+        )
     if failure.kind == "ray_node_lost":
         return (
             heartbeat_fix(log_text)
@@ -1163,6 +1349,8 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         return no_driver
     if failure.kind == "gpu_unavailable" and (counted := gpu_count_fix(log_text, fork)):
         return counted
+    if failure.kind == "gpu_unavailable" and (no_device := vllm_no_device_fix(log_text, fork)):
+        return no_device
     if failure.kind == "gpu_unavailable" and NO_GPU_SEEN.search(log_text):
         keys = FORKS[fork][1]["gpus"] if fork else GPU_COUNT_KEYS
         return (

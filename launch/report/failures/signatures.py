@@ -88,6 +88,12 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"larger than the maximum number of tokens that can be stored in KV cache",
         r"(?i:cuda error: out of memory at \S*cumem_allocator)",  # vLLM's sleep-mode allocator (wake_up)
         r"KV cache is needed, which is larger than the available KV cache memory",
+        # vLLM V1's KV-cache check by its message's start, which a log cut or wrapped at the terminal's width keeps
+        # (some versions spell it "models's")
+        r"To serve at least one request with the models?'s? max seq len \(\d+\)",
+        # SGLang's memory profile: no token (or fewer than none) left for the KV cache after the weights; it raises
+        # "Not enough memory" right after, which a cut log may not show
+        r"is larger than the profiled value (?:-\d+|0)\b|\bmax_total_num_tokens=-\d+",
         # SGLang's memory saver (torch_memory_saver): CUresult / hipError 2 is CUDA_ERROR_OUT_OF_MEMORY
         r"\[torch_memory_saver\.cpp\] "
         r"(?:\w+ error\s+result=2\b|cuMemCreate CUDA_ERROR_OUT_OF_MEMORY|cudaError error: 2\b)",
@@ -119,6 +125,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",  # torch: NCCL asked for where no GPU is seen
         r"CUDA error: invalid device ordinal",  # a rank picked a GPU index past those it can see
         r"Found no NVIDIA driver on your system",
+        # vLLM's device detection in the process that builds the engine (older DeviceConfig; since 0.6 its platform
+        # detection): no GPU visible there, as in a Ray actor created without one
+        r"No supported device detected|Failed to infer device type",
         r"CUDA driver initialization failed|cudaErrorNoDevice|no CUDA-capable device is detected",
         # Ray's scheduler: a request for GPUs no node of the cluster can give (it waits forever, or says infeasible)
         r"No available node types can fulfill resource request .*'GPU'",
@@ -199,6 +208,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # the dashboard Ray was told to start (include_dashboard=True) raised; its logged error alone is not fatal
         r"(?:Exception|Error): Failed to start (?:a|the) dashboard",
         r"(?:--address[= ]|IP Head: |ip_head=)['\"]?:\d+\b",  # the head address without its host
+        # Ray's SLURM template echoes the node it starts each Ray on ("Starting HEAD at $head_node", "Starting WORKER
+        # $i at $node_i"): nothing after "at" is a node name that came out empty, so no Ray runs where it should
+        r"(?i:^\s*starting (?:head|worker \d+) at\s*$)",
     ),
     "reward_error": (
         r"Reward function is not implemented for data_source",
@@ -213,7 +225,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"ConfigAttributeError|ConfigKeyError|MissingMandatoryValue",
         r"Key '[^']+' is not in struct",
         r"Could not override '[^']+'",
-        r"\bmust be divisible by\b|\bis not divisible by\b",
+        # a value that must be a multiple of another, in the libraries' wordings (verl's, TRL's "must be evenly
+        # divisible by the number of generations", Megatron's and finetrainers' parallel degrees); never "should":
+        # libraries advise multiples (tensor cores, padding) in warnings that stop nothing
+        r"\bmust be (?:evenly )?divisible by\b|\bis not (?:evenly )?divisible by\b",
+        r"\bmust be an? (?:integer )?multiple of\b",
         # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)
         r"\b(?:ConfigCompositionException|MissingConfigException|OverrideParseException)\b",
         r"Could not (?:append to|delete from) config\b|\bError merging override\b",
@@ -436,7 +452,11 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         ]
         hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
     elif kind == "ray_start_failed":
-        hits += from_tracebacks(lines, RAY_START_FRAME, None)
+        hits += from_tracebacks(lines, RAY_START_FRAME, None) + died_connecting(lines)
+    elif kind == "data_missing":
+        hits += [line for line in reader_file_not_found(lines) if line not in hits]
+    elif kind == "data_error":
+        hits += from_tracebacks(lines, DATASET_GENERATION_FRAME, None)
     elif kind == "config_error" and hits and code_wrote_struct_key(lines):
         hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
     elif kind == "gpu_unavailable":
@@ -451,6 +471,55 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         lagged = [line for line in lines if HEARTBEAT_LAG.search(line)]
         hits = [line for line in lines if line in hits or line in lagged]
     return hits
+
+
+# a FileNotFoundError out of a data reader (Ray Data's read_* API, datasets' loaders, pandas' read_*), whatever its
+# path looks like (no extension, a directory, cut from the log): the frame says a data file was being opened. Frames as
+# Python prints them and as IPython does (a notebook's `.../read_api.py in read_csv(...)`, `File ...py:387, in ...`)
+DATA_READER_FRAME = re.compile(
+    r"(?:ray/data/read_api|datasets/load|pandas/io/[\w/]+)\.py(?:\", line \d+,|:\d+,)? in "
+    r"(?:read_\w+|load_dataset\w*|load_from_disk)\b"
+)
+FILE_NOT_FOUND = re.compile(r"(?:^|[\s(:])(?:[\w.]+\.)?FileNotFoundError(?::|\))")
+
+
+def reader_file_not_found(lines: list[str]) -> list[str]:
+    """The FileNotFoundError lines and the deepest data-reader frame, where the log has both."""
+    missing = [line for line in lines if FILE_NOT_FOUND.search(line)]
+    readers = [line for line in lines if DATA_READER_FRAME.search(line)]
+    return [*missing, *readers[-1:]] if missing and readers else []
+
+
+# datasets generating a split from the data files: whatever its reader raises there (pyarrow on a cut or corrupt
+# parquet fragment, a JSON line that does not parse) datasets re-raises as DatasetGenerationError, so a traceback
+# through these frames is a data error even where the log stops before the exception
+DATASET_GENERATION_FRAME = re.compile(
+    r'File "[^"]*datasets/builder\.py", line \d+, in _prepare_split_single\b'
+    r'|File "[^"]*datasets/packaged_modules/\w+/\w+\.py", line \d+, in _generate_(?:tables|examples)\b'
+)
+
+# ray.init joining a running cluster, and a process then killed by a signal without a Python traceback (srun's
+# summary of the task, the shell's, Python's fatal-error handler)
+RAY_CONNECTING = re.compile(r"Connecting to existing Ray cluster at address: ")
+SIGNAL_DEATH = re.compile(
+    r"srun: error: \S+: tasks? [\d,-]+: (?:Aborted|Segmentation fault)"
+    r"|^(?:\d+: )?(?:Aborted|Segmentation fault)(?: \(core dumped\))?$"
+    r"|Fatal Python error: (?:Aborted|Segmentation fault)"
+)
+
+
+def died_connecting(lines: list[str]) -> list[str]:
+    """The driver killed by a signal right after ray.init said it was connecting to a running cluster, nothing but
+    the death after it: Ray's core worker aborts when it cannot reach the cluster's GCS or raylet, in some setups (a
+    container, Ray 1) before any error line of its own. A driver that connected says so ("Connected to Ray cluster")
+    or goes on printing, so a later crash never reads as this."""
+    connecting = [index for index, line in enumerate(lines) if RAY_CONNECTING.search(line)]
+    if not connecting:
+        return []
+    after = [line for line in lines[connecting[-1] + 1 :] if line.strip()]
+    if after and all(SIGNAL_DEATH.search(strip_prefix(line)) for line in after):
+        return [lines[connecting[-1]], after[0]]
+    return []
 
 
 def code_wrote_struct_key(lines: list[str]) -> bool:

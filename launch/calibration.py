@@ -244,6 +244,7 @@ class StoreRecord:
     measured_s: dict[str, float]
     memory: dict[str, float | None] = field(default_factory=dict)
     version: int = STORE_VERSION
+    backend: str = "fsdp"  # the trainer's strategy: megatron's step is another model (a store before it held fsdp's)
 
 
 def store_path(runs_dir: str | Path) -> Path:
@@ -280,6 +281,7 @@ def store_record(plan: Plan, history: dict[int, dict[str, Any]]) -> StoreRecord 
         model_s=raw.phases_s,
         measured_s=measured.phases_s,
         memory={"allocated_gib": measured.memory_allocated_gib, "reserved_gib": measured.memory_reserved_gib},
+        backend=backend_of(plan.verl),
     )
 
 
@@ -402,11 +404,22 @@ class Shape:
     rollout_tp: int
     n_gpus: int
     tokens_per_gpu: float
+    backend: str = "fsdp"
+
+
+def backend_of(verl: dict[str, Any]) -> str:
+    """fsdp or megatron: the actor's strategy (fsdp2 is FSDP's)."""
+    return "megatron" if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron" else "fsdp"
 
 
 def distance(shape: Shape, record: StoreRecord) -> float | None:
     """How far a record is from the shape; None when it is another shape altogether."""
-    if (record.gpu, record.family, record.engine) != (shape.gpu, shape.family, shape.engine):
+    if (record.gpu, record.family, record.engine, record.backend) != (
+        shape.gpu,
+        shape.family,
+        shape.engine,
+        shape.backend,
+    ):
         return None
     size = abs(math.log(max(record.params, 1) / max(shape.params, 1)))
     tokens = abs(math.log(max(record.tokens_per_gpu, 1.0) / max(shape.tokens_per_gpu, 1.0)))
@@ -510,6 +523,7 @@ def shape_of(plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_pe
         rollout_tp=knobs.rollout_tp,
         n_gpus=knobs.n_gpus,
         tokens_per_gpu=tokens_per_gpu,
+        backend=backend_of(plan_verl),
     )
 
 
@@ -521,9 +535,9 @@ def planned_forecast(
     typical: TypicalLengths | None = None,
 ) -> StepTime | None:
     """The plan's step time: the model at the typical lengths (typical_for's, by default the config's own), each
-    phase corrected by the nearest records when launch.calibration=auto. None for algo=rft (its stages are not PPO
-    steps) and for verl's Megatron backend (its step is not modelled: Knobs.from_verl reads FSDP's knobs)."""
-    if cfg.algo.name == "rft" or verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron":
+    phase corrected by the nearest records of the same backend when launch.calibration=auto (steptime.forecast times
+    verl's Megatron backend with its own, rougher model). None for algo=rft (its stages are not PPO steps)."""
+    if cfg.algo.name == "rft":
         return None
     arch, knobs, card = Architecture.from_llm(llm), Knobs.from_verl(verl), Card.of(cfg.gpu)
     critic = trains_critic(verl)

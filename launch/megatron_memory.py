@@ -77,7 +77,8 @@ VOCAB_PARALLEL_ENTROPY_BYTES = 4.0
 # tests/test_megatron.py pastes them). Nearer the card than this the model cannot call a run: it is queued with a
 # warning, never refused; beyond it, on either side, the verdict stands.
 EDGE_FRACTION = 0.10
-# Megatron's own fixes, named where its verdict refuses or cannot call a run (the preflight searches FSDP's only)
+# Megatron's own fixes in words, named where the preflight's search (launch/preflight.py megatron_search: PP, TP and
+# EP up to x4, offloads, full recompute, on the run's own GPUs) finds no change that fits
 FIXES = (
     "more pipeline or tensor parallel ranks (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size / "
     "tensor_model_parallel_size; expert_model_parallel_size for experts), param_offload/optimizer_offload=true, "

@@ -299,12 +299,14 @@ def make_driver_command(driver: Driver, python: str, run_dir: Path) -> list[str]
 
 def megatron_not_modelled(verl: dict[str, Any]) -> list[str]:
     """verl's Megatron backend: the memory preflight judges it to first order (launch/megatron_memory.py, its rough
-    line says where), the step time not at all; the plan says so rather than timing it as FSDP."""
+    line says where) and the step time with assumed communication overheads (launch/steptime.py's Megatron model);
+    the plan says both are rougher than FSDP's."""
     if verl["actor_rollout_ref"]["actor"].get("strategy") != "megatron":
         return []
     return [
-        "backend=megatron: the step time does not model Megatron yet (no forecast, no time check from it); the "
-        "memory preflight is first order (its `rough` line says where)"
+        "backend=megatron: the step time is the Megatron model, rougher than FSDP's (TP/CP/EP communication "
+        "assumed, not fitted to measured runs; calibrated only by this cluster's Megatron runs); the time check and "
+        "the hang watch use it; the memory preflight is first order (its `rough` line says where)"
     ]
 
 

@@ -15,7 +15,8 @@ A misfit also gets the cheapest change that fits, searched (fitting_change): whe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,6 +42,7 @@ from launch.memory import (
     kv_per_sequence_gib,
     predicted_mfu,
     rollout_phase,
+    trains_critic,
     with_changes,
 )
 from launch.overrides import as_overrides, keys_of, render_value
@@ -48,6 +50,8 @@ from launch.plan import llm_architecture
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import refusal
 from launch.rundir import Plan
+from launch.steptime import Card, Lengths, forecast
+from launch.validate import ConfigView, check_megatron, check_ppo_batches
 from launch.verdict import (
     Before,
     FittingChange,
@@ -378,7 +382,7 @@ def plan_fixes(
 TUNABLE = ("train", "logprob", "engine_fraction", "max_num_seqs")
 
 
-def largest(arch: Architecture, capacity: float, candidates: list[Knobs]) -> Knobs | None:
+def largest(arch: Architecture, capacity: float, candidates: Iterable[Knobs]) -> Knobs | None:
     """The last of the ascending candidates that fits with TUNE_HEADROOM spare, stopping at the first misfit after
     a fit (below the first fit, e.g. an engine fraction too small for one sequence, nothing stops the walk)."""
     best = None
@@ -396,28 +400,30 @@ def budget_limit(knobs: Knobs, share: int) -> int:
     return share * knobs.sequence // knobs.sequence_parallel
 
 
-def train_candidates(knobs: Knobs, mini_batch_sequences: int = 0) -> list[Knobs]:
+# The candidates are made lazily: a large batch's share holds tens of thousands of budgets, and the walk in `largest`
+# stops at the first misfit after a fit (a list of them all made the fit table spend most of its time in replace())
+def train_candidates(knobs: Knobs, mini_batch_sequences: int = 0) -> Iterator[Knobs]:
     """Token budgets in TOKEN_STEPs up to the rank's share of a mini-batch, or the micro-batches that divide it (verl
-    requires that)."""
+    requires that), ascending."""
     share = sequence_per_gpu_limit(knobs, mini_batch_sequences)
     if knobs.dynamic_bsz:
         top = max(knobs.sequence, budget_limit(knobs, share))
-        return [with_changes(knobs, train_tokens=t) for t in range(knobs.sequence, top + 1, TOKEN_STEP)]
-    return [with_train_tokens(knobs, m * knobs.sequence) for m in range(1, share + 1) if share % m == 0]
+        return (with_changes(knobs, train_tokens=t) for t in range(knobs.sequence, top + 1, TOKEN_STEP))
+    return (with_train_tokens(knobs, m * knobs.sequence) for m in range(1, share + 1) if share % m == 0)
 
 
-def logprob_candidates(knobs: Knobs, batch_sequences: int = 0) -> list[Knobs]:
+def logprob_candidates(knobs: Knobs, batch_sequences: int = 0) -> Iterator[Knobs]:
     """The log-prob pass goes over the whole batch: budgets up to the rank's share of it, or the micro-batches that
-    divide it (verl's prepare_micro_batches asserts whole micro-batches)."""
+    divide it (verl's prepare_micro_batches asserts whole micro-batches), ascending."""
     share = max(1, knobs.share(batch_sequences or knobs.batch_sequences))
     if knobs.dynamic_bsz:
         budgets = range(knobs.sequence, max(knobs.sequence, budget_limit(knobs, share)) + 1, TOKEN_STEP)
-        return [with_changes(knobs, logprob_tokens=t) for t in budgets]
-    return [
+        return (with_changes(knobs, logprob_tokens=t) for t in budgets)
+    return (
         with_changes(knobs, logprob_micro_batch=m, logprob_tokens=m * knobs.sequence)
         for m in range(1, share + 1)
         if share % m == 0
-    ]
+    )
 
 
 def engine_sequences(arch: Architecture, knobs: Knobs, capacity: float, typical_tokens: int = 0) -> int:
@@ -577,7 +583,9 @@ def judge(
     arch, capacity, bf16_tflops = Architecture.from_llm(llm), float(cfg.gpu.usable_gib), float(cfg.gpu.bf16_tflops)
     policy, lengths = str(cfg.launch.preflight), lengths or typical_lengths(cfg)
     if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron":
-        verdict, proposed = megatron_verdict(arch, knobs, verl, capacity, bf16_tflops, policy, lengths), {}
+        host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
+        judged_at = MegatronJudging(arch, knobs, capacity, bf16_tflops, Card.of(cfg.gpu), host_gib_per_gpu, lengths)
+        verdict, proposed = megatron_verdict(judged_at, verl, policy, overrides)
     else:
         host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
         verdict, proposed = run(arch, knobs, capacity, bf16_tflops, policy, overrides, lengths, host_gib_per_gpu)
@@ -591,26 +599,245 @@ def judge(
     return judged, proposed
 
 
+@dataclass(frozen=True)
+class MegatronJudging:
+    """What a Megatron verdict and its fix search judge against: the model, the non-Megatron knobs (memory.Knobs:
+    the engine, lengths and batches, which no Megatron fix changes), the card and the typical lengths."""
+
+    arch: Architecture
+    knobs: Knobs
+    capacity: float
+    bf16_tflops: float
+    card: Card
+    host_gib_per_gpu: float
+    lengths: TypicalLengths
+
+    def verdict(self, verl: dict[str, Any], policy: str) -> Verdict:
+        return megatron_summary(
+            self.arch, self.knobs, MegatronKnobs.from_verl(verl), self.capacity, self.bf16_tflops, policy
+        )
+
+    def step_s(self, verl: dict[str, Any]) -> float:
+        """The step-time model's seconds for this config at the typical lengths (how a fix is ranked)."""
+        lengths = Lengths(float(self.lengths.prompt_tokens), float(self.lengths.response_tokens), self.lengths.source)
+        return forecast(self.arch, self.knobs, self.card, verl, lengths, trains_critic(verl)).step_s
+
+
+# verl's Megatron keys a fix may set on the actor (the reference's follow where they equal the actor's)
+MEGATRON_ACTOR = "actor_rollout_ref.actor.megatron"
+MEGATRON_REF = "actor_rollout_ref.ref.megatron"
+MEGATRON_SIZE_KEYS = ("pipeline_model_parallel_size", "tensor_model_parallel_size", "expert_model_parallel_size")
+FULL_RECOMPUTE = {  # Megatron's full recomputation of every layer (override_transformer_config's own keys)
+    "override_transformer_config.recompute_granularity": "full",
+    "override_transformer_config.recompute_method": "uniform",
+    "override_transformer_config.recompute_num_layers": 1,
+}
+# the reference's keys a fix moves with the actor's: its layout and its param offload (it has no optimizer, and a
+# forward-only pass recomputes nothing)
+REF_FOLLOWS = (*MEGATRON_SIZE_KEYS, "param_offload")
+MEGATRON_WIDENING = (1, 2, 4)  # each parallel size is searched at x1, x2 and x4 of the run's own
+
+
+@dataclass(frozen=True)
+class MegatronChange:
+    """One change to a Megatron run's knobs: its words, and the verl keys with their typed values."""
+
+    description: str
+    values: dict[str, Any]
+
+
+def nested(tree: dict[str, Any], key: str) -> Any:
+    node: Any = tree
+    for part in key.split("."):
+        node = (node or {}).get(part) if isinstance(node, dict) else None
+    return node
+
+
+def with_values(verl: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the resolved config with these dotted keys set (parents copied, the rest shared)."""
+    changed = dict(verl)
+    for key, value in values.items():
+        *parents, leaf = key.split(".")
+        node = changed
+        for part in parents:
+            node[part] = dict(node.get(part) or {})
+            node = node[part]
+        node[leaf] = value
+    return changed
+
+
+def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[str, Any]:
+    """The actor's megatron.* values as verl keys, with the reference's same key (REF_FOLLOWS) where the reference
+    runs on Megatron and holds the actor's value now (verl's ref.megatron follows the actor's by default)."""
+    values: dict[str, Any] = {}
+    ref_on_megatron = (verl["actor_rollout_ref"].get("ref") or {}).get("strategy") == "megatron"
+    for name, value in actor_values.items():
+        values[f"{MEGATRON_ACTOR}.{name}"] = value
+        ref_key, actor_key = f"{MEGATRON_REF}.{name}", f"{MEGATRON_ACTOR}.{name}"
+        if ref_on_megatron and name in REF_FOLLOWS and nested(verl, ref_key) == nested(verl, actor_key):
+            values[ref_key] = value
+    return values
+
+
+def megatron_changes(verl: dict[str, Any], arch: Architecture) -> list[MegatronChange]:
+    """The small space a Megatron misfit is searched over: PP, TP (within a node) and, for a MoE model, EP at x1,
+    x2, x4 of the run's own; optimizer offload; param offload (the reference's too); full recomputation; every
+    combination of them (divisibility is megatron_layout_valid's)."""
+    megatron = verl["actor_rollout_ref"]["actor"]["megatron"]
+    per_node = int(verl["trainer"]["n_gpus_per_node"])
+    sizes = {name: int(megatron.get(name) or 1) for name in MEGATRON_SIZE_KEYS}
+    options: list[list[tuple[str, dict[str, Any]]]] = []
+    for name, short in zip(MEGATRON_SIZE_KEYS, ("PP", "TP", "EP"), strict=True):
+        if short == "EP" and not arch.is_moe:
+            continue
+        widened = [sizes[name] * factor for factor in MEGATRON_WIDENING]
+        widened = [size for size in widened if short != "TP" or size <= per_node]
+        options.append([(f"{short} {size}" if size != sizes[name] else "", {name: size}) for size in widened])
+    switches = (
+        ("optimizer offload", {"optimizer_offload": True}),
+        ("param offload", {"param_offload": True}),
+        ("full recompute", FULL_RECOMPUTE),
+    )
+    for words, values in switches:
+        already = all(nested(megatron, name) == value for name, value in values.items())
+        options.append([("", {})] + ([] if already else [(words, values)]))
+    changes = []
+    for combination in itertools.product(*options):
+        words = [text for text, _ in combination if text]
+        if not words:
+            continue
+        actor_values = {name: value for _, values in combination for name, value in values.items()}
+        actor_values = {name: value for name, value in actor_values.items() if nested(megatron, name) != value}
+        changes.append(MegatronChange(" and ".join(words), megatron_values(verl, actor_values)))
+    return changes
+
+
+def megatron_layout_valid(verl: dict[str, Any], arch: Architecture) -> bool:
+    """The checks launch/validate.py makes of a Megatron layout (products over the GPUs, layers over PP, heads over
+    TP, experts over EP) and of the mini-batch over the data-parallel ranks, passed."""
+    view = ConfigView(verl)
+    trainer, data = view.trainer, view.data
+    n_gpus = trainer.nnodes * trainer.n_gpus_per_node
+    shape = {"layers": arch.layers, "heads": arch.heads, "kv_heads": arch.kv_heads}
+    try:
+        check_megatron(view, shape, arch.experts or None)
+        check_ppo_batches(view, f"{n_gpus} GPUs", n_gpus, data.max_prompt_length + data.max_response_length)
+    except UserError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class MegatronFit:
+    """A change that fits, with the predicted step it gives and the host RAM it needs."""
+
+    change: MegatronChange
+    verdict: Verdict
+    step_s: float
+
+
+def megatron_fitting(
+    judged_at: MegatronJudging, verl: dict[str, Any], changes: list[MegatronChange]
+) -> MegatronFit | None:
+    """The cheapest change (by the step-time model) that fits clearly (no phase within the estimate's margin), else
+    the cheapest that fits at all, host RAM permitting."""
+    valid = [(change, with_values(verl, change.values)) for change in changes]
+    valid = [(change, config) for change, config in valid if megatron_layout_valid(config, judged_at.arch)]
+    costs = {change.description: judged_at.step_s(config) for change, config in valid}
+    ranked = sorted(valid, key=lambda pair: costs[pair[0].description])
+    edge: MegatronFit | None = None
+    for change, config in ranked:
+        candidate = judged_at.verdict(config, "fail")
+        host_ok = not judged_at.host_gib_per_gpu or candidate.host_ram_gib_per_node <= (
+            judged_at.host_gib_per_gpu * judged_at.knobs.gpus_per_node
+        )
+        if not candidate.fits or not host_ok:
+            continue
+        fit = MegatronFit(change, candidate, costs[change.description])
+        if not candidate.at_the_edge:
+            return fit
+        edge = edge or fit
+    return edge
+
+
+def megatron_single_fixes(
+    judged_at: MegatronJudging, verl: dict[str, Any], changes: list[MegatronChange], locked: set[str]
+) -> tuple[FixReport, ...]:
+    """Each one-knob change (valid on these GPUs) with the peaks it gives: the refusal's `fix:` lines."""
+    reports = []
+    for change in changes:
+        if " and " in change.description:
+            continue
+        config = with_values(verl, change.values)
+        if not megatron_layout_valid(config, judged_at.arch):
+            continue
+        candidate = judged_at.verdict(config, "fail")
+        reports.append(
+            FixReport(
+                fix=change.description,
+                overrides=change.values,
+                peaks_gib={name: round(phase.peak_gib, 1) for name, phase in candidate.phases.items()},
+                fits=candidate.fits,
+                you_set=tuple(sorted(locked & set(change.values))),
+            )
+        )
+    return tuple(reports)
+
+
+def megatron_search(
+    judged_at: MegatronJudging, verl: dict[str, Any], verdict: Verdict, locked: set[str]
+) -> tuple[Verdict, dict[str, Any]]:
+    """A Megatron misfit's fixes: the cheapest fitting change (advice, whatever keys it touches), the cheapest
+    among those that change no key the user set (what launch.preflight=fix applies), and the single changes."""
+    changes = megatron_changes(verl, judged_at.arch)
+    best = megatron_fitting(judged_at, verl, changes)
+    free = [change for change in changes if not locked & set(change.values)]
+    applicable = (
+        best if best is None or not locked & set(best.change.values) else megatron_fitting(judged_at, verl, free)
+    )
+    found = None
+    if best is not None:
+        now = judged_at.step_s(verl)
+        host = best.verdict.host_ram_gib_per_node
+        summary = (
+            f"fits on {judged_at.knobs.n_gpus} with {best.change.description} (host RAM {tib_or_gib(host)}/node): "
+            f"predicted step {best.step_s:.0f} s against {now:.0f} s as it is"
+            + (" (within the estimate's margin of the card)" if best.verdict.at_the_edge else "")
+        )
+        mine = SameGpuChange(best.change.description, tuple(as_overrides(best.change.values)), host)
+        found = FittingChange(on_your_gpus=mine, gpus_needed=None, gpus_needed_offloaded=None, summary=summary)
+    searched = replace(
+        verdict,
+        fixes=megatron_single_fixes(judged_at, verl, changes, locked),
+        first_fitting_fixes=tuple(as_overrides(best.change.values)) if best is not None else (),
+        unfixable_without_your_keys=applicable is None,
+        fits_with=found,
+    )
+    return searched, dict(applicable.change.values) if applicable is not None else {}
+
+
 def megatron_verdict(
-    arch: Architecture,
-    knobs: Knobs,
-    verl: dict[str, Any],
-    capacity: float,
-    bf16_tflops: float,
-    policy: str,
-    lengths: TypicalLengths,
-) -> Verdict:
+    judged_at: MegatronJudging, verl: dict[str, Any], policy: str, overrides: list[str]
+) -> tuple[Verdict, dict[str, Any]]:
     """backend=megatron: the first-order per-rank estimate (launch/megatron_memory.py) on the worst pipeline stage.
-    fix and tune change none of its knobs (the verdict says so): it is judged as it stands."""
+    A misfit is searched for the cheapest change of Megatron knobs that fits (megatron_search); `fix` applies it
+    when it changes no key the user set and the misfit is clear (one within the estimate's margin is queued with a
+    warning, as under every policy); `tune` raises no Megatron knob."""
+    verdict = judged_at.verdict(verl, policy)
     megatron = MegatronKnobs.from_verl(verl)
-    verdict = megatron_summary(arch, knobs, megatron, capacity, bf16_tflops, policy)
-    usual = typical(arch, knobs, capacity, lengths, lambda a, k, c: megatron_estimate(a, k, megatron, c))
-    unchanged = (
-        (f"launch.preflight={policy} changes no Megatron knob: judged as it stands ({MEGATRON_FIXES_TEXT})",)
-        if policy in ("fix", "tune")
+    arch, knobs, capacity = judged_at.arch, judged_at.knobs, judged_at.capacity
+    usual = typical(arch, knobs, capacity, judged_at.lengths, lambda a, k, c: megatron_estimate(a, k, megatron, c))
+    proposed: dict[str, Any] = {}
+    if not verdict.fits:
+        verdict, applicable = megatron_search(judged_at, verl, verdict, user_keys(overrides))
+        if policy in ("fix", "tune") and not verdict.too_close_to_call:
+            proposed = applicable
+    untuned = (
+        ("launch.preflight=tune raises no Megatron knob (micro-batches, token budgets): only a misfit's fix applies",)
+        if policy == "tune"
         else ()
     )
-    return replace(verdict, typical=usual, rough=(*verdict.rough, *unchanged))
+    return replace(verdict, typical=usual, rough=(*verdict.rough, *untuned)), proposed
 
 
 def check_plan(cfg: Any, plan: Any, packages: dict[str, str], lengths: TypicalLengths | None = None) -> Verdict:
@@ -678,9 +905,10 @@ def gate(plans: list[Plan], policy: str) -> list[str]:
 
 def too_close(verdict: Verdict, job: str) -> str:
     peaks = ", ".join(f"{name} {verdict.phases[name].peak_gib:.1f}" for name in verdict.at_the_edge)
+    fix = " ".join(verdict.first_fitting_fixes) or MEGATRON_FIXES_TEXT
     return (
         f"preflight cannot call {job}: {peaks} of {verdict.capacity_gib:.1f} GiB, within Megatron's first-order "
-        f"margin of the card: queued; if it runs out of memory: {MEGATRON_FIXES_TEXT}"
+        f"margin of the card: queued; if it runs out of memory: {fix}"
     )
 
 

@@ -205,10 +205,12 @@ def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:
     found = verdict.fits_with
     # the searched change when the cheapest-first chain finds none: on these GPUs, else the GPU count
     searched = (found.on_your_gpus or found.searched_count) if found is not None else None
+    # a Megatron misfit whose search found nothing on these GPUs: Megatron's knobs in words, beyond the search
     unsearched = MEGATRON_FIXES if verdict.rough else "none fits: use a bigger card or shorter lengths"
     fix_text = " ".join(verdict.first_fitting_fixes or (searched.overrides if searched else ())) or unsearched
     summary = f"; {found.summary}" if found is not None and found.summary else ""
-    or_fix = "" if verdict.rough else " (or launch.preflight=fix)"  # fix and tune change no Megatron knob yet
+    # a Megatron fix that touches a key the user set is advice only: launch.preflight=fix would not apply it
+    or_fix = "" if verdict.rough and verdict.unfixable_without_your_keys else " (or launch.preflight=fix)"
     lines = [f"preflight {verb} {job}: {verdict.misfit_arithmetic}; cheapest fix: {fix_text}{or_fix}{summary}"]
     lines += [f"  {line}" for line in verdict.arithmetic]
     for fix in verdict.fixes:

@@ -20,6 +20,14 @@ docs/facts.md#verl):
 The typical lengths (the user's launch.expect.*, the calibration store's measured mean, else half the maximum) drive
 every phase; the memory verdict keeps the worst case. Constants marked "fitted" were fitted on the published step
 times of tests/data/step_time_cases.yaml (bench/step_time.py prints each case's error per phase).
+
+verl's Megatron backend (actor.strategy megatron) times generate and other as above (the engine and the weight sync do
+not depend on the trainer) and its log_prob and update from the trainer's parallel layout (megatron_memory's
+MegatronKnobs): the FLOPs of the active parameters (a MoE token passes through experts_per_token experts) over all
+GPUs, at the MFU of the micro-batch one rank packs (after CP's split), slowed by the pipeline bubble of the step's
+micro-batches, the most loaded stage's share of the layers, TP/CP/EP communication (MEGATRON_*_OVERHEAD, assumed) and
+the recomputation the config asks for; offloaded states cross PCIe as FSDP's do, per phase that loads them. Rougher
+than the FSDP model: its constants are assumed, not fitted (MEGATRON_SOURCE says so in the plan).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from launch.megatron_memory import BF16_BYTES, FP32_BYTES, Layout, MegatronKnobs, packing, paired, states
 from launch.memory import Architecture, Knobs, engine_memory, flops_per_token, kv_per_sequence_gib, predicted_mfu
 
 PHASES = ("generate", "log_prob", "update", "other")
@@ -242,6 +251,173 @@ def other_s(arch: Architecture, knobs: Knobs, card: Card, sequences: int) -> flo
     return sync + ENGINE_WAKE_SLEEP_S + rewards + BOOKKEEPING_S
 
 
+# --- verl's Megatron backend ---------------------------------------------------------------------------------------
+
+MEGATRON_SOURCE = (
+    "Megatron model, rougher than FSDP's: pipeline bubble, stage split and recomputation derived, TP/CP/EP "
+    "communication assumed"
+)
+# Communication a Megatron group leaves on the critical path, as a fraction of the compute it slows (assumed: no
+# Megatron step time was fitted; bench/step_time.py prints the published ones beside the model). TP with sequence
+# parallelism all-gathers and reduce-scatters the activations twice per layer, forward and backward, and Megatron
+# overlaps them only in part: a share per doubling of the group. CP passes keys and values around its ring, mostly
+# behind the attention's compute. A MoE layer dispatches and combines its tokens with two all-to-alls over its
+# EP x expert-TP group, and its grouped expert GEMMs run below a dense GEMM's efficiency: one share for both.
+MEGATRON_TP_OVERHEAD = 0.08  # per doubling of TP (assumed)
+MEGATRON_CP_OVERHEAD = 0.05  # per doubling of CP (assumed)
+MEGATRON_EP_OVERHEAD = 0.25  # a MoE model whose experts spread over more than one rank (assumed)
+# A group wider than a node runs its collectives over InfiniBand/RoCE instead of NVLink (INTER_NODE_GBS against
+# INTERCONNECT_GBS is 7.5x in bandwidth; part of it overlaps): its share is multiplied by this (assumed)
+CROSS_NODE_OVERHEAD = 3.0
+# Selective recomputation of modules other than the attention core (mlp, moe, moe_act, layernorm, mla_up_proj):
+# each re-runs a part of the layer's forward (assumed share of the step's FLOPs per module)
+SELECTIVE_MODULE_SHARE = 0.05
+# Megatron's HybridDeviceOptimizer (optimizer_cpu_offload) steps its CPU share of the parameters with torch's Adam
+# on the host, one process per GPU sharing the node's cores (assumed rate per process)
+CPU_ADAM_PARAMS_PER_S = 0.5e9
+
+
+def pipeline_bubble(layout: Layout, micro_batches: int) -> float:
+    """The share of a pipeline flush its stages sit idle: (pp - 1) / (m x vpp + pp - 1) for m micro-batches
+    through pp stages of vpp virtual chunks each (Narayanan et al. 2021, https://arxiv.org/abs/2104.04473, sec.
+    2.2: the bubble is (p - 1) / (v m) of the ideal time)."""
+    return (layout.pp - 1) / (micro_batches * layout.vpp + layout.pp - 1)
+
+
+def stage_imbalance(arch: Architecture, layout: Layout) -> float:
+    """The most loaded pipeline stage's layers over the average: the pipeline runs at its slowest stage's pace."""
+    split = layout.stage_layers(arch.layers)
+    return max(split) * layout.pp / max(1, sum(split))
+
+
+def group_overhead(per_doubling: float, size: int, spans_nodes: bool) -> float:
+    if size <= 1:
+        return 0.0
+    return per_doubling * math.log2(size) * (CROSS_NODE_OVERHEAD if spans_nodes else 1.0)
+
+
+def communication_factor(arch: Architecture, layout: Layout, gpus_per_node: int) -> float:
+    """1 + the TP, CP and (MoE) EP shares of MEGATRON_*_OVERHEAD; a group spanning nodes pays CROSS_NODE_OVERHEAD."""
+    tensor = group_overhead(MEGATRON_TP_OVERHEAD, layout.tp, layout.tp > gpus_per_node)
+    context = group_overhead(MEGATRON_CP_OVERHEAD, layout.cp, layout.tp * layout.cp > gpus_per_node)
+    expert_ranks = layout.ep * layout.etp
+    experts = 0.0
+    if arch.is_moe and expert_ranks > 1:
+        experts = MEGATRON_EP_OVERHEAD * (CROSS_NODE_OVERHEAD if expert_ranks > gpus_per_node else 1.0)
+    return 1 + tensor + context + experts
+
+
+def recompute_factor(arch: Architecture, megatron: MegatronKnobs, sequence: float) -> float:
+    """The update's FLOPs with recomputation over verl's count: full recomputation runs each recomputed layer's
+    forward again (a forward is a third of forward + backward: 4/3, memory.predicted_mfu's 1.33), the block method
+    only recompute_num_layers of a stage's; selective recomputation of the attention core re-runs its forward (a
+    third of flops_per_token's attention term)."""
+    recompute = megatron.recompute
+    if recompute.full:
+        per_stage = max(megatron.actor.stage_layers(arch.layers))
+        share = min(1.0, recompute.num_layers / per_stage) if recompute.method == "block" else 1.0
+        return 1 + share / 3
+    if recompute.granularity != "selective":
+        return 1.0
+    attention = 12 * sequence * arch.head_dim * arch.heads * arch.layers / flops_per_token(arch, int(sequence))
+    others = len([module for module in recompute.modules if module != "core_attn"])
+    return 1 + attention / 3 * ("core_attn" in recompute.modules) + SELECTIVE_MODULE_SHARE * others
+
+
+def megatron_pass_s(
+    arch: Architecture, knobs: Knobs, card: Card, layout: Layout, flops: float, mfu: float, micro_batches: int
+) -> float:
+    """`flops` over all the run's GPUs (TP x PP x CP x DP of them) at `mfu`, at the slowest stage's pace, with the
+    layout's communication, through a pipeline that idles its bubble."""
+    ideal = flops / (knobs.n_gpus * card.bf16_tflops * 1e12 * mfu)
+    slowed = ideal * stage_imbalance(arch, layout) * communication_factor(arch, layout, knobs.gpus_per_node)
+    return slowed / (1 - pipeline_bubble(layout, micro_batches))
+
+
+def megatron_offload_s(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) -> tuple[float, float]:
+    """(log_prob, update) seconds of host copies on the worst stage: param_offload brings the actor's parameters on
+    and off for each phase, the reference's param_offload its own for its pass, optimizer_offload the optimizer
+    state for the update; the hybrid CPU optimizer sends its share's fp32 gradients down, its bf16 parameters back
+    and steps them on the host (CPU_ADAM_PARAMS_PER_S)."""
+    log_prob = update = 0.0
+    link = HOST_TO_GPU_GBS * 1e9
+    for actor_stage, ref_stage in paired(arch, megatron):
+        held = states(megatron, actor_stage, ref_stage)
+        params = held.params if megatron.param_offload else 0.0
+        ref_params = held.ref_params if knobs.ref_model and megatron.ref_param_offload else 0.0
+        optimizer = held.optimizer if megatron.optimizer_offload else 0.0
+        on_host = held.optimizer_shard * megatron.optimizer_cpu_fraction
+        hybrid = on_host * (FP32_BYTES + BF16_BYTES) / link + on_host / CPU_ADAM_PARAMS_PER_S
+        log_prob = max(log_prob, 2 * (params + ref_params) / link)
+        update = max(update, 2 * (params + optimizer) / link + hybrid)
+    return log_prob, update
+
+
+def megatron_micro_batches(
+    knobs: Knobs, layout: Layout, dynamic_budget: int, micro_batch: int | None, sequences: int, lengths: Lengths
+) -> tuple[int, int]:
+    """(tokens one rank packs per micro-batch, micro-batches per data-parallel rank) at the typical lengths, as
+    megatron_memory.packing cuts `sequences`: the token budget (x CP for the group) or micro-batch x sequence."""
+    typical = replace(
+        knobs, prompt_length=round(lengths.prompt_tokens), response_length=max(1, round(lengths.response_tokens))
+    )
+    budget = dynamic_budget if knobs.dynamic_bsz else (micro_batch or 1) * typical.sequence
+    pack = packing(typical, layout, budget, sequences)
+    return pack.tokens, pack.micro_batches
+
+
+def megatron_trainer_s(
+    arch: Architecture,
+    knobs: Knobs,
+    card: Card,
+    megatron: MegatronKnobs,
+    sequences: int,
+    lengths: Lengths,
+    epochs: int,
+    critic: bool,
+) -> tuple[float, float, dict[str, Any]]:
+    """(log_prob, update, their inputs) of a Megatron trainer: the actor's and (gae) the critic's passes on the
+    actor's layout, the reference's on its own; the update once per mini-batch, each a pipeline flush of its
+    micro-batches (a critic's counted on the actor's layout: verl's Megatron critic is not modelled apart)."""
+    sequence = lengths.prompt_tokens + lengths.response_tokens
+    tokens = sequences * sequence
+    per_token = flops_per_token(arch, int(sequence))
+    layouts = [megatron.actor] + [megatron.ref] * knobs.ref_model + [megatron.actor] * critic
+    log_prob = 0.0
+    for layout in layouts:
+        packed, count = megatron_micro_batches(
+            knobs, layout, knobs.logprob_tokens, knobs.logprob_micro_batch, sequences, lengths
+        )
+        mfu = forward_mfu(ridge_scaled(card, packed))
+        log_prob += megatron_pass_s(arch, knobs, card, layout, tokens * per_token / 3, mfu, count)
+    mini_batch = knobs.mini_batch_sequences or sequences
+    train_packed, train_count = megatron_micro_batches(
+        knobs, megatron.actor, knobs.train_tokens, knobs.micro_batch, mini_batch, lengths
+    )
+    mfu = predicted_mfu(replace(knobs, train_tokens=ridge_scaled(card, train_packed), checkpointing=False))
+    recompute = recompute_factor(arch, megatron, sequence)
+    models = 1 + int(critic)
+    flops = models * epochs * tokens * per_token * recompute
+    update = megatron_pass_s(arch, knobs, card, megatron.actor, flops, mfu, train_count)
+    offload_log_prob, offload_update = megatron_offload_s(arch, knobs, megatron)
+    log_prob += offload_log_prob + driver_s(sequences, knobs, len(layouts))
+    update += offload_update + driver_s(sequences, knobs, models)
+    inputs = {
+        "active_params_b": round(arch.active_params / 1e9, 2),
+        "micro_batches_per_update": train_count,
+        "pipeline_bubble": round(pipeline_bubble(megatron.actor, train_count), 3),
+        "stage_imbalance": round(stage_imbalance(arch, megatron.actor), 3),
+        "communication_factor": round(communication_factor(arch, megatron.actor, knobs.gpus_per_node), 3),
+        "recompute_factor": round(recompute, 3),
+    }
+    return log_prob, update, inputs
+
+
+def megatron_of(verl: dict[str, Any]) -> MegatronKnobs | None:
+    """The Megatron trainer's knobs of a config on verl's Megatron backend, else None (FSDP)."""
+    return MegatronKnobs.from_verl(verl) if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron" else None
+
+
 def forecast(
     arch: Architecture,
     knobs: Knobs,
@@ -250,7 +426,8 @@ def forecast(
     lengths: Lengths,
     critic: bool = False,
 ) -> StepTime:
-    """The model's step time for a resolved verl config at `lengths` (pure)."""
+    """The model's step time for a resolved verl config at `lengths` (pure): FSDP's, or on verl's Megatron backend
+    the trainer's phases from its parallel layout (megatron_trainer_s)."""
     data, arr = verl["data"], verl["actor_rollout_ref"]
     sequences = int(data["train_batch_size"]) * int(arr["rollout"]["n"])
     sequence = lengths.prompt_tokens + lengths.response_tokens
@@ -258,10 +435,19 @@ def forecast(
     epochs = int(arr["actor"].get("ppo_epochs") or 1)
     passes = 1 + int(knobs.ref_model) + int(critic)
     generate, generate_inputs = generate_s(arch, knobs, card, sequences, lengths)
+    megatron = megatron_of(verl)
+    trainer_inputs: dict[str, Any] = {}
+    if megatron is None:
+        log_prob = log_prob_s(arch, knobs, card, tokens, sequence, passes)
+        update = update_s(arch, knobs, card, tokens, sequence, epochs, 1 + int(critic))
+    else:
+        log_prob, update, trainer_inputs = megatron_trainer_s(
+            arch, knobs, card, megatron, sequences, lengths, epochs, critic
+        )
     phases = {
         "generate": generate,
-        "log_prob": log_prob_s(arch, knobs, card, tokens, sequence, passes),
-        "update": update_s(arch, knobs, card, tokens, sequence, epochs, 1 + int(critic)),
+        "log_prob": log_prob,
+        "update": update,
         "other": other_s(arch, knobs, card, sequences),
     }
     inputs = {
@@ -270,11 +456,12 @@ def forecast(
         "forward_passes": passes,
         "ppo_epochs": epochs,
         **generate_inputs,
+        **trainer_inputs,
     }
     return StepTime(
         step_s=round(sum(phases.values()), 1),
         phases_s={phase: round(seconds, 1) for phase, seconds in phases.items()},
-        source="model",
+        source="model" if megatron is None else MEGATRON_SOURCE,
         lengths=lengths,
         inputs=inputs,
         sources=dict.fromkeys(PHASES, "model"),

@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,11 @@ def test_three_runs_at_twice_the_model_make_the_next_plan_right_within_ten_perce
     assert off.time.source == "model" and "response: half of data.max_response_length" in off.time.lengths.source
     other_card = planned(tmp_path, *SHAPE[1:], "gpu=h100", *data(tmp_path), "launch.sweep_id=h100")
     assert other_card.time.source == "model"  # another profile is another shape
+    # so is another backend: Megatron's step is another model, its runs never correct an FSDP plan nor the reverse
+    fsdp_shape = calibration.shape_of(fresh.verl, fresh.llm, fresh.gpu_profile, records[0].tokens_per_gpu)
+    megatron_shape = replace(fsdp_shape, backend="megatron")
+    assert calibration.nearest(fsdp_shape, records) and not calibration.nearest(megatron_shape, records)
+    assert {record.backend for record in records} == {"fsdp"}
 
 
 def test_ingesting_a_run_twice_counts_it_once(tmp_path: Path):

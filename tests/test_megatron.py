@@ -368,8 +368,12 @@ def test_verls_megatron_examples_plan_as_pasted_and_list_what_rlaunch_changes(tm
         "algo=verl",
     )
     assert "is backend=megatron" in stderr
-    assert any("the step time does not model Megatron yet" in w for w in plan["warnings"])
-    assert plan["time"] is None
+    # the step time is the Megatron model's, said to be rougher, with FSDP's four phases
+    assert any("the step time is the Megatron model, rougher than FSDP's" in w for w in plan["warnings"])
+    time = plan["time"]
+    assert list(time["phases_s"]) == ["generate", "log_prob", "update", "other"]
+    assert all(seconds > 0 for seconds in time["phases_s"].values()) and time["source"].startswith("Megatron model")
+    assert 0 <= time["inputs"]["pipeline_bubble"] < 1
     verdict = plan["preflight"]  # judged by Megatron's own per-rank estimate, which says where it is rough
     assert verdict["rough"] and "first order" in verdict["rough"][0]
     assert set(verdict["phases"]) == {"training", "log-prob", "rollout"}
@@ -562,8 +566,32 @@ def test_a_megatron_run_clearly_too_big_is_refused_with_megatrons_fixes_and_one_
     with pytest.raises(UserError) as refused:
         gate([Plan.from_dict(too_big)], "fail")
     first = str(refused.value).splitlines()[0]
-    assert first.startswith("preflight refuses ") and "more pipeline or tensor parallel ranks" in first
-    assert "launch.preflight=fix" not in first  # it changes no Megatron knob
+    # the cheapest change that fits, searched, as exact overrides; every fitting change touches a key the script
+    # set (its TP, PP and EP), so launch.preflight=fix is not offered
+    verdict = too_big["preflight"]
+    assert first.startswith("preflight refuses ") and " ".join(verdict["first_fitting_fixes"]) in first
+    assert verdict["first_fitting_fixes"] and verdict["unfixable_without_your_keys"]
+    assert "launch.preflight=fix" not in first
+
+
+def test_a_clear_megatron_misfits_cheapest_fix_applied_fits(tmp_path):
+    """The searched overrides, pasted after the script's own, give a plan whose verdict fits."""
+    overrides, _ = scripts(tmp_path)["qwen3moe-30b"]
+    args = ["--config-name=ppo_megatron_trainer", *overrides, "gpu=h100", "algo=verl"]
+    args += ["actor_rollout_ref.actor.megatron.expert_model_parallel_size=1"]
+    args += ["actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1"]
+    too_big, _, _ = planned(tmp_path, *args)
+    assert not too_big["preflight"]["fits"] and not too_big["preflight"]["at_the_edge"]  # a clear misfit
+    fix = too_big["preflight"]["first_fitting_fixes"]
+    assert any(".megatron." in override for override in fix), fix
+    fixed, dumped, _ = planned(tmp_path, *args, *fix)
+    assert fixed["preflight"]["fits"], fixed["preflight"]["arithmetic"]
+    for override in fix:  # each override reached verl's config
+        key, value = override.split("=", 1)
+        node: Any = dumped
+        for part in key.split("."):
+            node = node[part]
+        assert str(node).lower() == value.strip("'"), override
 
 
 # --- on the dev cluster ----------------------------------------------------------------------------------------------

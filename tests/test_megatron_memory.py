@@ -433,3 +433,75 @@ def test_a_megatron_critic_is_said_to_be_left_out():
     verl = case_config("qwen2_5_32b_8xh20")
     verl["algorithm"]["adv_estimator"] = "gae"
     assert mm.not_modelled(Knobs.from_verl(verl), mm.MegatronKnobs.from_verl(verl))
+
+
+# --- the fix search: launch.preflight=fix over Megatron's knobs -------------------------------------------------
+
+# Qwen3-30B-A3B on two 8 x H100 nodes with verl's Megatron defaults (TP 1, PP 1, EP 1): every expert on every rank,
+# a clear misfit
+MOE_ON_DEFAULTS = (
+    "backend=megatron",
+    "gpu=h100",
+    "llm=qwen3_30b_a3b",
+    "algo=verl",
+    "trainer.nnodes=2",
+    "trainer.n_gpus_per_node=8",
+    "data.train_batch_size=64",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+    "data.max_prompt_length=1024",
+    "data.max_response_length=2048",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+)
+
+
+def settled(*overrides: str) -> tuple[Verdict, Verdict]:
+    """(the verdict on the config as written, under launch.preflight=fail; the verdict after settle's policy)."""
+    from conftest import compose_config, cpu_facts
+
+    from launch import preflight
+    from launch.compose_once import full_resolution
+
+    def settle(*extra: str) -> Verdict:
+        cfg = compose_config(*overrides, *extra)
+        verdict, _ = preflight.settle(cfg, full_resolution(cfg), cpu_facts(), [*overrides, *extra], full_resolution)
+        assert verdict is not None
+        return verdict
+
+    return settle("launch.preflight=fail"), settle("launch.preflight=fix")
+
+
+def test_fix_applies_the_cheapest_fitting_megatron_change_when_the_user_set_none_of_its_keys():
+    as_written, fixed = settled(*MOE_ON_DEFAULTS)
+    assert not as_written.fits and not as_written.at_the_edge
+    assert as_written.fits_with is not None and as_written.fits_with.on_your_gpus is not None
+    assert fixed.fits and fixed.changed
+    assert set(fixed.changed) == {override.split("=", 1)[0] for override in as_written.first_fitting_fixes}
+    assert fixed.before is not None and not fixed.before.fits
+
+
+@pytest.mark.parametrize(
+    "mine",
+    [
+        ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",),
+        (
+            "actor_rollout_ref.actor.megatron.expert_model_parallel_size=1",
+            "actor_rollout_ref.ref.megatron.param_offload=false",
+        ),
+    ],
+)
+def test_fix_never_changes_a_megatron_key_the_user_set(mine: tuple[str, ...]):
+    as_written, fixed = settled(*MOE_ON_DEFAULTS, *mine)
+    set_by_user = {override.split("=", 1)[0] for override in mine}
+    assert not as_written.fits
+    assert not set_by_user & set(fixed.changed), fixed.changed
+    assert fixed.fits or not fixed.changed  # it applied a change that fits, or none
+
+
+def test_a_megatron_misfit_within_the_margin_is_not_changed_by_fix():
+    """verl's own Qwen3-30B-A3B script sits within the estimate's margin: fix leaves it as it is (the gate warns)."""
+    from test_megatron import QWEN3_30B_A3B
+
+    overrides = ("backend=megatron", "gpu=h100", "llm=qwen3_30b_a3b", "algo=verl", *QWEN3_30B_A3B)
+    as_written, fixed = settled(*overrides)
+    assert as_written.too_close_to_call and not fixed.changed

@@ -14,8 +14,10 @@ from typing import IO
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from launch.compose_once import SharedConfigCache
 from launch.facts import Facts
 from launch.gpu import DetectedGpus
 from launch.schema import register_schemas
@@ -36,8 +38,19 @@ register_schemas()
 os.environ.setdefault("RAY_worker_niceness", "0")
 
 
+_yaml_read_once: SharedConfigCache | None = None
+
+
 def compose_config(*overrides: str) -> DictConfig:
+    """Hydra's own composition of conf/ with `overrides`. The yaml files are read once per test process (the file
+    cache a sweep shares, launch/compose_once.py; tests/test_overrides.py holds it equal to composing from disk):
+    reading them again for each of the suite's thousands of compositions was most of its planning tests' time."""
+    global _yaml_read_once
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        if not any(override.lstrip("+~").startswith("hydra.") for override in overrides):
+            _yaml_read_once = _yaml_read_once or SharedConfigCache(loader.repository)  # type: ignore[attr-defined]
+            loader.repository = _yaml_read_once  # type: ignore[attr-defined]
         return compose("config", overrides=["launch.sweep_id=test-sweep", *overrides])
 
 

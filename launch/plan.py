@@ -166,7 +166,8 @@ def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
 
 # The batch knobs verl reads in each mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU.
 # the global micro-batch sizes older verl scripts still paste, by role under actor_rollout_ref: older verl divided them
-# by the data-parallel ranks, verl 0.9.1 reads none of them (launch/validate.py refuses them with the per-GPU value)
+# by the data-parallel ranks, verl 0.9.1 reads none of them (launch/layout_checks.py refuses them with the per-GPU
+# value)
 GLOBAL_MICRO_BATCHES = {
     "actor": "ppo_micro_batch_size",
     "rollout": "log_prob_micro_batch_size",

@@ -26,6 +26,7 @@ from launch.compose_once import Resolve
 from launch.errors import UserError
 from launch.facts import Facts
 from launch.job_software import job_software, skipped_engine_check
+from launch.layout_checks import ConfigView, check_megatron, check_ppo_batches
 from launch.lengths import TypicalLengths, typical_lengths
 from launch.megatron_memory import FIXES as MEGATRON_FIXES_TEXT
 from launch.megatron_memory import MegatronKnobs
@@ -51,7 +52,6 @@ from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import refusal
 from launch.rundir import Plan
 from launch.steptime import Card, Lengths, forecast
-from launch.validate import ConfigView, check_megatron, check_ppo_batches
 from launch.verdict import (
     Before,
     FittingChange,
@@ -713,7 +713,7 @@ def megatron_changes(verl: dict[str, Any], arch: Architecture) -> list[MegatronC
 
 
 def megatron_layout_valid(verl: dict[str, Any], arch: Architecture) -> bool:
-    """The checks launch/validate.py makes of a Megatron layout (products over the GPUs, layers over PP, heads over
+    """The checks launch/layout_checks.py makes of a Megatron layout (products over the GPUs, layers over PP, heads over
     TP, experts over EP) and of the mini-batch over the data-parallel ranks, passed."""
     view = ConfigView(verl)
     trainer, data = view.trainer, view.data

@@ -21,11 +21,11 @@ from test_job import wait_for_state
 from tiny_assets import make_tiny_dataset, make_tiny_model
 
 from launch.errors import UserError
+from launch.layout_checks import ConfigView, check_megatron, check_rollout_span, pipeline_layers
 from launch.preflight import gate
 from launch.provenance import VERL_KEY
 from launch.rundir import VERL_CONFIG_NAME, Change, Plan
 from launch.schema import RLAUNCH_ROOTS, verl_config_source
-from launch.validate import ConfigView, check_megatron, check_rollout_span, pipeline_layers
 from launch.verl_diff import apply_changes, differences, overlap
 
 DATA = "/home/user/data"  # a dry run only warns about data it cannot see (readiness)

@@ -1,0 +1,274 @@
+"""verl's batch and parallel-layout arithmetic, pure: what verl 0.9.1 and Megatron-core assert on the GPUs (whole
+mini-batches over the data-parallel ranks, micro-batches and token budgets, Megatron's parallel products, the layer
+split over the pipeline, heads over TP, experts over EP, the engine's TP over the nodes), refused before queueing
+with the product or remainder that does not match and where verl would stop.
+
+Runs on: the login node. launch/validate.py checks the planned config with it; the preflight's search over Megatron
+layouts (launch/preflight.py) keeps only the candidates it passes. It reads the resolved config verl receives and the
+plan's architecture, nothing else (no files, no verl import).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from launch.errors import UserError
+from launch.plan import GLOBAL_MICRO_BATCHES
+from launch.ranges import select
+
+
+class ConfigView(dict):
+    """Attribute access (verl.data.train_batch_size) over the resolved config verl receives: our checks read a few
+    keys of a thousand-key tree, and building a DictConfig of it costs ~50 ms a job of a sweep."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        return ConfigView(value) if isinstance(value, dict) else value
+
+
+def check_global_micro_batches(verl: ConfigView, ranks: int) -> None:
+    """verl's older scripts (its examples/tuning among them) set the global micro-batch; verl 0.9.1's engine workers
+    read only the *_per_gpu one, so the run would use the profile's instead or stop at verl's own check: the
+    per-GPU value it meant, computed."""
+    for role, name in GLOBAL_MICRO_BATCHES.items():
+        value = verl.actor_rollout_ref[role].get(name)
+        if value is not None:
+            key = f"actor_rollout_ref.{role}.{name}"
+            raise UserError(
+                f"{key}={value} is the global micro-batch of older verl, which verl 0.9.1 does not read: drop it and "
+                f"set {key}_per_gpu={max(1, int(value) // ranks)} ({value} / {ranks} data-parallel ranks)"
+            )
+
+
+# Where verl 0.9.1 stops on PPO batch arithmetic, at the first actor update (after the first rollout): its engine
+# workers are the only ones it has, and they assert where older verl's dp_actor split off a smaller last mini-batch
+VERL_MINI_BATCHES = (
+    "verl 0.9.1 stops at the first actor update: TrainingWorker.train_mini_batch (verl/workers/engine_workers.py) "
+    "cuts each rank's share of the batch with tensordict_utils.make_iterator, which asserts whole mini-batches "
+    "(older verl ran a smaller last mini-batch)"
+)
+
+
+VERL_MINI_OVER_RANKS = (
+    "verl 0.9.1 stops at the first actor update: TrainingWorker.train_mini_batch (verl/workers/engine_workers.py) "
+    "asserts mini_batch_size % data-parallel size == 0"
+)
+
+
+VERL_MICRO_BATCHES = (
+    "verl 0.9.1 stops at the first actor update: prepare_micro_batches (verl/workers/engine/utils.py) asserts "
+    "whole micro-batches"
+)
+
+
+def neighbours(whole: int, part: int) -> str:
+    """The divisors of `whole` nearest to `part` on either side, as 'A or B' (one of them at the ends)."""
+    below = next((d for d in range(min(part, whole), 0, -1) if whole % d == 0), 1)
+    above = next((d for d in range(part + 1, whole + 1) if whole % d == 0), None)
+    return f"{below} or {above}" if above is not None and below != above else str(below)
+
+
+def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens: int) -> None:
+    """PPO's update arithmetic: batch into mini-batches, mini-batches over the GPUs, micro-batches or token budgets.
+    Each refusal says where verl 0.9.1 would stop (the first update, after a whole rollout)."""
+    data, actor, rollout = verl.data, verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
+    batch, mini = data.train_batch_size, actor.ppo_mini_batch_size
+    if batch % mini:
+        raise UserError(
+            f"data.train_batch_size ({batch}) is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
+            f"({mini}): {batch} % {mini} = {batch % mini}; make the batch a multiple of the mini-batch (e.g. "
+            f"ppo_mini_batch_size={neighbours(batch, mini)}); {VERL_MINI_BATCHES}"
+        )
+    sequences = mini * rollout.n
+    if actor.get("strategy") == "megatron":  # its product already divides the GPUs (check_megatron)
+        sizes = megatron_sizes(actor.megatron)
+        ranks, sp = n_gpus // (sizes["TP"] * sizes["PP"] * sizes["CP"]), sizes["CP"]
+        where = f"{ranks} data-parallel ranks ({n_gpus} GPUs / TP {sizes['TP']} x PP {sizes['PP']} x CP {sp})"
+    else:
+        # verl splits a mini-batch over the data-parallel ranks: the GPUs / the Ulysses group that shares a sequence
+        sp = actor.ulysses_sequence_parallel_size
+        if n_gpus % sp:
+            raise UserError(
+                f"actor_rollout_ref.actor.ulysses_sequence_parallel_size ({sp}) does not divide {gpus}: choose a "
+                f"sequence-parallel size that divides {n_gpus}"
+            )
+        ranks = n_gpus // sp
+        where = (
+            gpus if sp == 1 else f"{ranks} data-parallel ranks ({n_gpus} GPUs / ulysses_sequence_parallel_size {sp})"
+        )
+    if sequences % ranks:
+        raise UserError(
+            f"a mini-batch of {sequences} sequences (ppo_mini_batch_size {mini} x rollout.n {rollout.n}) does not "
+            f"split over {where}: {sequences} % {ranks} = {sequences % ranks}; change the mini-batch or the GPU count; "
+            f"{VERL_MINI_OVER_RANKS}"
+        )
+    if actor.use_dynamic_bsz:
+        budgets = {
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": actor.ppo_max_token_len_per_gpu,
+            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": rollout.log_prob_max_token_len_per_gpu,
+        }
+        needed = -(-sequence_tokens // sp)  # a Ulysses group packs budget x SP tokens and splits each sequence
+        split = f", split over ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
+        for key, budget in budgets.items():
+            if budget < needed:
+                raise UserError(
+                    f"{key} ({budget}) cannot hold one sequence of data.max_prompt_length + max_response_length "
+                    f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}{split}); raise it "
+                    f"to at least {needed} or shorten the lengths"
+                )
+    else:
+        check_global_micro_batches(verl, ranks)
+        micro = actor.ppo_micro_batch_size_per_gpu
+        if micro is None:
+            raise UserError(
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu is not set and use_dynamic_bsz is false: "
+                "set one of them"
+            )
+        share = sequences // ranks
+        rank = "GPU" if sp == 1 else "data-parallel rank"
+        if share % micro:
+            raise UserError(
+                f"each {rank}'s share of a mini-batch ({sequences} / {ranks} = {share} sequences) is not a multiple "
+                f"of actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({micro}): {share} % {micro} = "
+                f"{share % micro}; pick a micro-batch that divides {share} (e.g. {neighbours(share, micro)}); "
+                f"{VERL_MICRO_BATCHES}"
+            )
+
+
+# Megatron's parallel sizes as verl's engine config names them (verl/trainer/config/engine/megatron.yaml), by the
+# names its and Megatron-core's messages use
+MEGATRON_SIZES = {
+    "TP": "tensor_model_parallel_size",
+    "PP": "pipeline_model_parallel_size",
+    "CP": "context_parallel_size",
+    "EP": "expert_model_parallel_size",
+    "ETP": "expert_tensor_parallel_size",
+    "VPP": "virtual_pipeline_model_parallel_size",
+}
+
+
+def megatron_sizes(megatron: dict[str, Any]) -> dict[str, int]:
+    """TP, PP, CP, EP, ETP (null: Megatron-core takes TP) and VPP (null: 1) of one role's megatron block."""
+    sizes = {name: megatron.get(key) for name, key in MEGATRON_SIZES.items()}
+    sizes["ETP"] = sizes["ETP"] if sizes["ETP"] is not None else sizes["TP"]
+    sizes["VPP"] = sizes["VPP"] if sizes["VPP"] is not None else 1
+    return {name: int(value) for name, value in sizes.items()}
+
+
+def megatron_roles(verl: ConfigView) -> list[str]:
+    """The roles whose Megatron engine the run builds: the actor; the reference policy when a KL term needs it; the
+    critic when verl's need_critic would (critic.enable, else adv_estimator gae)."""
+    roles = ["actor_rollout_ref.actor"]
+    if verl.actor_rollout_ref.actor.get("use_kl_loss") or verl.algorithm.get("use_kl_in_reward"):
+        roles.append("actor_rollout_ref.ref")
+    critic_on = verl.critic.get("enable")
+    if critic_on or (critic_on is None and verl.algorithm.get("adv_estimator") == "gae"):
+        roles.append("critic")
+    return [role for role in roles if (select(verl, role) or {}).get("strategy") == "megatron"]
+
+
+def pipeline_layers(layers: int, pp: int, vpp: int, transformer: dict[str, Any]) -> tuple[int, int, str]:
+    """(layers to split, stages they split over, what was counted) as Megatron-core splits a model's layers over the
+    pipeline: the stages with a stated layer count (num_layers_in_first/last_pipeline_stage) take theirs; the
+    embedding and the loss count as one layer each where account_for_*_in_pipeline_split says so."""
+    counted = [f"{layers} layers"]
+    first = transformer.get("num_layers_in_first_pipeline_stage")
+    last = transformer.get("num_layers_in_last_pipeline_stage")
+    if first is not None or last is not None:
+        rest = layers - int(first or 0) - int(last or 0)
+        stages = pp - (first is not None) - (last is not None)
+        counted.append(f"less {int(first or 0)} first and {int(last or 0)} last-stage layers")
+        return rest, max(stages, 1), ", ".join(counted)
+    for part in ("embedding", "loss"):
+        if transformer.get(f"account_for_{part}_in_pipeline_split"):
+            layers += 1
+            counted.append(f"+1 for the {part}")
+    return layers, pp * vpp, ", ".join(counted)
+
+
+def check_megatron(verl: ConfigView, llm: dict[str, Any], experts: int | None) -> None:
+    """What Megatron-core asserts when verl builds each Megatron engine on the GPUs (parallel_state's world-size
+    products, the layer split over the pipeline, heads over TP, experts over EP), refused before queueing with the
+    product that does not match. `llm`: the plan's architecture (its layers and heads unless `known` is false)."""
+    trainer = verl.trainer
+    n_gpus = trainer.nnodes * trainer.n_gpus_per_node
+    gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
+    known = llm.get("known") is not False
+    for role in megatron_roles(verl):
+        node = select(verl, role)
+        size = megatron_sizes(node["megatron"])
+        key = f"{role}.megatron"
+        tp, pp, cp, ep, etp, vpp = (size[name] for name in ("TP", "PP", "CP", "EP", "ETP", "VPP"))
+        if n_gpus % (tp * pp * cp):
+            raise UserError(
+                f"{key}: TP {tp} x PP {pp} x CP {cp} x DP = {gpus} has no whole DP: {n_gpus} % {tp * pp * cp} = "
+                f"{n_gpus % (tp * pp * cp)}; choose tensor/pipeline/context parallel sizes whose product divides "
+                f"{n_gpus}"
+            )
+        if n_gpus % (etp * ep * pp):
+            raise UserError(
+                f"{key}: expert TP {etp} x EP {ep} x PP {pp} x expert DP = {gpus} has no whole expert DP: {n_gpus} % "
+                f"{etp * ep * pp} = {n_gpus % (etp * ep * pp)}; choose expert_model_parallel_size / "
+                f"expert_tensor_parallel_size whose product with PP divides {n_gpus}"
+            )
+        if experts is not None and experts % ep:
+            raise UserError(
+                f"{key}.expert_model_parallel_size ({ep}) does not divide the model's {experts} experts: {experts} % "
+                f"{ep} = {experts % ep}; choose an EP that divides {experts} (e.g. {neighbours(experts, ep)})"
+            )
+        if not known:
+            continue
+        transformer = node["megatron"].get("override_transformer_config") or {}
+        layers, stages, counted = pipeline_layers(int(llm["layers"]), pp, vpp, transformer)
+        if layers % stages:
+            split = f"PP {pp}" + (f" x VPP {vpp}" if vpp > 1 and stages == pp * vpp else "")
+            raise UserError(
+                f"the model's layers ({counted} = {layers}) do not split over {key} {split} = {stages} stages: "
+                f"{layers} % {stages} = {layers % stages}; choose a pipeline size that divides {layers}, or set "
+                "override_transformer_config.num_layers_in_first/last_pipeline_stage"
+            )
+        for heads, what in ((int(llm["heads"]), "attention heads"), (int(llm["kv_heads"]), "key-value heads")):
+            if heads % tp:
+                raise UserError(
+                    f"{key}.tensor_model_parallel_size ({tp}) does not divide the model's {heads} {what}: {heads} % "
+                    f"{tp} = {heads % tp}; choose a TP that divides {heads} (e.g. {neighbours(heads, tp)})"
+                )
+
+
+def check_rollout_span(verl: ConfigView) -> None:
+    """The engine's TP against the GPUs per node: a TP group larger than a node spans whole nodes (vLLM over Ray) or
+    it leaves one replica split across a node boundary."""
+    trainer, tp = verl.trainer, verl.actor_rollout_ref.rollout.tensor_model_parallel_size
+    per_node = trainer.n_gpus_per_node
+    if tp > per_node and tp % per_node:
+        raise UserError(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size ({tp}) spans nodes of {per_node} GPUs "
+            f"(trainer.n_gpus_per_node) unevenly: {tp} % {per_node} = {tp % per_node}; choose a TP that divides "
+            f"{per_node} or a multiple of it"
+        )
+
+
+def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: bool = True) -> None:
+    """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all; the values are of the right
+    type and range already (launch/ranges.py, at the start of planning). `ppo_updates` false (RFT:
+    the PPO config only generates; algos/rft/validate.py checks its SFT batches) skips the mini-batch arithmetic."""
+    trainer, data, rollout = verl.trainer, verl.data, verl.actor_rollout_ref.rollout
+    n_gpus = trainer.nnodes * trainer.n_gpus_per_node
+    gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
+    sequence_tokens = data.max_prompt_length + data.max_response_length
+    if ppo_updates:
+        check_ppo_batches(verl, gpus, n_gpus, sequence_tokens)
+    tp = rollout.tensor_model_parallel_size
+    if trainer.n_gpus_per_node % tp and n_gpus % tp:
+        raise UserError(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size ({tp}) does not divide {gpus}: "
+            f"choose a TP size that divides {trainer.n_gpus_per_node}"
+        )
+    if sequence_tokens > max_position_embeddings:
+        raise UserError(
+            f"data.max_prompt_length + max_response_length ({sequence_tokens}) exceeds the model's context "
+            f"({max_position_embeddings} positions): shorten the lengths or pick a longer-context llm"
+        )

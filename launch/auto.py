@@ -96,14 +96,32 @@ CONFIG_NAME_FLAGS = ("--config-name", "-cn")
 CONFIG_PATH_FLAGS = ("--config-path", "-cp")
 
 
+# verl 0.9's own spelling of the trainer backend: the model_engine group of ppo_trainer.yaml (ppo_megatron_trainer.yaml
+# is ppo_trainer with `override model_engine: megatron`, kept for older scripts) -> the backend that composes it
+VERL_MODEL_ENGINES = {"dp": "fsdp", "megatron": "megatron"}
+
+
 def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
-    """argv with verl's `--config-name=ppo_megatron_trainer` (`-cn X`, `'X.yaml'`) written as `backend=megatron` (and
-    ppo_trainer as backend=fsdp), verl's --config-path dropped with it, and a note per rewrite; UserError for another
-    config name, or one the command line's own backend=... contradicts."""
+    """argv with verl's `--config-name=ppo_megatron_trainer` (`-cn X`, `'X.yaml'`) or `model_engine=megatron` written
+    as `backend=megatron` (ppo_trainer and model_engine=dp as backend=fsdp), verl's --config-path dropped with it, and
+    a note per rewrite; UserError for another config name or engine, or one the command line's own backend=...
+    contradicts."""
     rewritten, notes, backend = [], [], None
     index = 0
     while index < len(argv):
         flag, equals, value = argv[index].partition("=")
+        if flag == "model_engine" and equals:
+            engine = value.strip("'\"")
+            if engine not in VERL_MODEL_ENGINES:
+                known = ", ".join(f"{name} (backend={chosen})" for name, chosen in VERL_MODEL_ENGINES.items())
+                raise UserError(
+                    f"model_engine={value}: rlaunch plans verl's {known}; the {engine} engine's memory and layout are "
+                    "not modelled here: use backend=fsdp or backend=megatron"
+                )
+            backend = VERL_MODEL_ENGINES[engine]
+            notes.append(f"rlaunch: note: model_engine={value} is backend={backend} (verl's model_engine group)")
+            index += 1
+            continue
         if flag not in CONFIG_NAME_FLAGS + CONFIG_PATH_FLAGS:
             rewritten.append(argv[index])
             index += 1
@@ -124,7 +142,10 @@ def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
         return argv, []
     given = value_in(rewritten, "backend")
     if given is not None and given != backend:
-        raise UserError(f"--config-name asks for backend={backend} but the command line sets backend={given}: keep one")
+        raise UserError(
+            f"--config-name or model_engine asks for backend={backend} but the command line sets backend={given}: "
+            "keep one"
+        )
     return (rewritten if given is not None else [*rewritten, f"backend={backend}"]), notes
 
 

@@ -400,14 +400,34 @@ def test_verls_megatron_examples_plan_as_pasted_and_list_what_rlaunch_changes(tm
     )
 
 
-def test_backend_megatron_is_the_same_as_verls_config_name(tmp_path):
-    by_flag, dumped_flag, _ = planned(tmp_path, "-cn", "ppo_megatron_trainer", *QWEN2_7B, "gpu=h100", "algo=verl")
+@pytest.mark.parametrize("verls_spelling", [("-cn", "ppo_megatron_trainer"), ("model_engine=megatron",)])
+def test_backend_megatron_is_the_same_as_verls_config_name(tmp_path, verls_spelling):
+    """verl 0.9's two spellings of its Megatron trainer: the deprecated config name, and the model_engine group its
+    ppo_trainer.yaml documents (`python3 -m verl.trainer.main_ppo model_engine=megatron ...`)."""
+    by_flag, dumped_flag, stderr = planned(tmp_path, *verls_spelling, *QWEN2_7B, "gpu=h100", "algo=verl")
     by_group, dumped_group, _ = planned(tmp_path, "backend=megatron", *QWEN2_7B, "gpu=h100", "algo=verl")
     strip = {"trainer": None, "ray_kwargs": None}  # run directories and ids differ between two invocations
     assert {k: v for k, v in dumped_flag.items() if k not in strip} == {
         k: v for k, v in dumped_group.items() if k not in strip
     }
     assert by_flag["changed_from_verl"] and len(by_flag["changed_from_verl"]) == len(by_group["changed_from_verl"])
+    assert "is backend=megatron" in stderr
+
+
+def test_model_engine_dp_is_fsdp_and_an_engine_rlaunch_does_not_model_is_one_line(tmp_path):
+    plan, _, _ = planned(tmp_path, "model_engine=dp", "gpu=h100", "algo=verl")
+    assert plan["verl"]["actor_rollout_ref"]["actor"]["strategy"] == "fsdp"
+    elsewhere = tmp_path / "veomni"
+    elsewhere.mkdir()
+    result = run_cli("model_engine=veomni", "gpu=h100", "launch.dry_run=json", cwd=elsewhere)
+    assert result.returncode == 2 and not list(elsewhere.rglob("*.json"))
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "rlaunch: error: model_engine=veomni: rlaunch plans verl's dp (backend=fsdp), megatron (backend=megatron)"
+        )
+    )
 
 
 def test_backend_fsdp_composes_exactly_what_ppo_trainer_at_the_root_did():

@@ -18,7 +18,7 @@ from test_job import JOBS, ray_processes_of, sh, submit, wait_for_state
 from launch import watchdog
 from launch.plan import make_plan
 from launch.render import render
-from launch.rundir import HANG_DIR, HANG_FILE, NOT_REQUEUED_FILE, attempt_log_path
+from launch.rundir import HANG_DIR, HANG_FILE, NOT_REQUEUED_FILE, Plan, Readiness, attempt_log_path
 
 # --- the window ------------------------------------------------------------------------------------------------------
 
@@ -44,7 +44,7 @@ def test_the_predicted_step_time_comes_from_the_plans_time_forecast_and_the_sett
     assert plan.time is not None and watchdog.predicted_step_s(plan) == plan.time.step_s
     bare = dataclasses.replace(plan, readiness=None, time=None)
     assert watchdog.predicted_step_s(bare) is None  # no forecast at all
-    assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": None})) is None
+    assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness=Readiness())) is None
     # a plan.json written before the plan had its own forecast: the readiness record's
     earlier = {"rows": 100, "steps_per_epoch": 10, "total_steps": 10, "step_s": 42.5, "wall_min": 7.1}
     earlier |= {
@@ -54,7 +54,8 @@ def test_the_predicted_step_time_comes_from_the_plans_time_forecast_and_the_sett
         "checkpoints": True,
         "attempt_min": 50,
     }
-    assert watchdog.predicted_step_s(dataclasses.replace(bare, readiness={"time": earlier})) == 42.5
+    older = Plan.from_dict({**bare.to_dict(), "readiness": {"time": earlier}})  # read back from such a plan.json
+    assert watchdog.predicted_step_s(older) == 42.5
     settings = plan.cluster_settings
     assert (settings.hang_enabled, settings.hang_factor, settings.hang_floor_s) == (True, 5.0, 1800.0)
     window = watchdog.hang_window_s(plan.time.step_s, 5.0, 1800.0)

@@ -82,18 +82,11 @@ def compose_cfg():
     return compose_config
 
 
-# Under pytest-xdist (`-n 2 --dist loadgroup`, pyproject.toml) each test file runs whole on one worker (its module
-# fixtures are made once), and every test on the dev SLURM cluster runs on the same worker, one after another: they
-# mostly wait for jobs, so the other worker's CPU-bound files run beside them, and the session starts one cluster.
-DEV_CLUSTER_FIXTURES = {"slurm_env", "small_array_cluster"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        uses_cluster = DEV_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ()))
-        group = "dev-cluster" if uses_cluster else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+# Under pytest-xdist (`-n 3 --dist load`, pyproject.toml) tests go one by one to whichever worker is free, and each
+# worker is a test session of its own: the first dev-cluster test a worker runs starts that worker's own cluster
+# (its own slot below), so jobs of different workers never share nodes and their waits overlap the CPU-bound tests.
+# `--dist loadgroup` would not keep a group together here: xdist 3.8 tags a grouped test by rewriting `item._nodeid`,
+# which pytest 9 no longer reads (a node's id is `Node._id`), so every group silently ran as plain `load`.
 
 
 def require_or_skip(reason: str) -> None:

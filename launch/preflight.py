@@ -602,7 +602,8 @@ def judge(
 @dataclass(frozen=True)
 class MegatronJudging:
     """What a Megatron verdict and its fix search judge against: the model, the non-Megatron knobs (memory.Knobs:
-    the engine, lengths and batches, which no Megatron fix changes), the card and the typical lengths."""
+    the engine, lengths and batches; a fix changes only the engine's TP among them), the card and the typical
+    lengths."""
 
     arch: Architecture
     knobs: Knobs
@@ -612,15 +613,20 @@ class MegatronJudging:
     host_gib_per_gpu: float
     lengths: TypicalLengths
 
+    def knobs_of(self, verl: dict[str, Any]) -> Knobs:
+        """The knobs with the engine's TP this config gives it (the one non-Megatron knob a fix may change)."""
+        engine_tp = int(verl["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"])
+        return self.knobs if engine_tp == self.knobs.rollout_tp else with_changes(self.knobs, rollout_tp=engine_tp)
+
     def verdict(self, verl: dict[str, Any], policy: str) -> Verdict:
         return megatron_summary(
-            self.arch, self.knobs, MegatronKnobs.from_verl(verl), self.capacity, self.bf16_tflops, policy
+            self.arch, self.knobs_of(verl), MegatronKnobs.from_verl(verl), self.capacity, self.bf16_tflops, policy
         )
 
     def step_s(self, verl: dict[str, Any]) -> float:
         """The step-time model's seconds for this config at the typical lengths (how a fix is ranked)."""
         lengths = Lengths(float(self.lengths.prompt_tokens), float(self.lengths.response_tokens), self.lengths.source)
-        return forecast(self.arch, self.knobs, self.card, verl, lengths, trains_critic(verl)).step_s
+        return forecast(self.arch, self.knobs_of(verl), self.card, verl, lengths, trains_critic(verl)).step_s
 
 
 # verl's Megatron keys a fix may set on the actor (the reference's follow where they equal the actor's)
@@ -636,6 +642,7 @@ FULL_RECOMPUTE = {  # Megatron's full recomputation of every layer (override_tra
 # forward-only pass recomputes nothing)
 REF_FOLLOWS = (*MEGATRON_SIZE_KEYS, "param_offload")
 MEGATRON_WIDENING = (1, 2, 4)  # each parallel size is searched at x1, x2 and x4 of the run's own
+ENGINE_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 
 
 @dataclass(frozen=True)
@@ -679,10 +686,12 @@ def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[
     return values
 
 
-def megatron_changes(verl: dict[str, Any], arch: Architecture) -> list[MegatronChange]:
+def megatron_changes(verl: dict[str, Any], arch: Architecture, widen_engine: bool = False) -> list[MegatronChange]:
     """The small space a Megatron misfit is searched over: PP, TP (within a node) and, for a MoE model, EP at x1,
-    x2, x4 of the run's own; optimizer offload; param offload (the reference's too); full recomputation; every
-    combination of them (divisibility is megatron_layout_valid's)."""
+    x2, x4 of the run's own; optimizer offload; param offload (the reference's too); full recomputation; with
+    `widen_engine` (the rollout phase does not fit) the engine's TP at x1, x2, x4 within a node too, since the
+    engine holds its own copy of the weights whatever the trainer's layout; every combination of them
+    (divisibility is megatron_layout_valid's)."""
     megatron = verl["actor_rollout_ref"]["actor"]["megatron"]
     per_node = int(verl["trainer"]["n_gpus_per_node"])
     sizes = {name: int(megatron.get(name) or 1) for name in MEGATRON_SIZE_KEYS}
@@ -693,6 +702,12 @@ def megatron_changes(verl: dict[str, Any], arch: Architecture) -> list[MegatronC
         widened = [sizes[name] * factor for factor in MEGATRON_WIDENING]
         widened = [size for size in widened if short != "TP" or size <= per_node]
         options.append([(f"{short} {size}" if size != sizes[name] else "", {name: size}) for size in widened])
+    engine_tp = int(verl["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"])
+    engine_sizes = [engine_tp * factor for factor in MEGATRON_WIDENING if engine_tp * factor <= per_node]
+    engine_options = [
+        (f"engine TP {size}" if size != engine_tp else "", {ENGINE_TP: size})
+        for size in (engine_sizes if widen_engine else [engine_tp])
+    ]
     switches = (
         ("optimizer offload", {"optimizer_offload": True}),
         ("param offload", {"param_offload": True}),
@@ -703,12 +718,14 @@ def megatron_changes(verl: dict[str, Any], arch: Architecture) -> list[MegatronC
         options.append([("", {})] + ([] if already else [(words, values)]))
     changes = []
     for combination in itertools.product(*options):
-        words = [text for text, _ in combination if text]
-        if not words:
-            continue
-        actor_values = {name: value for _, values in combination for name, value in values.items()}
-        actor_values = {name: value for name, value in actor_values.items() if nested(megatron, name) != value}
-        changes.append(MegatronChange(" and ".join(words), megatron_values(verl, actor_values)))
+        for engine_words, engine_values in engine_options:
+            words = [text for text, _ in combination if text] + ([engine_words] if engine_words else [])
+            if not words:
+                continue
+            actor_values = {name: value for _, values in combination for name, value in values.items()}
+            actor_values = {name: value for name, value in actor_values.items() if nested(megatron, name) != value}
+            changed = {key: value for key, value in engine_values.items() if nested(verl, key) != value}
+            changes.append(MegatronChange(" and ".join(words), {**megatron_values(verl, actor_values), **changed}))
     return changes
 
 
@@ -789,7 +806,7 @@ def megatron_search(
 ) -> tuple[Verdict, dict[str, Any]]:
     """A Megatron misfit's fixes: the cheapest fitting change (advice, whatever keys it touches), the cheapest
     among those that change no key the user set (what launch.preflight=fix applies), and the single changes."""
-    changes = megatron_changes(verl, judged_at.arch)
+    changes = megatron_changes(verl, judged_at.arch, widen_engine=not verdict.phases["rollout"].fits)
     best = megatron_fitting(judged_at, verl, changes)
     free = [change for change in changes if not locked & set(change.values)]
     applicable = (

@@ -614,6 +614,20 @@ def test_a_clear_megatron_misfits_cheapest_fix_applied_fits(tmp_path):
         assert str(node).lower() == value.strip("'"), override
 
 
+def test_an_engine_that_cannot_hold_its_weights_is_searched_with_the_engines_tp_too(tmp_path):
+    """Qwen3-30B-A3B's 57 GiB of bf16 weights in one A100 80GB engine at gpu_memory_utilization 0.6: no Megatron
+    layout helps the rollout phase, the engine's own TP does; the search names it and the result fits."""
+    args = ["model_engine=megatron", "llm=qwen3_30b_a3b", "gpu=a100_80", "algo=verl", "trainer.n_gpus_per_node=8"]
+    too_big, _, _ = planned(tmp_path, *args)
+    verdict = too_big["preflight"]
+    assert not verdict["fits"] and not verdict["phases"]["rollout"]["fits"]
+    fix = verdict["first_fitting_fixes"]
+    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2" in fix, fix
+    assert "engine TP 2" in verdict["fits_with"]["summary"]
+    fixed, _, _ = planned(tmp_path, *args, *fix)
+    assert fixed["preflight"]["fits"] and fixed["preflight"]["phases"]["rollout"]["fits"]
+
+
 # --- on the dev cluster ----------------------------------------------------------------------------------------------
 
 

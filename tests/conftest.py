@@ -9,8 +9,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -87,6 +88,26 @@ def compose_cfg():
 # (its own slot below), so jobs of different workers never share nodes and their waits overlap the CPU-bound tests.
 # `--dist loadgroup` would not keep a group together here: xdist 3.8 tags a grouped test by rewriting `item._nodeid`,
 # which pytest 9 no longer reads (a node's id is `Node._id`), so every group silently ran as plain `load`.
+
+
+@contextmanager
+def local_ray(**init_kwargs: Any) -> Iterator[None]:
+    """A Ray of this test's own in this process (address="local": never a dev-cluster job's Ray on the host), shut
+    down after it. The suite's workers run tests of every file one after another (`--dist load`), and a test that
+    started Ray in the process before (Ray Data starts one on first use) would make ray.init refuse to start again:
+    that one is shut down first."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    ray.init(address="local", include_dashboard=False, **init_kwargs)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if saved is not None:
+            os.environ["RAY_ADDRESS"] = saved
 
 
 def require_or_skip(reason: str) -> None:

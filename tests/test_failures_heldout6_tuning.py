@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import local_ray
 
 from bench.failures import CORPORA, excerpt_body
 from launch.report import failures
@@ -143,7 +144,8 @@ def test_pandas_not_finding_a_csv_is_missing_data_with_its_path(tmp_path: Path, 
 
 def test_ray_data_not_finding_a_path_on_the_driver_names_the_path():
     ray_data = pytest.importorskip("ray.data")
-    failure = failures.classify(raised_by(ray_data.read_csv, "./transactions_missing.csv"))
+    with local_ray(num_cpus=1):  # Ray Data would start one of its own and leave it in this worker
+        failure = failures.classify(raised_by(ray_data.read_csv, "./transactions_missing.csv"))
     assert failure.kind == "data_missing"
     assert failure.details["data_path"] == "./transactions_missing.csv"
     assert "Ray Data's read task" not in failure.fix  # the driver looked for it: not a task on another node

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import PROJECT, compose_config
+from conftest import PROJECT, compose_config, local_ray
 from omegaconf import DictConfig, OmegaConf
 
 import rewards
@@ -64,17 +64,9 @@ BATCH = [
 
 
 @pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    import ray
-
-    saved = os.environ.pop("RAY_ADDRESS", None)
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
+def ray_of_this_module() -> Iterator[None]:
+    with local_ray(num_cpus=4, log_to_driver=False):
         yield
-    finally:
-        ray.shutdown()
-        if saved is not None:
-            os.environ["RAY_ADDRESS"] = saved
 
 
 def verl_config(tokenizer_dir: Path) -> DictConfig:
@@ -133,7 +125,7 @@ def orphaned_workers() -> list[str]:
     return found
 
 
-def test_verl_reward_loop_manager_scores_a_mixed_batch(tmp_path, local_ray):
+def test_verl_reward_loop_manager_scores_a_mixed_batch(tmp_path, ray_of_this_module):
     from tiny_assets import make_tiny_tokenizer
     from transformers import AutoTokenizer
     from verl.experimental.reward_loop.reward_loop import RewardLoopManager

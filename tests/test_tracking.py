@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import PROJECT, compose_config, cpu_facts, run_cli
+from conftest import PROJECT, compose_config, cpu_facts, local_ray, run_cli
 from metric_fixtures import make_run
 from wandb.proto import wandb_internal_pb2
 
@@ -119,12 +119,8 @@ def test_verls_tracking_in_a_ray_actor_gets_the_identity_only_through_the_runtim
             return seen
 
     # a Ray of its own: without an address ray.init joins any Ray started on this host (a dev-cluster job's)
-    runtime_env = plan.verl["ray_kwargs"]["ray_init"]["runtime_env"]
-    ray.init(address="local", runtime_env=runtime_env, num_cpus=1, include_dashboard=False)
-    try:
+    with local_ray(runtime_env=plan.verl["ray_kwargs"]["ray_init"]["runtime_env"], num_cpus=1):
         seen = ray.get(TaskRunner.remote().fit.remote(config), timeout=120)
-    finally:
-        ray.shutdown()
     run_dir = Path(plan.run_dir)
     offline_runs = list((run_dir / "wandb").glob(f"offline-run-*-{plan.run_id}"))
     assert seen["id"] == plan.run_id and len(offline_runs) == 1, seen

@@ -65,10 +65,15 @@ def test_credentials_are_found_in_the_environment_or_netrc_and_never_copied(tmp_
 
 def run_record(path: Path, timeout_s: float = 30.0):
     """The run record of a .wandb file. wandb-core writes the file from its own process: on a loaded machine the
-    record has been seen to land after wandb.finish() returned in the actor."""
+    record has been seen to land after wandb.finish() returned in the actor, and a chunk to be read half-written."""
+    from google.protobuf.message import DecodeError
+
     deadline = time.monotonic() + timeout_s
     while True:
-        found = [record.run for record in wandb_records(path) if record.HasField("run")]
+        try:
+            found = [record.run for record in wandb_records(path) if record.HasField("run")]
+        except DecodeError:  # a chunk wandb-core is still writing: read the file again
+            found = []
         if found:
             return found[0]
         assert time.monotonic() < deadline, f"no run record in {path} after {timeout_s:.0f} s"

@@ -48,6 +48,7 @@ from launch.memory import (
 )
 from launch.overrides import as_overrides, keys_of, render_value
 from launch.plan import llm_architecture
+from launch.ranges import select
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import refusal
 from launch.rundir import Plan
@@ -653,13 +654,6 @@ class MegatronChange:
     values: dict[str, Any]
 
 
-def nested(tree: dict[str, Any], key: str) -> Any:
-    node: Any = tree
-    for part in key.split("."):
-        node = (node or {}).get(part) if isinstance(node, dict) else None
-    return node
-
-
 def with_values(verl: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """A copy of the resolved config with these dotted keys set (parents copied, the rest shared)."""
     changed = dict(verl)
@@ -681,7 +675,7 @@ def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[
     for name, value in actor_values.items():
         values[f"{MEGATRON_ACTOR}.{name}"] = value
         ref_key, actor_key = f"{MEGATRON_REF}.{name}", f"{MEGATRON_ACTOR}.{name}"
-        if ref_on_megatron and name in REF_FOLLOWS and nested(verl, ref_key) == nested(verl, actor_key):
+        if ref_on_megatron and name in REF_FOLLOWS and select(verl, ref_key) == select(verl, actor_key):
             values[ref_key] = value
     return values
 
@@ -714,7 +708,7 @@ def megatron_changes(verl: dict[str, Any], arch: Architecture, widen_engine: boo
         ("full recompute", FULL_RECOMPUTE),
     )
     for words, values in switches:
-        already = all(nested(megatron, name) == value for name, value in values.items())
+        already = all(select(megatron, name) == value for name, value in values.items())
         options.append([("", {})] + ([] if already else [(words, values)]))
     changes = []
     for combination in itertools.product(*options):
@@ -723,8 +717,8 @@ def megatron_changes(verl: dict[str, Any], arch: Architecture, widen_engine: boo
             if not words:
                 continue
             actor_values = {name: value for _, values in combination for name, value in values.items()}
-            actor_values = {name: value for name, value in actor_values.items() if nested(megatron, name) != value}
-            changed = {key: value for key, value in engine_values.items() if nested(verl, key) != value}
+            actor_values = {name: value for name, value in actor_values.items() if select(megatron, name) != value}
+            changed = {key: value for key, value in engine_values.items() if select(verl, key) != value}
             changes.append(MegatronChange(" and ".join(words), {**megatron_values(verl, actor_values), **changed}))
     return changes
 

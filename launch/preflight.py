@@ -583,12 +583,11 @@ def judge(
         knobs = with_changes(knobs, trainer_beside_engine=False)
     arch, capacity, bf16_tflops = Architecture.from_llm(llm), float(cfg.gpu.usable_gib), float(cfg.gpu.bf16_tflops)
     policy, lengths = str(cfg.launch.preflight), lengths or typical_lengths(cfg)
+    host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
     if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron":
-        host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
         judged_at = MegatronJudging(arch, knobs, capacity, bf16_tflops, Card.of(cfg.gpu), host_gib_per_gpu, lengths)
         verdict, proposed = megatron_verdict(judged_at, verl, policy, overrides)
     else:
-        host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
         verdict, proposed = run(arch, knobs, capacity, bf16_tflops, policy, overrides, lengths, host_gib_per_gpu)
     skipped = skipped_engine_check(verl)
     judged = replace(

@@ -252,11 +252,23 @@ for i in $(seq 1 "$NODES"); do
   mkdir -p "$PREFIX/state/d/c$i"
   slurmd -f "$SLURM_CONF" -N "c$i"
 done
-for _ in $(seq 1 240); do
-  [ "$(sinfo -h -o '%t' 2>/dev/null | sort -u)" = idle ] && [ "$(sinfo -h -N -o '%N' 2>/dev/null | sort -u | wc -l)" = "$NODES" ] && break
+# slurmctld recovers the jobs and node states a killed earlier session left in $PREFIX/state (its job IDs go on from
+# there, so sacct never mixes two sessions' jobs): cancel those jobs and return any node they left down or drained,
+# so a fresh cluster starts empty instead of waiting on nodes held by jobs no slurmd runs any more.
+for _ in $(seq 1 120); do sinfo -h >/dev/null 2>&1 && break; sleep 0.25; done
+scancel --full -u root >/dev/null 2>&1 || true
+for _ in $(seq 1 480); do
+  states=$(sinfo -h -N -o '%t' 2>/dev/null | sort -u)
+  [ "$states" = idle ] && [ "$(sinfo -h -N -o '%N' 2>/dev/null | sort -u | wc -l)" = "$NODES" ] && break
+  case "$states" in *down*|*drain*|*drng*) scontrol update NodeName=ALL State=RESUME >/dev/null 2>&1 || true;; esac
   sleep 0.25
 done
-[ "$(sinfo -h -o '%t' | sort -u)" = idle ] || { echo "dev_cluster: nodes not idle; see $PREFIX/log" >&2; exit 1; }
+if [ "$(sinfo -h -N -o '%t' | sort -u)" != idle ]; then
+  echo "dev_cluster: nodes not idle within 120 s; see $PREFIX/log. Node states:" >&2
+  sinfo -h -N -o '  %N %t %E' 2>&1 | sort -u >&2
+  tail -n 15 "$PREFIX/log/slurmctld.log" >&2
+  exit 1
+fi
 echo "$SIGNATURE" > "$PREFIX/signature"
 sinfo
 log "up: $NODES node(s) idle.  export SLURM_CONF=$SLURM_CONF"

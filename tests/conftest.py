@@ -177,7 +177,7 @@ def dev_cluster(prefix: str, port_base: str, *shape: str) -> Iterator[dict[str, 
     args = [*shape, "--prefix", prefix, "--port-base", port_base]
     up = subprocess.run(["bash", str(script), "up", *args], capture_output=True, text=True, timeout=600)
     if up.returncode != 0:
-        require_or_skip(f"dev SLURM cluster did not start: {(up.stdout + up.stderr)[-1500:]}")
+        require_or_skip(f"dev SLURM cluster did not start: {(up.stdout + up.stderr)[-4000:]}")
     env = {"SLURM_CONF": f"{prefix}/etc/slurm.conf"}
     cancel = ["scancel", "--full", "-u", "root"]
     subprocess.run(cancel, env={**os.environ, **env}, check=False, timeout=30)

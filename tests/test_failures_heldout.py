@@ -1,13 +1,14 @@
-"""The failure classifier on the second to sixth held-out corpora (tests/data/failures_heldout2/<kind>/ to
-tests/data/failures_heldout6/<kind>/): public logs collected after the tuning before them, labelled from their threads
+"""The failure classifier on the second to eighth held-out corpora (tests/data/failures_heldout2/<kind>/ to
+tests/data/failures_heldout8/<kind>/): public logs collected after the tuning before them, labelled from their threads
 before the classifier ran on them.
 
-All five sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
+All seven sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
 21/31, bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6; held-out-4 after that: 27/37, note 8;
-held-out-5 after that: 25/32, note 10; held-out-6 after that: 21/32, note 12), and signatures were then added for the
-misses that show a clear message (notes 5, 7, 9, 11 and 13; from held-out-5 on, for the whole family of messages each
-miss belongs to). The scores pinned here are the tuned ones; they guard the corpora against regressions, and they are
-no held-out numbers any more: the next honest held-out score comes from a fresh, blind set."""
+held-out-5 after that: 25/32, note 10; held-out-6 after that: 21/32, note 12; held-out-7: 17/23, note 14; held-out-8:
+23/27, note 15), and signatures were then added for the misses that show a clear message (notes 5, 7, 9, 11, 13 and
+16; from held-out-5 on, for the whole family of messages each miss belongs to). The scores pinned here are the tuned
+ones; they guard the corpora against regressions, and they are no held-out numbers any more: the next honest held-out
+score comes from a fresh, blind set."""
 
 from __future__ import annotations
 
@@ -278,12 +279,15 @@ def test_the_sixth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the seventh set: collected blind while the sixth was tuned on, measured once, NOT tuned on -----------------------
+# --- the seventh and eighth sets: collected blind, measured once each, then tuned on (note 16): spent ---------------
 
 HELD_OUT_7 = load_corpus(CORPORA["held-out-7"])
-# what it scored on first sight (2026-11-24, bench/results/failures.txt note 14): the next tuning spends it
+# what it scored on first sight (2026-11-24, bench/results/failures.txt note 14), kept as the record of that measurement
 MEASURED_ON_FIRST_SIGHT_7 = 17  # of 23
-WRONGLY_NAMED_ON_FIRST_SIGHT_7 = {"unknown/tgi-3192-gaudi-offline-hub-tree-call": "model_not_cached"}
+# after tuning on its misses by families (note 16): the one left is TGI calling the Hub's tree API in offline mode with
+# the model on disk (labelled unknown: a TGI bug, not a cache miss; the wording is the cache miss's own)
+TUNED_RIGHT_7 = 22
+TUNED_MISSES_7 = {"unknown/tgi-3192-gaudi-offline-hub-tree-call": "model_not_cached"}
 
 
 def test_the_seventh_set_is_fresh_and_real():
@@ -295,18 +299,17 @@ def test_the_seventh_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in earlier}
 
 
-def test_the_seventh_set_keeps_its_first_sight_score_and_names_no_other_wrong_cause():
+def test_the_seventh_set_keeps_its_tuned_score():
     result = score(HELD_OUT_7)
-    wrong = {name(excerpt): found for excerpt, found in result.rows if found not in (excerpt.kind, "unknown")}
-    assert result.right >= MEASURED_ON_FIRST_SIGHT_7 and wrong.items() <= WRONGLY_NAMED_ON_FIRST_SIGHT_7.items()
+    misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
+    assert (result.right, misses) == (TUNED_RIGHT_7, TUNED_MISSES_7)
+    assert TUNED_RIGHT_7 > MEASURED_ON_FIRST_SIGHT_7
 
-
-# --- the eighth set: collected blind after the seventh was measured, nothing tuned since, measured once -------------
 
 HELD_OUT_8 = load_corpus(CORPORA["held-out-8"])
-# what it scored on first sight (2026-11-25, bench/results/failures.txt note 15): the next tuning may spend it
+# what it scored on first sight (2026-11-25, note 15), kept as the record of that measurement
 MEASURED_ON_FIRST_SIGHT_8 = 23  # of 27
-WRONGLY_NAMED_ON_FIRST_SIGHT_8: dict[str, str] = {}
+TUNED_RIGHT_8 = 27  # after tuning on its misses (note 16)
 
 
 def test_the_eighth_set_is_fresh_and_real():
@@ -318,7 +321,19 @@ def test_the_eighth_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in earlier}
 
 
-def test_the_eighth_set_keeps_its_first_sight_score_and_names_no_wrong_cause():
+def test_the_eighth_set_keeps_its_tuned_score():
     result = score(HELD_OUT_8)
-    wrong = {name(excerpt): found for excerpt, found in result.rows if found not in (excerpt.kind, "unknown")}
-    assert result.right >= MEASURED_ON_FIRST_SIGHT_8 and wrong.items() <= WRONGLY_NAMED_ON_FIRST_SIGHT_8.items()
+    assert (result.right, result.total) == (TUNED_RIGHT_8, len(HELD_OUT_8))
+    assert TUNED_RIGHT_8 > MEASURED_ON_FIRST_SIGHT_8
+
+
+OOV_7_8 = [
+    excerpt
+    for excerpt in [*HELD_OUT_7, *HELD_OUT_8]
+    if excerpt.kind == "unknown" and name(excerpt) not in TUNED_MISSES_7
+]
+
+
+@pytest.mark.parametrize("excerpt", OOV_7_8, ids=lambda excerpt: excerpt.path.stem)
+def test_the_seventh_and_eighth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    assert failures.classify(excerpt.text).kind == "unknown"

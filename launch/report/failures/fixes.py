@@ -16,15 +16,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from launch.report.failures.signatures import (
+    BATCH_ARITHMETIC,
     CONFIG_LIBRARY_FRAME,
     DATASET_GENERATION_FRAME,
+    KEY_ERROR,
     OMEGACONF_SETTER,
+    RECORD_FIELD,
+    SAVED_DATASET_INCOMPLETE,
+    ZERO_DIVISION,
     Failure,
     code_wrote_struct_key,
     died_connecting,
     gpus_asked_and_had,
     is_source,
     phase_of,
+    raised_by,
+    strip_prefix,
     tracebacks,
 )
 from launch.rundir import Plan
@@ -484,6 +491,49 @@ def gcs_start_fix(log_text: str) -> tuple[str, Details] | None:
     return None
 
 
+NODE_STARTUP_TIMEOUT = re.compile(
+    r"Timed out after (?P<seconds>\d+) seconds while waiting for node to startup(?:\. Did not find socket name "
+    r"(?P<socket>\S+))?|The current node timed out during startup"
+)
+LOCAL_NODE_IP = re.compile(r"Local node IP: (?P<ip>\S+)")
+GCS_ADDRESS_UNKNOWN = re.compile(r"No entry found for GcsServerAddress")
+UNIX_SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with its NUL
+
+
+def node_startup_fix(log_text: str) -> tuple[str, Details] | None:
+    """`ray start` whose own daemons never registered: a wrong node address, a socket path no Unix socket can have, a
+    filesystem that holds none, or a node too busy for Ray's fixed 30 s."""
+    if GCS_ADDRESS_UNKNOWN.search(log_text):
+        return (
+            "the node's core worker never found the GCS's address: the head registered an address the node cannot "
+            "use (it resolved its own IP wrongly, often 127.0.0.1 on a private network); start every node with "
+            "--node-ip-address=<its reachable IP> (rlaunch sets it from the allocation) and the same Ray version"
+        ), {}
+    timed_out = NODE_STARTUP_TIMEOUT.search(log_text)
+    if not timed_out:
+        return None
+    ip = LOCAL_NODE_IP.search(log_text)
+    if ip and ip.group("ip") in ("0.0.0.0", "127.0.0.1"):
+        return (
+            f"`ray start` picked {ip.group('ip')} as the node's IP and its own daemons could not register there: pass "
+            "--node-ip-address=<the node's real IP> (hostname --ip-address) to every `ray start`"
+        ), {"node_ip": ip.group("ip")}
+    socket_path = timed_out.group("socket") or ""
+    found: Details = {"socket": socket_path} if socket_path else {}
+    if len(socket_path) > UNIX_SOCKET_PATH_MAX:
+        return (
+            f"Ray's socket path is {len(socket_path)} bytes, over the {UNIX_SOCKET_PATH_MAX} a Unix socket allows: "
+            "give `ray start` a short --temp-dir on the node's local disk (e.g. /tmp/ray)"
+        ), found
+    temp = f" ({socket_path.split('/session_')[0]})" if "/session_" in socket_path else ""
+    return (
+        "the node's own Ray daemons (raylet, object store) did not register within Ray's fixed 30 s: put --temp-dir"
+        f"{temp} on the node's local disk (its Unix sockets do not work on NFS/Lustre and paths must stay under "
+        f"{UNIX_SOCKET_PATH_MAX} bytes), and read its raylet.out there; a node too loaded to start its daemons in "
+        "30 s (other jobs, a full /dev/shm) starts on a retry"
+    ), found
+
+
 def node_died_fix(failure: Failure) -> tuple[str, Details] | None:
     """A Ray node that died under the run, where the log names it: what to read on it."""
     if not failure.node:
@@ -648,7 +698,66 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             f"the composed config has no key '{key}' where it was read or set: fix or drop the override that names it "
             "(--cfg job shows the composed config), or run the entry point whose config has it"
         ), {"config_key": key}
-    return generations_fix(log_text) or divisible_fix(log_text)
+    return (
+        generations_fix(log_text)
+        or divisible_fix(log_text)
+        or deepspeed_batch_fix(log_text)
+        or zero_batch_fix(log_text)
+    )
+
+
+# DeepSpeed's batch check, its message wrapped or not: "train_batch_size is not equal to micro_batch_per_gpu *
+# gradient_acc_step * world_size 64 != 4 * 8 * 1"
+DEEPSPEED_BATCH = re.compile(
+    r"micro_batch_per_gpu\s+\*\s+gradient_acc_step\s+\*\s+world_size\s+(?P<train>\d+)\s*!=\s*(?P<micro>\d+)\s*\*\s*"
+    r"(?P<acc>\d+)\s*\*\s*(?P<world>\d+)"
+)
+
+
+def deepspeed_batch_fix(log_text: str) -> tuple[str, Details] | None:
+    """DeepSpeed's three batch keys against the world size it ran with: the values that make the product hold."""
+    found = DEEPSPEED_BATCH.search(log_text)
+    if not found:
+        return None
+    train, micro, acc, world = (int(found.group(name)) for name in ("train", "micro", "acc", "world"))
+    product = micro * acc * world
+    options = [f"train_batch_size={product}"]
+    if micro * world and train % (micro * world) == 0:
+        options.append(f"gradient_accumulation_steps={train // (micro * world)}")
+    if micro * acc and train % (micro * acc) == 0 and train // (micro * acc) != world:
+        options.append(f"{train // (micro * acc)} GPUs (world size; it ran with {world})")
+    return (
+        f"DeepSpeed's batch keys disagree: train_batch_size {train} != micro_batch_per_gpu {micro} x "
+        f"gradient_accumulation_steps {acc} x world size {world} = {product}; set {' or '.join(options)} (or leave "
+        'train_batch_size to "auto" and let the trainer derive it)'
+    ), {
+        "train_batch_size": train,
+        "micro_batch_per_gpu": micro,
+        "gradient_accumulation_steps": acc,
+        "world_size": world,
+    }
+
+
+# the batch keys a ZeroDivisionError's source line divides by, as verl spells them: verl normalises each
+# *_batch_size by the data-parallel size (and multiplies by rollout.n), so a value below the GPU count becomes 0
+BATCH_KEY = re.compile(r"\b\w*(?:micro_batch|mini_batch|batch_size)\w*\b")
+
+
+def zero_batch_fix(log_text: str) -> tuple[str, Details] | None:
+    """A batch size that came out 0 where code divides by it: which key, and why it is 0."""
+    hits = raised_by(log_text.splitlines(), ZERO_DIVISION, BATCH_ARITHMETIC)
+    if not hits:
+        return None
+    source = strip_prefix(hits[0])
+    divided = re.split(r"[%/]{1,2}", source, maxsplit=1)
+    keys = BATCH_KEY.findall(divided[1] if len(divided) > 1 else source) or BATCH_KEY.findall(source)
+    key = keys[0] if keys else "a batch size"
+    return (
+        f"{key} is 0 where the code divides by it ({source[:120]}): verl divides each *_batch_size by the "
+        f"data-parallel size (the GPUs over the sequence-parallel size), so a {key} below the GPU count becomes 0; "
+        "set it to at least the number of GPUs (a multiple of it), or set its _per_gpu form instead (e.g. "
+        "ppo_micro_batch_size_per_gpu=1)"
+    ), {"config_key": key}
 
 
 # TRL's GRPO: every prompt's completions must fit in one global batch, (processes x per-device batch) a multiple of
@@ -864,6 +973,37 @@ def reward_call_fix(log_text: str) -> tuple[str, Details] | None:
         f"the reward function {function}() {what}: make its signature match how the trainer calls it (verl: "
         "compute_score(data_source, solution_str, ground_truth, extra_info), by name)"
     ), found
+
+
+# a remote reward server's client that gave up: OpenRLHF's remote_rm_utils and urllib3's connection error (the URL
+# split into host, port and path)
+REWARD_SERVER_DOWN = re.compile(
+    r"HTTPConnectionPool\(host='(?P<host>[^']+)', port=(?P<port>\d+)\): Max retries exceeded with url: (?P<path>\S+)"
+)
+REWARD_SERVER_GAVE_UP = re.compile(r"Request error for \S+ times|Please check the API server")
+
+
+def reward_server_fix(log_text: str) -> tuple[str, Details] | None:
+    """The reward came from a server the scorer could not reach: which address, and that the server is the fix."""
+    if not (REWARD_SERVER_GAVE_UP.search(log_text) or re.search(r"remote_rm", log_text)):
+        return None
+    down = REWARD_SERVER_DOWN.search(log_text)
+    if not down:
+        return None
+    url = f"http://{down.group('host')}:{down.group('port')}{down.group('path')}"
+    tries = re.search(r"Request error for (\d+) times", log_text)
+    gave_up = f" (it gave up after {tries.group(1)} tries)" if tries else ""
+    loopback = (
+        "; 127.0.0.1 is whichever node the scorer ran on (a Ray worker may run on another node than the server): "
+        "give the server's host name"
+        if down.group("host") in ("127.0.0.1", "localhost")
+        else ""
+    )
+    return (
+        f"the reward server at {url} refused the scorer's requests{gave_up}: start the server before training and "
+        "wait until it answers (curl it), or fix the reward URL the run was given (OpenRLHF: --remote_rm_url)"
+        f"{loopback}; no batch or memory setting can help"
+    ), {"reward_url": url}
 
 
 REWARD_FRAME_AT = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function>\w+)')
@@ -1124,7 +1264,51 @@ def data_error_fix(log_text: str) -> tuple[str, Details] | None:
             f"a row of the data has no '{column}', a field verl reads: rewrite the parquet with verl's columns "
             f"(prompt, data_source, reward_model.ground_truth; its examples/data_preprocess scripts){instead}"
         ), {"missing_columns": column}
-    return dataset_generation_fix(log_text)
+    return dataset_generation_fix(log_text) or record_field_fix(log_text) or unfinished_save_fix(log_text)
+
+
+RECORD_KEY = re.compile(r"KeyError(?:KeyError)?\s*:\s*:?\s*(?P<key>'[^']+'|\"[^\"]+\")")
+
+
+def record_field_fix(log_text: str) -> tuple[str, Details] | None:
+    """A KeyError raised reading a field of a data record: the column the rows lack, and where it is read."""
+    hits = raised_by(log_text.splitlines(), KEY_ERROR, RECORD_FIELD)
+    if not hits:
+        return None
+    key = RECORD_KEY.search(hits[1])
+    read = RECORD_FIELD.search(hits[0])
+    column = key.group("key").strip("'\"") if key else (read.group(0) if read else "?")
+    return (
+        f"rows of the data have no '{column}', which the code reads ({read.group(0) if read else 'a record field'}): "
+        "a split prepared differently from the others (an eval set not tokenized or mapped like the train set), or a "
+        f"column named otherwise; give every split the column '{column}' (run the same preprocessing on each), or "
+        "point the code's key at the column the data has"
+    ), {"missing_columns": column}
+
+
+SAVED_DATASET_FILE = re.compile(r"(?P<dir>/[^\s'\"]*?)/(?:state|dataset_info|dataset_dict)\.json")
+SAVED_DATASET_READ = re.compile(r"DATASET_(?:STATE_JSON|INFO|DICT_JSON)_FILENAME")
+
+
+def unfinished_save_fix(log_text: str) -> tuple[str, Details] | None:
+    """A dataset directory written by save_to_disk without its state or info file: the save never finished."""
+    named = SAVED_DATASET_INCOMPLETE.search(log_text)
+    if named:
+        return (
+            f"{named.group('dir')} exists but holds no saved dataset (no state.json / dataset_info.json, or no "
+            "dataset_dict.json for splits): a save_to_disk that did not finish (a job killed while saving, a disk that "
+            "filled), or a path one level off (a split's parent or child); point at the directory save_to_disk wrote, "
+            "or delete it and save the dataset again"
+        ), {"data_path": named.group("dir")}
+    found = SAVED_DATASET_FILE.search(log_text)
+    if not (found or SAVED_DATASET_READ.search(log_text)) or not re.search(r"FileNotFoundError|No such file", log_text):
+        return None
+    where = found.group("dir") if found else "the saved dataset's directory"
+    return (
+        f"the saved dataset in {where} has no state/info file: its save_to_disk did not finish (a job killed while "
+        "saving, or a disk that filled); delete that directory and save the dataset again (or load it from its "
+        "source files), then rerun"
+    ), {"data_path": where}
 
 
 # the datasets loader (packaged_modules/<format>/) whose reader raised while datasets generated a split
@@ -1159,9 +1343,23 @@ RAY_TASK_MISSING = re.compile(r"RayTaskError\(FileNotFoundError\)|Task failed wi
 RAY_DATA_FRAME = re.compile(r"ray/data/")
 
 
+# datasets (before 2.x) looked a dataset's loading script up by URL: none there is a name it does not know
+DATASETS_SCRIPT_URL = re.compile(r"Couldn't find file at (?P<url>https?://\S+/(?P<name>[\w.-]+)\.py)\b")
+HUB_DATASET_MISSING = re.compile(r"Dataset '(?P<name>[^']+)' doesn't exist on the Hub")
+
+
 def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     """The data file the log names (the evidence first; never a traceback's source line, whose f-string only names a
     variable), and where a relative path is looked for."""
+    script = DATASETS_SCRIPT_URL.search(log_text) or HUB_DATASET_MISSING.search(log_text)
+    if script:
+        name = script.group("name")
+        return (
+            f"datasets knows no dataset '{name}' (no loading script or Hub repository by that name): check its name "
+            f"and configuration on the Hub (a dataset of several parts is often a configuration of another one, e.g. "
+            f"load_dataset('<family>', '<config>')), log in if it is gated, or write it to local files and point "
+            "data.train_files / data.val_files at them"
+        ), {"dataset": name}
     lines = [*failure.evidence, *(line for line in log_text.splitlines() if not is_source(line))]
     missing = next((found for line in lines if (found := MISSING_PATH.search(line))), None)
     path = next(group for group in missing.groups() if group) if missing else None
@@ -1309,7 +1507,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "config_error":
         return config_fix_from_log(log_text)
     if failure.kind == "reward_error":
-        return reward_fix_from_log(failure, log_text)
+        return reward_server_fix(log_text) or reward_fix_from_log(failure, log_text)
     if failure.kind == "unknown":
         return unknown_fix_from_log(failure, log_text)
     if failure.kind == "nccl_timeout":
@@ -1327,6 +1525,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
             or died_connecting_fix(log_text)
             or gcs_start_fix(log_text)
             or head_unreachable_fix(log_text)
+            or node_startup_fix(log_text)
         )
     if failure.kind == "ray_node_lost":
         return (

@@ -50,7 +50,10 @@ def slurm_state(*states: str) -> tuple[str, ...]:
     )
 
 
-SOME = r"(?!0(?:\.0*)?\b)\d+(?:\.\d+)?"  # a count above zero: a request of 0 GPUs is no GPU shortage
+SOME = r"(?!0(?:\.0*)?\b)\d+(?:\.\d+)?"
+SAVED_DATASET_INCOMPLETE = re.compile(
+    r"Directory (?P<dir>\S+) is neither a `Dataset` directory nor a `DatasetDict` directory"
+)  # a count above zero: a request of 0 GPUs is no GPU shortage
 
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "preempted": (
@@ -172,6 +175,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"(?:not found|does not exist)",
         # datasets' load_dataset finding nothing at a local data path (or no loading script there)
         r"Couldn't find (?:any data file|a dataset script) at \S",
+        # datasets asked for a dataset that is not there: an old version's loading script by URL, the Hub's answer,
+        # a load_from_disk path that holds no saved dataset
+        r"Couldn't find file at https?://\S+\.py\b",
+        r"Dataset '[^']+' doesn't exist on the Hub|\bDatasetNotFoundError\b",
     ),
     "data_error": (
         r"ArrowInvalid",
@@ -182,6 +189,12 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # pandas: none of the columns asked for is in the DataFrame ("None of [Index([...])] are in the [columns]"; its
         # [index] form is about row labels)
         r"\] are in the \[columns\]",  # the end of it, where a long list of columns wrapped the line
+        # a directory that load_from_disk finds without a saved dataset's state or info file (a save that did not
+        # finish, or the wrong level of the tree): datasets >= 2.x says so (SAVED_DATASET_INCOMPLETE), older versions
+        # fail opening the file (the path may be wrapped onto a line of its own)
+        SAVED_DATASET_INCOMPLETE.pattern,
+        r"\bDATASET_(?:STATE_JSON|INFO|DICT_JSON)_FILENAME\b",
+        r"/datasets/\S*/(?:state|dataset_info|dataset_dict)\.json'?\s*$",
     ),
     "ray_start_failed": (
         r"ray start failed on node",
@@ -193,6 +206,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # `ray start --address` on a node that cannot reach the head: Ray >= 1.11 (GCS) and before it (Redis)
         r"Unable to connect to GCS at \S+",
         r"Unable to connect to Redis at \S+ after \d+ retries",
+        # a node whose own daemons never registered: `ray start`'s wait for its plasma store / raylet (Ray's 30 s,
+        # hard-coded), and the core worker that never found the GCS's address
+        r"Timed out after \d+ seconds while waiting for node to startup",
+        r"The current node timed out during startup",
+        r"No entry found for GcsServerAddress|Check failed: .*gcs_service_connect_retries",
         r"Token authentication is enabled but no authentication token was found",
         r"Couldn't reconnect to GCS server",
         r"Ray processes died unexpectedly",  # `ray start` itself: a daemon exited while the node came up
@@ -230,6 +248,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # libraries advise multiples (tensor cores, padding) in warnings that stop nothing
         r"\bmust be (?:evenly )?divisible by\b|\bis not (?:evenly )?divisible by\b",
         r"\bmust be an? (?:integer )?multiple of\b",
+        # DeepSpeed's batch check: train_batch_size against micro batch x accumulation x world size
+        r"Check batch related parameters|train_batch_size is not equal to micro_batch_per_gpu",
         # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)
         r"\b(?:ConfigCompositionException|MissingConfigException|OverrideParseException)\b",
         r"Could not (?:append to|delete from) config\b|\bError merging override\b",
@@ -283,9 +303,11 @@ COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patter
 
 # The frames of a traceback that say the exception came out of reward code: verl's managers and scorers, rewards/,
 # math-verify, and the trainer's own calls into them (ray_trainer's reward_fn / _score_output / compute_reward).
+# A remote reward server's client (OpenRLHF's remote_rm_utils, a reward API) counts too: its server is reward code.
 REWARD_FRAME = re.compile(
-    r'File "[^"]*(?:reward_score|reward_manager|/rewards/|reward_loop|compute_score|/math_verify/)'
-    r'|File "[^"]*", line \d+, in (?:\w*reward_fn|_score_output|compute_reward\w*|compute_score\w*)\b'
+    r'File "[^"]*(?:reward_score|reward_manager|/rewards/|reward_loop|compute_score|/math_verify/|remote_rm\w*\.py'
+    r"|reward_(?:api|server)\w*\.py)"
+    r'|File "[^"]*", line \d+, in (?:\w*reward_fn|_score_output|compute_reward\w*|compute_score\w*|remote_rm\w*)\b'
 )
 # An exception whose message names reward code counts as much as a frame that does: verl loads a custom reward file
 # as the module `custom_module`, its scorers live in reward_score, its managers call compute_score / reward_fn.
@@ -299,6 +321,7 @@ REWARD_TASK_FAILED = re.compile(r"\[Error\] Task failed: (?P<message>.*)")
 # too), is a failed start, whatever its message
 RAY_START_FRAME = re.compile(
     r'File "[^"]*ray/scripts/scripts\.py", line \d+, in start\b'
+    r'|File "[^"]*ray/_private/services\.py", line \d+, in wait_for_node\b'
     r'|File "[^"]*ray/_private/node\.py", line \d+, in start_(?:head|ray)_processes\b'
     r'|File "[^"]*ray/_private/services\.py", line \d+, in start_(?:api_server|gcs_server|raylet)\b'
 )
@@ -456,9 +479,11 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
     elif kind == "data_missing":
         hits += [line for line in reader_file_not_found(lines) if line not in hits]
     elif kind == "data_error":
-        hits += from_tracebacks(lines, DATASET_GENERATION_FRAME, None)
-    elif kind == "config_error" and hits and code_wrote_struct_key(lines):
-        hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
+        hits += from_tracebacks(lines, DATASET_GENERATION_FRAME, None) + raised_by(lines, KEY_ERROR, RECORD_FIELD)
+    elif kind == "config_error":
+        if hits and code_wrote_struct_key(lines):
+            hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
+        hits += raised_by(lines, ZERO_DIVISION, BATCH_ARITHMETIC)
     elif kind == "gpu_unavailable":
         # a count that names the GPUs asked and had is no shortage where they suffice (a trial short of CPUs lists
         # its GPUs as well)
@@ -485,7 +510,7 @@ FILE_NOT_FOUND = re.compile(r"(?:^|[\s(:])(?:[\w.]+\.)?FileNotFoundError(?::|\))
 
 def reader_file_not_found(lines: list[str]) -> list[str]:
     """The FileNotFoundError lines and the deepest data-reader frame, where the log has both."""
-    missing = [line for line in lines if FILE_NOT_FOUND.search(line)]
+    missing = [line for line in lines if FILE_NOT_FOUND.search(line) and not SAVED_DATASET_INCOMPLETE.search(line)]
     readers = [line for line in lines if DATA_READER_FRAME.search(line)]
     return [*missing, *readers[-1:]] if missing and readers else []
 
@@ -497,6 +522,33 @@ DATASET_GENERATION_FRAME = re.compile(
     r'File "[^"]*datasets/builder\.py", line \d+, in _prepare_split_single\b'
     r'|File "[^"]*datasets/packaged_modules/\w+/\w+\.py", line \d+, in _generate_(?:tables|examples)\b'
 )
+
+# An exception and the source line a traceback prints right above it: a KeyError raised reading a field of a data
+# record (a collator's `feature["input_ids_j"]`, a dataset's `row_dict["prompt"]`) says the data lacks that column; a
+# ZeroDivisionError raised by batch-size arithmetic (`ppo_mini_batch_size % ppo_micro_batch_size`) says a batch key
+# came out 0 (verl normalises them by the GPU count and n). Two ranks printing at once may glue the exception's name
+# to itself ("KeyErrorKeyError: : 'x'").
+KEY_ERROR = re.compile(r"^(?:[\w.]+\.)?KeyError(?:KeyError)?\s*:")
+RECORD_FIELD = re.compile(
+    r"\b(?:features?|examples?|samples?|rows?|row_dict|records?|data_item|instances?|docs?)\[[\"'][^\"']+[\"']\]"
+)
+ZERO_DIVISION = re.compile(r"^(?:[\w.]+\.)?ZeroDivisionError\b")
+BATCH_ARITHMETIC = re.compile(
+    r"(?i:batch_size|micro_batch|mini_batch|world_size|n_gpus|num_gpus|gradient_accumulation|grad_acc|dp_size)"
+)
+
+
+def raised_by(lines: list[str], exception: re.Pattern[str], source: re.Pattern[str]) -> list[str]:
+    """[source line, exception line] for each `exception` whose source line right above it matches `source`."""
+    hits = []
+    for index, line in enumerate(lines):
+        if not exception.match(strip_prefix(line)):
+            continue
+        above = next((earlier for earlier in reversed(lines[:index]) if earlier.strip()), "")
+        if source.search(above) and not strip_prefix(above).startswith("File "):
+            hits += [above, line]
+    return hits
+
 
 # ray.init joining a running cluster, and a process then killed by a signal without a Python traceback (srun's
 # summary of the task, the shell's, Python's fatal-error handler)

@@ -77,7 +77,7 @@ def job_bring_up(nodes: int, workdir: Path) -> float:
     plan = make_plan(cfg, gather_facts("x", "slurm", None), overrides, workdir, sys.executable)
     plan = dataclasses.replace(plan, driver_command=[sys.executable, str(PROJECT / "tests" / "jobs" / "ray_probe.py")])
     write_run_dir(plan, cfg)
-    job_id = slurm.submit([plan], 1).runs[0]["job_id"]
+    job_id = slurm.submit([plan], 1).runs[0].job_id
     ready = Path(plan.run_dir) / RAY_READY_FILE
     deadline = time.monotonic() + 300
     while not ready.exists() and time.monotonic() < deadline:

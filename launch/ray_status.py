@@ -21,15 +21,15 @@ def status(manifest: Manifest) -> str:
     client = connect(str(manifest.address), manifest.token_file)
     lines = [f"sweep {manifest.sweep_id}  ({len(manifest.runs)} Ray jobs on {manifest.address})"]
     for run in manifest.runs:
-        info = client.get_job_info(run["job_id"])
+        info = client.get_job_info(run.job_id)
         state = str(info.status.value if hasattr(info.status, "value") else info.status)
         message = f"  ({info.message.strip().splitlines()[0][:100]})" if info.message and state in TERMINAL else ""
         # Ray keeps the job's log, not the run dir: the cause rlaunch can name here is what the run dir records
-        cause = failures.summary(failures.run_failures(Path(run["run_dir"]))) if state == "FAILED" else ""
-        shown = f"{state:<10} {progress(run):<12} {run['run_id']}  {run['job_name']}{message}"
+        cause = failures.summary(failures.run_failures(Path(run.run_dir))) if state == "FAILED" else ""
+        shown = f"{state:<10} {progress(Path(run.run_dir)):<12} {run.run_id}  {run.job_name}{message}"
         shown += f"  cause {cause}" if cause else ""
-        lines.append(f"  {run['job_id']:>28}  {shown}")
-        lines += forecast_lines(Path(run["run_dir"]), state)
+        lines.append(f"  {run.job_id:>28}  {shown}")
+        lines += forecast_lines(Path(run.run_dir), state)
     return "\n".join(lines)
 
 
@@ -37,12 +37,12 @@ def logs(manifest: Manifest, run: str | None, lines: int) -> str:
     client = connect(str(manifest.address), manifest.token_file)
     out = []
     for record in manifest.select(run):
-        out.append(f"==> {record['job_id']} {record['run_id']} (Ray job logs)")
-        out.extend(client.get_job_logs(record["job_id"]).splitlines()[-lines:] or ["(nothing yet)"])
+        out.append(f"==> {record.job_id} {record.run_id} (Ray job logs)")
+        out.extend(client.get_job_logs(record.job_id).splitlines()[-lines:] or ["(nothing yet)"])
     return "\n".join(out)
 
 
 def cancel(manifest: Manifest) -> str:
     client = connect(str(manifest.address), manifest.token_file)
-    stopped = [run["job_id"] for run in manifest.runs if client.stop_job(run["job_id"])]
+    stopped = [str(run.job_id) for run in manifest.runs if client.stop_job(run.job_id)]
     return f"stopped {len(stopped)} Ray job(s): {', '.join(stopped) or 'none was running'}"

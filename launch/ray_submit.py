@@ -29,7 +29,7 @@ from typing import Any
 
 from launch import snapshot
 from launch.errors import UserError
-from launch.manifest import Manifest
+from launch.manifest import Manifest, ManifestRun
 from launch.ray_api import connect
 from launch.ray_entry import ENTRY_MODULE, RUN_ID_VARIABLE
 from launch.rundir import Plan
@@ -87,15 +87,7 @@ def submit(plans: list[Plan], address: str, token_file: str | None, python: str)
                 "its dashboard agent did not start, often a port another Ray on the head holds: `ray start "
                 "--dashboard-agent-listen-port=<free port>`; see the head's dashboard_agent.log); nothing submitted"
             ) from error
-        runs.append(
-            {
-                "run_id": plan.run_id,
-                "job_name": plan.job_name,
-                "overrides": plan.overrides,
-                "run_dir": plan.run_dir,
-                "job_id": submission_id,
-            }
-        )
+        runs.append(ManifestRun(plan.run_id, plan.run_dir, plan.job_name, plan.overrides, job_id=submission_id))
     sweep_dir = str(Path(plans[0].run_dir).parent)
     manifest = Manifest(plans[0].sweep_id, sweep_dir, runs, cluster="ray", address=address, token_file=token_file)
     return replace(manifest, submit_seconds=round(time.perf_counter() - started, 3)).write()

@@ -181,10 +181,10 @@ def submit_sweep(plans: list[Plan], max_requeues: int) -> None:
     from launch import slurm
 
     manifest = slurm.submit(plans, max_requeues)
-    arrays = ", ".join(f"{array['job_id']} ({array['tasks']} task(s))" for array in manifest.arrays)
+    arrays = ", ".join(f"{array.job_id} ({array.tasks} task(s))" for array in manifest.arrays)
     print(f"queued {len(manifest.runs)} job(s) as {len(manifest.arrays)} array(s): {arrays}", flush=True)
     for run in manifest.runs:
-        print(f"  {run['job_id']:>12}  {run['run_id']}  {run['job_name']}", flush=True)
+        print(f"  {run.job_id:>12}  {run.run_id}  {run.job_name}", flush=True)
     print(f"sweep {manifest.sweep_id}: python launch/sweep.py status {manifest.sweep_dir}", flush=True)
 
 
@@ -198,7 +198,7 @@ def submit_ray_jobs(plans: list[Plan], cfg: DictConfig) -> None:
     submitted = manifest.runs[-len(plans) :]  # the manifest also lists earlier submissions of this sweep
     print(f"submitted {len(submitted)} Ray job(s) to {manifest.address}", flush=True)
     for run in submitted:
-        print(f"  {run['job_id']:>28}  {run['run_id']}  {run['job_name']}", flush=True)
+        print(f"  {run.job_id:>28}  {run.run_id}  {run.job_name}", flush=True)
     print(f"sweep {manifest.sweep_id}: python launch/sweep.py status {manifest.sweep_dir}", flush=True)
 
 

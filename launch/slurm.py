@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from launch import container, ray_cluster, snapshot
-from launch.manifest import Manifest
+from launch.manifest import Manifest, ManifestArray, ManifestRun
 from launch.rundir import Plan
 
 
@@ -146,22 +146,20 @@ def submit(plans: list[Plan], max_requeues: int) -> Manifest:
         with executor.batch():
             jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]
         array_id = jobs[0].job_id.split("_")[0]
-        manifest.arrays.append(
-            {"job_id": array_id, "name": job_name(group, index), "tasks": len(jobs), "sbatch": group.parameters}
-        )
+        manifest.arrays.append(ManifestArray(array_id, len(jobs), job_name(group, index), group.parameters))
         for task, (plan, job) in enumerate(zip(group.plans, jobs, strict=True)):
             manifest.runs.append(
-                {
-                    "run_id": plan.run_id,
-                    "job_name": plan.job_name,
-                    "overrides": plan.overrides,
-                    "run_dir": plan.run_dir,
-                    "job_id": job.job_id,
-                    "array_job_id": array_id,
-                    "array_index": task if len(jobs) > 1 else None,
-                    "stdout": str(job.paths.stdout),
-                    "stderr": str(job.paths.stderr),
-                }
+                ManifestRun(
+                    plan.run_id,
+                    plan.run_dir,
+                    plan.job_name,
+                    plan.overrides,
+                    job_id=job.job_id,
+                    array_job_id=array_id,
+                    array_index=task if len(jobs) > 1 else None,
+                    stdout=str(job.paths.stdout),
+                    stderr=str(job.paths.stderr),
+                )
             )
     manifest = replace(manifest, submit_seconds=round(time.perf_counter() - started, 3))
     manifest.write()

@@ -79,7 +79,7 @@ def read_sweep(directory: Path) -> Manifest:
 def dry_run(manifest: Manifest) -> str:
     """status and logs of a dry run: what was planned, where its run directories are."""
     lines = [f"sweep {manifest.sweep_id}  dry run: nothing submitted ({len(manifest.runs)} planned runs)"]
-    lines += [f"  {run['run_id']}  {run['job_name']:<24} {run['run_dir']}" for run in manifest.runs]
+    lines += [f"  {run.run_id}  {run.job_name:<24} {run.run_dir}" for run in manifest.runs]
     return "\n".join(lines)
 
 
@@ -122,33 +122,35 @@ def status(manifest: Manifest) -> str:
     lines = [f"sweep {manifest.sweep_id}  ({len(runs)} runs in {len(manifest.arrays)} arrays)"]
     for run in runs:
         # an array cancelled before its tasks started has one sacct line for all of them: 12_[0-3%4]
-        pending_array = next((v for k, v in accounted.items() if k.startswith(f"{run['array_job_id']}_[")), [])
-        attempts = accounted.get(run["job_id"], pending_array)
-        state = queued.get(run["job_id"]) or (attempts[-1]["State"] if attempts else "UNKNOWN")
+        job_id = str(run.job_id)
+        pending_array = next((v for k, v in accounted.items() if k.startswith(f"{run.array_job_id}_[")), [])
+        attempts = accounted.get(job_id, pending_array)
+        state = queued.get(job_id) or (attempts[-1]["State"] if attempts else "UNKNOWN")
         history = " > ".join(a["State"] for a in attempts) if len(attempts) > 1 else ""
-        cause = failures.summary(failures.run_failures(Path(run["run_dir"])))
+        cause = failures.summary(failures.run_failures(Path(run.run_dir)))
         lines.append(
-            f"  {run['job_id']:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress(run):<12} "
-            f"{run['run_id']}  {run['job_name']}"
+            f"  {job_id:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress(Path(run.run_dir)):<12} "
+            f"{run.run_id}  {run.job_name}"
             + (f"  [{history}]" if history else "")
             + (f"  cause {cause}" if cause else "")
         )
-        lines += forecast_lines(Path(run["run_dir"]), state)
+        lines += forecast_lines(Path(run.run_dir), state)
     return "\n".join(lines)
 
 
 def logs(manifest: Manifest, run: str | None, lines: int) -> str:
     out = []
     for record in manifest.select(run):
-        run_dir = Path(record["run_dir"])
+        run_dir = Path(record.run_dir)
         found = doctor.run_failures(read_run(run_dir)) if is_run_dir(run_dir) else []
         if found:  # the lines that show the cause first: they sit far above the tail
-            out.append(f"==> {record['job_id']} {record['run_id']} cause:")
+            out.append(f"==> {record.job_id} {record.run_id} cause:")
             out.extend(line for failure in found for line in failures.render(failure))
-        for stream in ("stdout", "stderr"):
-            path = Path(record[stream])
-            text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else ["(not written yet)"]
-            out.append(f"==> {record['job_id']} {record['run_id']} {stream}: {path}")
+        for stream, written in (("stdout", record.stdout), ("stderr", record.stderr)):
+            path = Path(written or "")
+            shown = written is not None and path.exists()
+            text = path.read_text(errors="replace").splitlines()[-lines:] if shown else ["(not written yet)"]
+            out.append(f"==> {record.job_id} {record.run_id} {stream}: {path}")
             out.extend(text)
     return "\n".join(out)
 

@@ -16,7 +16,7 @@ from test_slurm import SUBMIT, slurm, sweep_cli
 from launch import manifest as manifests
 from launch.auto import LAUNCHER_ALIASES, launcher_aliases
 from launch.errors import UserError
-from launch.manifest import Manifest
+from launch.manifest import Manifest, ManifestArray, ManifestRun
 from launch.sweep import find_sweep
 
 # a HOME of the test's own moves the slurm cluster's default shared_dir (~/rlaunch); verl's check cache stays where
@@ -89,11 +89,13 @@ def test_an_earlier_manifest_reads_and_submissions_and_dry_runs_merge_as_they_sh
     old["runs"] = [{"run_id": "r1", "job_id": "7", "array_job_id": "7", "run_dir": str(tmp_path / "r1")}]
     (tmp_path / "manifest.json").write_text(json.dumps(old))
     read = manifests.read(tmp_path)
-    assert (read.cluster, read.dry_run, read.array_ids, read.select("7")) == ("slurm", False, ["7"], old["runs"])
-    dry = Manifest("s", str(tmp_path), runs=[{"run_id": "r2", "run_dir": str(tmp_path / "r2")}], dry_run=True)
+    assert (read.cluster, read.dry_run, read.array_ids) == ("slurm", False, ["7"])
+    assert read.select("7") == [ManifestRun("r1", str(tmp_path / "r1"), job_id="7", array_job_id="7")]
+    assert read.arrays == [ManifestArray("7", 1)]
+    dry = Manifest("s", str(tmp_path), runs=[ManifestRun("r2", str(tmp_path / "r2"))], dry_run=True)
     assert dry.write() == read  # a dry run never hides what was submitted
-    more = Manifest("s", str(tmp_path), runs=[{"run_id": "r3", "job_id": "8", "array_job_id": "8", "run_dir": ""}])
-    assert [run["run_id"] for run in more.write().runs] == ["r1", "r3"]  # one sweep id submitted in parts
+    more = Manifest("s", str(tmp_path), runs=[ManifestRun("r3", "", job_id="8", array_job_id="8")])
+    assert [run.run_id for run in more.write().runs] == ["r1", "r3"]  # one sweep id submitted in parts
     (tmp_path / "manifest.json").unlink()
     dry.write()
     assert more.write() == more  # a submission replaces the dry run's list
@@ -112,7 +114,7 @@ def test_a_submitted_sweep_is_found_by_id_and_path_and_its_code_is_written_once_
         sweeps.append(manifests.read(Path(re.search(r"sweep\.py status (\S+)", result.stdout).group(1))))
     manifest = sweeps[0]
     [run] = manifest.runs
-    assert not manifest.dry_run and run["job_id"]
+    assert not manifest.dry_run and run.job_id
     # both sweeps run the same code: one snapshot beside the sweeps, none in a sweep directory
     code_dirs = {json.loads(p.read_text())["code_dir"] for p in tmp_path.rglob("plan.json")}
     assert len(code_dirs) == 1 and [p for p in (tmp_path / "rlaunch" / "code").iterdir()] == [Path(*code_dirs)]
@@ -121,11 +123,11 @@ def test_a_submitted_sweep_is_found_by_id_and_path_and_its_code_is_written_once_
         for sweep, extra in ((manifest.sweep_dir, []), (manifest.sweep_id, ["--runs-dir", str(tmp_path / "rlaunch")])):
             status = sweep_cli("status", sweep, slurm_env, *extra)
             assert status.returncode == 0, status.stderr
-            assert re.search(rf"{run['job_id']} +PENDING .*{run['run_id']}", status.stdout), status.stdout
+            assert re.search(rf"{run.job_id} +PENDING .*{run.run_id}", status.stdout), status.stdout
         missing = sweep_cli("status", manifest.sweep_id, slurm_env)  # not under the defaults: says where it looked
         assert missing.returncode == 2 and missing.stderr.startswith(f"sweep: error: no sweep {manifest.sweep_id}")
     finally:
-        slurm(["scancel", *(run["job_id"] for sweep in sweeps for run in sweep.runs)], slurm_env)
+        slurm(["scancel", *(run.job_id for sweep in sweeps for run in sweep.runs)], slurm_env)
 
 
 def test_hydra_launcher_keys_become_rlaunch_keys_with_one_note_each():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_doctor import run_doctor
 
+from launch.manifest import Manifest, ManifestRun
 from launch.report import failures
 from launch.report.metrics import read_run
 
@@ -227,19 +228,8 @@ def job_log_layout(run_dir: Path, job_id: str, err: str, out: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{job_id}_0_log.err").write_text(err)
     (folder / f"{job_id}_0_log.out").write_text(out)
-    manifest = {
-        "sweep_id": "s",
-        "runs": [
-            {
-                "run_id": run_dir.name,
-                "run_dir": str(run_dir),
-                "job_id": job_id,
-                "stderr": str(folder / f"{job_id}_0_log.err"),
-                "stdout": str(folder / f"{job_id}_0_log.out"),
-            }
-        ],
-    }
-    (run_dir.parent / "manifest.json").write_text(json.dumps(manifest))
+    logs = {"stderr": str(folder / f"{job_id}_0_log.err"), "stdout": str(folder / f"{job_id}_0_log.out")}
+    Manifest("s", str(run_dir.parent), [ManifestRun(run_dir.name, str(run_dir), job_id=job_id, **logs)]).write()
 
 
 def test_a_failed_run_without_metrics_gets_its_cause_in_doctor_and_compare(tmp_path: Path):

@@ -48,7 +48,7 @@ def submit(env: dict[str, str], tmp_path: Path, driver: list[str], *overrides: s
         plan = dataclasses.replace(plan, driver_command=[sys.executable, *driver])
         write_run_dir(plan, cfg)
         manifest = slurm.submit([plan], int(cfg.cluster.max_requeues))
-    return plan, manifest.runs[0]["job_id"]
+    return plan, manifest.runs[0].job_id
 
 
 def wait_for_state(job_id: str, env: dict[str, str], states: set[str], timeout_s: float) -> str:

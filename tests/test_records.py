@@ -1,6 +1,7 @@
-"""Typed records travel typed: the preflight's verdict (launch/verdict.py) and readiness's record (launch/rundir.py
-Readiness: problems, data read, the time check) are read by attribute everywhere but in the module that owns their
-JSON; each writes the JSON plan.json has always held and reads it back; every key=value goes through the one quoter."""
+"""Typed records travel typed: the preflight's verdict (launch/verdict.py), readiness's record (launch/rundir.py
+Readiness: problems, data read, the time check) and a sweep's manifest (launch/manifest.py: its runs and arrays) are
+read by attribute everywhere but in the module that owns their JSON; each writes the JSON plan.json has always held
+and reads it back; every key=value goes through the one quoter."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from test_preflight import RESIDENT, SEED_A40
 
 from launch import preflight, verdict
 from launch.job_software import JobSoftware
+from launch.manifest import ManifestArray, ManifestRun
 from launch.overrides import as_override, as_overrides
 from launch.plan import make_plan
 from launch.rundir import DataRead, Plan, PredictedTime, Readiness, ReadinessProblem
@@ -53,6 +55,12 @@ RECORDS = (
         frozenset({"launch/rundir.py"}),
         re.compile(r"\breadiness\b"),
         field_names(Readiness, ReadinessProblem, DataRead, PredictedTime),
+    ),
+    Record(
+        "manifest",
+        frozenset({"launch/manifest.py"}),
+        re.compile(r"\b(manifest|runs|arrays?|entry|record|submitted)\b|\brun\b(?!\.)"),
+        field_names(ManifestRun, ManifestArray) - {"name"},
     ),
 )
 # String-key reads in modules that are not this file's to change, each with its key: what is left to turn into
@@ -170,6 +178,14 @@ def render_readiness(readiness):
 def refuse(plan):
     problems = (plan.readiness or {}).get("problems") or []
     return problems[0]["check"]
+
+def status(manifest):
+    for run in manifest.runs:
+        print(run["job_id"], run.get("array_job_id"), progress(run["run_dir"]))
+    arrays = ", ".join(f"{array['job_id']} ({array['tasks']})" for array in manifest.arrays)
+
+def job_logs(entry):
+    return Path(entry["stderr"]).parent
 """
 # dicts that are not the records: a file list, verl's config, a metric history
 UNRELATED_READS = """
@@ -190,7 +206,9 @@ def test_the_string_read_finder_sees_the_old_dict_reads_and_leaves_other_dicts_a
     )
     readiness_reads = sorted(key for _, key in string_reads(OLD_READS, RECORDS[1]))
     assert readiness_reads == ["attempt_min", "check", "data", "problems", "rows", "time", "total_steps"]
-    assert string_reads(UNRELATED_READS, RECORDS[0]) == string_reads(UNRELATED_READS, RECORDS[1]) == []
+    manifest_reads = sorted(key for _, key in string_reads(OLD_READS, RECORDS[2]))
+    assert manifest_reads == ["array_job_id", "job_id", "job_id", "run_dir", "stderr", "tasks"]
+    assert all(string_reads(UNRELATED_READS, record) == [] for record in RECORDS)
 
 
 # --- the verdict's JSON ----------------------------------------------------------------------------------------------

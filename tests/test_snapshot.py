@@ -176,7 +176,7 @@ def test_queued_job_runs_the_submitted_code_although_the_checkout_changed(slurm_
         plan = make_plan(cfg, facts, base, tmp_path, sys.executable)
         plan = dataclasses.replace(plan, driver_command=[sys.executable, "-c", PROBE])
         write_run_dir(plan, cfg)
-        job_id = slurm.submit([plan], 0).runs[0]["job_id"]
+        job_id = slurm.submit([plan], 0).runs[0].job_id
     finally:
         os.environ.pop("SLURM_CONF", None)
     # the researcher edits the checkout while the job waits: tracked files, committed or not

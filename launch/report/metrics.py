@@ -160,7 +160,7 @@ def run_dirs(path: Path) -> list[Path]:
     return sorted(child for child in path.iterdir() if is_run_dir(child))
 
 
-def progress(run: dict[str, Any]) -> str:
+def progress(run_dir: Path) -> str:
     """How far training got, from verl's file logger (attempts merged)."""
-    logged = read_history(Path(run["run_dir"]))
+    logged = read_history(run_dir)
     return f"step {max(logged)}" if logged else "no step yet"

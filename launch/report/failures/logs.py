@@ -7,13 +7,12 @@ Runs on: any machine that sees the run directories (login node, laptop with the 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from launch.manifest import MANIFEST
+from launch.manifest import MANIFEST, ManifestRun
+from launch.manifest import read as read_manifest
 from launch.report.failures.signatures import COMPILED, match_kind
 from launch.rundir import NOT_REQUEUED_FILE
 
@@ -71,23 +70,20 @@ def ending(text: str) -> str:
     return "running"
 
 
-def manifest_entry(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir.parent / MANIFEST
-    if not path.exists():
+def manifest_entry(run_dir: Path) -> ManifestRun | None:
+    """The run's entry in its sweep's manifest (None: no manifest, or the run is not in it)."""
+    if not (run_dir.parent / MANIFEST).exists():
         return None
-    for run in json.loads(path.read_text()).get("runs", []):
-        if Path(run.get("run_dir", "")).name == run_dir.name:
-            return run
-    return None
+    return next((run for run in read_manifest(run_dir.parent).runs if Path(run.run_dir).name == run_dir.name), None)
 
 
 def job_logs(run_dir: Path) -> list[Path]:
     """The job's submitit logs (every task: node 0 runs the driver, the others their Ray worker), stderr first."""
     entry = manifest_entry(run_dir)
-    if entry is None or not entry.get("stderr"):
+    if entry is None or not entry.stderr:
         return []
-    folder = Path(entry["stderr"]).parent
-    prefix = Path(entry["stderr"]).name.rsplit("_", 2)[0]  # <job id>_<task>_log.err
+    folder = Path(entry.stderr).parent
+    prefix = Path(entry.stderr).name.rsplit("_", 2)[0]  # <job id>_<task>_log.err
     tasks = sorted(folder.glob(f"{prefix}_*_log.err")) + sorted(folder.glob(f"{prefix}_*_log.out"))
     return [path for path in tasks if path.is_file()]
 

@@ -1,14 +1,14 @@
-"""The failure classifier on the second to eighth held-out corpora (tests/data/failures_heldout2/<kind>/ to
-tests/data/failures_heldout8/<kind>/): public logs collected after the tuning before them, labelled from their threads
+"""The failure classifier on the second to ninth held-out corpora (tests/data/failures_heldout2/<kind>/ to
+tests/data/failures_heldout9/<kind>/): public logs collected after the tuning before them, labelled from their threads
 before the classifier ran on them.
 
-All seven sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
+All eight sets are SPENT, like the first held-out set: each was measured once, untouched (held-out-2 on 2026-11-24:
 21/31, bench/results/failures.txt note 4; held-out-3 after that: 28/35, note 6; held-out-4 after that: 27/37, note 8;
 held-out-5 after that: 25/32, note 10; held-out-6 after that: 21/32, note 12; held-out-7: 17/23, note 14; held-out-8:
-23/27, note 15), and signatures were then added for the misses that show a clear message (notes 5, 7, 9, 11, 13 and
-16; from held-out-5 on, for the whole family of messages each miss belongs to). The scores pinned here are the tuned
-ones; they guard the corpora against regressions, and they are no held-out numbers any more: the next honest held-out
-score comes from a fresh, blind set."""
+23/27, note 15; held-out-9: 16/29, note 17), and signatures were then added for the misses that show a clear message
+(notes 5, 7, 9, 11, 13, 16 and 18; from held-out-5 on, for the whole family of messages each miss belongs to). The
+scores pinned here are the tuned ones; they guard the corpora against regressions, and they are no held-out numbers
+any more: the next honest held-out score comes from a fresh, blind set."""
 
 from __future__ import annotations
 
@@ -336,4 +336,55 @@ OOV_7_8 = [
 
 @pytest.mark.parametrize("excerpt", OOV_7_8, ids=lambda excerpt: excerpt.path.stem)
 def test_the_seventh_and_eighth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    assert failures.classify(excerpt.text).kind == "unknown"
+
+
+# --- the ninth set: collected blind while the seventh and eighth were tuned on, measured once, then tuned on --------
+
+HELD_OUT_9 = load_corpus(CORPORA["held-out-9"])
+# what it scored on first sight (2026-11-25, note 17), kept as the record of that measurement: the lowest of nine
+MEASURED_ON_FIRST_SIGHT_9 = 16  # of 29
+WRONGLY_NAMED_ON_FIRST_SIGHT_9 = {
+    "cuda_oom/lmm-r1-43-vllm-wake-up-cumem-allocator-oom": "engine_memory",
+    "unknown/trl-1726-ppo-under-fsdp-allgather-base-watchdog": "nccl_timeout",
+}
+# after tuning on its misses by families (note 18); each one left, and why its label is not what its log shows:
+# open-instruct-592 a KeyError reading the data (the reporter's own conclusion was a misassigned reward model);
+# lmm-r1-43 vLLM's sleep-mode allocator failing at wake-up, which README's table calls the engine's memory;
+# orz-21 Ray's wrapper of an OutOfMemoryError cut before the message that says GPU or host; ms-swift-5087 a debugger's
+# rendering with the exception's name and message on separate lines; deepeyes-27 an OpenAI timeout with no frame or
+# message naming reward code (a judge, an agent's tool or a data generator call the API alike); trl-1726 an NCCL
+# watchdog timeout labelled unknown by its thread's conclusion
+TUNED_RIGHT_9 = 23
+TUNED_MISSES_9 = {
+    "config_error/open-instruct-592-rlvr-keyerror-input-ids-prompt-misassigned-rm": "unknown",
+    "cuda_oom/lmm-r1-43-vllm-wake-up-cumem-allocator-oom": "engine_memory",
+    "cuda_oom/orz-21-debug-ppo-backload-vllm-engines-oom": "unknown",
+    "data_error/ms-swift-5087-grpo-prepare-inputs-keyerror-prompt-debugger": "unknown",
+    "reward_error/deepeyes-27-llm-judge-openai-api-timeout": "unknown",
+    "unknown/trl-1726-ppo-under-fsdp-allgather-base-watchdog": "nccl_timeout",
+}
+
+
+def test_the_ninth_set_is_fresh_and_real():
+    sources = [excerpt.source for excerpt in HELD_OUT_9]
+    assert len(HELD_OUT_9) == 29 and len(set(sources)) == len(sources)
+    assert {excerpt.kind for excerpt in HELD_OUT_9} <= set(failures.KINDS)
+    assert all(source.startswith("https://github.com/") for source in sources)
+    earlier = [*EARLIER, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4, *HELD_OUT_5, *HELD_OUT_6, *HELD_OUT_7, *HELD_OUT_8]
+    assert not set(sources) & {excerpt.source for excerpt in earlier}
+
+
+def test_the_ninth_set_keeps_its_tuned_score():
+    result = score(HELD_OUT_9)
+    misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
+    assert (result.right, misses) == (TUNED_RIGHT_9, TUNED_MISSES_9)
+    assert TUNED_RIGHT_9 > MEASURED_ON_FIRST_SIGHT_9
+
+
+OOV_9 = [excerpt for excerpt in HELD_OUT_9 if excerpt.kind == "unknown" and name(excerpt) not in TUNED_MISSES_9]
+
+
+@pytest.mark.parametrize("excerpt", OOV_9, ids=lambda excerpt: excerpt.path.stem)
+def test_the_ninth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
     assert failures.classify(excerpt.text).kind == "unknown"

@@ -534,6 +534,22 @@ def node_startup_fix(log_text: str) -> tuple[str, Details] | None:
     ), found
 
 
+NODES_STARTED = re.compile(r"Waiting for nodes to start\.\.\. (?P<up>\d+)/(?P<asked>\d+) nodes started")
+
+
+def nodes_never_joined_fix(log_text: str) -> tuple[str, Details] | None:
+    """A launcher that waited for nodes to join its head, and the log ends before they all did."""
+    waits = NODES_STARTED.findall(log_text)
+    if not waits:
+        return None
+    up, asked = (int(count) for count in waits[-1])
+    return (
+        f"only {up} of {asked} nodes joined the Ray head: the others' `ray start --address` never reached it; read "
+        "a missing node's own log for its error (the head's address and port from that node, a firewall between "
+        "them, a different Ray version or auth token), and give the head the address the other nodes reach"
+    ), {"nodes_up": up, "nodes_asked": asked}
+
+
 def node_died_fix(failure: Failure) -> tuple[str, Details] | None:
     """A Ray node that died under the run, where the log names it: what to read on it."""
     if not failure.node:
@@ -1264,7 +1280,33 @@ def data_error_fix(log_text: str) -> tuple[str, Details] | None:
             f"a row of the data has no '{column}', a field verl reads: rewrite the parquet with verl's columns "
             f"(prompt, data_source, reward_model.ground_truth; its examples/data_preprocess scripts){instead}"
         ), {"missing_columns": column}
-    return dataset_generation_fix(log_text) or record_field_fix(log_text) or unfinished_save_fix(log_text)
+    return (
+        dataset_generation_fix(log_text)
+        or record_field_fix(log_text)
+        or unfinished_save_fix(log_text)
+        or empty_dataloader_fix(log_text)
+    )
+
+
+EMPTY_DATALOADER = re.compile(r"(?P<which>Train|Validation) dataloader is empty")
+
+
+def empty_dataloader_fix(log_text: str) -> tuple[str, Details] | None:
+    """verl's trainer found no batch in the data: too few rows, or rows its prompt-length filter dropped."""
+    empty = EMPTY_DATALOADER.search(log_text)
+    if not empty:
+        return None
+    if empty.group("which") == "Train":
+        return (
+            "the training data gives no full batch: verl's train loader drops a last partial batch, so a file with "
+            "fewer rows than data.train_batch_size (after data.filter_overlong_prompts drops the prompts longer than "
+            "data.max_prompt_length) leaves it empty; check data.train_files has rows (did its preprocessing run?), "
+            "then lower data.train_batch_size or raise data.max_prompt_length"
+        ), {"dataloader": "train"}
+    return (
+        "the validation data gives no batch: data.val_files has no rows left after data.filter_overlong_prompts "
+        "(prompts longer than data.max_prompt_length are dropped); check the file, or raise data.max_prompt_length"
+    ), {"dataloader": "validation"}
 
 
 RECORD_KEY = re.compile(r"KeyError(?:KeyError)?\s*:\s*:?\s*(?P<key>'[^']+'|\"[^\"]+\")")
@@ -1394,9 +1436,24 @@ MODEL_NAMED = re.compile(
 )
 
 
+# transformers handing a path that is no directory on this node to the Hub, which refuses it as a repo id
+LOCAL_PATH_AS_REPO = re.compile(
+    r"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '(?P<path>(?:/|~|\./|\.\./)[^']*)'"
+)
+
+
 def model_fix_from_log(log_text: str) -> tuple[str, Details] | None:
     """The model to download where the log names it; with the Hub switched off, that switching it on helps only
-    where the nodes reach huggingface.co."""
+    where the nodes reach huggingface.co. A local path that is no directory is a path to fix, not a download."""
+    local = LOCAL_PATH_AS_REPO.search(log_text)
+    if local:
+        path = local.group("path")
+        home = "; a path starting with ~ is not expanded there: give it absolute" if path.startswith("~") else ""
+        return (
+            f"the model path {path} is no directory with a config.json on the node that loaded it, so transformers "
+            "asked the Hub for it as a repo id: fix the path (actor_rollout_ref.model.path, and critic.model.path "
+            f"for a critic), or copy the model to the shared filesystem every node reads{home}"
+        ), {"model_path": path}
     named = MODEL_NAMED.search(log_text)
     model = next((group for group in named.groups() if group), None) if named else None
     offline = HUB_OFFLINE.search(log_text) is not None
@@ -1526,6 +1583,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
             or gcs_start_fix(log_text)
             or head_unreachable_fix(log_text)
             or node_startup_fix(log_text)
+            or nodes_never_joined_fix(log_text)
         )
     if failure.kind == "ray_node_lost":
         return (

@@ -76,10 +76,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # the victim's sizes, a line only the OOM killer and its reaper print; platforms that relay it by name
         r"(?i:out of memory: Kill(?:ed)? process)",
         r"total-vm:\d+kB, anon-rss:\d+kB",
+        r"\boom-kill:constraint=CONSTRAINT_\w+",  # the kernel's summary of an OOM kill (cgroup or node), cut or not
         r'(?i:killed by "?OOM[ -]?killer)',
         r"srun: error: \S+: tasks? [\d,-]+: Out Of Memory",  # SLURM's step summary after a cgroup OOM kill
         # Ray's memory monitor: the killed task's line, the raylet's summary and its pointer to the OOM docs
-        r"Memory on the node \(IP: [^)]*\) where the (?:task|actor)",
+        r"Memory on the node \(\s*(?:IP|ID): [^)]*\) where the (?:task|actor)",  # Ray names the node by IP, or by ID
         r"System memory low at node with IP",
         r"ray-oom-prevention\.html",
         *slurm_state("OUT_OF_MEMORY", r"OUT_OF_ME\+"),  # sacct's default column cuts the state to 10 characters
@@ -91,6 +92,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"larger than the maximum number of tokens that can be stored in KV cache",
         r"(?i:cuda error: out of memory at \S*cumem_allocator)",  # vLLM's sleep-mode allocator (wake_up)
         r"KV cache is needed, which is larger than the available KV cache memory",
+        # vLLM's worker reporting what is left for the KV cache after weights and activations: nothing
+        r"Available KV cache memory: -[\d.]+ [GM]iB",
         # vLLM V1's KV-cache check by its message's start, which a log cut or wrapped at the terminal's width keeps
         # (some versions spell it "models's")
         r"To serve at least one request with the models?'s? max seq len \(\d+\)",
@@ -157,6 +160,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"OfflineModeIsEnabled",
         r"is not the path to a directory containing a file named config\.json",
         r"Incorrect path_or_model_id",
+        # a model path that is no directory on this node, which transformers then hands to the Hub as a repo id
+        r"Repo id must be in the form 'repo_name' or 'namespace/repo_name': '(?:/|~|\./|\.\./)",
         # the Hub unreachable and the file not cached: huggingface_hub's wording, and transformers' before it used that
         r"cannot find the requested files in the (?:cached path|local cache)",
         # huggingface_hub offline (HF_HUB_OFFLINE, local_files_only) with nothing cached: its file and snapshot
@@ -182,6 +187,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     ),
     "data_error": (
         r"ArrowInvalid",
+        # verl's trainer: the data gives no full batch (fewer rows than data.train_batch_size after its filters)
+        r"(?:Train|Validation) dataloader is empty",
         r"Parquet magic bytes not found",
         r"DatasetGenerationError",
         r"ArrowTypeError|ArrowNotImplementedError",
@@ -279,7 +286,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"ActorUnavailableError: .*(?:failed to connect|Failed to connect)",  # the actor's node no longer answers
         r"the Ray worker on \S+ exited with code",  # rlaunch's worker task: its `ray start --block` died mid-run
         r"the node it was running on is dead or unavailable",  # Ray's NODE_DIED task error
-        r"mistakenly been marked as dead by the GCS",
+        r"mistakenly been marked (?:as )?dead by the (?:GCS|monitor)",
         r"This node has bee[nm] marked as dead",  # the raylet's own fatal line (Ray spells it "beem")
         # Ray's log monitor on a raylet that exited without being told to (SIGKILL, a crash)
         r"Raylet is terminated.*Termination is unexpected|Termination is unexpected\. Possible reasons include",
@@ -476,6 +483,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
     elif kind == "ray_start_failed":
         hits += from_tracebacks(lines, RAY_START_FRAME, None) + died_connecting(lines)
+        hits = hits or unended_wait(lines, NODES_WAIT)
     elif kind == "data_missing":
         hits += [line for line in reader_file_not_found(lines) if line not in hits]
     elif kind == "data_error":
@@ -592,15 +600,24 @@ HEARTBEAT_LAG = re.compile(r"Last heartbeat was sent \d+ ms ago")
 PLACEMENT_GROUP_WAIT = re.compile(r"Waiting for creating a placement group of specs for \d+ seconds.*'GPU'")
 
 
-def unended_wait(lines: list[str]) -> list[str]:
-    """vLLM's last wait for GPUs when the log ends in it: nothing after it raised or shows a known cause. A wait that
-    ended (the group formed late, then something else failed) is no cause, so the wait alone never outranks it."""
-    waits = [index for index, line in enumerate(lines) if PLACEMENT_GROUP_WAIT.search(line)]
+# an exception's line behind any prefix a launcher puts before it (`[rank1]: `, a timestamp)
+RAISED_ANYWHERE = re.compile(r"\b[\w.]*(?:Error|Exception): ")
+# Ray's cluster launchers (`ray symmetric-run`, a head's own wait) counting the nodes that joined, fewer than asked
+NODES_WAIT = re.compile(r"Waiting for nodes to start\.\.\. \d+/\d+ nodes started")
+
+
+def unended_wait(lines: list[str], wait: re.Pattern[str] = PLACEMENT_GROUP_WAIT) -> list[str]:
+    """The last line of a wait (vLLM's for GPUs, Ray's for nodes) when the log ends in it: nothing after it raised or
+    shows a known cause. A wait that ended (the group formed late, then something else failed) is no cause, so the
+    wait alone never outranks it."""
+    waits = [index for index, line in enumerate(lines) if wait.search(line)]
     if not waits:
         return []
     after = lines[waits[-1] + 1 :]
     failed_later = any(
-        EXCEPTION_LINE.match(strip_prefix(line)) or any(p.search(line) for ps in COMPILED.values() for p in ps)
+        EXCEPTION_LINE.match(strip_prefix(line))
+        or RAISED_ANYWHERE.search(line)
+        or any(p.search(line) for ps in COMPILED.values() for p in ps)
         for line in after
     )
     return [] if failed_later else [lines[waits[-1]]]

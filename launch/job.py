@@ -188,8 +188,9 @@ def run_head(
     try:
         topology = ray_cluster.with_free_ports(topology, 0)
         announce(ray_cluster.moved_note(topology, 0))
-        ray_cluster.publish_head_port(topology, run_dir)
-        head = ray_cluster.start_node(topology, 0, run_dir / f"ray_start-{topology.nodes[0]}-0.log", token_path)
+        head_log = run_dir / f"ray_start-{topology.nodes[0]}-0.log"
+        head = ray_cluster.start_head(topology, head_log, token_path, timeout_s)
+        ray_cluster.publish_head_port(topology, run_dir)  # the workers start once the head has
         ray_cluster.wait_for_nodes(topology, head, run_dir, token_path, timeout_s)
         ready = time.monotonic() - JOB_STARTED
         print(

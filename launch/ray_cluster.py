@@ -14,7 +14,9 @@ never in an environment SLURM records, a command line, the plan or a log. Nothin
 
 Ports: each node takes the first block whose ports are all free on it, trying its job id's block first, so that two
 jobs sharing a node (ids 107 apart, or a stale Ray) move apart instead of failing; the head writes the GCS port it
-took into the run directory for the workers.
+took into the run directory for the workers, once it has started: a head whose raylet missed Ray's fixed 30 s
+registration wait on a loaded node (ray/_private/node.py, "timed out during startup") starts once more before any
+worker has met it.
 
 Failing fast: a node that finds no free block, or whose `ray start` exits, ends the job within seconds with the
 node's name and the last error line of its log; a worker's failure reaches the head through a marker file.
@@ -383,6 +385,55 @@ def start_node(topology: Topology, rank: int, log_path: Path, token_path: Path) 
             start_new_session=True,
         )
     return StartedNode(node, role, process, log_path)
+
+
+# `ray start` says so once its node's daemons have registered; a start that exits with Ray's fixed 30 s registration
+# wait (RAYLET_START_TIMEOUT) failed on a node too loaded at that moment, and a second start usually comes up
+RAY_STARTED = "Ray runtime started."
+RAYLET_START_TIMEOUT = "timed out during startup"
+
+
+def start_head(topology: Topology, log_path: Path, token_path: Path, timeout_s: float, starts: int = 2) -> StartedNode:
+    """The head's `ray start`, returned once it says it started or has exited (its failure is then the job's, as
+    `wait_for_nodes` reports it); a start that missed Ray's raylet registration wait is made again, up to `starts`
+    times within `timeout_s`. Workers meet the head only after this returns (publish_head_port), so none joined a
+    head that was then started again."""
+    deadline = time.monotonic() + timeout_s
+    for start in range(1, starts + 1):
+        offset = log_path.stat().st_size if log_path.exists() else 0
+        head = start_node(topology, 0, log_path, token_path)
+        output = ""
+        while head.process.poll() is None and RAY_STARTED not in output and time.monotonic() < deadline:
+            time.sleep(0.2)
+            output = read_from(log_path, offset)
+        output = read_from(log_path, offset)
+        again = start < starts and time.monotonic() < deadline and RAYLET_START_TIMEOUT in output
+        if head.process.poll() is None or not again:
+            return head
+        stop_group(head.process)  # what the failed start left: its GCS, a raylet that registered too late
+        print(
+            f"rlaunch: the Ray head on {topology.nodes[0]} missed Ray's 30 s raylet registration "
+            f"({RAYLET_START_TIMEOUT}: a loaded node); starting it again ({start + 1} of {starts})",
+            flush=True,
+        )
+    return head
+
+
+def read_from(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as file:
+            file.seek(offset)
+            return file.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """KILL what is left of an exited `ray start`'s process group (its session: start_new_session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def stop_node(process: subprocess.Popen, timeout_s: float = 30.0) -> None:

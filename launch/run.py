@@ -137,7 +137,8 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
         for warning in warnings:
             print(warning, file=sys.stderr)
     scripts = {}
-    if plans[0].cluster == "slurm":
+    if plans[0].cluster == "slurm" and dry_run in ("true", "json"):
+        # shown, not submitted: a submission's script is rendered once, by submitit itself, from the same parameters
         from launch import slurm
 
         for group, script in slurm.render_all(plans, slurm.max_array_size()):
@@ -168,7 +169,7 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
                 shown.add(script)
                 print(f"\n# sbatch script (not submitted: dry run)\n{script}", flush=True)
         return
-    if scripts:
+    if plans[0].cluster == "slurm":
         submit_sweep(plans, int(cfg.cluster.max_requeues))
     elif plans[0].cluster == "ray":
         submit_ray_jobs(plans, cfg)

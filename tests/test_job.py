@@ -410,3 +410,68 @@ def test_a_process_that_imported_ray_before_the_auth_settings_is_told_so_at_once
         [sys.executable, "-c", script, str(token)], capture_output=True, text=True, env=env, cwd=PROJECT
     )
     assert late.returncode == 0, late.stderr[-2000:]
+
+
+FAKE_RAY_START = """
+import os, subprocess, sys, time
+from pathlib import Path
+starts = Path(sys.argv[1])
+starts.write_text(starts.read_text() + "x" if starts.exists() else "x")
+failing = int(sys.argv[2])
+if len(starts.read_text()) <= failing:
+    # what a failed start leaves in its session: a daemon that outlives `ray start` (its GCS), pid noted for the test
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    Path(str(starts) + ".left").write_text(str(left.pid))
+    print(sys.argv[3], flush=True)
+    sys.exit(1)
+print("Ray runtime started.", flush=True)
+time.sleep(600)
+"""
+
+
+def fake_ray_start(tmp_path: Path, monkeypatch, failing: int, error: str) -> Path:
+    """`ray start` replaced by a script that fails `failing` times with `error`, then starts (and blocks)."""
+    script = tmp_path / "fake_ray_start.py"
+    script.write_text(FAKE_RAY_START)
+    starts = tmp_path / "starts"
+    command = [sys.executable, str(script), str(starts), str(failing), error]
+    monkeypatch.setattr(ray_cluster, "ray_start_command", lambda topology, rank: command)
+    return starts
+
+
+RAYLET_TIMEOUT = (
+    "Exception: The current node timed out during startup. This could happen because some of the raylet failed to "
+    "startup or the GCS has become overloaded."
+)
+
+
+def test_a_head_that_missed_rays_raylet_registration_starts_again_and_leaves_nothing_of_the_first(
+    tmp_path: Path, monkeypatch, capsys
+):
+    starts = fake_ray_start(tmp_path, monkeypatch, failing=1, error=RAYLET_TIMEOUT)
+    topology = ray_cluster.Topology(
+        job_id=os.getpid(), nodes=("n1",), addresses=("127.0.0.35",), rank=0, cpus=2, gpus=0
+    )
+    log = tmp_path / "ray_start.log"
+    head = ray_cluster.start_head(topology, log, tmp_path / "token", timeout_s=120)
+    try:
+        assert head.process.poll() is None and starts.read_text() == "xx"
+        assert "missed Ray's 30 s raylet registration" in capsys.readouterr().out
+        left = int(Path(f"{starts}.left").read_text())
+        assert not Path(f"/proc/{left}").exists() or "Z" in Path(f"/proc/{left}/stat").read_text().split()[2]
+        assert log.read_text().count("timed out during startup") == 1 and "Ray runtime started." in log.read_text()
+    finally:
+        ray_cluster.stop_node(head.process)
+
+
+def test_a_head_that_fails_otherwise_or_twice_is_returned_as_it_failed(tmp_path: Path, monkeypatch):
+    (tmp_path / "other").mkdir()
+    other = fake_ray_start(tmp_path / "other", monkeypatch, failing=5, error="ValueError: some other start failure")
+    topology = ray_cluster.Topology(
+        job_id=os.getpid(), nodes=("n1",), addresses=("127.0.0.36",), rank=0, cpus=2, gpus=0
+    )
+    head = ray_cluster.start_head(topology, tmp_path / "other.log", tmp_path / "token", timeout_s=120)
+    assert other.read_text() == "x" and "some other start failure" in str(head.failure())
+    twice = fake_ray_start(tmp_path, monkeypatch, failing=5, error=RAYLET_TIMEOUT)
+    head = ray_cluster.start_head(topology, tmp_path / "twice.log", tmp_path / "token", timeout_s=120)
+    assert twice.read_text() == "xx" and "timed out during startup" in str(head.failure())

@@ -280,13 +280,15 @@ def test_py_spy_dumps_every_python_process_of_a_tree_and_names_the_blocked_call(
 
     def both_blocked() -> list[watchdog.ProcessStack] | None:  # the children need a moment to reach their calls
         found = watchdog.dump_node("n1", {"ray": blocked_tree.pid}, stacks_dir)
-        states = {stack.rank: stack.state for stack in found}
-        return found if states.get("0") == watchdog.NETWORK and states.get("1") == watchdog.CODE else None
+        by_rank = {stack.rank: stack for stack in found}
+        # rank 1 runs Python code while it still imports (CI once dumped it in ipaddress.py): wait for its own call
+        reached = "1" in by_rank and by_rank["1"].blocked_call.startswith("compute_score (")
+        return found if reached and by_rank.get("0") and by_rank["0"].state == watchdog.NETWORK else None
 
     stacks = wait_until(both_blocked, 60, "both children blocked in their calls", poll_s=0.5)
     by_rank = {stack.rank: stack for stack in stacks}  # type: ignore[union-attr]
     assert "readinto (socket.py:" in by_rank["0"].blocked_call and "update_actor (blocked.py:" in by_rank["0"].caller
-    assert by_rank["1"].blocked_call.startswith("compute_score (blocked.py:")
+    assert by_rank["1"].blocked_call.startswith("compute_score (blocked.py:") and by_rank["1"].state == watchdog.CODE
     names = sorted(path.name for path in stacks_dir.iterdir())
     assert f"n1-rank0-pid{by_rank['0'].pid}.txt" in names and f"n1-rank1-pid{by_rank['1'].pid}.txt" in names
     assert f"n1-pid{blocked_tree.pid}-blocked.txt" in names and "n1.json" in names

@@ -475,3 +475,16 @@ def test_a_head_that_fails_otherwise_or_twice_is_returned_as_it_failed(tmp_path:
     twice = fake_ray_start(tmp_path, monkeypatch, failing=5, error=RAYLET_TIMEOUT)
     head = ray_cluster.start_head(topology, tmp_path / "twice.log", tmp_path / "token", timeout_s=120)
     assert twice.read_text() == "xx" and "timed out during startup" in str(head.failure())
+
+
+def test_the_sbatch_script_a_dry_run_shows_is_the_one_submitit_submits(slurm_env, tmp_path: Path):
+    """A submission renders no script of its own: submitit writes the one it submits, and a dry run shows the text
+    the same function makes from the same parameters (launch/slurm.py render_all)."""
+    plan, job_id = submit(slurm_env, tmp_path, ["-c", "import time; time.sleep(300)"], "trainer.n_gpus_per_node=1")
+    try:
+        submitted = next(tmp_path.rglob(f"{job_id}_submission.sh")).read_text()
+    finally:
+        sh(["scancel", job_id], slurm_env)
+    [(_, shown)] = slurm.render_all([plan])
+    assert shown == submitted
+    assert "#SBATCH --gpus-per-node=1" in submitted or "gpu:1" in submitted

@@ -20,6 +20,7 @@ from launch.report.failures.signatures import (
     CONFIG_LIBRARY_FRAME,
     DATASET_GENERATION_FRAME,
     KEY_ERROR,
+    NODES_WAIT,
     OMEGACONF_SETTER,
     RECORD_FIELD,
     SAVED_DATASET_INCOMPLETE,
@@ -534,12 +535,9 @@ def node_startup_fix(log_text: str) -> tuple[str, Details] | None:
     ), found
 
 
-NODES_STARTED = re.compile(r"Waiting for nodes to start\.\.\. (?P<up>\d+)/(?P<asked>\d+) nodes started")
-
-
 def nodes_never_joined_fix(log_text: str) -> tuple[str, Details] | None:
     """A launcher that waited for nodes to join its head, and the log ends before they all did."""
-    waits = NODES_STARTED.findall(log_text)
+    waits = NODES_WAIT.findall(log_text)
     if not waits:
         return None
     up, asked = (int(count) for count in waits[-1])

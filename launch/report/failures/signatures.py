@@ -603,7 +603,7 @@ PLACEMENT_GROUP_WAIT = re.compile(r"Waiting for creating a placement group of sp
 # an exception's line behind any prefix a launcher puts before it (`[rank1]: `, a timestamp)
 RAISED_ANYWHERE = re.compile(r"\b[\w.]*(?:Error|Exception): ")
 # Ray's cluster launchers (`ray symmetric-run`, a head's own wait) counting the nodes that joined, fewer than asked
-NODES_WAIT = re.compile(r"Waiting for nodes to start\.\.\. \d+/\d+ nodes started")
+NODES_WAIT = re.compile(r"Waiting for nodes to start\.\.\. (?P<up>\d+)/(?P<asked>\d+) nodes started")
 
 
 def unended_wait(lines: list[str], wait: re.Pattern[str] = PLACEMENT_GROUP_WAIT) -> list[str]:

@@ -1,24 +1,20 @@
 """How often the failure classifier (launch/report/failures/) names the cause of public logs: the tuning corpus
-(tests/data/failures/<kind>/, the excerpts the signatures were written against), the held-out corpus
-(tests/data/failures_heldout/<kind>/, collected before any signature change), the second held-out corpus
-(tests/data/failures_heldout2/<kind>/, `held-out-2`: collected after that tuning and labelled from each thread before
-the classifier ever ran on it), the third (tests/data/failures_heldout3/, `held-out-3`: collected blind while
-held-out-2's misses were tuned on; its README.md says how), the fourth (tests/data/failures_heldout4/, `held-out-4`:
-collected blind while held-out-3's misses were tuned on), the fifth (tests/data/failures_heldout5/, `held-out-5`:
-collected blind while held-out-4's misses were tuned on) and the sixth (tests/data/failures_heldout6/, `held-out-6`:
-collected blind while held-out-5's misses were tuned on). Those six held-out corpora are SPENT: each was measured
-once untouched, then its misses were used to add signatures, so their scores are regression guards, not held-out
-numbers (bench/results/failures.txt keeps the honest first measurements, notes 1, 4, 6, 8, 10 and 12). The seventh
-(tests/data/failures_heldout7/, `held-out-7`, collected blind while held-out-6's misses were tuned on) is measured
-once (note 14) and NOT tuned on, and so is the eighth (tests/data/failures_heldout8/, `held-out-8`, note 15): their
-scores are the current held-out numbers, and the next tuning spends them. An
-excerpt under `unknown/` is a failure outside rlaunch's vocabulary: right
-only if it stays `unknown`.
+(tests/data/failures/<kind>/, the excerpts the signatures were written against) and the held-out corpora
+(tests/data/failures_heldout<N>/<kind>/, `held-out-N`), each collected blind (by a hand that never opened the
+classifier, labelled from its thread) and measured ONCE on the classifier as it stood, before anything was tuned on it;
+CORPORA says how each came about. A set whose misses were then used to change a signature, or to train likeness.py's
+weights, is SPENT: its score is a regression guard, and its honest number is its first measurement
+(bench/results/failures.txt keeps them in its notes, and failures_first_sight.json the kinds each set got that day).
+An excerpt under `unknown/` is a failure outside rlaunch's vocabulary: right only if it stays `unknown`.
+
+Besides each corpus's score, two measures of how the likeness reading carries to logs it never saw: each spent corpus
+read by weights trained on all the others, and the backtest (each blind set as first seen, that day's signatures,
+then the reading with weights trained only on the logs the repository held that day).
 
 Runs on: any machine (no GPU, no cluster); reads the corpora, classifies each excerpt, prints both accuracies and
 every miss, and writes bench/results/failures.txt (every excerpt with its source URL, expected and found kind).
 
-Usage: python bench/failures.py [--no-write]
+Usage: python bench/failures.py [--no-write] [--train] [--first-sight]
 """
 
 from __future__ import annotations
@@ -74,6 +70,22 @@ SPENT = (
     "held-out-8",
     "held-out-9",
 )
+# the corpora likeness.py's weights are trained on: every corpus above once it is spent (a blind set is measured
+# first, by signatures and likeness as they are, before it may join)
+TRAINED_ON = ["tuning", *SPENT]
+# the commit each blind set was first measured on (bench/results/failures.txt's notes 1, 4, 6, 8, 10, 12, 14, 15, 17)
+FIRST_SIGHT_COMMITS = {
+    "held-out": "ae55a7e",
+    "held-out-2": "2225db6",
+    "held-out-3": "eed0ea1",
+    "held-out-4": "b0fbe54",
+    "held-out-5": "17c868d",
+    "held-out-6": "6523a66",
+    "held-out-7": "30dee7f",
+    "held-out-8": "68d1f3f",
+    "held-out-9": "26d776d",
+}
+FIRST_SIGHT = PROJECT / "bench" / "results" / "failures_first_sight.json"
 RESULTS = PROJECT / "bench" / "results" / "failures.txt"
 HEADER = ("# source:", "# note:")  # an excerpt's first lines: where it comes from, what was trimmed
 
@@ -111,11 +123,16 @@ class Score:
     total: int
     out_of_vocabulary_unknown: int  # excerpts under unknown/ that stayed unknown
     out_of_vocabulary: int
-    rows: list[tuple[Excerpt, str]]  # (excerpt, kind found)
+    rows: list[tuple[Excerpt, str]]  # (excerpt, kind found: by signature, else by likeness's reading)
+    signed: list[str]  # per row, the kind the signatures alone name
 
     @property
     def accuracy(self) -> float:
         return self.right / self.total if self.total else 0.0
+
+    @property
+    def by_signature(self) -> int:
+        return sum(signed == excerpt.kind for (excerpt, _), signed in zip(self.rows, self.signed, strict=True))
 
     @property
     def named(self) -> tuple[int, int]:
@@ -125,38 +142,183 @@ class Score:
         return sum(found == excerpt.kind for excerpt, found in named), len(named)
 
 
+def signature_kind(text: str) -> str:
+    """The kind the signatures alone name (likeness.py not consulted)."""
+    from launch.report.failures.classify import by_signature, clean
+
+    failure = by_signature([clean(line) for line in text.splitlines()], text, None, None)
+    return failure.kind if failure else "unknown"
+
+
 def score(excerpts: list[Excerpt]) -> Score:
     from launch.report.failures import classify
 
     rows = [(excerpt, classify(excerpt.text).kind) for excerpt in excerpts]
     right = sum(found == excerpt.kind for excerpt, found in rows)
-    oov = [(excerpt, found) for excerpt, found in rows if excerpt.kind == "unknown"]
-    return Score(right, len(rows), sum(found == "unknown" for _, found in oov), len(oov), rows)
+    oov = [found for excerpt, found in rows if excerpt.kind == "unknown"]
+    signed = [signature_kind(excerpt.text) for excerpt in excerpts]
+    return Score(right, len(rows), oov.count("unknown"), len(oov), rows, signed)
 
 
 def report(scores: dict[str, Score], tag: str) -> list[str]:
-    lines = [f"[commit {tag}] failure classifier on public logs (kind right; out-of-vocabulary must stay unknown)"]
+    lines = [
+        f"[commit {tag}] failure classifier on public logs (kind right by signatures alone, then with likeness's "
+        "reading of what they leave unknown; out-of-vocabulary must stay unknown)"
+    ]
     for name, result in scores.items():
         lines.append(
-            f"  {name:<10} {result.right:3d}/{result.total:<3d} = {result.accuracy:6.1%} kind right; "
-            f"out of vocabulary kept unknown {result.out_of_vocabulary_unknown}/{result.out_of_vocabulary}; "
-            f"a cause named: right {result.named[0]}/{result.named[1]}"
-            + ("  (spent: tuned on)" if name in SPENT else "")
+            f"  {name:<10} signatures {result.by_signature:3d}/{result.total:<3d}; with likeness {result.right:3d}/"
+            f"{result.total:<3d} = {result.accuracy:6.1%} kind right; out of vocabulary kept unknown "
+            f"{result.out_of_vocabulary_unknown}/{result.out_of_vocabulary}; a cause named: right "
+            f"{result.named[0]}/{result.named[1]}" + ("  (spent: tuned on)" if name in SPENT else "")
         )
     for name, result in scores.items():
-        misses = [(excerpt, found) for excerpt, found in result.rows if found != excerpt.kind]
-        for excerpt, found in misses:
-            lines.append(f"  miss ({name}) {excerpt.kind}/{excerpt.path.stem}: found {found}")
+        for (excerpt, found), signed in zip(result.rows, result.signed, strict=True):
+            if found != excerpt.kind:
+                read = " (by likeness)" if signed != found else ""
+                lines.append(f"  miss ({name}) {excerpt.kind}/{excerpt.path.stem}: found {found}{read}")
     return lines
 
 
 def listing(scores: dict[str, Score]) -> list[str]:
-    lines = ["", "# every excerpt: corpus, expected kind / name, found kind, source"]
+    lines = ["", "# every excerpt: corpus, expected kind / name, found kind (by likeness: L), source"]
     for name, result in scores.items():
-        for excerpt, found in result.rows:
+        for (excerpt, found), signed in zip(result.rows, result.signed, strict=True):
             mark = "ok  " if found == excerpt.kind else "MISS"
-            lines.append(f"{mark} {name:<10} {excerpt.kind}/{excerpt.path.stem} -> {found}  {excerpt.source}")
+            read = " L" if signed != found else ""
+            lines.append(f"{mark} {name:<10} {excerpt.kind}/{excerpt.path.stem} -> {found}{read}  {excerpt.source}")
     return lines
+
+
+# --- likeness.py's weights: training, and how well they carry to logs they were not trained on -----------------------
+
+
+def train(corpora: list[str] = TRAINED_ON) -> None:
+    """Train likeness.py's weights on `corpora` and ship them (launch/report/failures/likeness.json)."""
+    from launch.report.failures import likeness
+
+    excerpts = [excerpt for name in corpora for excerpt in load_corpus(CORPORA[name])]
+    counts = {name: len(load_corpus(CORPORA[name])) for name in corpora}
+    model = likeness.fit([e.text for e in excerpts], [e.kind for e in excerpts], counts)
+    likeness.save(model)
+    print(f"trained on {sum(counts.values())} logs of {len(corpora)} corpora -> {likeness.WEIGHTS_FILE}")
+
+
+def leave_one_corpus_out() -> list[str]:
+    """likeness.py alone on each corpus, its weights trained on every other one: how it reads logs it never saw."""
+    from launch.report.failures import likeness
+
+    corpora = {name: load_corpus(CORPORA[name]) for name in TRAINED_ON}
+    lines = ["likeness alone, each corpus read by weights trained on all the others (kind right; a cause named: right)"]
+    total = right = named = named_right = 0
+    for name, held in corpora.items():
+        rest = [excerpt for other, excerpts in corpora.items() if other != name for excerpt in excerpts]
+        model = likeness.fit([e.text for e in rest], [e.kind for e in rest], {})
+        found = []
+        for excerpt in held:
+            read = model.likeness(excerpt.text)
+            found.append(read.kind if read.names_a_cause else "unknown")
+        got = sum(kind == excerpt.kind for kind, excerpt in zip(found, held, strict=True))
+        said = [(kind, excerpt) for kind, excerpt in zip(found, held, strict=True) if kind != "unknown"]
+        said_right = sum(kind == excerpt.kind for kind, excerpt in said)
+        lines.append(f"  {name:<10} {got:3d}/{len(held):<3d}; named right {said_right}/{len(said)}")
+        total, right, named, named_right = total + len(held), right + got, named + len(said), named_right + said_right
+    lines.append(f"  all        {right:3d}/{total:<3d} = {right / total:6.1%}; named right {named_right}/{named}")
+    return lines
+
+
+def backtest() -> list[str]:
+    """Each blind set as it was first seen: the kinds the signatures of that day named (FIRST_SIGHT, recorded once by
+    `--first-sight` from the commit each set was measured on), with likeness.py's reading of what they left unknown,
+    its weights trained only on the logs the repository held that day (that set excluded). What the reading would
+    have added to each set's honest first measurement."""
+    import json
+
+    from launch.report.failures import likeness
+
+    record = json.loads(FIRST_SIGHT.read_text())
+    everything = {
+        str(excerpt.path.relative_to(DATA)): excerpt for root in CORPORA.values() for excerpt in load_corpus(root)
+    }
+    lines = ["backtest: each blind set at first sight, that day's signatures, then with likeness (that day's logs)"]
+    sums = [0, 0, 0, 0, 0, 0]  # right before, right after, total, wrong names before, wrong names after, oov kept
+    oov_total = 0
+    for name, seen in record.items():
+        present = set(seen["logs_then"]) - set(seen["kinds"])
+        rest = [everything[path] for path in sorted(present) if path in everything]
+        model = likeness.fit([e.text for e in rest], [e.kind for e in rest], {})
+        before = after = wrong_before = wrong_after = oov_kept = oov = 0
+        for path, signed in seen["kinds"].items():
+            excerpt = everything[path]
+            found = signed
+            if signed == "unknown":
+                read = model.likeness(excerpt.text)
+                found = read.kind if read.names_a_cause else "unknown"
+            before += signed == excerpt.kind
+            after += found == excerpt.kind
+            wrong_before += signed not in ("unknown", excerpt.kind)
+            wrong_after += found not in ("unknown", excerpt.kind)
+            if excerpt.kind == "unknown":
+                oov, oov_kept = oov + 1, oov_kept + (found == "unknown")
+        total = len(seen["kinds"])
+        lines.append(
+            f"  {name:<10} (commit {seen['commit']}, trained on {len(rest)}) {before:3d} -> {after:3d} /{total:<3d}; "
+            f"wrong names {wrong_before} -> {wrong_after}; out of vocabulary kept unknown {oov_kept}/{oov}"
+        )
+        for index, value in enumerate((before, after, total, wrong_before, wrong_after, oov_kept)):
+            sums[index] += value
+        oov_total += oov
+    before, after, total, wrong_before, wrong_after, oov_kept = sums
+    lines.append(
+        f"  all        {before} -> {after} /{total} ({before / total:.1%} -> {after / total:.1%}); wrong names "
+        f"{wrong_before} -> {wrong_after}; out of vocabulary kept unknown {oov_kept}/{oov_total}"
+    )
+    return lines
+
+
+def record_first_sight() -> None:
+    """Write FIRST_SIGHT: for each blind set, the kinds the classifier of the commit it was first measured on named,
+    and the labelled logs the repository held at that commit. Needs the git history (a full clone) and the venv."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    record = {}
+    for name, commit in FIRST_SIGHT_COMMITS.items():
+        root = CORPORA[name]
+        with tempfile.TemporaryDirectory() as tree:
+            subprocess.run(["git", "-C", str(PROJECT), "worktree", "add", "--detach", tree, commit], check=True)
+            try:
+                code = (
+                    "import json, sys\nfrom launch.report.failures import classify\n"
+                    "print(json.dumps([classify(text).kind for text in json.load(sys.stdin)]))"
+                )
+                excerpts = load_corpus(root)
+                kinds = subprocess.run(
+                    [sys.executable, "-c", code],
+                    cwd=tree,
+                    input=json.dumps([e.text for e in excerpts]),
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "PYTHONPATH": tree},
+                ).stdout
+            finally:
+                subprocess.run(["git", "-C", str(PROJECT), "worktree", "remove", "--force", tree], check=True)
+        listed = subprocess.run(
+            ["git", "-C", str(PROJECT), "ls-tree", "-r", "--name-only", commit, "tests/data/"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        logs_then = sorted(path.removeprefix("tests/data/") for path in listed if path.endswith(".log"))
+        record[name] = {
+            "commit": commit,
+            "kinds": {str(e.path.relative_to(DATA)): kind for e, kind in zip(excerpts, json.loads(kinds), strict=True)},
+            "logs_then": logs_then,
+        }
+    FIRST_SIGHT.write_text(json.dumps(record, indent=1) + "\n")
 
 
 def main() -> None:
@@ -164,9 +326,15 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help=f"print only; do not write {RESULTS.name}")
+    parser.add_argument("--train", action="store_true", help="train likeness.py's weights on TRAINED_ON, then score")
+    parser.add_argument("--first-sight", action="store_true", help=f"record {FIRST_SIGHT.name} from git history")
     args = parser.parse_args()
+    if args.first_sight:
+        record_first_sight()
+    if args.train:
+        train()
     scores = {name: score(load_corpus(root)) for name, root in CORPORA.items()}
-    summary = report(scores, commit_tag())
+    summary = report(scores, commit_tag()) + leave_one_corpus_out() + backtest()
     print("\n".join(summary))
     if not args.no_write:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)

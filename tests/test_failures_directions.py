@@ -13,7 +13,7 @@ import pytest
 from test_failures import SUBMITIT_START, job_log_layout
 from test_failures_heldout import TUNED_MISSES_4
 
-from bench.failures import CORPORA, excerpt_body, load_corpus
+from bench.failures import CORPORA, excerpt_body, load_corpus, signature_kind
 from launch.report import failures
 from launch.rundir import HANG_FILE
 
@@ -67,9 +67,13 @@ def test_a_reward_module_named_only_in_the_exception_message_is_a_reward_error()
     failure = failures.classify(text("reward_error", "verl-2680-custom-module"))
     assert failure.kind == "reward_error"
     assert failure.evidence == ["ModuleNotFoundError: No module named 'custom_module'"]
-    # the same exception with a message that names no reward code is not one
+    # the same exception with a message that names no reward code matches no signature; what likeness.py makes of
+    # the reward lines around it is marked as a reading, never as a match
     other = text("reward_error", "verl-2680-custom-module").replace("custom_module", "flash_attn")
-    assert failures.classify(other).kind == "unknown"
+    assert signature_kind(other) == "unknown"
+    read = failures.classify(other)
+    assert read.kind == "reward_error" and read.details["likeness"] >= 0.5 and read.short().startswith("reward_error?")
+    assert read.fix.startswith("no signature matched")
 
 
 def test_a_reward_error_raised_under_the_trainers_own_reward_frames():

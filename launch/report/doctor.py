@@ -469,7 +469,7 @@ def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequenc
     ]
     for item in failed:
         lines += [
-            f"## Attempt {item.attempt or '?'} failed: {item.kind}" + (f" (node {item.node})" if item.node else "")
+            f"## Attempt {item.attempt or '?'} failed: {item.label}" + (f" (node {item.node})" if item.node else "")
         ]
         lines += ["", "```", *item.evidence, "```", "", f"Fix: {item.fix}", ""]
     if not diagnoses and not failed:

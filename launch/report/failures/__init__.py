@@ -5,6 +5,8 @@ Runs on: any machine that sees the run directories (login node, laptop with the 
   classify.py    which cause explains an attempt (root causes and interruptions first), one per failed attempt; an
                  attempt the hang watchdog stopped is a `hang` from its record; an interruption whose requeue failed
                  on a stale rendezvous says so
+  likeness.py    for a log no signature names: the kind its words read like, from weights trained on the labelled
+                 public logs (likeness.json), named only when clear and marked as such
   fixes.py       the fix for each kind, from the run's plan where the kind has numbers (`FixContext`)
   logs.py        where an attempt's logs are (submitit's layout, the copied Ray logs), their split into attempts, the
                  run's state

@@ -5,7 +5,8 @@ Runs on: any machine that sees the run directories (login node, laptop with the 
 
 A log usually shows several errors: the first failure unwinds the rest (an OOM'd worker makes NCCL time out and Ray
 report a dead actor), so kinds are tried in `KINDS` order, root causes and external interruptions before the
-symptoms they cause, and only `unknown` falls back to the last error line. Where the job's own log shows only
+symptoms they cause. A log no signature names is read by likeness.py: the kind its words look like, when that is
+clear, marked as read by likeness; else `unknown`, with the last error line. Where the job's own log shows only
 rlaunch's wrapper, the node-local logs copied into the run (launch/report/failures/logs.py) are read as well.
 """
 
@@ -16,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from launch.report.failures.fixes import FixContext, generic_fix, with_plan_fix
+from launch.report.failures.fixes import GENERIC_FIXES, FixContext, generic_fix, with_plan_fix
+from launch.report.failures.likeness import likeness
 from launch.report.failures.logs import ray_texts, read_attempts
 from launch.report.failures.signatures import (
     EXCEPTION_LINE,
@@ -31,6 +33,10 @@ from launch.report.failures.signatures import (
 from launch.rundir import HANG_DIR, hang_records
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# likeness.py reads a log, not a line or two: its weights were trained and measured on excerpts of 5 to 20 lines, and a
+# few lines give too few words to weigh (a bare `KeyError: 'question'` could be any dict of any code); shorter text is
+# judged by the signatures alone
+LIKENESS_MIN_LINES = 5
 EVIDENCE_CHARS = 300
 
 
@@ -78,8 +84,32 @@ def node_near(lines: list[str], hits: list[str], window: int = 12) -> str | None
 
 
 def classify(text: str, attempt: int | None = None, host: str | None = None) -> Failure:
-    """The cause of one attempt's failure from its log text (a bare log is one attempt)."""
+    """The cause of one attempt's failure from its log text (a bare log is one attempt): the first kind whose
+    signature the log shows, else the kind its words read like when that is clear (likeness.py), else unknown."""
     lines = [clean(line) for line in text.splitlines()]
+    matched = by_signature(lines, text, attempt, host)
+    if matched:
+        return matched
+    errors = last_error(lines)
+    failure = Failure("unknown", [evidence_line(line) for line in errors], attempt, node_near(lines, errors) or host)
+    failure.fix = generic_fix(failure, text)
+    undecided = failure.fix != GENERIC_FIXES["unknown"]  # the log narrows it to a choice the fix spells out
+    enough = sum(bool(line.strip()) for line in lines) >= LIKENESS_MIN_LINES
+    read = likeness("\n".join(lines)) if errors and enough and not undecided else None
+    if read and read.names_a_cause:
+        # the lines that weigh most for the kind, then the error the log ends on (what unknown would have shown)
+        evidence = list(dict.fromkeys(evidence_line(line) for line in [*read.evidence[:2], *errors]))
+        failure = Failure(read.kind, evidence, attempt, failure.node)
+        failure.details["likeness"] = read.probability
+        failure.fix = (
+            f"no signature matched; the log's words read like the {read.kind} logs rlaunch knows "
+            f"(p={read.probability:.2f}), so check the lines above first. " + generic_fix(failure, text)
+        )
+    return failure
+
+
+def by_signature(lines: list[str], text: str, attempt: int | None, host: str | None) -> Failure | None:
+    """The first kind in `KINDS` order whose signature the log shows, with its evidence, numbers and fix."""
     for kind in KINDS[:-1]:
         hits = match_kind(kind, lines)
         if hits:
@@ -90,10 +120,7 @@ def classify(text: str, attempt: int | None = None, host: str | None = None) -> 
             failure = Failure(kind, evidence, attempt, node_near(lines, hits) or host, details=details)
             failure.fix = generic_fix(failure, text)
             return failure
-    errors = last_error(lines)
-    failure = Failure("unknown", [evidence_line(line) for line in errors], attempt, node_near(lines, errors) or host)
-    failure.fix = generic_fix(failure, text)
-    return failure
+    return None
 
 
 def before_interruption(lines: list[str]) -> dict[str, float | str]:

@@ -393,11 +393,16 @@ class Failure:
     fix: str = ""
     details: dict[str, float | str] = field(default_factory=dict)  # numbers parsed from the evidence
 
+    @property
+    def label(self) -> str:
+        """The kind as shown: `kind?` where likeness.py read it from the log's words rather than a signature matched."""
+        return f"{self.kind}?" if "likeness" in self.details else self.kind
+
     def short(self, chars: int = 60) -> str:
         """kind: the start of the evidence, for a table cell."""
         text = self.evidence[0].strip() if self.evidence else ""
         text = strip_prefix(text)
-        return f"{self.kind}: {text[:chars]}" if text else self.kind
+        return f"{self.label}: {text[:chars]}" if text else self.label
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value not in (None, {}, "")}
@@ -696,7 +701,7 @@ def render(failure: Failure) -> list[str]:
         for part in (f"attempt {failure.attempt}" if failure.attempt else "", failure.node and f"node {failure.node}")
         if part
     )
-    lines = [f"[{failure.kind}]" + (f" ({where})" if where else "")]
+    lines = [f"[{failure.label}]" + (f" ({where})" if where else "")]
     lines += [f"  evidence: {line}" for line in failure.evidence] or ["  evidence: (no error line in the log)"]
     lines.append(f"  fix: {failure.fix}")
     return lines

@@ -326,9 +326,59 @@ def oom_killer_fix(log_text: str, fork: str | None) -> tuple[str, Details] | Non
 NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 
 
+# torch's TCPStore: the rendezvous host counting the ranks that joined it, and a rank that never reached that host
+STORE_WAIT = re.compile(
+    r"Timed out after (?P<seconds>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<world>\d+)"
+)
+STORE_UNREACHED = re.compile(
+    r"The client socket has timed out after (?P<time>\d+)(?P<unit>m?s) while trying to connect to "
+    r"\((?P<host>[^,\s]+)\s*, (?P<port>\d+)\)"
+)
+
+
+# verl's and OpenRLHF's workers take the rendezvous address from the Ray node they run on
+UNDER_RAY = "; under Ray, verl and OpenRLHF take it from the node's Ray address: start Ray with --node-ip-address=<IP>"
+
+
+def rendezvous_fix(log_text: str) -> tuple[str, Details] | None:
+    """torch's rendezvous (its TCPStore at MASTER_ADDR:MASTER_PORT) timed out before any collective: not every rank
+    reached it. How many did, or which address a rank could not reach, and what each means."""
+    waited = STORE_WAIT.search(log_text)
+    if waited:
+        joined, world = int(waited.group("joined")), int(waited.group("world"))
+        return (
+            f"only {joined} of {world} ranks reached torch's rendezvous within {waited.group('seconds')} s, so no "
+            "collective ever ran: the others started late, died first (read their errors: an import error, an OOM) "
+            "or could not reach MASTER_ADDR:MASTER_PORT (an address every node reaches, not a loopback or container "
+            f"bridge one; the port open between nodes{UNDER_RAY}); a longer timeout helps only when they were merely "
+            "late"
+        ), {"ranks_joined": joined, "world_size": world}
+    unreached = STORE_UNREACHED.search(log_text)
+    if unreached:
+        host, port = unreached.group("host"), unreached.group("port")
+        seconds = int(unreached.group("time")) / (1000 if unreached.group("unit") == "ms" else 1)
+        loopback = LOOPBACK.match(host) or host.startswith("172.17.")
+        why = (
+            f"{host} is a loopback or docker-bridge address, which other nodes cannot reach: set MASTER_ADDR to the "
+            f"rank-0 node's own IP on a network the nodes share{UNDER_RAY}"
+            if loopback
+            else f"check that {host} is the rank-0 node's IP on a network the nodes share, that port {port} is open "
+            "between nodes, and that the rank-0 process was up (its own error first)"
+        )
+        return (
+            f"a rank could not reach torch's rendezvous at {host}:{port} within {seconds:g} s, so the ranks never "
+            f"connected: {why}"
+        ), {"rendezvous": f"{host}:{port}"}
+    return None
+
+
 def nccl_fix_from_log(log_text: str) -> tuple[str, Details]:
     """A collective that never completed: the very first one means the ranks never connected (network config), a
     later one that some rank stopped coming."""
+    # a rank that never reached a rendezvous explains the collectives that then waited for it
+    rendezvous = rendezvous_fix(log_text)
+    if rendezvous:
+        return rendezvous
     works = [(int(seq), op) for seq, op in NCCL_WORK.findall(log_text)]
     if not works:
         return unnumbered_collective_fix(log_text) or (GENERIC_FIXES["nccl_timeout"], {})
@@ -1377,6 +1427,11 @@ MISSING_PATH = re.compile(
     r"|Couldn't find (?:any data file|a dataset script) at (?P<e>\S+?)\.?(?:\s|$)"
     r"|FileNotFoundError: (?P<f>[^\s'\"\[][^\s'\"]*)\s*$"  # Ray Data's path expansion names the path unquoted
 )
+# datasets given a directory, or a pattern, under which it found no file it reads
+NO_DATA_FILES = re.compile(
+    r"The directory at (?P<a>\S+) doesn't contain any data files|No \(supported\) data files (?:or dataset script )?"
+    r"found in (?P<b>\S+)"
+)
 # a Ray task (Ray Data's read or sampling task) that raised FileNotFoundError: it ran on some node of the cluster, while
 # the driver expanded the path on its own
 RAY_TASK_MISSING = re.compile(r"RayTaskError\(FileNotFoundError\)|Task failed with retryable exception")
@@ -1385,7 +1440,10 @@ RAY_DATA_FRAME = re.compile(r"ray/data/")
 
 # datasets (before 2.x) looked a dataset's loading script up by URL: none there is a name it does not know
 DATASETS_SCRIPT_URL = re.compile(r"Couldn't find file at (?P<url>https?://\S+/(?P<name>[\w.-]+)\.py)\b")
-HUB_DATASET_MISSING = re.compile(r"Dataset '(?P<name>[^']+)' doesn't exist on the Hub")
+HUB_DATASET_MISSING = re.compile(
+    r"Dataset '(?P<name>[^']+)' doesn't exist on the Hub"
+    r"|Repository Not Found for url: https?://[^/\s]+/(?:api/)?datasets/(?P<repo>[\w.-]+/[\w.-]+)"
+)
 
 
 def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
@@ -1393,7 +1451,7 @@ def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | N
     variable), and where a relative path is looked for."""
     script = DATASETS_SCRIPT_URL.search(log_text) or HUB_DATASET_MISSING.search(log_text)
     if script:
-        name = script.group("name")
+        name = script.group("name") or script.group("repo")
         return (
             f"datasets knows no dataset '{name}' (no loading script or Hub repository by that name): check its name "
             f"and configuration on the Hub (a dataset of several parts is often a configuration of another one, e.g. "
@@ -1401,6 +1459,14 @@ def data_missing_fix(failure: Failure, log_text: str) -> tuple[str, Details] | N
             "data.train_files / data.val_files at them"
         ), {"dataset": name}
     lines = [*failure.evidence, *(line for line in log_text.splitlines() if not is_source(line))]
+    empty = next((found for line in lines if (found := NO_DATA_FILES.search(line))), None)
+    if empty:
+        where = (empty.group("a") or empty.group("b")).rstrip(".")
+        return (
+            f"datasets found no data file it can read in {where}: the files are not there yet on the node that ran "
+            "it (write them first, or put them on the shared filesystem), or their extension is none datasets reads "
+            "(.parquet, .json/.jsonl, .csv, .arrow); point data.train_files / data.val_files at the files themselves"
+        ), {"data_path": where}
     missing = next((found for line in lines if (found := MISSING_PATH.search(line))), None)
     path = next(group for group in missing.groups() if group) if missing else None
     if RAY_TASK_MISSING.search(log_text) and RAY_DATA_FRAME.search(log_text):
@@ -1440,9 +1506,50 @@ LOCAL_PATH_AS_REPO = re.compile(
 )
 
 
+# the Hub answering that it has no repository by that id for this caller (transformers' rewording, huggingface_hub's
+# own), or one gated behind an access request; the id as each names it
+HUB_REPO_REFUSED = re.compile(
+    r"(?P<missing>\S+) is not a local folder and is not a valid model identifier"
+    r"|Repository Not Found for url: https?://[^/\s]+/(?:api/models/)?(?P<url_missing>[\w.-]+/[\w.-]+)"
+    r"|have access to it at https?://[^/\s]+/(?P<gated>[\w.-]+/[\w.-]+?)\.?(?:\s|$)"
+    r"|Cannot access gated repo for url https?://[^/\s]+/(?P<url_gated>[\w.-]+/[\w.-]+)/"
+)
+
+
+def hub_refused_fix(log_text: str) -> tuple[str, Details] | None:
+    """The Hub has no repository by that id that this job may read: a typo or a local path that does not exist, a
+    private repository without a token, or a gated one without access. No download helps until that is fixed."""
+    found = HUB_REPO_REFUSED.search(log_text)
+    if not found:
+        return None
+    model = found.group("missing") or found.group("url_missing") or found.group("gated") or found.group("url_gated")
+    model = model.strip("'\"")
+    if model.startswith(("/", "~", "./", "../")):
+        return (
+            f"the model path {model} does not exist on the node that loaded it, so transformers asked the Hub for it "
+            "as a repo id: fix the path (actor_rollout_ref.model.path, and critic.model.path for a critic), or copy "
+            "the model to the shared filesystem every node reads"
+        ), {"model_path": model}
+    if found.group("gated") or found.group("url_gated"):
+        return (
+            f"{model} is a gated repository and this job's token has no access: request access on "
+            f"https://huggingface.co/{model}, then download it once with a token that has it (HF_TOKEN=... `hf "
+            "download " + model + "`) into the HF cache the nodes read (HF_HOME), so the job needs no token"
+        ), {"model": model, "hub": "gated"}
+    return (
+        f"the Hub has no model {model} that this job may read: check the id's spelling "
+        "(actor_rollout_ref.model.path, organisation/name); for a private repository download it with a token that "
+        f"reads it (HF_TOKEN=... `hf download {model}`) into the HF cache the nodes read (HF_HOME); a "
+        "longer timeout or HF_HUB_OFFLINE cannot help"
+    ), {"model": model, "hub": "not found"}
+
+
 def model_fix_from_log(log_text: str) -> tuple[str, Details] | None:
     """The model to download where the log names it; with the Hub switched off, that switching it on helps only
     where the nodes reach huggingface.co. A local path that is no directory is a path to fix, not a download."""
+    refused = hub_refused_fix(log_text)
+    if refused:
+        return refused
     local = LOCAL_PATH_AS_REPO.search(log_text)
     if local:
         path = local.group("path")

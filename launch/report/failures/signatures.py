@@ -169,6 +169,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"and outgoing traffic has been disabled",
         r"(?i:cannot find (?:an|the) appropriate (?:cached )?snapshot folder for the specified revision on the local "
         r"disk)",
+        # the Hub has no model by that id that this job may read (a typo, a private or gated repository without a
+        # token): huggingface_hub's errors, and transformers' rewording of them; a dataset repository's is data_missing
+        r"is not a local folder and is not a valid model identifier",
+        r"You are trying to access a gated repo|Cannot access gated repo for url|\bGatedRepoError\b",
+        r"Repository Not Found for url: (?!\S*/datasets/)",
     ),
     "data_missing": (
         r"FileNotFoundError: .*\.(?:parquet|jsonl?|arrow)\b",
@@ -184,6 +189,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # a load_from_disk path that holds no saved dataset
         r"Couldn't find file at https?://\S+\.py\b",
         r"Dataset '[^']+' doesn't exist on the Hub|\bDatasetNotFoundError\b",
+        # datasets given a directory (or a pattern) in which it finds no file it can read
+        r"The directory at \S+ doesn't contain any data files|\bEmptyDatasetError\b",
+        r"No \(supported\) data files (?:or dataset script )?found in\b|\bDataFilesNotFoundError\b",
+        r"Repository Not Found for url: \S*/datasets/",  # the Hub's answer for a dataset repository
     ),
     "data_error": (
         r"ArrowInvalid",
@@ -304,6 +313,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"DistBackendError: .*(?i:timed? ?out|timeout|watchdog)",
         r"Some NCCL operations have failed or timed out",
         r"ProcessGroupNCCL's watchdog got stuck for \d+ seconds|Heartbeat monitor timed out",
+        # torch's rendezvous before the first collective: the store's host waiting for ranks that never came, and a
+        # rank that never reached the store's host (TCPStore's own messages; torchrun's elastic agent's timeout)
+        r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
+        r"The client socket has timed out after \d+m?s while trying to connect to \(",
+        r"\bRendezvousTimeoutError\b",
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}

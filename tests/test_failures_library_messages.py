@@ -1,0 +1,132 @@
+"""Failure messages made by the libraries themselves, not copied from a report: the Hub refusing a model id (through
+transformers and huggingface_hub, the Hub's answer served by an httpx transport), datasets finding no data file, and
+torch's rendezvous (its TCPStore) timing out. Each is classified by its kind and given a fix that names the value the
+message holds."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench.failures import signature_kind
+from launch.report import failures
+
+
+def raised(call: Callable[[], object]) -> str:
+    """The traceback `call` raises, as a log shows it."""
+    try:
+        call()
+    except Exception:  # noqa: BLE001 - any exception is the message under test
+        return traceback.format_exc()
+    raise AssertionError("the call raised nothing")
+
+
+@pytest.fixture
+def hub_answers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[int, str], None]]:
+    """Make every Hub request get one answer (status, X-Error-Code), as huggingface.co gives it."""
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    def answer(status: int, error_code: str) -> None:
+        def handler(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(status, headers={"X-Error-Code": error_code}, request=request)
+
+        huggingface_hub.set_client_factory(lambda: httpx.Client(transport=httpx.MockTransport(handler)))
+
+    yield answer
+    huggingface_hub.set_client_factory(httpx.Client)
+
+
+def test_a_model_id_the_hub_does_not_have_is_a_model_the_nodes_cannot_load(hub_answers) -> None:
+    from transformers import AutoConfig
+
+    hub_answers(401, "RepoNotFound")
+    log = raised(lambda: AutoConfig.from_pretrained("someorg/Qwen2.5-7B-Instrcut"))
+    assert "is not a local folder and is not a valid model identifier" in log  # transformers' own words
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "model_not_cached"
+    assert failure.details["model"] == "someorg/Qwen2.5-7B-Instrcut" and failure.details["hub"] == "not found"
+    assert "check the id's spelling (actor_rollout_ref.model.path" in failure.fix
+    assert "hf download someorg/Qwen2.5-7B-Instrcut" in failure.fix
+
+
+def test_a_gated_model_says_to_request_access(hub_answers) -> None:
+    from transformers import AutoConfig
+
+    hub_answers(403, "GatedRepo")
+    log = raised(lambda: AutoConfig.from_pretrained("meta-llama/Llama-3.1-8B-Instruct"))
+    failure = failures.classify(log)
+    assert failure.kind == "model_not_cached" and failure.details["hub"] == "gated"
+    assert failure.fix.startswith("meta-llama/Llama-3.1-8B-Instruct is a gated repository")
+    assert "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct" in failure.fix
+
+
+def test_the_hubs_own_refusal_of_a_dataset_repository_is_no_model_problem(hub_answers) -> None:
+    from huggingface_hub import hf_hub_download
+
+    hub_answers(401, "RepoNotFound")
+    log = raised(lambda: hf_hub_download("someorg/gsm8k-typo", "train.parquet", repo_type="dataset"))
+    assert "Repository Not Found for url" in log and "/datasets/" in log
+    assert failures.classify(log).kind != "model_not_cached"
+    model_log = raised(lambda: hf_hub_download("someorg/model-typo", "config.json"))
+    assert failures.classify(model_log).details["model"] == "someorg/model-typo"
+
+
+@pytest.mark.parametrize("how", ["data_dir", "path"])
+def test_a_directory_without_data_files_is_missing_data_naming_it(tmp_path: Path, how: str) -> None:
+    import datasets
+
+    empty = tmp_path / "gsm8k"
+    empty.mkdir()  # the preprocessing that writes its parquet files never ran
+    if how == "data_dir":
+        log = raised(lambda: datasets.load_dataset("parquet", data_dir=str(empty)))
+    else:
+        log = raised(lambda: datasets.load_dataset(str(empty)))
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "data_missing", log[-400:]
+    assert failure.details["data_path"] == str(empty)
+    assert "data.train_files / data.val_files" in failure.fix
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_rendezvous_that_not_every_rank_reached_says_how_many_did() -> None:
+    from torch.distributed import TCPStore
+
+    timeout = datetime.timedelta(seconds=1)
+    log = raised(lambda: TCPStore("127.0.0.1", free_port(), 4, True, timeout, wait_for_workers=True))
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "nccl_timeout"
+    assert (failure.details["ranks_joined"], failure.details["world_size"]) == (1, 4)
+    assert failure.fix.startswith("only 1 of 4 ranks reached torch's rendezvous")
+
+
+def test_a_rank_that_never_reached_the_rendezvous_names_the_address() -> None:
+    from torch.distributed import TCPStore
+
+    port = free_port()  # nobody listens there
+    log = raised(lambda: TCPStore("127.0.0.1", port, 2, False, datetime.timedelta(seconds=1)))
+    failure = failures.classify(log)
+    assert failure.kind == "nccl_timeout"
+    assert failure.details["rendezvous"] == f"127.0.0.1:{port}"
+    assert "127.0.0.1 is a loopback or docker-bridge address" in failure.fix
+    assert "--node-ip-address" in failure.fix
+
+
+def test_a_store_wait_that_is_no_rendezvous_keeps_its_kind() -> None:
+    # a key never written after the ranks met (vLLM's barrier regression, held-out-7's vllm-52907): no rendezvous
+    # timeout, nothing the rules above read
+    log = "torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: /default_pg/0//2//cpu//0/2"
+    assert signature_kind(log) == "unknown"

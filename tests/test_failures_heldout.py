@@ -8,8 +8,8 @@ held-out-5 after that: 25/32, note 10; held-out-6 after that: 21/32, note 12; he
 23/27, note 15; held-out-9: 16/29, note 17), and signatures were then added for the misses that show a clear message
 (notes 5, 7, 9, 11, 13, 16 and 18; from held-out-5 on, for the whole family of messages each miss belongs to). The
 scores pinned here are the tuned ones; they guard the corpora against regressions, and they are no held-out numbers
-any more: the next honest held-out score comes from a fresh, blind set. The tenth set (held-out-10, note 20) is
-pinned at its first sight below."""
+any more: the next honest held-out score comes from a fresh, blind set. The tenth set (held-out-10: 19/28 on first
+sight, note 20; tuned in note 21) is spent the same way."""
 
 from __future__ import annotations
 
@@ -390,7 +390,7 @@ def test_the_ninth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the tenth set: collected blind while likeness.py was finished, measured once ------------------------------------
+# --- the tenth set: collected blind while likeness.py was finished, measured once, then tuned on ---------------------
 
 HELD_OUT_10 = load_corpus(CORPORA["held-out-10"])
 # what it scored on first sight (2026-11-27, note 20, commit 124f0f1), kept as the record of that measurement
@@ -404,6 +404,15 @@ MISSES_ON_FIRST_SIGHT_10 = {
     "ray_node_lost/ray-49162-raylet-exits-dashboard-agent-failed-quoted": "unknown",
     "ray_start_failed/ray-10343-remote-raylet-grpc-bind-address-already-in-use-wrapped": "unknown",
     "ray_start_failed/ray-4393-workers-failed-to-connect-to-redis-interleaved-tracebacks": "unknown",
+    "reward_error/flow-grpo-232-eval-reward-server-connection-refused-retries": "unknown",
+}
+# after tuning on its misses by families (note 21; tests/test_failures_heldout10_tuning.py); the two left:
+# sglang-14092 SGLang's memory saver failing in cu_mem_create, which issue #26 and README's table call the engine's
+# memory (its collector labelled it a CUDA OOM); flow-grpo-232 urllib3's refused retries under frames that name no
+# reward code (the one that would is cut from the stored copy)
+TUNED_RIGHT_10 = 26
+TUNED_MISSES_10 = {
+    "cuda_oom/sglang-14092-verl-resume-memory-occupation-cu-mem-create-oom": "engine_memory",
     "reward_error/flow-grpo-232-eval-reward-server-connection-refused-retries": "unknown",
 }
 
@@ -427,7 +436,16 @@ def test_the_tenth_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in earlier}
 
 
-def test_the_tenth_set_keeps_its_first_sight_score():
+def test_the_tenth_set_keeps_its_tuned_score():
     result = score(HELD_OUT_10)
     misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
-    assert (result.right, misses) == (MEASURED_ON_FIRST_SIGHT_10, MISSES_ON_FIRST_SIGHT_10)
+    assert (result.right, misses) == (TUNED_RIGHT_10, TUNED_MISSES_10)
+    assert TUNED_RIGHT_10 > MEASURED_ON_FIRST_SIGHT_10 == len(HELD_OUT_10) - len(MISSES_ON_FIRST_SIGHT_10)
+
+
+OOV_10 = [excerpt for excerpt in HELD_OUT_10 if excerpt.kind == "unknown"]
+
+
+@pytest.mark.parametrize("excerpt", OOV_10, ids=lambda excerpt: excerpt.path.stem)
+def test_the_tenth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    assert failures.classify(excerpt.text).kind == "unknown"

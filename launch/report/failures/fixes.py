@@ -23,6 +23,7 @@ from launch.report.failures.signatures import (
     NODES_WAIT,
     OMEGACONF_SETTER,
     RECORD_FIELD,
+    REDIS_RETRY,
     SAVED_DATASET_INCOMPLETE,
     ZERO_DIVISION,
     Failure,
@@ -155,6 +156,12 @@ def moved(key: str, fraction: float | None, step: float, raise_it: bool) -> str:
     return f"{verb} {key}={target:g} (now {fraction:g})"
 
 
+# vLLM's warm-up of its sampler (or pooler) at its largest batch, max_num_seqs dummy requests
+WARMUP_OOM = re.compile(
+    r"out of memory occurred when warming up (?:the )?(?P<part>sampler|pooler) with (?P<requests>\d+)"
+)
+
+
 def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE_FRACTION) -> tuple[str, Details]:
     """The engine's memory fix from its own message: which way to move its fraction, and to what when the log gives
     the numbers (vLLM's free/desired memory, its KV cache shortfall, SGLang's memory saver). `fraction` is the plan's
@@ -166,6 +173,16 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
     )
     fraction = fraction if fraction is not None else logged
     found: Details = {"gpu_memory_utilization": fraction} if fraction is not None else {}
+    warmup = WARMUP_OOM.search(log_text)
+    if warmup:
+        seqs = int(warmup.group("requests"))
+        now = f" (now {fraction:g})" if fraction is not None else ""
+        return (
+            f"vLLM ran out of CUDA memory warming up its {warmup.group('part')} with {seqs} requests, its "
+            f"max_num_seqs: the activations of that batch did not fit beside the engine's share; lower "
+            f"actor_rollout_ref.rollout.max_num_seqs to {max(seqs // 2, 1)} (now {seqs}), or lower {key} by about "
+            f"0.05{now} to leave them room; raising the share cannot help"
+        ), found | {"max_num_seqs": seqs}
     free = re.search(r"Free memory on device \(" + NUMBER + "/" + NUMBER + r" GiB\)", log_text)
     if free:  # vLLM reserves the fraction of the WHOLE card and refuses to start if less is free
         free_gib, total_gib = float(free.group(1)), float(free.group(2))
@@ -486,6 +503,13 @@ def head_unreachable_fix(log_text: str) -> tuple[str, Details] | None:
     """A worker's `ray start` that could not reach the head at the address it was given: name the address, and say
     when it can never work (a loopback address reaches only the worker's own node)."""
     found = HEAD_UNREACHABLE.search(log_text)
+    if not found and REDIS_RETRY.search(log_text):
+        return (
+            "a worker's `ray start` kept failing to reach the head's Redis (Ray's GCS of that version), then crashed: "
+            "start the head first and wait until it is up (its ray_start log), give the workers the head's own IP "
+            "(--address=<head IP>:6379, never a loopback one) on a network the nodes share with that port open, and "
+            "run the same Ray version on every node"
+        ), {"head": "unreachable"}
     if not found:
         return None
     address = found.group("address")
@@ -514,6 +538,10 @@ PORT_TAKEN = re.compile(
 )
 
 
+# gRPC's own error when a server cannot bind its port ("Address already in use" follows, often wrapped)
+GRPC_BIND_FAILED = re.compile(r"Failed to add any wildcard listeners|No address added out of total \d+ resolved")
+
+
 def gcs_start_fix(log_text: str) -> tuple[str, Details] | None:
     """The head's GCS that did not start: the external Redis it could not reach, or a port another process holds."""
     redis = GCS_REDIS.search(log_text)
@@ -525,14 +553,15 @@ def gcs_start_fix(log_text: str) -> tuple[str, Details] | None:
             "the GCS itself), or point it at a Redis that listens there and that the head node reaches"
         ), {"redis_address": address}
     taken = PORT_TAKEN.search(log_text)
-    if taken:
-        port = next(group for group in taken.groups() if group)
+    if taken or GRPC_BIND_FAILED.search(log_text):
+        port = next(group for group in taken.groups() if group) if taken else ""
+        which = f"port {port}" if port else "the port a Ray daemon's gRPC server asked for (Address already in use)"
         return (
-            f"port {port} was already taken when Ray started on the node (a Ray left by an earlier job, another "
+            f"{which} was already taken when Ray started on the node (a Ray left by an earlier job, another "
             "service, or two components given one port): `ray stop` there, or start on free ports (rlaunch picks a "
             "port block per job; keep the job off a node whose old Ray still runs: +cluster.sbatch_extra.exclude="
             "<node>)"
-        ), {"port": int(port)}
+        ), {"port": int(port)} if port else {"port": "in use"}
     if re.search(r"Failed to start GCS\b", log_text):
         return (
             "the head's GCS exited while starting: the lines under 'Failed to start GCS' are from its error file; read "
@@ -1114,6 +1143,28 @@ def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] 
     ), {"reward_frame": f"{where}:{function}"}
 
 
+AGENT_FAILED = re.compile(
+    r"The raylet exited immediately because (?:one Ray agent failed, agent_name = (?P<agent>[\w-]+)|the runtime env "
+    r"agent timed out)"
+)
+
+
+def agent_failed_fix(log_text: str) -> tuple[str, Details] | None:
+    """The raylet exits with its dashboard or runtime-env agent: the agent's own log says why it failed."""
+    found = AGENT_FAILED.search(log_text)
+    if not found:
+        return None
+    agent = found.group("agent") or "runtime_env_agent"
+    return (
+        f"the raylet exited because its {agent} failed (a raylet fate-shares with its agents), which took the node "
+        f"down: read {agent}.log and .err in that node's Ray log directory (session_latest/logs); the usual causes are "
+        "a grpcio version outside Ray's requirement (pip freeze | grep grpcio: install the one Ray pins), a port the "
+        "agent could not bind (start Ray on free ports: --dashboard-agent-listen-port / --runtime-env-agent-port), or "
+        "the agent killed for host memory (raise --mem, rlaunch: cluster.mem_gb); a dashboard the job does not need "
+        "can be left out (--include-dashboard=false)"
+    ), {"agent": agent}
+
+
 MARKED_DEAD = re.compile(
     r"The node with (?:node id:? \S+(?: and address: (?P<address>[^\s,]+))?|client ID \S+).*? has been marked dead "
     r"because the (?:detector|monitor) has missed too many heartbeats"
@@ -1497,6 +1548,8 @@ HUB_OFFLINE = re.compile(r"outgoing traffic has been disabled|OfflineModeIsEnabl
 MODEL_NAMED = re.compile(
     r"it looks like (?P<a>[\w.-]+(?:/[\w.-]+)?) is not the path|Incorrect path_or_model_id: '(?P<b>[^']+)'"
     r"|repo_id=['\"]?(?P<c>[\w.-]+/[\w.-]+)"
+    r"|Can't load (?:tokenizer|feature extractor|image processor|processor) for '(?P<d>[^']+)'"
+    r"|Can't load the configuration of '(?P<e>[^']+)'"
 )
 
 
@@ -1693,6 +1746,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "ray_node_lost":
         return (
             heartbeat_fix(log_text)
+            or agent_failed_fix(log_text)
             or marked_dead_fix(log_text)
             or slurm_node_fail_fix(failure, log_text)
             or node_died_fix(failure)

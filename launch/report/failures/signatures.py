@@ -68,6 +68,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     ),
     "host_oom": (
         r"OutOfMemoryError: Task was killed due to the node running low on memory",
+        # the same kill as an actor's or worker's exit detail (RayActorError, ActorDiedError, WorkerCrashedError)
+        r"Worker exit detail: (?:Task was|Tasks? were|Worker was|Workers? were) killed due to the node running low on "
+        r"memory",
         r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
         r"Detected \d+ oom[-_]kill event",
         r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit",
@@ -102,7 +105,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"is larger than the profiled value (?:-\d+|0)\b|\bmax_total_num_tokens=-\d+",
         # SGLang's memory saver (torch_memory_saver): CUresult / hipError 2 is CUDA_ERROR_OUT_OF_MEMORY
         r"\[torch_memory_saver\.cpp\] "
-        r"(?:\w+ error\s+result=2\b|cuMemCreate CUDA_ERROR_OUT_OF_MEMORY|cudaError error: 2\b)",
+        r"(?:\w+ error\s+result=2\b|cuMemCreate CUDA_ERROR_OUT_OF_MEMORY|cudaError error: 2\b"
+        r"|\w+ error: 2 \(out of memory\))",
+        # vLLM's own warm-up of the sampler (or the pooler) at the engine's largest batch: its message names the
+        # engine's knobs, max_num_seqs and gpu_memory_utilization, not the trainer's
+        r"(?:CUDA )?out of memory occurred when warming up (?:the )?(?:sampler|pooler)\b",
         r"\((?:EngineCore\w*|RayWorkerWrapper|VllmWorker\S*) pid=\d+.*CUDA out of memory",
         r"Worker failed with error 'CUDA out of memory",
     ),
@@ -172,6 +179,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # the Hub has no model by that id that this job may read (a typo, a private or gated repository without a
         # token): huggingface_hub's errors, and transformers' rewording of them; a dataset repository's is data_missing
         r"is not a local folder and is not a valid model identifier",
+        # transformers failing to resolve a model's part (no cached file, no Hub): its message for each loader
+        r"Can't load (?:tokenizer|feature extractor|image processor|processor) for '[^']+'",
+        r"Can't load the configuration of '[^']+'",
         r"You are trying to access a gated repo|Cannot access gated repo for url|\bGatedRepoError\b",
         r"Repository Not Found for url: (?!\S*/datasets/)",
     ),
@@ -237,6 +247,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # a port another process holds when a node starts: the GCS's or raylet's gRPC server, a running Ray at the
         # same address, two components given one port
         r"Failed to start the grpc server\. The specified port is \d+",
+        # gRPC's own words when a Ray daemon's server cannot bind its port (its JSON error, wrapped or not)
+        r"Failed to add any wildcard listeners|\bNo address added out of total \d+ resolved",
         r"Ray is trying to start at \S+, but is already running at",
         r"Ray component \w+ is trying to use a port number \d+ that is used by other components",
         # the dashboard Ray was told to start (include_dashboard=True) raised; its logged error alone is not fatal
@@ -297,6 +309,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"the node it was running on is dead or unavailable",  # Ray's NODE_DIED task error
         r"mistakenly been marked (?:as )?dead by the (?:GCS|monitor)",
         r"This node has bee[nm] marked as dead",  # the raylet's own fatal line (Ray spells it "beem")
+        # the raylet exits with its dashboard or runtime-env agent (it fate-shares with them), taking its node down
+        r"The raylet exited immediately because (?:one Ray agent failed|the runtime env agent timed out)",
         # Ray's log monitor on a raylet that exited without being told to (SIGKILL, a crash)
         r"Raylet is terminated.*Termination is unexpected|Termination is unexpected\. Possible reasons include",
         # SLURM lost a node of the job (slurmctld stopped hearing from its slurmd): the step's cancel line, srun's
@@ -434,6 +448,9 @@ HEADLESS_START = re.compile(r'File "[^"]+", line \d+, in \S|(?:[\w.]+\.)?RayTask
 # a log's first line cut inside a frame (logs.read_tail starts at a byte offset, a paste at a selection): what is left
 # of `File "<path>", line N, in <name>` still says where it was raised
 CUT_FRAME = re.compile(r'^\s*"?(?P<rest>[^"\s]+", line \d+, in \w.*)$')
+# Python's hook for an exception it could not raise (in a finalizer, a __del__, a weakref callback, a thread at exit)
+# prints it under this line and goes on: that traceback stopped nothing
+UNRAISABLE = re.compile(r"^Exception ignored\b")
 
 
 def line_prefix(prefix: str) -> re.Pattern[str] | None:
@@ -456,6 +473,7 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
     found = []
     frames: list[str] | None = None
     prefix: re.Pattern[str] | None = None
+    ignored = False  # the traceback being read is one Python ignored (UNRAISABLE)
     first = next((index for index, line in enumerate(lines) if line.strip()), None)
     for index, line in enumerate(lines):
         cut = CUT_FRAME.match(line) if index == first else None
@@ -465,6 +483,8 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
         header = TRACEBACK_HEADER.search(line)
         if header:
             frames, prefix = [], line_prefix(line[: header.start()])
+            before = next((earlier for earlier in reversed(lines[:index]) if earlier.strip()), "")
+            ignored = bool(UNRAISABLE.match(strip_prefix(before)))
             continue
         if frames is None:
             headless = HEADLESS_START.search(line)
@@ -475,7 +495,9 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
         if body.startswith("File "):
             frames.append(body)
         elif EXCEPTION_LINE.match(body):
-            found.append((frames, line))
+            if not ignored:
+                found.append((frames, line))
+            ignored = False
             # the remote part of a Ray task's traceback follows its RayTaskError line: keep reading it
             frames = [] if RAY_TASK_ERROR.search(body) else None
     if frames:  # a log cut short inside a traceback: its deepest frame is still where it was raised
@@ -501,7 +523,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         ]
         hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
     elif kind == "ray_start_failed":
-        hits += from_tracebacks(lines, RAY_START_FRAME, None) + died_connecting(lines)
+        hits += from_tracebacks(lines, RAY_START_FRAME, None) + died_connecting(lines) + gave_up_retrying(lines)
         hits = hits or unended_wait(lines, NODES_WAIT)
     elif kind == "data_missing":
         hits += [line for line in reader_file_not_found(lines) if line not in hits]
@@ -598,6 +620,20 @@ def died_connecting(lines: list[str]) -> list[str]:
     after = [line for line in lines[connecting[-1] + 1 :] if line.strip()]
     if after and all(SIGNAL_DEATH.search(strip_prefix(line)) for line in after):
         return [lines[connecting[-1]], after[0]]
+    return []
+
+
+# Ray 0.x's `ray start` retrying the head's Redis (its GCS then), and the `ray` command line's own entry frame
+REDIS_RETRY = re.compile(r"Failed to connect to the redis server, retrying")
+RAY_CLI_ENTRY = re.compile(r'File "[^"]*/bin/ray", line \d+, in <module>')
+
+
+def gave_up_retrying(lines: list[str]) -> list[str]:
+    """`ray start` retrying the head's Redis, then the `ray` command itself crashing: it never reached the head. The
+    retries alone are no cause (they are logged at INFO and usually succeed)."""
+    retries = [index for index, line in enumerate(lines) if REDIS_RETRY.search(line)]
+    if retries and any(RAY_CLI_ENTRY.search(line) for line in lines[retries[0] :]):
+        return [lines[retries[0]]]
     return []
 
 

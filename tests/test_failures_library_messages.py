@@ -130,3 +130,53 @@ def test_a_store_wait_that_is_no_rendezvous_keeps_its_kind() -> None:
     # timeout, nothing the rules above read
     log = "torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: /default_pg/0//2//cpu//0/2"
     assert signature_kind(log) == "unknown"
+
+
+VERL_ACTOR = {
+    "strategy": "fsdp",
+    "rollout_n": 4,
+    "ppo_mini_batch_size": 8,
+    "ppo_micro_batch_size_per_gpu": 2,
+    "use_dynamic_bsz": False,
+}
+
+
+def test_a_value_verls_own_config_check_refuses_is_a_config_error_quoting_it() -> None:
+    from verl.workers.config import FSDPActorConfig
+
+    log = raised(lambda: FSDPActorConfig(**VERL_ACTOR, loss_agg_mode="token-avg"))
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "config_error"
+    assert failure.details["verl_check"] == "ValueError: Invalid loss_agg_mode: token-avg"
+    assert failure.details["config_section"] == "actor_rollout_ref.actor"
+    runtime = raised(lambda: FSDPActorConfig(**VERL_ACTOR).validate(n_gpus=8, train_batch_size=4))
+    assert "train_batch_size (4) must be >= actor.ppo_mini_batch_size (8)" in failures.classify(runtime).fix
+
+
+def test_verls_check_wrapped_by_hydras_instantiate_is_a_config_error_too() -> None:
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+
+    config = OmegaConf.create(
+        {"_target_": "verl.workers.config.FSDPActorConfig", **VERL_ACTOR, "loss_agg_mode": "token-avg"}
+    )
+    log = raised(lambda: omega_conf_to_dataclass(config))
+    assert "InstantiationException: Error in call to target 'verl.workers.config" in log
+    failure = failures.classify(log)
+    assert failure.kind == "config_error" and "Invalid loss_agg_mode: token-avg" in failure.fix
+
+
+def test_an_error_deeper_than_verls_check_is_not_its_refusal() -> None:
+    # a config's __post_init__ that calls a library which then fails (verl's model config loads the HF config): the
+    # deepest frame is the library's, so the check did not refuse anything
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/env/verl/workers/config/model.py", line 160, in __post_init__',
+            "    self.hf_config = AutoConfig.from_pretrained(self.local_hf_model_path)",
+            '  File "/env/transformers/configuration_utils.py", line 700, in get_config_dict',
+            "    raise EnvironmentError(",
+            "OSError: Incorrect hf_config: a socket error the library met",
+        ]
+    )
+    assert signature_kind(log) != "config_error"

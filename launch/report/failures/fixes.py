@@ -25,6 +25,7 @@ from launch.report.failures.signatures import (
     RECORD_FIELD,
     REDIS_RETRY,
     SAVED_DATASET_INCOMPLETE,
+    VERL_CONFIG_CHECK,
     ZERO_DIVISION,
     Failure,
     code_wrote_struct_key,
@@ -33,6 +34,7 @@ from launch.report.failures.signatures import (
     is_source,
     phase_of,
     raised_by,
+    raised_in,
     strip_prefix,
     tracebacks,
 )
@@ -796,7 +798,45 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         or divisible_fix(log_text)
         or deepspeed_batch_fix(log_text)
         or zero_batch_fix(log_text)
+        or verl_check_fix(log_text)
     )
+
+
+# where each of verl's config modules sits in the composed config (verl/workers/config/<module>.py)
+VERL_CONFIG_SECTIONS = {
+    "actor": "actor_rollout_ref.actor",
+    "critic": "critic",
+    "rollout": "actor_rollout_ref.rollout",
+    "model": "actor_rollout_ref.model (critic.model for a critic)",
+    "optimizer": "actor_rollout_ref.actor.optim (critic.optim)",
+    "engine": "actor_rollout_ref.actor.fsdp_config / megatron (the same under ref and critic)",
+    "reward": "reward",
+    "distillation": "distillation",
+}
+VERL_CHECK_WRAPPED = re.compile(r"Error in call to target 'verl\.\w+\.config\.(?P<module>\w+)\.\w+':")
+
+
+def verl_check_fix(log_text: str) -> tuple[str, Details] | None:
+    """One of verl's own config checks refused a value: its message, and the section of the config it checks."""
+    lines = [line for line in log_text.splitlines() if line.strip()]
+    raised = raised_in(lines, VERL_CONFIG_CHECK)
+    wrapped = VERL_CHECK_WRAPPED.search(log_text)
+    if raised:
+        module = re.search(r"verl/(?:workers|trainer|utils)/config(?:/(\w+))?\.py", raised[0])
+        section = VERL_CONFIG_SECTIONS.get(module.group(1) or "", "") if module else ""
+        message = strip_prefix(raised[1]).strip()
+    elif wrapped:
+        section = VERL_CONFIG_SECTIONS.get(wrapped.group("module"), "")
+        following = lines[lines.index(next(line for line in lines if wrapped.group(0) in line)) + 1 :]
+        message = strip_prefix(following[0]).strip() if following else ""
+    else:
+        return None
+    where = f" (a check of {section})" if section else ""
+    return (
+        f"verl's own config check refused a value{where}: {message[:200]}; change the value it names (python "
+        "launch/run.py ... --cfg job shows the composed config; rlaunch runs the same checks before it queues a run, "
+        "so a run it planned does not meet this)"
+    ), {"verl_check": message[:200]} | ({"config_section": section} if section else {})
 
 
 # DeepSpeed's batch check, its message wrapped or not: "train_batch_size is not equal to micro_batch_per_gpu *

@@ -280,6 +280,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Check batch related parameters|train_batch_size is not equal to micro_batch_per_gpu",
         # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)
         r"\b(?:ConfigCompositionException|MissingConfigException|OverrideParseException)\b",
+        # ... except where the constructor it wraps is one of verl's config classes: their checks refuse values
+        r"Error in call to target 'verl\.(?:workers|trainer)\.config\.",
         r"Could not (?:append to|delete from) config\b|\bError merging override\b",
         # the same in Hydra's short form (no class name): a config group option or primary config it cannot find,
         # and its pointer to the override grammar under a parse error
@@ -532,7 +534,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
     elif kind == "config_error":
         if hits and code_wrote_struct_key(lines):
             hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
-        hits += raised_by(lines, ZERO_DIVISION, BATCH_ARITHMETIC)
+        hits += raised_by(lines, ZERO_DIVISION, BATCH_ARITHMETIC) + raised_in(lines, VERL_CONFIG_CHECK)
     elif kind == "gpu_unavailable":
         # a count that names the GPUs asked and had is no shortage where they suffice (a trial short of CPUs lists
         # its GPUs as well)
@@ -585,6 +587,24 @@ ZERO_DIVISION = re.compile(r"^(?:[\w.]+\.)?ZeroDivisionError\b")
 BATCH_ARITHMETIC = re.compile(
     r"(?i:batch_size|micro_batch|mini_batch|world_size|n_gpus|num_gpus|gradient_accumulation|grad_acc|dp_size)"
 )
+
+
+# verl's own checks of its config: its config dataclasses' __post_init__ and validate methods, and validate_config;
+# whatever they raise is verl refusing a value (the message names it), not a crash of the run
+VERL_CONFIG_CHECK = re.compile(
+    r'File "[^"]*verl/(?:workers|trainer)/config/\w+\.py", line \d+, in (?:__post_init__|validate\w*|_?check_\w+)\b'
+    r'|File "[^"]*verl/utils/config\.py", line \d+, in (?:validate_config|check_mutually_exclusive)\b'
+)
+
+
+def raised_in(lines: list[str], frame: re.Pattern[str]) -> list[str]:
+    """[frame, exception line] of each traceback whose deepest frame, where it was raised, is one `frame` names."""
+    return [
+        hit
+        for frames, exception in tracebacks(lines)
+        if exception and frames and frame.search(frames[-1])
+        for hit in (frames[-1], exception)
+    ]
 
 
 def raised_by(lines: list[str], exception: re.Pattern[str], source: re.Pattern[str]) -> list[str]:

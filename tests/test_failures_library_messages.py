@@ -180,3 +180,28 @@ def test_an_error_deeper_than_verls_check_is_not_its_refusal() -> None:
         ]
     )
     assert signature_kind(log) != "config_error"
+
+
+def torchrun_output_of_a_rank_killed_by_sigkill(tmp_path: Path) -> str:
+    """torch's elastic agent (torchrun) reporting a rank that the kernel, SLURM or a user killed with SIGKILL."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("import os, signal\nprint('step 1', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", f"--master_port={free_port()}"]
+    run = subprocess.run([*command, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    return run.stdout + run.stderr
+
+
+def test_a_rank_killed_by_sigkill_says_what_decides_who_killed_it(tmp_path: Path) -> None:
+    log = torchrun_output_of_a_rank_killed_by_sigkill(tmp_path)
+    assert "Signal 9 (SIGKILL) received by PID" in log  # torch's own words
+    failure = failures.classify(log)
+    # nothing in the log says whether the OOM killer, SLURM's limit or a cancel sent it: unknown, narrowed
+    assert failure.kind == "unknown" and failure.details["signal"] == "SIGKILL"
+    assert "dmesg" in failure.fix and "MaxRSS" in failure.fix and "likeness" not in failure.details
+    # where the kernel's own line is in the log too, it says who: the host's memory
+    oom_killer = "Out of memory: Killed process 7607 (python) total-vm:91234567kB, anon-rss:81234567kB\n"
+    assert failures.classify(oom_killer + log).kind == "host_oom"

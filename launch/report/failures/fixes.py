@@ -1245,6 +1245,9 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu; if it says the node was running low on memory, "
             "host RAM: raise the job's memory (--mem, rlaunch: cluster.mem_gb)"
         ), {"oom_of": "gpu or host"}
+    killed = sigkill_fix(log_text)
+    if killed:
+        return killed
     if WORKER_DIED.search(log_text):
         return (
             f"a Ray worker process{where} vanished (SIGKILL or a crash) and Ray cannot say which: look for the OOM "
@@ -1253,6 +1256,33 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
             "own log in the run's ray_logs for the crash"
         ), {}
     return None
+
+
+# a process killed by SIGKILL as the launchers report it: torch's elastic agent ("exitcode  : -9", "Signal 9 (SIGKILL)
+# received by PID"), Python's subprocess and multiprocessing ("died with <Signals.SIGKILL: 9>", "exit status -9"), the
+# shell's and srun's "Killed"
+SIGKILLED = re.compile(
+    r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|<Signals\.SIGKILL: 9>|non-zero exit status -9\b"
+    r"|exit(?:ed)? with (?:exit )?code -9\b|\btasks? [\d,-]+: Killed\s*$|^\S*: line \d+: +\d+ Killed\b"
+)
+ELASTIC_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)", re.MULTILINE)
+
+
+def sigkill_fix(log_text: str) -> tuple[str, Details] | None:
+    """A process killed by SIGKILL, with no line saying who sent it: the kernel's OOM killer, SLURM's memory limit or
+    a cancel; each leaves its own record, which the fix names."""
+    killed = next((found for line in log_text.splitlines() if (found := SIGKILLED.search(line))), None)
+    if not killed:
+        return None
+    host = ELASTIC_HOST.search(log_text)
+    where = f" on {host.group('host')}" if host else ""
+    return (
+        f"a process{where} was killed by SIGKILL (signal 9), which no program sends on its own error, and the log does "
+        "not say who sent it: the kernel's OOM killer (dmesg -T | grep -i 'killed process' on that node) or SLURM's "
+        "memory limit (sacct -j <job> --format=JobID,State,MaxRSS,ReqMem: MaxRSS at ReqMem, or State OUT_OF_MEMORY): "
+        "raise the job's memory (--mem, rlaunch: cluster.mem_gb) or offload less; a State of CANCELLED or PREEMPTED "
+        "there: a cancel, nothing to change in the run"
+    ), {"signal": "SIGKILL"} | ({"node": host.group("host")} if host else {})
 
 
 # slurmstepd's cancel line without a reason ("DUE TO ..."): scancel, a preemption under PreemptMode=CANCEL, or the batch

@@ -1,7 +1,8 @@
-"""Failure messages made by the libraries themselves, not copied from a report: the Hub refusing a model id (through
-transformers and huggingface_hub, the Hub's answer served by an httpx transport), datasets finding no data file, and
-torch's rendezvous (its TCPStore) timing out. Each is classified by its kind and given a fix that names the value the
-message holds."""
+"""Failure messages in the libraries' own words, made by the library where it is installed here (not copied from a
+report): the Hub refusing a model id (through transformers and huggingface_hub, the Hub's answer served by an httpx
+transport), datasets finding no data file, torch's rendezvous (its TCPStore) timing out, verl's own config checks,
+torchrun reporting a rank killed by SIGKILL; vLLM, not installed here, by the wording of its source (its memory
+profile's check). Each is classified by its kind and given a fix that names the value the message holds."""
 
 from __future__ import annotations
 
@@ -205,3 +206,28 @@ def test_a_rank_killed_by_sigkill_says_what_decides_who_killed_it(tmp_path: Path
     # where the kernel's own line is in the log too, it says who: the host's memory
     oom_killer = "Out of memory: Killed process 7607 (python) total-vm:91234567kB, anon-rss:81234567kB\n"
     assert failures.classify(oom_killer + log).kind == "host_oom"
+
+
+@pytest.mark.parametrize(
+    ("line", "before", "after"),
+    [
+        # vLLM V1 (GiB), and the older engine's bytes
+        (
+            "Error in memory profiling. Initial free memory 20.58 GiB, current free memory 22.54 GiB. This happens "
+            "when other processes sharing the same container release GPU memory while vLLM is profiling during init.",
+            20.58,
+            22.54,
+        ),
+        (
+            "Error in memory profiling. Initial free memory 39909924864, current free memory 47541829632. This happens "
+            "when the GPU memory was not properly cleaned up before initializing the vLLM instance.",
+            37.17,
+            44.28,
+        ),
+    ],
+)
+def test_vllms_profile_disturbed_by_another_process_is_no_shortage(line: str, before: float, after: float) -> None:
+    failure = failures.classify(f"(EngineCore_0 pid=4121) AssertionError: {line}")
+    assert failure.kind == "engine_memory"
+    assert (failure.details["free_before_gib"], failure.details["free_after_gib"]) == (before, after)
+    assert "gpu_memory_utilization cannot help" in failure.fix and "--exclusive" in failure.fix

@@ -158,6 +158,11 @@ def moved(key: str, fraction: float | None, step: float, raise_it: bool) -> str:
     return f"{verb} {key}={target:g} (now {fraction:g})"
 
 
+# vLLM's check that the card's free memory did not change while it profiled (GiB since 0.7, bytes before)
+PROFILE_MOVED = re.compile(
+    r"Error in memory profiling\. Initial free memory (?P<before>[\d.]+)(?: (?P<unit>GiB))?, current free memory "
+    r"(?P<after>[\d.]+)"
+)
 # vLLM's warm-up of its sampler (or pooler) at its largest batch, max_num_seqs dummy requests
 WARMUP_OOM = re.compile(
     r"out of memory occurred when warming up (?:the )?(?P<part>sampler|pooler) with (?P<requests>\d+)"
@@ -175,6 +180,19 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
     )
     fraction = fraction if fraction is not None else logged
     found: Details = {"gpu_memory_utilization": fraction} if fraction is not None else {}
+    profiled = PROFILE_MOVED.search(log_text)
+    if profiled:
+        before, after = float(profiled.group("before")), float(profiled.group("after"))
+        scale = 1 if profiled.group("unit") else 2**30  # older vLLM prints bytes
+        return (
+            f"the card's free memory moved from {before / scale:.2f} to {after / scale:.2f} GiB while vLLM measured "
+            "its share: another process on the same GPU allocated or released memory meanwhile (a trainer colocated "
+            "with the engine, another job on a shared GPU); not a shortage, so changing "
+            f"{key} cannot help: run the job on GPUs of its own (set sbatch's --exclusive, or use a partition whose "
+            "GPUs are not shared), "
+            "and where the trainer shares the card keep its memory still while the engine starts (no offload or "
+            "reload in that window)"
+        ), found | {"free_before_gib": round(before / scale, 2), "free_after_gib": round(after / scale, 2)}
     warmup = WARMUP_OOM.search(log_text)
     if warmup:
         seqs = int(warmup.group("requests"))

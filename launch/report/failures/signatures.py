@@ -92,6 +92,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"No available memory for the cache blocks",
         r"Not enough memory\. Please try to (?:increase|decrease) --mem-fraction-static",
         r"Free memory on device .* is less than desired GPU memory utilization",
+        # vLLM's profile of the card's free memory changed under it: another process on the same GPU (a colocated
+        # trainer, another job) allocated or released memory while the engine measured its share
+        r"Error in memory profiling\. Initial free memory",
         r"larger than the maximum number of tokens that can be stored in KV cache",
         r"(?i:cuda error: out of memory at \S*cumem_allocator)",  # vLLM's sleep-mode allocator (wake_up)
         r"KV cache is needed, which is larger than the available KV cache memory",

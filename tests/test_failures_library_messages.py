@@ -231,3 +231,48 @@ def test_vllms_profile_disturbed_by_another_process_is_no_shortage(line: str, be
     assert failure.kind == "engine_memory"
     assert (failure.details["free_before_gib"], failure.details["free_after_gib"]) == (before, after)
     assert "gpu_memory_utilization cannot help" in failure.fix and "--exclusive" in failure.fix
+
+
+def refused_on_the_host(allocation: str) -> str:
+    """What a process prints when the host refuses it an allocation: run under an address-space limit (the kernel
+    answers ENOMEM as it does to a job at its cgroup's or node's end)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\nresource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        f"import torch, numpy\n{allocation}\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0, run.stdout
+    return run.stderr
+
+
+@pytest.mark.parametrize(
+    ("allocation", "refused_gib"),
+    [
+        ("torch.empty(1 << 31, dtype=torch.float32)", 8.0),  # torch's CPU allocator: 8 GiB
+        ("numpy.empty(1 << 30, dtype=numpy.float64)", 8.0),  # numpy's _ArrayMemoryError
+        ("bytearray(4 << 30)", None),  # Python's own MemoryError
+    ],
+    ids=["torch", "numpy", "python"],
+)
+def test_a_host_allocation_refused_in_the_process_is_host_memory(allocation: str, refused_gib: float | None) -> None:
+    log = refused_on_the_host(allocation)
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "host_oom", log[-300:]
+    if refused_gib is not None:
+        assert failure.details["refused_gib"] == refused_gib
+        assert f"plus {refused_gib:.1f} GiB (--mem, rlaunch: cluster.mem_gb)" in failure.fix
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",  # the GPU's, by its own kind
+        "ray.exceptions.OutOfMemoryError",  # Ray's bare class: which memory, its message would say
+        "ValueError: MemoryErrorHandler is not configured",  # a name that merely contains it
+    ],
+)
+def test_other_memory_errors_are_not_read_as_the_hosts(line: str) -> None:
+    assert signature_kind(line) != "host_oom"

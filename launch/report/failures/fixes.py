@@ -1391,11 +1391,39 @@ def slurm_oom_state_fix(log_text: str, fork: str | None) -> tuple[str, Details] 
     ), ({"slurm_job": job} if job else {})
 
 
+# the size of a host allocation the process was refused: torch's CPU allocator (bytes), numpy's (with its unit)
+REFUSED_ALLOCATION = re.compile(
+    r"DefaultCPUAllocator: [^:]*: you tried to allocate (?P<bytes>\d+) bytes"
+    r"|Unable to allocate (?P<size>[\d.]+) (?P<unit>[KMGTP])i?B for an array"
+)
+UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
+
+
+def refused_allocation_fix(log_text: str) -> tuple[str, Details] | None:
+    """One allocation the process asked the host for and was refused: its size, and what can make room."""
+    refused = REFUSED_ALLOCATION.search(log_text)
+    if not refused:
+        return None
+    size = (
+        int(refused.group("bytes"))
+        if refused.group("bytes")
+        else float(refused.group("size")) * UNITS[refused.group("unit")]
+    )
+    gib = size / 2**30
+    return (
+        f"the process was refused {gib:.1f} GiB of host memory in one allocation (the node's or the job's limit was "
+        f"reached): raise the job's memory above what it held plus {gib:.1f} GiB (--mem, rlaunch: cluster.mem_gb), or "
+        "keep that tensor off the host (offload less: actor_rollout_ref.actor.fsdp_config.{param,optimizer}_offload="
+        "false; load checkpoints shard by shard); a per-process limit (ulimit -v) refuses it too: check it is unset"
+    ), {"refused_gib": round(gib, 2)}
+
+
 def host_oom_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details] | None:
     """Ray's memory monitor, the kernel's OOM killer or SLURM's cgroup on who held the memory, else a fork's own
     options; Ray's list of the node's top memory users says which processes held it, whichever of those spoke."""
     found = (
         host_fix_from_log(log_text, fork)
+        or refused_allocation_fix(log_text)
         or oom_killer_fix(log_text, fork)
         or slurm_cgroup_fix(log_text, fork)
         or slurm_oom_state_fix(log_text, fork)

@@ -87,6 +87,12 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"System memory low at node with IP",
         r"ray-oom-prevention\.html",
         *slurm_state("OUT_OF_MEMORY", r"OUT_OF_ME\+"),  # sacct's default column cuts the state to 10 characters
+        # a host allocation refused in the process itself (malloc's ENOMEM): torch's CPU allocator, numpy's, C++'s,
+        # Python's own MemoryError (not the OutOfMemoryError classes, which the GPU and Ray kinds read)
+        r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",
+        r"\b_ArrayMemoryError\b|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
+        r"\bstd::bad_alloc\b",
+        r"(?:^|[\s(:])MemoryError(?::|\s*$)",
     ),
     "engine_memory": (
         r"No available memory for the cache blocks",

@@ -276,3 +276,17 @@ def test_a_host_allocation_refused_in_the_process_is_host_memory(allocation: str
 )
 def test_other_memory_errors_are_not_read_as_the_hosts(line: str) -> None:
     assert signature_kind(line) != "host_oom"
+
+
+def test_ray_1s_memory_monitor_is_the_hosts_with_its_figures() -> None:
+    # Ray 1.x raised it from the task that crossed its threshold (ray/memory_monitor.py, raise_if_low_memory)
+    log = (
+        '  File "/env/lib/python3.7/site-packages/ray/memory_monitor.py", line 140, in raise_if_low_memory\n'
+        "    self.error_threshold))\n"
+        "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node suwi is used (30.47 / 31.3 GB). "
+        "The top 10 memory consumers are:"
+    )
+    failure = failures.classify(log)
+    assert failure.kind == "host_oom"
+    assert (failure.details["node_used_gb"], failure.details["node_total_gb"]) == (30.47, 31.3)
+    assert "above 31.3 GB" in failure.fix

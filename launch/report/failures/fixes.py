@@ -306,7 +306,10 @@ RAY_OOM_TASK = re.compile(
     r"where the (?:task|actor) \([^)]*?name=(?P<name>[^,]+), pid=\d+, memory used=(?P<used>[\d.]+)GB\) was running "
     r"was (?P<node_used>[\d.]+)GB / (?P<node_total>[\d.]+)GB"
 )
-RAY_MEMORY_LOW = re.compile(r"Used memory \((?P<node_used>[\d.]+)GB\) / total capacity \((?P<node_total>[\d.]+)GB\)")
+RAY_MEMORY_LOW = re.compile(
+    r"(?:Used memory \(|of the memory on node \S+ is used \()(?P<node_used>[\d.]+) ?(?:GB\) / total capacity \(|/ )"
+    r"(?P<node_total>[\d.]+) ?GB\)"
+)  # Ray 2's memory monitor, and Ray 1's "More than 95% of the memory on node X is used (30.47 / 31.3 GB)"
 DRIVER_TASK = re.compile(r"TaskRunner|main_task|driver", re.I)  # verl's driver runs as the TaskRunner actor
 
 

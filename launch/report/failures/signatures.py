@@ -72,6 +72,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Worker exit detail: (?:Task was|Tasks? were|Worker was|Workers? were) killed due to the node running low on "
         r"memory",
         r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        # Ray 1.x's memory monitor raising in the task that crossed its threshold
+        r"RayOutOfMemoryError: More than [\d.]+% of the memory on node",
         r"Detected \d+ oom[-_]kill event",
         r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit",
         r"oom-kill event\(s\)",

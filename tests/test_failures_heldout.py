@@ -9,7 +9,8 @@ held-out-5 after that: 25/32, note 10; held-out-6 after that: 21/32, note 12; he
 (notes 5, 7, 9, 11, 13, 16 and 18; from held-out-5 on, for the whole family of messages each miss belongs to). The
 scores pinned here are the tuned ones; they guard the corpora against regressions, and they are no held-out numbers
 any more: the next honest held-out score comes from a fresh, blind set. The tenth set (held-out-10: 19/28 on first
-sight, note 20; tuned in note 21) is spent the same way."""
+sight, note 20; tuned in note 21) and the eleventh (held-out-11: 15/26 on first sight, note 22; tuned in note 23) are
+spent the same way."""
 
 from __future__ import annotations
 
@@ -451,7 +452,7 @@ def test_the_tenth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the eleventh set: collected blind while the tenth was tuned on, measured once ---------------------------------
+# --- the eleventh set: collected blind while the tenth was tuned on, measured once, then tuned on --------------------
 
 HELD_OUT_11 = load_corpus(CORPORA["held-out-11"])
 # what it scored on first sight (2026-11-27, note 22, commit 3ffef4d), kept as the record of that measurement
@@ -491,7 +492,27 @@ def test_the_eleventh_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in earlier}
 
 
-def test_the_eleventh_set_keeps_its_first_sight_score():
+# after tuning on its misses by families (note 23; tests/test_failures_heldout11_tuning.py); the two left:
+# anomalygpt-43 a rank killed by SIGKILL under DeepSpeed's launcher with no line saying who sent it (the thread
+# concluded host RAM; the log's fix says what decides it); gpustack-5181 vLLM's placement group short of GPUs, whose
+# thread blames a node whose Ray never joined (the log shows the shortage, not why)
+TUNED_RIGHT_11 = 24
+TUNED_MISSES_11 = {
+    "host_oom/anomalygpt-43-deepspeed-launcher-sigkill-return-code-minus-9-host-ram": "unknown",
+    "ray_start_failed/gpustack-5181-worker-node-ray-never-joined-placement-group-4-gpus-1800s": "gpu_unavailable",
+}
+
+
+def test_the_eleventh_set_keeps_its_tuned_score():
     result = score(HELD_OUT_11)
     misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
-    assert (result.right, misses) == (MEASURED_ON_FIRST_SIGHT_11, MISSES_ON_FIRST_SIGHT_11)
+    assert (result.right, misses) == (TUNED_RIGHT_11, TUNED_MISSES_11)
+    assert TUNED_RIGHT_11 > MEASURED_ON_FIRST_SIGHT_11 == len(HELD_OUT_11) - len(MISSES_ON_FIRST_SIGHT_11)
+
+
+OOV_11 = [excerpt for excerpt in HELD_OUT_11 if excerpt.kind == "unknown"]
+
+
+@pytest.mark.parametrize("excerpt", OOV_11, ids=lambda excerpt: excerpt.path.stem)
+def test_the_eleventh_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    assert failures.classify(excerpt.text).kind == "unknown"

@@ -177,6 +177,7 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
         first_float(r"gpu_memory_utilization[=:]\s*" + NUMBER, log_text)
         or first_float(r"desired GPU memory utilization \(" + NUMBER, log_text)
         or first_float(r"mem_fraction_static[=:]\s*" + NUMBER, log_text)  # SGLang's name for the same share
+        or first_float(r"x gpu_memory_utilization \(" + NUMBER + r"\)", log_text)  # vLLM 0.7's profile summary
     )
     fraction = fraction if fraction is not None else logged
     found: Details = {"gpu_memory_utilization": fraction} if fraction is not None else {}
@@ -218,6 +219,8 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
         log_text,
     )
     kv_available = first_float(r"Available KV cache memory: " + NUMBER + " GiB", log_text)
+    if kv_available is None:  # vLLM 0.7's summary of the same profile
+        kv_available = first_float(r"the rest of the memory reserved for KV Cache is " + NUMBER + " ?GiB", log_text)
     shortfall = None
     if needed:
         shortfall = float(needed.group(1)) - float(needed.group(2))
@@ -231,7 +234,9 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
         r"|To serve at least one request with the"
     )
     if shortfall is not None or re.search(asks_more, log_text):
-        total = first_float(r"total capacity of " + NUMBER + " GiB", log_text)
+        total = first_float(r"total capacity of " + NUMBER + " GiB", log_text) or first_float(
+            r"total_gpu_memory \(" + NUMBER + r" ?GiB\)", log_text
+        )
         step = math.ceil((shortfall / total + 0.02) * 100) / 100 if shortfall is not None and total else 0.1
         what = f"KV cache {-shortfall:+.1f} GiB" if shortfall is not None else "the engine's share holds too little"
         # vLLM's message cut after its first number: what one request of the max length needs
@@ -603,6 +608,31 @@ GCS_ADDRESS_UNKNOWN = re.compile(r"No entry found for GcsServerAddress")
 UNIX_SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with its NUL
 
 
+RAYLET_SOCKET = re.compile(
+    r"(?:Could not connect to socket|Retrying to connect to socket for pathname) (?P<path>\S*/sockets/raylet)"
+)
+
+
+def raylet_socket_fix(log_text: str) -> tuple[str, Details] | None:
+    """A core worker that cannot reach its node's raylet socket: the raylet never came up, or the socket sits where a
+    Unix socket does not work."""
+    found = RAYLET_SOCKET.search(log_text)
+    if not found:
+        return None
+    path = found.group("path")
+    local = path.startswith("/tmp/")
+    where = (
+        "its raylet never came up: read raylet.out / raylet.err in that session's logs (a port taken, a daemon that "
+        "died at start)"
+        if local
+        else f"{path} is not under /tmp: on a shared filesystem (NFS, Lustre, GPFS) a Unix socket does not work, so "
+        "start Ray with a node-local --temp-dir (e.g. /tmp/ray; rlaunch starts Ray under node-local /tmp)"
+    )
+    return (f"the driver could not reach this node's raylet socket at {path}: {where}; a longer wait cannot help"), {
+        "raylet_socket": path
+    }
+
+
 def node_startup_fix(log_text: str) -> tuple[str, Details] | None:
     """`ray start` whose own daemons never registered: a wrong node address, a socket path no Unix socket can have, a
     filesystem that holds none, or a node too busy for Ray's fixed 30 s."""
@@ -820,6 +850,7 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         or deepspeed_batch_fix(log_text)
         or zero_batch_fix(log_text)
         or verl_check_fix(log_text)
+        or pydantic_fix(log_text)
     )
 
 
@@ -835,6 +866,28 @@ VERL_CONFIG_SECTIONS = {
     "distillation": "distillation",
 }
 VERL_CHECK_WRAPPED = re.compile(r"Error in call to target 'verl\.\w+\.config\.(?P<module>\w+)\.\w+':")
+
+
+PYDANTIC_REFUSED = re.compile(
+    r"ValidationError: (?P<count>\d+) validation errors? for (?P<model>\w+)\s*\n(?P<body>(?:.*\n?){0,40})"
+)
+PYDANTIC_FIELD = re.compile(r"^(?P<field>[A-Za-z_][\w.\[\]-]*)\s*$")
+
+
+def pydantic_fix(log_text: str) -> tuple[str, Details] | None:
+    """A trainer's pydantic config class refusing values: the class, and the fields it names (each on a line of its
+    own, its reason indented under it)."""
+    refused = PYDANTIC_REFUSED.search(log_text)
+    if not refused:
+        return None
+    body = [strip_prefix(line) for line in refused.group("body").splitlines()]
+    fields = [found.group("field") for line in body if (found := PYDANTIC_FIELD.match(line))]
+    named = ", ".join(fields[:6]) or "the fields listed under it"
+    return (
+        f"{refused.group('model')} refused {refused.group('count')} value(s) of the config it was given: {named}; "
+        "fix them as pydantic's line under each says (the type or value it expects), or drop them if they belong to "
+        "another entry point's config (a config file written for another trainer)"
+    ), {"config_class": refused.group("model")} | ({"config_fields": ",".join(fields[:6])} if fields else {})
 
 
 def verl_check_fix(log_text: str) -> tuple[str, Details] | None:
@@ -1284,7 +1337,7 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
 # shell's and srun's "Killed"
 SIGKILLED = re.compile(
     r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|<Signals\.SIGKILL: 9>|non-zero exit status -9\b"
-    r"|exit(?:ed)? with (?:exit )?code -9\b|\btasks? [\d,-]+: Killed\s*$|^\S*: line \d+: +\d+ Killed\b"
+    r"|exit(?:ed|s)? with (?:exit |return )?code (?:= )?-9\b|\btasks? [\d,-]+: Killed\s*$|^\S*: line \d+: +\d+ Killed\b"
 )
 ELASTIC_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)", re.MULTILINE)
 
@@ -1859,6 +1912,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
             or died_connecting_fix(log_text)
             or gcs_start_fix(log_text)
             or head_unreachable_fix(log_text)
+            or raylet_socket_fix(log_text)
             or node_startup_fix(log_text)
             or nodes_never_joined_fix(log_text)
         )

@@ -12,6 +12,7 @@ source) and from runs on the dev cluster.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -108,6 +109,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"KV cache is needed, which is larger than the available KV cache memory",
         # vLLM's worker reporting what is left for the KV cache after weights and activations: nothing
         r"Available KV cache memory: -[\d.]+ [GM]iB",
+        # vLLM 0.7's worker summary of the same profile, and the executor's count of KV-cache blocks it leaves
+        r"the rest of the memory reserved for KV Cache is -[\d.]+ ?[GM]iB",
+        r"# (?:cuda|GPU) blocks: 0\b",
         # vLLM V1's KV-cache check by its message's start, which a log cut or wrapped at the terminal's width keeps
         # (some versions spell it "models's")
         r"To serve at least one request with the models?'s? max seq len \(\d+\)",
@@ -197,7 +201,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Repository Not Found for url: (?!\S*/datasets/)",
     ),
     "data_missing": (
-        r"FileNotFoundError: .*\.(?:parquet|jsonl?|arrow)\b",
+        # a model's own json files (config, tokenizer, generation config, an index of shards) are no data
+        r"FileNotFoundError: (?!.*(?:config|tokenizer\w*|index)\.json\b).*\.(?:parquet|jsonl?|arrow)\b",
         r"Unable to find '[^']+\.(?:parquet|jsonl?)'",
         r"No such file or directory.*\.parquet",
         # a loader's own "File <path> not found" (LlamaFactory's) for a data file; a model's config or tokenizer file
@@ -219,6 +224,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"ArrowInvalid",
         # verl's trainer: the data gives no full batch (fewer rows than data.train_batch_size after its filters)
         r"(?:Train|Validation) dataloader is empty",
+        # LLaMA-Factory's preprocessing dropped every row as malformed (its own words)
+        r"Cannot find valid samples, check `data/README\.md`",
         r"Parquet magic bytes not found",
         r"DatasetGenerationError",
         r"ArrowTypeError|ArrowNotImplementedError",
@@ -249,6 +256,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"The current node timed out during startup",
         r"No entry found for GcsServerAddress|Check failed: .*gcs_service_connect_retries",
         r"Token authentication is enabled but no authentication token was found",
+        # a core worker (the driver's ray.init, a worker) that cannot reach its node's raylet socket: the raylet never
+        # came up, or its socket sits where a Unix socket cannot live (a shared filesystem); Ray's fatal line
+        r"Could not connect to socket \S*/sockets/raylet",
         r"Couldn't reconnect to GCS server",
         r"Ray processes died unexpectedly",  # `ray start` itself: a daemon exited while the node came up
         # the head's GCS that never came up (its error file's last lines follow), and the external Redis it could not
@@ -310,6 +320,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"\bGot unexpected extra arguments? \(",
         r"\bThe fields? `[^`]+` (?:are|is) not valid for \w+|DecodingError: `[^`]+`: ",
         r"Extra inputs are not permitted|extra fields not permitted",
+        # pydantic validating a trainer's config class (prime-rl's, pydantic-settings' CLI parsing): the fields follow
+        r"ValidationError: \d+ validation errors? for \w*(?:Config|Settings|Args|Arguments)\b",
     ),
     "ray_node_lost": (
         r"has been marked dead because the detector has missed too many heartbeats",
@@ -340,6 +352,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"DistBackendError: .*(?i:timed? ?out|timeout|watchdog)",
         r"Some NCCL operations have failed or timed out",
         r"ProcessGroupNCCL's watchdog got stuck for \d+ seconds|Heartbeat monitor timed out",
+        # HCCL's (verl on Ascend NPUs, torch_npu) collective that a peer never joined: its EI0006 socket timeout
+        r"Getting socket times out\. Reason: Remote Rank did not send the data in time",
         # torch's rendezvous before the first collective: the store's host waiting for ranks that never came, and a
         # rank that never reached the store's host (TCPStore's own messages; torchrun's elastic agent's timeout)
         r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
@@ -518,6 +532,26 @@ def tracebacks(lines: list[str]) -> list[tuple[list[str], str]]:
     return found
 
 
+WRAP_MIN = 60  # a width below this is no terminal's or tracker's wrap
+
+
+def unwrap(lines: list[str]) -> list[str]:
+    """The lines of a log hard-wrapped at a fixed width (a terminal's, a tracker's) rejoined: every line exactly as
+    long as the most common long length continues on the next. The lines unchanged where no width repeats."""
+    widths = Counter(len(line) for line in lines if len(line) >= WRAP_MIN).most_common(1)
+    if not widths or widths[0][1] < 3:
+        return lines
+    width = widths[0][0]
+    joined: list[str] = []
+    carried = ""
+    for line in lines:
+        carried += line
+        if len(line) != width:
+            joined.append(carried)
+            carried = ""
+    return [*joined, carried] if carried else joined
+
+
 def is_source(line: str) -> bool:
     """A traceback's source line (`raise RuntimeError(f"the Ray worker on {...}`) quotes a message without being it."""
     body = strip_prefix(line)
@@ -537,7 +571,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
     elif kind == "ray_start_failed":
         hits += from_tracebacks(lines, RAY_START_FRAME, None) + died_connecting(lines) + gave_up_retrying(lines)
-        hits = hits or unended_wait(lines, NODES_WAIT)
+        hits = hits or unended_wait(lines, NODES_WAIT) or unended_wait(lines, RAYLET_SOCKET_RETRY)
     elif kind == "data_missing":
         hits += [line for line in reader_file_not_found(lines) if line not in hits]
     elif kind == "data_error":
@@ -565,7 +599,8 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
 # Python prints them and as IPython does (a notebook's `.../read_api.py in read_csv(...)`, `File ...py:387, in ...`)
 DATA_READER_FRAME = re.compile(
     r"(?:ray/data/read_api|datasets/load|pandas/io/[\w/]+)\.py(?:\", line \d+,|:\d+,)? in "
-    r"(?:read_\w+|load_dataset\w*|load_from_disk)\b"
+    r"(?:read_\w+|_get_read_tasks|load_dataset\w*|load_from_disk)\b"
+    r"|ray/data/datasource/\w+\.py(?:\", line \d+,|:\d+,)? in \w+"  # a datasource expanding or opening its paths
 )
 FILE_NOT_FOUND = re.compile(r"(?:^|[\s(:])(?:[\w.]+\.)?FileNotFoundError(?::|\))")
 
@@ -690,6 +725,8 @@ PLACEMENT_GROUP_WAIT = re.compile(r"Waiting for creating a placement group of sp
 RAISED_ANYWHERE = re.compile(r"\b[\w.]*(?:Error|Exception): ")
 # Ray's cluster launchers (`ray symmetric-run`, a head's own wait) counting the nodes that joined, fewer than asked
 NODES_WAIT = re.compile(r"Waiting for nodes to start\.\.\. (?P<up>\d+)/(?P<asked>\d+) nodes started")
+# a core worker retrying its node's raylet socket (Ray's raylet_client): a log that ends in it never got one
+RAYLET_SOCKET_RETRY = re.compile(r"Retrying to connect to socket for pathname \S*/sockets/raylet")
 
 
 def unended_wait(lines: list[str], wait: re.Pattern[str] = PLACEMENT_GROUP_WAIT) -> list[str]:

@@ -11,8 +11,9 @@ another launcher's wait, a reward server's own exception. Words carry across suc
 run on each blind set's own first-sight misses with weights trained only on the logs collected before that set,
 this reading lifted the nine sets from 194/270 to 217/270 names right, and named 4 more wrongly
 (bench/results/failures.txt, note 19); on the tenth, the first set measured with it in place, it named one more
-right and two more wrongly (note 20), on the eleventh one more right and none wrongly (note 22). It is only consulted after every signature has passed, it names a kind only
-above THRESHOLD, and what it names is marked as read by likeness (`Failure.details["likeness"]`), never as a match.
+right and two more wrongly (note 20), on the eleventh and twelfth one and two more right and none wrongly (notes 22,
+24). It is only consulted after every signature has passed, it names a kind only above THRESHOLD, and what it names
+is marked as read by likeness (`Failure.details["likeness"]`), never as a match.
 
 The model: each log is the set of its words (identifier-like tokens, lowercased, plus the parts of snake_case and
 CamelCase names, so `OutOfMemoryError` also counts as `memory`), weighted by inverse document frequency and

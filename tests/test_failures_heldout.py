@@ -9,8 +9,8 @@ held-out-5 after that: 25/32, note 10; held-out-6 after that: 21/32, note 12; he
 (notes 5, 7, 9, 11, 13, 16 and 18; from held-out-5 on, for the whole family of messages each miss belongs to). The
 scores pinned here are the tuned ones; they guard the corpora against regressions, and they are no held-out numbers
 any more: the next honest held-out score comes from a fresh, blind set. The tenth set (held-out-10: 19/28 on first
-sight, note 20; tuned in note 21) and the eleventh (held-out-11: 15/26 on first sight, note 22; tuned in note 23) are
-spent the same way."""
+sight, note 20; tuned in note 21) and the eleventh (held-out-11: 15/26 on first sight, note 22; tuned in note 23) and
+the twelfth (held-out-12: 15/23, note 24; tuned in note 25) are spent the same way."""
 
 from __future__ import annotations
 
@@ -518,7 +518,7 @@ def test_the_eleventh_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Exce
     assert failures.classify(excerpt.text).kind == "unknown"
 
 
-# --- the twelfth set: collected blind while the eleventh was tuned on, measured once --------------------------------
+# --- the twelfth set: collected blind while the eleventh was tuned on, measured once, then tuned on -------------------
 
 HELD_OUT_12 = load_corpus(CORPORA["held-out-12"])
 # what it scored on first sight (2026-11-27, note 24, commit 79377a8), kept as the record of that measurement
@@ -556,7 +556,28 @@ def test_the_twelfth_set_is_fresh_and_real():
     assert not set(sources) & {excerpt.source for excerpt in earlier}
 
 
-def test_the_twelfth_set_keeps_its_first_sight_score():
+# after tuning on its misses by families (note 25; tests/test_failures_heldout12_tuning.py); the three left:
+# vllm-28143 a torch OOM inside vLLM's engine core (the engine's memory by README's table; labelled cuda_oom);
+# ray-40894 Ray's vSphere provider short of GPU cards (a cloud provider rlaunch does not drive); chatglm2-6b-520
+# torchrun's exitcode -9, a SIGKILL with nobody named (its fix says what decides)
+TUNED_RIGHT_12 = 20
+TUNED_MISSES_12 = {
+    "cuda_oom/vllm-28143-engine-core-linear-weights-oom-896mib-gpu0-93gib": "engine_memory",
+    "gpu_unavailable/ray-40894-vsphere-provider-no-unused-gpu-cards-for-head-node": "unknown",
+    "host_oom/chatglm2-6b-520-ptuning-torchrun-exitcode-minus-9-loading-checkpoint-shards": "unknown",
+}
+
+
+def test_the_twelfth_set_keeps_its_tuned_score():
     result = score(HELD_OUT_12)
     misses = {name(excerpt): found for excerpt, found in result.rows if found != excerpt.kind}
-    assert (result.right, misses) == (MEASURED_ON_FIRST_SIGHT_12, MISSES_ON_FIRST_SIGHT_12)
+    assert (result.right, misses) == (TUNED_RIGHT_12, TUNED_MISSES_12)
+    assert TUNED_RIGHT_12 > MEASURED_ON_FIRST_SIGHT_12 == len(HELD_OUT_12) - len(MISSES_ON_FIRST_SIGHT_12)
+
+
+OOV_12 = [excerpt for excerpt in HELD_OUT_12 if excerpt.kind == "unknown"]
+
+
+@pytest.mark.parametrize("excerpt", OOV_12, ids=lambda excerpt: excerpt.path.stem)
+def test_the_twelfth_sets_out_of_vocabulary_failures_stay_unknown(excerpt: Excerpt) -> None:
+    assert failures.classify(excerpt.text).kind == "unknown"

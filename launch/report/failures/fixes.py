@@ -1259,7 +1259,8 @@ def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] 
 
 AGENT_FAILED = re.compile(
     r"The raylet exited immediately because (?:one Ray agent failed, agent_name = (?P<agent>[\w-]+)|the runtime env "
-    r"agent timed out)"
+    r"agent timed out)|(?P<abnormal>Agent is working abnormally)"
+    r"|Some Ray subprocesses exited unexpectedly:\s*\n\s*(?P<process>dashboard\w*) \[exit code=(?P<code>-?\d+)\]"
 )
 
 
@@ -1268,10 +1269,13 @@ def agent_failed_fix(log_text: str) -> tuple[str, Details] | None:
     found = AGENT_FAILED.search(log_text)
     if not found:
         return None
-    agent = found.group("agent") or "runtime_env_agent"
+    agent = found.group("agent") or found.group("process") or ("dashboard_agent" if found.group("abnormal") else "")
+    agent = agent or "runtime_env_agent"
+    code = found.group("code")
+    died = f" (exit code {code}{', a segmentation fault' if code == '-11' else ''})" if code else ""
     return (
-        f"the raylet exited because its {agent} failed (a raylet fate-shares with its agents), which took the node "
-        f"down: read {agent}.log and .err in that node's Ray log directory (session_latest/logs); the usual causes are "
+        f"Ray's {agent} failed{died}, and the raylet fate-shares with its agents, so the node went down or never came "
+        f"up: read {agent}.log and .err in that node's Ray log directory (session_latest/logs); the usual causes are "
         "a grpcio version outside Ray's requirement (pip freeze | grep grpcio: install the one Ray pins), a port the "
         "agent could not bind (start Ray on free ports: --dashboard-agent-listen-port / --runtime-env-agent-port), or "
         "the agent killed for host memory (raise --mem, rlaunch: cluster.mem_gb); a dashboard the job does not need "
@@ -1909,6 +1913,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
             ), {"head_address": empty.group(1)}
         return (
             empty_node_fix(log_text)
+            or agent_failed_fix(log_text)
             or died_connecting_fix(log_text)
             or gcs_start_fix(log_text)
             or head_unreachable_fix(log_text)
@@ -1930,6 +1935,13 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         return data_missing_fix(failure, log_text)
     if failure.kind == "model_not_cached":
         return model_fix_from_log(log_text)
+    if failure.kind == "gpu_unavailable" and "Ray does not allocate any GPUs on the driver node" in log_text:
+        return (
+            "vLLM's engine process runs on a node where Ray's placement group gave it no GPU (its driver sits on a "
+            "CPU-only node, such as a login or head node started with no GPUs): start it on a GPU node (in verl the "
+            "engine runs inside the GPU workers; rlaunch starts the head on a GPU node of the job), or give that node "
+            "its GPUs in Ray (ray start --num-gpus=<n>)"
+        ), {"driver_gpus": 0}
     if failure.kind == "gpu_unavailable" and (placed := placement_group_fix(log_text)):
         return placed
     if failure.kind == "gpu_unavailable" and (pending := ray_demand_fix(log_text)):

@@ -109,6 +109,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"KV cache is needed, which is larger than the available KV cache memory",
         # vLLM's worker reporting what is left for the KV cache after weights and activations: nothing
         r"Available KV cache memory: -[\d.]+ [GM]iB",
+        # vLLM-Ascend's worker finding nothing left after the weights (in bytes)
+        r"\bAvailable memory: (?:0|-\d+), total memory: \d+",
         # vLLM 0.7's worker summary of the same profile, and the executor's count of KV-cache blocks it leaves
         r"the rest of the memory reserved for KV Cache is -[\d.]+ ?[GM]iB",
         r"# (?:cuda|GPU) blocks: 0\b",
@@ -172,6 +174,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         rf"(?i:\brequest(?:ed|s|ing)\b[^\n]{{0,40}}?\b{SOME} GPUs?\b[^\n]{{0,40}}?\bbut\b[^\n]{{0,40}}?\bonly\b)",
         rf"(?i:\brequires? (?:at least |a minimum of )?{SOME} GPUs?\b[^\n]{{0,40}}?\b(?:but|only|found|got)\b)",
         r"requires \{['\"]GPU['\"]: [\d.]+\} but the cluster only has",
+        r"[\d.]+ gpu per trial, but the cluster only has [\d.]+ cpu and [\d.]+ gpu",
+        # vLLM's Ray executor when the node it runs on got no GPU of the placement group
+        r"Ray does not allocate any GPUs on the driver node",
         # a device index past those the process sees: torch's assert, the runtime's and the driver's codes
         r"device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",
         r"\bcudaErrorInvalidDevice\b|\bCUDA_ERROR_(?:INVALID_DEVICE|NO_DEVICE)\b",
@@ -261,6 +266,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Could not connect to socket \S*/sockets/raylet",
         r"Couldn't reconnect to GCS server",
         r"Ray processes died unexpectedly",  # `ray start` itself: a daemon exited while the node came up
+        r"Some Ray subprocesses exited unexpectedly",  # the same in Ray 2's words, the process and its code follow
+        # the dashboard agent's own fatal line (the raylet fate-shares with it)
+        r"Agent is working abnormally\. It will exit immediately",
         # the head's GCS that never came up (its error file's last lines follow), and the external Redis it could not
         # reach (RAY_REDIS_ADDRESS, GCS fault tolerance): the gcs_server's own retry lines
         r"Failed to start GCS\b",
@@ -749,6 +757,9 @@ def unended_wait(lines: list[str], wait: re.Pattern[str] = PLACEMENT_GROUP_WAIT)
 # a trainer's count of the GPUs it asked for against those the cluster has, in each wording: asked first, then had
 GPUS_ASKED_HAD = (
     re.compile(r"(?i:requested (?P<asked>[\d.]+) GPUs?,? but only (?P<had>[\d.]+))"),
+    # Ray Tune's older trial executor: "You asked for 5.0 cpu and 2.0 gpu per trial, but the cluster only has 72.0 cpu
+    # and 1.0 gpu"
+    re.compile(r"(?P<asked>[\d.]+) gpu per trial, but the cluster only has [\d.]+ cpu and (?P<had>[\d.]+) gpu"),
     re.compile(
         r"requires \{['\"]GPU['\"]: (?P<asked>[\d.]+)\} but the cluster only has a maximum of \{['\"]GPU['\"]: "
         r"(?P<had>[\d.]+)"

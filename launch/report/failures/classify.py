@@ -89,10 +89,10 @@ def classify(text: str, attempt: int | None = None, host: str | None = None) -> 
     signature the log shows, else the kind its words read like when that is clear (likeness.py), else unknown."""
     lines = [clean(line) for line in text.splitlines()]
     matched = by_signature(lines, text, attempt, host)
-    # a log hard-wrapped at a fixed width can cut a signature in two: a second look at it rejoined
-    rejoined = [clean(line) for line in unwrap(ANSI.sub("", text).splitlines())]
-    if not matched and len(rejoined) < len(lines):
-        matched = by_signature(rejoined, "\n".join(rejoined), attempt, host)
+    if not matched:  # a log hard-wrapped at a fixed width can cut a signature in two: a second look at it rejoined
+        rejoined = [clean(line) for line in unwrap(ANSI.sub("", text).splitlines())]
+        if len(rejoined) < len(lines):
+            matched = by_signature(rejoined, "\n".join(rejoined), attempt, host)
     if matched:
         return matched
     errors = last_error(lines)

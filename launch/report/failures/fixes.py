@@ -1745,6 +1745,15 @@ HUB_REPO_REFUSED = re.compile(
 )
 
 
+def local_model_path_fix(path: str, state: str, hint: str = "") -> tuple[str, Details]:
+    """A model path that is no model on the node that loaded it, which transformers then asked the Hub for."""
+    return (
+        f"the model path {path} {state} on the node that loaded it, so transformers asked the Hub for it as a repo "
+        "id: fix the path (actor_rollout_ref.model.path, and critic.model.path for a critic), or copy the model to the "
+        f"shared filesystem every node reads{hint}"
+    ), {"model_path": path}
+
+
 def hub_refused_fix(log_text: str) -> tuple[str, Details] | None:
     """The Hub has no repository by that id that this job may read: a typo or a local path that does not exist, a
     private repository without a token, or a gated one without access. No download helps until that is fixed."""
@@ -1754,11 +1763,7 @@ def hub_refused_fix(log_text: str) -> tuple[str, Details] | None:
     model = found.group("missing") or found.group("url_missing") or found.group("gated") or found.group("url_gated")
     model = model.strip("'\"")
     if model.startswith(("/", "~", "./", "../")):
-        return (
-            f"the model path {model} does not exist on the node that loaded it, so transformers asked the Hub for it "
-            "as a repo id: fix the path (actor_rollout_ref.model.path, and critic.model.path for a critic), or copy "
-            "the model to the shared filesystem every node reads"
-        ), {"model_path": model}
+        return local_model_path_fix(model, "does not exist")
     if found.group("gated") or found.group("url_gated"):
         return (
             f"{model} is a gated repository and this job's token has no access: request access on "
@@ -1783,11 +1788,7 @@ def model_fix_from_log(log_text: str) -> tuple[str, Details] | None:
     if local:
         path = local.group("path")
         home = "; a path starting with ~ is not expanded there: give it absolute" if path.startswith("~") else ""
-        return (
-            f"the model path {path} is no directory with a config.json on the node that loaded it, so transformers "
-            "asked the Hub for it as a repo id: fix the path (actor_rollout_ref.model.path, and critic.model.path "
-            f"for a critic), or copy the model to the shared filesystem every node reads{home}"
-        ), {"model_path": path}
+        return local_model_path_fix(path, "is no directory with a config.json", home)
     named = MODEL_NAMED.search(log_text)
     model = next((group for group in named.groups() if group), None) if named else None
     offline = HUB_OFFLINE.search(log_text) is not None

@@ -335,11 +335,13 @@ def test_rays_out_of_memory_error_is_the_hosts_and_a_bare_one_stays_undecided():
         "(0.97), which exceeds the memory usage threshold of 0.95."
     )
     assert failures.classify(exception_line(host)).kind == "host_oom"
-    # Ray's wrapper with the log cut before the message: torch's and Ray's classes share the name (held-out-3's
-    # verl-647), so the GPU rules never read the bare name
-    assert failures.classify("ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.update_actor()").kind == (
-        "unknown"
-    )
+    # Ray's wrapper with the log cut before the message: a worker's own code raised it, so torch's (held-out-3's
+    # verl-647, since note 27); only where the frames below it pass through ray.get is it Ray's, and undecided
+    wrapper = "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.update_actor()"
+    assert failures.classify(wrapper).kind == "cuda_oom"
+    nested = f'{wrapper}\n  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 2771, in get'
+    undecided = failures.classify(nested)
+    assert undecided.kind == "unknown" and "from a ray.get of another task" in undecided.fix
     assert failures.classify("OutOfMemoryError: ").kind == "unknown"
 
 

@@ -291,8 +291,7 @@ def test_the_pyxis_excerpt_names_the_address_ray_used_against_the_one_given():
 def test_the_misses_left_keep_fixes_that_say_what_decides_them():
     vanished = failures.classify(held_out_6("host_oom", "verl-agent-52-workerdict-sigkill-memory-monitor"))
     assert vanished.kind == "unknown" and "look for the OOM killer" in vanished.fix
-    assert failures.classify(held_out_6("model_not_cached", "open-sora-427-rank0-network-unreachable-hub")).kind == (
-        "unknown"
-    )
+    no_route = failures.classify(held_out_6("model_not_cached", "open-sora-427-rank0-network-unreachable-hub"))
+    assert no_route.kind == "model_not_cached" and "HF_HUB_OFFLINE=1" in no_route.fix  # since note 27
     ray_bug = failures.classify(held_out_6("unknown", "ray-30119-local-uri-parquet-sample-task"))
     assert ray_bug.kind == "data_missing" and "Ray Data's read task could not open /tmp/output.parquet/" in ray_bug.fix

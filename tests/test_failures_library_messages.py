@@ -126,11 +126,27 @@ def test_a_rank_that_never_reached_the_rendezvous_names_the_address() -> None:
     assert "--node-ip-address" in failure.fix
 
 
-def test_a_store_wait_that_is_no_rendezvous_keeps_its_kind() -> None:
-    # a key never written after the ranks met (vLLM's barrier regression, held-out-7's vllm-52907): no rendezvous
-    # timeout, nothing the rules above read
-    log = "torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: /default_pg/0//2//cpu//0/2"
-    assert signature_kind(log) == "unknown"
+def test_a_gloo_group_a_rank_never_joins_is_an_nccl_timeout_naming_that_rank() -> None:
+    # torch itself: rank 0 of two forms a Gloo group over a store rank 1 never reaches; its wait for rank 1's key
+    # times out (held-out-13's vllm-ascend-2248 and held-out-7's vllm-52907 print the same)
+    import datetime
+
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=1)
+    store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timeout, wait_for_workers=False)
+    try:
+        log = raised(lambda: dist.init_process_group("gloo", store=store, rank=0, world_size=2, timeout=timeout))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    assert "DistStoreError: wait timeout after 1000ms, keys:" in log
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "nccl_timeout"
+    assert failure.details["rank_missing"] == 1 and failure.details["store_wait_s"] == 1
+    assert failure.fix.startswith("a process group never formed: its store waited 1 s for the key of rank 1")
+    # a store echoing a peer that crashed is no timeout: not read as one
+    assert signature_kind("torch.distributed.DistStoreError: Connection reset by peer") == "unknown"
 
 
 VERL_ACTOR = {

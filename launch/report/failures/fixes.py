@@ -20,12 +20,14 @@ from launch.report.failures.signatures import (
     CONFIG_LIBRARY_FRAME,
     DATASET_GENERATION_FRAME,
     KEY_ERROR,
+    NO_ROUTE,
     NODES_WAIT,
     OMEGACONF_SETTER,
     RECORD_FIELD,
     REDIS_RETRY,
     SAVED_DATASET_INCOMPLETE,
     VERL_CONFIG_CHECK,
+    WRAPPED_OOM,
     ZERO_DIVISION,
     Failure,
     code_wrote_struct_key,
@@ -381,6 +383,10 @@ STORE_UNREACHED = re.compile(
 )
 
 
+# a process group forming over the store: each rank's key ends in its rank (torch's Gloo and NCCL groups)
+STORE_KEY_WAIT = re.compile(r"wait timeout after (?P<ms>\d+) ?ms, keys: (?P<key>\S*?/(?P<rank>\d+))(?=[\s,\]']|$)")
+
+
 # verl's and OpenRLHF's workers take the rendezvous address from the Ray node they run on
 UNDER_RAY = "; under Ray, verl and OpenRLHF take it from the node's Ray address: start Ray with --node-ip-address=<IP>"
 
@@ -398,6 +404,17 @@ def rendezvous_fix(log_text: str) -> tuple[str, Details] | None:
             f"bridge one; the port open between nodes{UNDER_RAY}); a longer timeout helps only when they were merely "
             "late"
         ), {"ranks_joined": joined, "world_size": world}
+    awaited = STORE_KEY_WAIT.search(log_text)
+    if awaited:
+        peer, seconds = awaited.group("rank"), int(awaited.group("ms")) / 1000
+        return (
+            f"a process group never formed: its store waited {seconds:g} s for the key of rank {peer} (key "
+            f"{awaited.group('key')}), so rank {peer} never reached the group: it started late, died first (read its "
+            "own error: an import error, an OOM, a failed start of its node), is stuck in an earlier call (its stack "
+            "shows which: a deadlock in the engine's start-up) or could not reach MASTER_ADDR:MASTER_PORT "
+            f"(an address every node reaches; the port open between nodes{UNDER_RAY}); a longer timeout helps only "
+            "when it was merely late"
+        ), {"rank_missing": int(peer), "store_wait_s": seconds}
     unreached = STORE_UNREACHED.search(log_text)
     if unreached:
         host, port = unreached.group("host"), unreached.group("port")
@@ -600,7 +617,7 @@ def gcs_start_fix(log_text: str) -> tuple[str, Details] | None:
 
 
 NODE_STARTUP_TIMEOUT = re.compile(
-    r"Timed out after (?P<seconds>\d+) seconds while waiting for node to startup(?:\. Did not find socket name "
+    r"Timed out (?:after (?P<seconds>\d+) seconds )?while waiting for node to startup(?:\. Did not find socket name "
     r"(?P<socket>\S+))?|The current node timed out during startup"
 )
 LOCAL_NODE_IP = re.compile(r"Local node IP: (?P<ip>\S+)")
@@ -659,11 +676,14 @@ def node_startup_fix(log_text: str) -> tuple[str, Details] | None:
             "give `ray start` a short --temp-dir on the node's local disk (e.g. /tmp/ray)"
         ), found
     temp = f" ({socket_path.split('/session_')[0]})" if "/session_" in socket_path else ""
+    # Ray 2's "current node timed out" is its fixed 30 s wait; Ray 1's bare "Timed out while waiting" gives no figure
+    seconds = timed_out.group("seconds") or ("30" if "current node" in timed_out.group(0) else None)
+    waited = f"Ray's fixed {seconds} s" if seconds else "Ray's start-up wait"
     return (
-        "the node's own Ray daemons (raylet, object store) did not register within Ray's fixed 30 s: put --temp-dir"
+        f"the node's own Ray daemons (raylet, object store) did not register within {waited}: put --temp-dir"
         f"{temp} on the node's local disk (its Unix sockets do not work on NFS/Lustre and paths must stay under "
         f"{UNIX_SOCKET_PATH_MAX} bytes), and read its raylet.out there; a node too loaded to start its daemons in "
-        "30 s (other jobs, a full /dev/shm) starts on a retry"
+        "time (other jobs, a full /dev/shm) starts on a retry"
     ), found
 
 
@@ -846,6 +866,7 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         ), {"config_key": key}
     return (
         generations_fix(log_text)
+        or split_dimension_fix(log_text)
         or divisible_fix(log_text)
         or deepspeed_batch_fix(log_text)
         or zero_batch_fix(log_text)
@@ -1117,6 +1138,32 @@ def nearest_divisors(number: int, near: int) -> list[int]:
     return below + above
 
 
+# vLLM's and Megatron's check that a model dimension (attention or KV heads, experts, a vocabulary) splits evenly over
+# the tensor-parallel ranks: bare numbers, the engine's frame says whose degree it is
+SPLIT_REFUSED = re.compile(r"AssertionError: (?P<size>\d+) is not divisible by (?P<ranks>\d+)")
+SPLIT_FRAME = re.compile(r"(?P<engine>vllm|sglang|megatron)/\S+\.py\S*, line \d+, in (?:ensure_divisibility|divide)\b")
+SPLIT_KEYS = {
+    "vllm": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "sglang": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "megatron": "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+}
+
+
+def split_dimension_fix(log_text: str) -> tuple[str, Details] | None:
+    """A model dimension the tensor-parallel degree does not divide: the degrees that would."""
+    refused, frame = SPLIT_REFUSED.search(log_text), SPLIT_FRAME.search(log_text)
+    if not refused or not frame:
+        return None
+    size, ranks = int(refused.group("size")), int(refused.group("ranks"))
+    key = SPLIT_KEYS[frame.group("engine")]
+    fitting = [degree for degree in range(1, min(size, 64) + 1) if size % degree == 0]
+    return (
+        f"the model has a dimension of {size} (attention or KV heads, experts) that tensor parallelism {ranks} cannot "
+        f"split evenly: set {key} to a divisor of {size} ({', '.join(map(str, fitting))}) that the GPUs per engine "
+        "allow"
+    ), {"config_key": key, "value": ranks, "dimension": size}
+
+
 def divisible_fix(log_text: str) -> tuple[str, Details] | None:
     """A value that must be a multiple of another: the multiples next to it, and the divisors that would fit it."""
     refused = NOT_DIVISIBLE.search(log_text)
@@ -1306,8 +1353,6 @@ def marked_dead_fix(log_text: str) -> tuple[str, Details] | None:
 
 # Ray's message for a worker process that vanished (SIGKILL, a crash): it lists causes and decides none
 WORKER_DIED = re.compile(r"Worker unexpectedly exits with a connection error code \d+")
-# an OutOfMemoryError through Ray's wrapper with the log cut before its message: torch's or Ray's memory monitor
-WRAPPED_OOM = re.compile(r"RayTaskError\(OutOfMemoryError\)")
 
 
 def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] | None:
@@ -1318,11 +1363,14 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
         return written
     if WRAPPED_OOM.search(log_text):
         return (
-            f"an OutOfMemoryError came through Ray's wrapper{where} and the log stops before its message: if the "
-            "worker's own log (the run's ray_logs) says CUDA out of memory, the GPU: halve "
+            f"an OutOfMemoryError came through Ray's wrapper{where} from a ray.get of another task, and the log stops "
+            "before its message: if the worker's own log (the run's ray_logs) says CUDA out of memory, the GPU: halve "
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu; if it says the node was running low on memory, "
             "host RAM: raise the job's memory (--mem, rlaunch: cluster.mem_gb)"
         ), {"oom_of": "gpu or host"}
+    crashed = device_fault_fix(failure, log_text) or native_crash_fix(failure, log_text)
+    if crashed:
+        return crashed
     killed = sigkill_fix(log_text)
     if killed:
         return killed
@@ -1334,6 +1382,76 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
             "own log in the run's ray_logs for the crash"
         ), {}
     return None
+
+
+# a CUDA kernel that faulted, as the runtime reports it to whoever synchronises next (NCCL's watchdog included): no
+# memory size or timeout, so none of the kinds; a kernel's own assertion is the usual index out of range
+DEVICE_FAULT = re.compile(
+    r"CUDA error: (?P<fault>an illegal memory access was encountered|misaligned address|an illegal instruction was "
+    r"encountered|unspecified launch failure)|\bcudaErrorIllegalAddress\b|\bCUDA_ERROR_ILLEGAL_ADDRESS\b"
+)
+DEVICE_ASSERT = re.compile(r"device-side assert(?:ion)? triggered|Assertion `(?P<condition>[^`]+)` failed")
+
+
+def device_fault_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """A kernel that faulted or asserted: what finds the kernel, and what usually causes each."""
+    where = f" on {failure.node}" if failure.node else ""
+    asserted = DEVICE_ASSERT.search(log_text)
+    if asserted:
+        condition = asserted.group("condition")
+        return (
+            f"a CUDA kernel's own assertion failed{where}"
+            + (f" (`{condition}`)" if condition else "")
+            + ": an index out of range, most often a token id past the model's embedding (the tokenizer and the model "
+            "disagree on the vocabulary, or a pad or label id out of range); check the data's token ids against the "
+            "model's vocab_size, and rerun with cluster.env.CUDA_LAUNCH_BLOCKING=1 to name the kernel; no memory or "
+            "timeout setting can help"
+        ), {"device_fault": "assertion"}
+    fault = DEVICE_FAULT.search(log_text)
+    if not fault:
+        return None
+    what = fault.group("fault") or "an illegal memory access"
+    return (
+        f"a CUDA kernel faulted{where} ({what}); NCCL's watchdog or the next call only reported it, so this is no "
+        "collective timeout and no memory size or timeout setting can help: rerun with "
+        "cluster.env.CUDA_LAUNCH_BLOCKING=1 to name the kernel; a build that does not match the others (flash-attn, "
+        "vLLM or SGLang against torch) is the usual cause, and a fault on one node only is its hardware (its kernel "
+        "log's Xid lines: dmesg -T | grep -i xid; keep the job off it with +cluster.sbatch_extra.exclude=<node>)"
+    ), {"device_fault": what}
+
+
+# a native crash (SIGSEGV) that Python's faulthandler or the launcher reported; its frames say where it happened
+# (Ray's worker-death message lists "SIGSEGV" among its guesses: only a report of one counts)
+SEGFAULT = re.compile(
+    r"Fatal Python error: Segmentation fault|\*\*\* SIGSEGV received|Segmentation fault \(core dumped\)"
+    r"|Signal 11 \(SIGSEGV\) received"
+)
+GRAPH_CAPTURE_FRAME = re.compile(r"\bcapture_(?:begin|model)\b|cuda/graphs\.py|CUDAGraph")
+NCCL_FRAME = re.compile(r"\bnccl\w*\(|\bpynccl\b|addProxyOp|libnccl")
+
+
+def native_crash_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """A segmentation fault in native code: the part its frames name, and the switch that avoids it."""
+    if not SEGFAULT.search(log_text):
+        return None
+    where = f" on {failure.node}" if failure.node else ""
+    if GRAPH_CAPTURE_FRAME.search(log_text):
+        return (
+            f"a segmentation fault{where} while the rollout engine captured CUDA graphs: run the engine eagerly "
+            "(actor_rollout_ref.rollout.enforce_eager=True; slower decoding, no capture) and check that vLLM or SGLang "
+            "matches the torch and driver it runs on; no memory setting can help"
+        ), {"native_crash": "cuda graph capture"}
+    if NCCL_FRAME.search(log_text):
+        return (
+            f"a segmentation fault{where} inside NCCL: mismatched NCCL builds across the nodes (the one torch bundles "
+            "against a system or plugin one), or a network plugin crashing; rerun with cluster.env.NCCL_DEBUG=INFO to "
+            "see which NCCL and transport each rank loads, and try cluster.env.NCCL_IB_DISABLE=1 or "
+            "NCCL_P2P_DISABLE=1 to isolate the transport"
+        ), {"native_crash": "nccl"}
+    return (
+        f"a process crashed in native code{where} (a segmentation fault): a library built for another torch, CUDA or "
+        "driver than the one it runs with; the frames below the fault name it; no configuration value can help"
+    ), {"native_crash": "segmentation fault"}
 
 
 # a process killed by SIGKILL as the launchers report it: torch's elastic agent ("exitcode  : -9", "Signal 9 (SIGKILL)
@@ -1726,6 +1844,7 @@ MODEL_NAMED = re.compile(
     r"|repo_id=['\"]?(?P<c>[\w.-]+/[\w.-]+)"
     r"|Can't load (?:tokenizer|feature extractor|image processor|processor) for '(?P<d>[^']+)'"
     r"|Can't load the configuration of '(?P<e>[^']+)'"
+    r"|(?:huggingface\.co|with url:) ?/(?!datasets/|api/)(?P<f>[\w.-]+/[\w.-]+)/resolve/"  # a file's URL on the Hub
 )
 
 
@@ -1778,12 +1897,43 @@ def hub_refused_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"model": model, "hub": "not found"}
 
 
+SUBMITIT_NO_REQUEUE = re.compile(r"Job not requeued because: timed-out (?P<why>and not checkpointable|too many times)")
+
+
+def submitit_requeue_fix(log_text: str) -> tuple[str, Details] | None:
+    """submitit ended a timed-out job instead of requeuing it: the function it ran has no checkpoint, or the job used
+    up its requeues. Which of submitit's settings decides each."""
+    refused = SUBMITIT_NO_REQUEUE.search(log_text)
+    if not refused:
+        return None
+    if refused.group("why") == "and not checkpointable":
+        return (
+            "the job reached its time limit and submitit did not requeue it: it requeues a timed-out job only when "
+            "the function it runs is a submitit.helpers.Checkpointable (a checkpoint() method); give it one, or "
+            "raise the time limit (timeout_min; rlaunch: mode.time_budget_min); rlaunch's own jobs are Checkpointable "
+            "and resume from verl's last save (trainer.save_freq)"
+        ), {"requeue": "not checkpointable"}
+    return (
+        "the job reached its time limit once more than submitit allows (max_num_timeout, 3 by default): each "
+        "attempt ended before the run did, so raise the time limit (timeout_min; rlaunch: mode.time_budget_min) or "
+        "save more often (trainer.save_freq lower) so each attempt moves the run on; raise max_num_timeout only if "
+        "each attempt does"
+    ), {"requeue": "timed out too many times"}
+
+
 def model_fix_from_log(log_text: str) -> tuple[str, Details] | None:
     """The model to download where the log names it; with the Hub switched off, that switching it on helps only
     where the nodes reach huggingface.co. A local path that is no directory is a path to fix, not a download."""
     refused = hub_refused_fix(log_text)
     if refused:
         return refused
+    if NO_ROUTE.search(log_text) and not MODEL_NAMED.search(log_text):
+        return (
+            "a process had no route to the network ([Errno 101] Network is unreachable) and its request is past the "
+            "log's cut: on a compute node that is a fetch from the Hub (a model, tokenizer or config the nodes' cache "
+            "lacks; a save that re-reads the base model's config.json): download it with `hf download <model>` where "
+            "the Hub is reachable, into the HF_HOME the nodes read, and run with HF_HUB_OFFLINE=1; no retry helps"
+        ), {"network": "unreachable"}
     local = LOCAL_PATH_AS_REPO.search(log_text)
     if local:
         path = local.group("path")
@@ -1902,6 +2052,8 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         return reward_server_fix(log_text) or reward_fix_from_log(failure, log_text)
     if failure.kind == "unknown":
         return unknown_fix_from_log(failure, log_text)
+    if failure.kind == "time_limit":
+        return submitit_requeue_fix(log_text)
     if failure.kind == "nccl_timeout":
         return nccl_fix_from_log(log_text)
     if failure.kind == "ray_start_failed":

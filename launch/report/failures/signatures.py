@@ -65,6 +65,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "time_limit": (
         r"DUE TO TIME LIMIT",
         r"Caught signal \S+ on \S+: this job is timed-out",
+        # submitit's refusal to requeue a timed-out job: no checkpoint method, or its max_num_timeout used up
+        r"Job not requeued because: timed-out (?:and not checkpointable|too many times)",
         *slurm_state("TIMEOUT", "DEADLINE"),  # DEADLINE: the job's --deadline came before it ended
     ),
     "host_oom": (
@@ -204,6 +206,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Can't load the configuration of '[^']+'",
         r"You are trying to access a gated repo|Cannot access gated repo for url|\bGatedRepoError\b",
         r"Repository Not Found for url: (?!\S*/datasets/)",
+        # urllib3's failure to reach the Hub by name (no DNS, no route, a timeout) where it names the Hub's host
+        r"host='(?:[\w-]+\.)*(?:huggingface\.co|hf\.co)', port=\d+\): Max retries exceeded with url: (?!/datasets/)"
+        r".*(?:NameResolutionError|NewConnectionError|ConnectTimeout|Network is unreachable|Name or service not known"
+        r"|Temporary failure in name resolution)",
     ),
     "data_missing": (
         # a model's own json files (config, tokenizer, generation config, an index of shards) are no data
@@ -258,6 +264,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # a node whose own daemons never registered: `ray start`'s wait for its plasma store / raylet (Ray's 30 s,
         # hard-coded), and the core worker that never found the GCS's address
         r"Timed out after \d+ seconds while waiting for node to startup",
+        r"TimeoutError: Timed out while waiting for node to startup",  # Ray 1's wording, without the seconds
         r"The current node timed out during startup",
         r"No entry found for GcsServerAddress|Check failed: .*gcs_service_connect_retries",
         r"Token authentication is enabled but no authentication token was found",
@@ -367,6 +374,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
         r"The client socket has timed out after \d+m?s while trying to connect to \(",
         r"\bRendezvousTimeoutError\b",
+        # a process group forming over the store (Gloo's, NCCL's): a rank waiting for a peer's key that never came
+        r"DistStoreError: wait timeout after \d+ ?ms, keys:",
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}
@@ -580,6 +589,10 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
     elif kind == "ray_start_failed":
         hits += from_tracebacks(lines, RAY_START_FRAME, None) + died_connecting(lines) + gave_up_retrying(lines)
         hits = hits or unended_wait(lines, NODES_WAIT) or unended_wait(lines, RAYLET_SOCKET_RETRY)
+    elif kind == "cuda_oom":
+        hits += worker_raised_oom(lines)
+    elif kind == "model_not_cached":
+        hits += unreachable_fetch(lines)
     elif kind == "data_missing":
         hits += [line for line in reader_file_not_found(lines) if line not in hits]
     elif kind == "data_error":
@@ -600,6 +613,41 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         lagged = [line for line in lines if HEARTBEAT_LAG.search(line)]
         hits = [line for line in lines if line in hits or line in lagged]
     return hits
+
+
+# Ray's header for an exception a worker's own code raised: torch's CUDA OutOfMemoryError (Ray's memory monitor does
+# not raise in the worker's code: the caller gets its OutOfMemoryError unwrapped, or an ActorDiedError, both saying
+# "running low on memory", which host_oom reads first). Only a task that itself called ray.get on a task the monitor
+# killed wraps Ray's class; its frames below the header pass through Ray's get, and that stays undecided.
+WRAPPED_OOM = re.compile(r"RayTaskError\(OutOfMemoryError\)")
+RAY_GET_FRAME = re.compile(r"ray/_private/(?:worker|client_mode_hook|auto_init_hook)\.py\S*, line \d+, in \w+")
+
+
+def worker_raised_oom(lines: list[str]) -> list[str]:
+    """Ray's `RayTaskError(OutOfMemoryError)` header where no frame after it goes through ray.get: a GPU's."""
+    headers = [index for index, line in enumerate(lines) if WRAPPED_OOM.search(line)]
+    if not headers or any(RAY_GET_FRAME.search(line) for line in lines[headers[0] :]):
+        return []
+    return [lines[index] for index in headers]
+
+
+# a connection with no route out (errno 101) from Python's HTTP stack: on a compute node, the Hub a process reached for
+# (a model, a tokenizer, a config re-read at a save) past the log's cut; never where the log names another host, W&B
+# or reward code
+NO_ROUTE = re.compile(r"\[Errno 101\] Network is unreachable")
+HTTP_STACK_FRAME = re.compile(r'File "[^"]*/(?:urllib3|requests|httpx|httpcore)/')
+OTHER_HOST = re.compile(
+    r"host='(?!(?:[\w-]+\.)*(?:huggingface\.co|hf\.co)')[^']+'|\bwandb\b|api\.wandb\.ai", re.IGNORECASE
+)
+
+
+def unreachable_fetch(lines: list[str]) -> list[str]:
+    """The no-route line of a traceback through Python's HTTP stack, where nothing names a host other than the Hub's."""
+    if any(OTHER_HOST.search(line) or REWARD_FRAME.search(line) or DATA_READER_FRAME.search(line) for line in lines):
+        return []
+    if not any(HTTP_STACK_FRAME.search(line) for line in lines):
+        return []
+    return [line for line in lines if NO_ROUTE.search(line)][:1]
 
 
 # a FileNotFoundError out of a data reader (Ray Data's read_* API, datasets' loaders, pandas' read_*), whatever its

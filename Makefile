@@ -23,15 +23,11 @@ system-deps:
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; fi; \
 	fi
 
-# --no-compile: pip would byte-compile every installed file (about 35 s of the install on 2 cores); Python compiles
-# the modules a run imports on first import instead, a fraction of them.
-PIP_INSTALL := $(PIP) install --quiet --disable-pip-version-check --no-compile
-
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# CPU torch first: with no torch present, verl's own requirement would pull a multi-GB CUDA build.
-	$(PIP_INSTALL) 'torch==2.13.0'
-	$(PIP_INSTALL) -c constraints/ci.txt -e '.[dev]'
+	$(PIP) install --quiet --disable-pip-version-check 'torch==2.13.0'
+	$(PIP) install --quiet --disable-pip-version-check -c constraints/ci.txt -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 run: setup

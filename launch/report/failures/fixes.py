@@ -26,6 +26,7 @@ from launch.report.failures.signatures import (
     RECORD_FIELD,
     REDIS_RETRY,
     SAVED_DATASET_INCOMPLETE,
+    SEGFAULT,
     VERL_CONFIG_CHECK,
     WRAPPED_OOM,
     ZERO_DIVISION,
@@ -1420,12 +1421,7 @@ def device_fault_fix(failure: Failure, log_text: str) -> tuple[str, Details] | N
     ), {"device_fault": what}
 
 
-# a native crash (SIGSEGV) that Python's faulthandler or the launcher reported; its frames say where it happened
-# (Ray's worker-death message lists "SIGSEGV" among its guesses: only a report of one counts)
-SEGFAULT = re.compile(
-    r"Fatal Python error: Segmentation fault|\*\*\* SIGSEGV received|Segmentation fault \(core dumped\)"
-    r"|Signal 11 \(SIGSEGV\) received"
-)
+# where a native crash (signatures.SEGFAULT) happened, by the frames the log shows
 GRAPH_CAPTURE_FRAME = re.compile(r"\bcapture_(?:begin|model)\b|cuda/graphs\.py|CUDAGraph")
 NCCL_FRAME = re.compile(r"\bnccl\w*\(|\bpynccl\b|addProxyOp|libnccl")
 

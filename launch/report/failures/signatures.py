@@ -729,6 +729,13 @@ SIGNAL_DEATH = re.compile(
     r"|^(?:\d+: )?(?:Aborted|Segmentation fault)(?: \(core dumped\))?$"
     r"|Fatal Python error: (?:Aborted|Segmentation fault)"
 )
+# a segmentation fault reported anywhere in a log (SIGNAL_DEATH above is a line that is nothing but a death): Python's
+# faulthandler, Ray's and glog's handler, the shell's, torch's elastic agent. Ray's worker-death message lists "SIGSEGV"
+# among its guesses: only a report of one counts
+SEGFAULT = re.compile(
+    r"Fatal Python error: Segmentation fault|\*\*\* SIGSEGV received|Segmentation fault \(core dumped\)"
+    r"|Signal 11 \(SIGSEGV\) received"
+)
 
 
 def died_connecting(lines: list[str]) -> list[str]:

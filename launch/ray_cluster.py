@@ -216,13 +216,25 @@ def auth_environment(token_path: Path) -> dict[str, str]:
 # same signal the drain RPC waits out all 30 s: every job's Ray down took 34 s. Ray comes down here after verl ended,
 # with nothing to drain: 0 turns the drain off (3.5 s). A value the job inherits wins.
 NO_DRAIN_ON_SIGTERM = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+# When the first driver registers, each raylet starts idle Python workers ahead of demand (up to its logical CPUs, as
+# many at a time as the node has cores), but only a task without a runtime env can use them: verl's driver always
+# passes one (ray_kwargs.ray_init.runtime_env; rlaunch adds the file logger's path to it), so on a job's node they
+# sit idle for the whole run, ~80 MB RSS and ~1 CPU-s of imports each (docs/facts.md#ray). A value the job inherits
+# wins.
+NO_IDLE_PRESTART = {"RAY_prestart_worker_first_driver": "0"}
 
 
 def ray_environment(token_path: Path) -> dict[str, str]:
     """This process's environment for Ray's processes and the driver: the run's token by path (an inherited
-    RAY_AUTH_TOKEN would win over it, so it is dropped), and no drain at shutdown."""
+    RAY_AUTH_TOKEN would win over it, so it is dropped), no drain at shutdown, no idle workers started ahead."""
     inherited = {name: value for name, value in os.environ.items() if name != "RAY_AUTH_TOKEN"}
-    return {**NO_DRAIN_ON_SIGTERM, **inherited, **auth_environment(token_path), "RAY_USAGE_STATS_ENABLED": "0"}
+    return {
+        **NO_DRAIN_ON_SIGTERM,
+        **NO_IDLE_PRESTART,
+        **inherited,
+        **auth_environment(token_path),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
 
 
 def raise_open_files_limit() -> None:

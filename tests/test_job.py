@@ -392,6 +392,50 @@ def test_ray_comes_down_without_ray_2_60s_thirty_second_drain(tmp_path: Path, mo
     assert "Draining for up to" not in log.read_text(errors="replace")
 
 
+IDLE_WORKERS_PROBE = """
+import os
+import ray
+# the raylet starts the workers it starts ahead while it registers this driver, before ray.init returns
+ray.init(address="local", num_cpus=4, include_dashboard=False, runtime_env={"env_vars": {"RLAUNCH_PROBE": "1"}})
+children = {}
+for entry in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        stat = open(f"/proc/{entry}/stat").read()
+        argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+    children.setdefault(parent, []).append((int(entry), [arg.decode(errors="replace") for arg in argv]))
+workers, below = 0, [os.getpid()]
+while below:
+    for pid, argv in children.get(below.pop(), []):
+        below.append(pid)
+        # a worker before and after it names itself (the raylet's own command line names the worker's script too)
+        workers += argv[0].startswith("ray::IDLE") or (len(argv) > 1 and argv[1].endswith("default_worker.py"))
+print(workers)
+ray.shutdown()
+"""
+
+
+@pytest.mark.parametrize(("inherited", "idle"), [(None, 0), ("1", 1)], ids=["job", "ray-default"])
+def test_a_jobs_ray_starts_no_idle_workers_its_runtime_env_driver_cannot_use(
+    tmp_path: Path, monkeypatch, inherited: str | None, idle: int
+):
+    """Ray starts idle workers ahead of the first driver, which a driver with a runtime env (verl's always has one)
+    never uses: a job's Ray starts none. Ray's default, set explicitly, shows the probe sees them."""
+    monkeypatch.delenv("RAY_prestart_worker_first_driver", raising=False)
+    if inherited is not None:
+        monkeypatch.setenv("RAY_prestart_worker_first_driver", inherited)
+    token = ray_cluster.ensure_auth_token(tmp_path, None)
+    env = {k: v for k, v in ray_cluster.ray_environment(token).items() if k != "RAY_ADDRESS"}
+    probe = subprocess.run(
+        [sys.executable, "-c", IDLE_WORKERS_PROBE], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    found = int(probe.stdout.split()[-1])
+    assert found == 0 if idle == 0 else found >= idle, probe.stdout
+
+
 def test_a_process_that_imported_ray_before_the_auth_settings_is_told_so_at_once(tmp_path: Path):
     """Ray fixes its auth mode when first imported: a driver that imported it earlier (verl does) would be refused by
     the run's Ray with InvalidAuthToken until the wait timed out; import_ray says why instead."""

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from launch.compose_once import SharedConfigCache
 from launch.facts import Facts
 from launch.gpu import DetectedGpus
+from launch.ray_cluster import NO_IDLE_PRESTART
 from launch.schema import register_schemas
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -37,9 +38,10 @@ register_schemas()
 # that starts in 13 s took over 120 s beside a load of 2, and 38 s at nice 0. Every Ray the tests start (ray.init,
 # `ray start` in the dev cluster's jobs, which inherit this environment through sbatch) runs its workers at 0.
 os.environ.setdefault("RAY_worker_niceness", "0")
-# and, as a job's Ray (launch/ray_cluster.py NO_IDLE_PRESTART), starts no idle workers ahead of the first driver: a
-# driver with a runtime env never uses them, and each cost ~1 CPU-s of this machine's two cores
-os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+# and, as a job's Ray, starts no idle workers ahead of the first driver: a driver with a runtime env never uses them,
+# and each cost ~1 CPU-s of this machine's two cores
+for name, value in NO_IDLE_PRESTART.items():
+    os.environ.setdefault(name, value)
 
 
 _yaml_read_once: SharedConfigCache | None = None

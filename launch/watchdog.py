@@ -230,12 +230,13 @@ def py_spy() -> str | None:
     return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
-def py_spy_dump(pid: int) -> tuple[list[dict[str, Any]] | None, str]:
-    """(threads as py-spy's JSON gives them, "") or (None, why not)."""
+def py_spy_dump(pid: int, native: bool = False) -> tuple[list[dict[str, Any]] | None, str]:
+    """(threads as py-spy's JSON gives them, "") or (None, why not); `native` adds the C/C++ frames (slower: a
+    process with CUDA's libraries loaded took 0.3-1.5 s on an H200, against 0.01 s without)."""
     executable = py_spy()
     if executable is None:
         return None, "py-spy is not installed here (pip install py-spy)"
-    command = [executable, "dump", "--json", "--pid", str(pid)]
+    command = [executable, "dump", "--json", "--pid", str(pid)] + (["--native"] if native else [])
     for _ in range(2):  # an interpreter that has just started is not readable yet: once more, a second later
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=PY_SPY_TIMEOUT_S)
@@ -257,15 +258,18 @@ def py_spy_dump(pid: int) -> tuple[list[dict[str, Any]] | None, str]:
 
 # --- what a stack says ------------------------------------------------------------------------------------------------
 
-IDLE, RAY_WAIT, COLLECTIVE, NETWORK, CODE, UNREADABLE = (
+IDLE, RAY_WAIT, COLLECTIVE, NETWORK, GPU_WAIT, CODE, UNREADABLE = (
     "idle",
     "ray_wait",
     "collective",
     "network",
+    "gpu",
     "code",
     "unreadable",
 )
-TRANSIENT_STATES = (COLLECTIVE, NETWORK)
+# A thread waiting on its GPU waits for a kernel that does not end; in a training job the kernels that can wait forever
+# are the collectives' (an NCCL kernel waits for its peers), so it counts with them. Compute kernels end.
+TRANSIENT_STATES = (COLLECTIVE, NETWORK, GPU_WAIT)
 # installed packages whose frames are the run's own work; every other package's, the standard library's and console
 # scripts' are plumbing between a blocking call and the application code that made it (or all of a Ray daemon's stack)
 APPLICATION_PACKAGES = ("verl", "vllm", "sglang", "transfer_queue", "algos", "rewards", "launch")
@@ -358,6 +362,36 @@ def classify_frames(frames: list[dict[str, Any]]) -> tuple[str, str, str]:
     return CODE, blocked, caller
 
 
+# A rank whose collective never completes is rarely blocked in the collective's own Python call: NCCL enqueues its
+# kernel and returns, and the thread blocks at the next call that waits for the device (`.item()`, a copy to the host,
+# torch.cuda.synchronize, a launch behind a full queue), which its Python frames show as plain code. Its native frames
+# show the CUDA call it waits in (measured on an H200: bench/gpu_hang.py, bench/results/gpu_hang_h200.txt).
+CUDA_LIBRARY = re.compile(r"(^|/)lib(cuda|cudart)\.so")
+NCCL_NATIVE = re.compile(r"(^|/)libnccl\.so|^nccl|^c10d::ProcessGroupNCCL")
+
+
+def native_wait(frames: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(state, the call) when a thread's native frames, below its innermost Python frame, are in NCCL (a collective)
+    or in CUDA's driver or runtime (waiting on the GPU); None when they are elsewhere (a lock, a syscall, code)."""
+    native = []
+    for frame in frames:
+        if str(frame.get("filename") or "").endswith(".py") or frame.get("line"):
+            break  # the innermost Python frame: what the Python dump already shows
+        native.append(frame)
+    nccl = [
+        frame
+        for frame in native
+        if NCCL_NATIVE.search(str(frame.get("filename"))) or NCCL_NATIVE.search(str(frame.get("name")))
+    ]
+    cuda = [frame for frame in native if CUDA_LIBRARY.search(str(frame.get("filename") or ""))]
+    named = [frame for frame in (nccl or cuda) if not str(frame.get("name", "")).startswith("0x")]
+    if not named:
+        return None
+    # the outermost named one: the runtime API call the program made (cudaDeviceSynchronize), not the driver's inside
+    call = f"{named[-1].get('name')} ({Path(str(named[-1].get('filename'))).name})"
+    return (COLLECTIVE if nccl else GPU_WAIT), call
+
+
 def phase_of(frames: list[dict[str, Any]]) -> str | None:
     """The outermost verl phase method on the stack (validation's generation is `testing`, not `gen`)."""
     for frame in reversed(frames):
@@ -376,7 +410,7 @@ class ProcessStack:
     role: str  # driver (the driver's process group on the head) | ray (under the node's `ray start`)
     title: str
     rank: str | None
-    state: str  # idle | ray_wait | collective | network | code | unreadable
+    state: str  # idle | ray_wait | collective | network | gpu | code | unreadable
     blocked_call: str  # the innermost frame of its task thread
     caller: str  # the application's frame that made that call
     phase: str | None
@@ -391,7 +425,7 @@ class ProcessStack:
     @property
     def stuck(self) -> bool:
         """Blocked itself (not only waiting on another process through Ray)."""
-        return self.state in (COLLECTIVE, NETWORK, CODE)
+        return self.state in (COLLECTIVE, NETWORK, GPU_WAIT, CODE)
 
 
 def file_name(node: str, pid: int, role: str, rank: str | None, title: str) -> str:
@@ -428,12 +462,17 @@ def render_dump(pid: int, title: str, rank: str | None, threads: list[dict[str, 
     lines = [f"Process {pid}: {title}", f"rank: {rank if rank is not None else '-'}   kernel wait: {wchan}", ""]
     if threads is None:
         lines.append(f"no stack: {error}")
-    for thread in threads or []:
+    return "\n".join(lines) + "\n" + render_threads(threads or [])
+
+
+def render_threads(threads: list[dict[str, Any]]) -> str:
+    lines = []
+    for thread in threads:
         state = "active" if thread.get("active") else "idle"
         lines.append(f'Thread {thread.get("os_thread_id")} ({state}): "{thread.get("thread_name") or ""}"')
         lines += [f"    {frame_text(frame)}" for frame in thread.get("frames") or []]
         lines.append("")
-    return "\n".join(lines) + "\n"
+    return "".join(line + "\n" for line in lines)
 
 
 def dump_process(pid: int, node: str, role: str, stacks_dir: Path) -> ProcessStack:
@@ -443,10 +482,13 @@ def dump_process(pid: int, node: str, role: str, stacks_dir: Path) -> ProcessSta
     (stacks_dir / name).write_text(render_dump(pid, title, rank, threads, error))
     if threads is None:
         return ProcessStack(node, pid, role, title, rank, UNREADABLE, "", "", None, False, name, error)
-    tasks = [frames for frames in (task_frames({**thread, "pid": pid}) for thread in threads) if frames]
+    task_threads = [(thread, frames) for thread in threads if (frames := task_frames({**thread, "pid": pid}))]
+    tasks = [frames for _, frames in task_threads]
     judged = [classify_frames(frames) for frames in tasks]
+    if any(state == CODE for state, _, _ in judged):
+        judged = native_look(pid, [thread for thread, _ in task_threads], judged, stacks_dir / name)
     # the thread that tells most: blocked itself before waiting on Ray, before idle
-    order = {COLLECTIVE: 0, NETWORK: 0, CODE: 1, RAY_WAIT: 2, IDLE: 3}
+    order = {COLLECTIVE: 0, NETWORK: 0, GPU_WAIT: 0, CODE: 1, RAY_WAIT: 2, IDLE: 3}
     best = min(range(len(judged)), key=lambda i: order[judged[i][0]], default=None)
     state, blocked, caller = judged[best] if best is not None else (IDLE, "", "")
     frames = tasks[best] if best is not None else []
@@ -454,6 +496,23 @@ def dump_process(pid: int, node: str, role: str, stacks_dir: Path) -> ProcessSta
         str(frame.get("name", "")).endswith("fit") and "verl/" in str(frame.get("filename")) for frame in frames
     )
     return ProcessStack(node, pid, role, title, rank, state, blocked, caller, phase_of(frames), trainer, name)
+
+
+def native_look(
+    pid: int, threads: list[dict[str, Any]], judged: list[tuple[str, str, str]], dump_file: Path
+) -> list[tuple[str, str, str]]:
+    """The task threads that look busy in code, looked at again with their native frames: one waiting on its GPU or
+    inside NCCL says so. The native dump is appended to the process's file; where it fails, the Python view stands."""
+    native, error = py_spy_dump(pid, native=True)
+    with dump_file.open("a") as out:
+        out.write("With native frames (py-spy dump --native):\n\n")
+        out.write(render_threads(native) if native is not None else f"no native stack: {error}\n")
+    by_thread = {thread.get("os_thread_id"): thread.get("frames") or [] for thread in native or []}
+    looked = []
+    for thread, (state, blocked, caller) in zip(threads, judged, strict=True):
+        waiting = native_wait(by_thread.get(thread.get("os_thread_id"), [])) if state == CODE else None
+        looked.append((waiting[0], f"{waiting[1]} in {blocked}", caller) if waiting else (state, blocked, caller))
+    return looked
 
 
 def gpu_utilisation(node: str, stacks_dir: Path) -> None:

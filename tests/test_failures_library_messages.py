@@ -306,3 +306,12 @@ def test_ray_1s_memory_monitor_is_the_hosts_with_its_figures() -> None:
     assert failure.kind == "host_oom"
     assert (failure.details["node_used_gb"], failure.details["node_total_gb"]) == (30.47, 31.3)
     assert "above 31.3 GB" in failure.fix
+
+
+def test_torchs_own_out_of_memory_on_a_real_h200_is_cuda_oom_with_a_direction():
+    """torch 2.11's message as it came from the lent H200 (tests/data/gpu_hang_h200/cuda_oom.log): one tensor larger
+    than the card, so offloading cannot help and the fix says which way to turn the micro-batch."""
+    log = Path(__file__).parent / "data" / "gpu_hang_h200" / "cuda_oom.log"
+    failure = failures.classify(log.read_text())
+    assert failure.kind == "cuda_oom"
+    assert "139.8 GiB" in failure.fix and "halve actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" in failure.fix

@@ -234,6 +234,58 @@ def test_a_collective_and_a_network_read_are_transient_code_is_not():
     assert not watchdog.judge([trainer], [], None).transient  # nothing blocked that a stack shows: unknown
 
 
+GPU_DUMPS = Path(__file__).parent / "data" / "gpu_hang_h200"
+VIEWS = {False: "python", True: "native"}
+
+
+@pytest.mark.parametrize(
+    "child, state, call",
+    [
+        ("item", watchdog.GPU_WAIT, "cudaLaunchKernel (libcudart.so.13) in <module> (item.py:8)"),
+        ("synchronize", watchdog.GPU_WAIT, "cudaDeviceSynchronize (libcudart.so.13) in synchronize ("),
+        ("to_host", watchdog.GPU_WAIT, "cudaMemcpyAsync (libcudart.so.13) in <module> (to_host.py:8)"),
+        ("python_loop", watchdog.CODE, "<module> (python_loop.py:9)"),
+    ],
+)
+def test_a_rank_waiting_on_its_gpu_is_told_from_one_busy_in_code_by_its_native_frames(
+    tmp_path: Path, monkeypatch, child: str, state: str, call: str
+):
+    """Replays py-spy's dumps of processes on an H200 (bench/gpu_hang.py): a kernel that never ends, then `.item()`,
+    torch.cuda.synchronize() or a copy to the host, which a rank behind a collective that never completes makes; the
+    Python frames alone show plain code, as for the control that spins in a Python loop."""
+    dumps = {native: json.loads((GPU_DUMPS / f"{child}.{kind}.json").read_text()) for native, kind in VIEWS.items()}
+    asked = []
+
+    def replay(pid: int, native: bool = False):
+        asked.append(native)
+        return dumps[native], ""
+
+    monkeypatch.setattr(watchdog, "py_spy_dump", replay)
+    stack = watchdog.dump_process(dumps[False][0]["pid"], "gpu1", "ray", tmp_path)
+    assert (stack.state, asked) == (state, [False, True])
+    assert stack.blocked_call.startswith(call)
+    assert "With native frames (py-spy dump --native):" in (tmp_path / stack.file).read_text()
+    assert watchdog.judge([stack], [], None).transient == (state == watchdog.GPU_WAIT)
+
+
+def test_native_frames_in_nccl_are_a_collective_and_elsewhere_change_nothing():
+    nccl = [
+        frame("0x7f00", "/usr/lib/libnccl.so.2", 0),
+        frame("ncclGroupEnd", "/usr/lib/libnccl.so.2", 0),
+        frame("c10d::ProcessGroupNCCL::allreduce", "/venv/torch/lib/libtorch_cuda.so", 0),
+        frame("all_reduce", SITE + "torch/distributed/distributed_c10d.py", 2806),
+    ]
+    assert watchdog.native_wait(nccl) == (watchdog.COLLECTIVE, "c10d::ProcessGroupNCCL::allreduce (libtorch_cuda.so)")
+    lock = [
+        frame("0x7f69462a3e96", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0),
+        frame("PyThread_acquire_lock_timed", "/usr/lib/libpython3.11.so.1.0", 0),
+        frame("compute_score", "/srv/rewards/math.py", 3),
+        frame("cudaDeviceSynchronize", "/venv/nvidia/lib/libcudart.so.13", 0),  # outside the innermost Python frame
+    ]
+    assert watchdog.native_wait(lock) is None
+    assert watchdog.native_wait([frame("0x7f00", "/usr/lib/libcuda.so.1", 0)]) is None  # no symbol to name
+
+
 BLOCKED_PROCESSES = """
 import os, socket, subprocess, sys, threading, time, urllib.request
 if sys.argv[1:] == ["network"]:
@@ -294,6 +346,9 @@ def test_py_spy_dumps_every_python_process_of_a_tree_and_names_the_blocked_call(
     assert f"n1-pid{blocked_tree.pid}-blocked.txt" in names and "n1.json" in names
     dump = (stacks_dir / f"n1-rank0-pid{by_rank['0'].pid}.txt").read_text()
     assert dump.startswith(f"Process {by_rank['0'].pid}: ") and "rank: 0" in dump and "HTTPResponse.begin" in dump
+    # the rank that looks busy in code is looked at again with its native frames: a lock, not a GPU, so still code
+    native = (stacks_dir / f"n1-rank1-pid{by_rank['1'].pid}.txt").read_text().split("With native frames")[1]
+    assert "PyThread_acquire_lock" in native and "compute_score (blocked.py:" in native
     verdict = watchdog.judge(stacks, [], watchdog.stacks_missing(stacks))  # type: ignore[arg-type]
     assert verdict.stuck == ["n1:rank0", "n1:rank1"] and not verdict.transient  # a deadlock comes back
     assert verdict.phase == "update_actor" or verdict.phase == "reward"

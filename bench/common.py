@@ -5,9 +5,11 @@ Runs on: the benchmark machine (root, for the dev cluster).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,3 +41,19 @@ def dev_cluster(prefix: str, port_base: str, *shape: str) -> Iterator[dict[str, 
     finally:
         subprocess.run(["bash", str(script), "down", "--prefix", prefix], check=False, capture_output=True)
         os.environ.pop("SLURM_CONF", None)
+
+
+def gpu_output_dir(script: str, description: str) -> Path | None:
+    """A GPU kit's --out (default: a new temporary directory), or None where no CUDA device is (said on stdout, so
+    that `make bench` passes on a CPU machine)."""
+    parser = argparse.ArgumentParser(prog=script, description=description)
+    parser.add_argument("--out", type=Path, help="where the logs and dumps go (default: a new temporary directory)")
+    out = parser.parse_args().out
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"{script}: no CUDA device here, nothing measured; run it on a GPU node")
+        return None
+    out = out or Path(tempfile.mkdtemp(prefix=f"{Path(script).stem}-"))
+    out.mkdir(parents=True, exist_ok=True)
+    return out

@@ -15,7 +15,6 @@ dumped raw by py-spy, with and without native frames, timed: what a stack of a r
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -25,8 +24,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+NAME = "gpu_hang"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import gpu_output_dir  # noqa: E402
 from launch.gpu import choose_profile, detect_gpus, load_profiles  # noqa: E402
 from launch.report.failures import classify  # noqa: E402
 from launch.watchdog import dump_node, judge, py_spy  # noqa: E402
@@ -96,10 +97,9 @@ def cuda_oom(out: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    out = parser.parse_args().out
-    out.mkdir(parents=True, exist_ok=True)
+    out = gpu_output_dir(f"{NAME}.py", __doc__.splitlines()[0])
+    if out is None:
+        return
     gpus = detect_gpus()
     choice = choose_profile(gpus, load_profiles())
     report: dict = {"gpus": asdict(gpus), "profile": f"gpu=auto picks {choice.profile}: {choice.reason}"}

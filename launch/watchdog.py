@@ -232,7 +232,7 @@ def py_spy() -> str | None:
 
 def py_spy_dump(pid: int, native: bool = False) -> tuple[list[dict[str, Any]] | None, str]:
     """(threads as py-spy's JSON gives them, "") or (None, why not); `native` adds the C/C++ frames (slower: a
-    process with CUDA's libraries loaded took 0.3-1.5 s on an H200, against 0.01 s without)."""
+    process with CUDA's libraries loaded took 0.2-1.5 s on an H200, against 0.01 s without)."""
     executable = py_spy()
     if executable is None:
         return None, "py-spy is not installed here (pip install py-spy)"

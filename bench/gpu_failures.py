@@ -19,7 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-NAME = "gpu_failures"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import gpu_output_dir  # noqa: E402
@@ -84,7 +83,7 @@ def run_case(name: str, program: str, out: Path) -> str:
 
 
 def main() -> None:
-    out = gpu_output_dir(f"{NAME}.py", __doc__.splitlines()[0])
+    out = gpu_output_dir(Path(__file__).name, __doc__.splitlines()[0])
     if out is None:
         return
     results = {}

@@ -24,13 +24,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-NAME = "gpu_hang"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import gpu_output_dir  # noqa: E402
 from launch.gpu import choose_profile, detect_gpus, load_profiles  # noqa: E402
 from launch.report.failures import classify  # noqa: E402
-from launch.watchdog import dump_node, judge, py_spy  # noqa: E402
+from launch.watchdog import dump_node, judge, py_spy_dump  # noqa: E402
 
 KERNEL_CYCLES = 4 * 10**12  # ~30 min of clock64 cycles at 2 GHz: longer than the run, killed with its process
 PRELUDE = """
@@ -69,17 +68,16 @@ def wait_ready(work: Path, children: dict[str, subprocess.Popen], timeout_s: flo
 
 
 def raw_dumps(children: dict[str, subprocess.Popen], out: Path) -> dict[str, dict]:
-    executable = py_spy()
+    """Each child dumped as the watchdog dumps it, with and without native frames, timed."""
     timings = {}
     for name, child in children.items():
         for native in (False, True):
-            command = [executable, "dump", "--json", "--pid", str(child.pid)] + (["--native"] if native else [])
             started = time.monotonic()
-            result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            threads, error = py_spy_dump(child.pid, native=native)
             took = time.monotonic() - started
             kind = "native" if native else "python"
-            (out / f"raw-{name}-{kind}.json").write_text(result.stdout or result.stderr)
-            timings[f"{name}-{kind}"] = {"s": round(took, 2), "rc": result.returncode, "stderr": result.stderr[-300:]}
+            (out / f"raw-{name}-{kind}.json").write_text(json.dumps(threads, indent=1) if threads else error)
+            timings[f"{name}-{kind}"] = {"s": round(took, 2), "rc": 0 if threads is not None else 1, "error": error}
     return timings
 
 
@@ -97,7 +95,7 @@ def cuda_oom(out: Path) -> dict:
 
 
 def main() -> None:
-    out = gpu_output_dir(f"{NAME}.py", __doc__.splitlines()[0])
+    out = gpu_output_dir(Path(__file__).name, __doc__.splitlines()[0])
     if out is None:
         return
     gpus = detect_gpus()

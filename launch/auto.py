@@ -19,9 +19,10 @@ from omegaconf import OmegaConf
 from launch.errors import UserError
 from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
-from launch.overrides import hydra_quoted, key_of, parse, value_in, without
+from launch.overrides import hydra_quoted, key_of, parse, render_value, value_in, without
+from launch.schema import verl_package_dir
 from launch.secret_guard import refuse_secret_overrides
-from launch.verl_diff import BACKEND_BASES, base_config, option_keys_outside, overlap
+from launch.verl_diff import BACKEND_BASES, base_config, leaves, option_keys_outside, overlap
 
 # Flags after which Hydra expects no overrides to resolve (completion, help, info about the app itself).
 PASSIVE_FLAGS = ("-sc", "--shell-completion", "-h", "--help", "--hydra-help")
@@ -104,9 +105,12 @@ VERL_MODEL_ENGINES = {"dp": "fsdp", "megatron": "megatron"}
 def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
     """argv with verl's `--config-name=ppo_megatron_trainer` (`-cn X`, `'X.yaml'`) or `model_engine=megatron` written
     as `backend=megatron` (ppo_trainer and model_engine=dp as backend=fsdp), verl's --config-path dropped with it, and
-    a note per rewrite; UserError for another config name or engine, or one the command line's own backend=...
-    contradicts."""
+    a note per rewrite. A config of the user's own that extends one of verl's (`own_verl_config`) becomes that
+    backend and its keys, as overrides before the command line's. UserError for another config or engine, or one the
+    command line's own backend=... contradicts."""
     rewritten, notes, backend = [], [], None
+    config_path: str | None = None
+    config_name: tuple[str, str] | None = None
     index = 0
     while index < len(argv):
         flag, equals, value = argv[index].partition("=")
@@ -131,13 +135,19 @@ def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
             index += 1
         index += 1
         if flag in CONFIG_PATH_FLAGS:
-            continue
+            config_path = value.strip("'\"")
+        else:
+            config_name = (flag, value)
+    if config_name is not None:
+        flag, value = config_name
         name = value.strip("'\"").removesuffix(".yaml")
-        if name not in VERL_CONFIG_NAMES:
-            choices = ", ".join(f"{base} (backend={chosen})" for chosen, base in BACKEND_BASES.items())
-            raise UserError(f"{flag}={value}: rlaunch composes one of verl's {choices}; use backend=... instead")
-        backend = VERL_CONFIG_NAMES[name]
-        notes.append(f"rlaunch: note: {flag}={value} is backend={backend} (verl's {name} at the root)")
+        if name in VERL_CONFIG_NAMES:
+            backend = VERL_CONFIG_NAMES[name]
+            notes.append(f"rlaunch: note: {flag}={value} is backend={backend} (verl's {name} at the root)")
+        else:
+            backend, file_overrides, note = own_verl_config(config_path, name, f"{flag}={value}")
+            rewritten = [*file_overrides, *rewritten]  # before the command line's: Hydra lets the later one win
+            notes.append(note)
     if backend is None:
         return argv, []
     given = value_in(rewritten, "backend")
@@ -147,6 +157,59 @@ def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
             "keep one"
         )
     return (rewritten if given is not None else [*rewritten, f"backend={backend}"]), notes
+
+
+def own_verl_config(config_path: str | None, name: str, given: str) -> tuple[str, list[str], str]:
+    """(backend, overrides, note) for a config of the user's own, `<config_path>/<name>.yaml`, that extends one of
+    verl's: verl's multi-turn examples pass `--config-path=<dir> --config-name=gsm8k_multiturn_grpo`, a file whose
+    `defaults` are `ppo_trainer` and `_self_` and whose body sets keys of verl's tree. Hydra composes it as verl's base
+    with the body merged over it, then the command line; here the base is the backend and each of the body's leaves an
+    override placed before the command line's (`++`: the body may add a key verl's base lacks, as a merge does).
+    A relative --config-path is relative to verl/trainer/ (Hydra reads it against the module that holds
+    @hydra.main, verl.trainer.main_ppo), an absolute one as it is. Anything else in the file's defaults (another
+    group's option, a second base) is refused: it would need Hydra's own composition of the file."""
+    bases = ", ".join(f"{base} (backend={backend})" for backend, base in BACKEND_BASES.items())
+    if config_path is None:
+        raise UserError(
+            f"{given}: rlaunch composes one of verl's {bases}; use backend=... instead, or give --config-path with "
+            "the directory of a config of your own that extends one of them"
+        )
+    written = config_path.removeprefix("file://")
+    directory = Path(written).expanduser()
+    where = ""
+    if not directory.is_absolute():
+        directory = verl_package_dir() / "trainer" / directory
+        where = " (a relative --config-path is read against verl/trainer/, as Hydra does for verl.trainer.main_ppo)"
+    file = directory / f"{name}.yaml"
+    if not file.is_file():
+        raise UserError(
+            f"{given}: {file} does not exist{where}: give --config-path as the absolute directory of {name}.yaml, "
+            f"or use backend=... for verl's {bases}"
+        )
+    try:
+        body = OmegaConf.to_container(OmegaConf.load(file), resolve=False)
+    except Exception as error:  # a YAML error names line and column on its first line
+        raise UserError(f"{file}: not a config OmegaConf can read: {str(error).splitlines()[0]}") from None
+    if not isinstance(body, dict):
+        raise UserError(f"{file}: a config is a mapping of keys, not a {type(body).__name__}")
+    defaults = body.pop("defaults", [])
+    body.pop("hydra", None)  # its searchpath points Hydra at verl's config directory, which rlaunch composes anyway
+    entries = [entry if isinstance(entry, str) else str(entry) for entry in defaults or []]
+    base = [entry for entry in entries if entry.removesuffix(".yaml") in VERL_CONFIG_NAMES]
+    others = [entry for entry in entries if entry not in base and entry != "_self_"]
+    if len(base) != 1 or others or ("_self_" in entries and entries.index("_self_") < entries.index(base[0])):
+        raise UserError(
+            f"{file}: defaults {entries} -- rlaunch reads a config of your own whose defaults are one of verl's "
+            f"{', '.join(BACKEND_BASES.values())} and then _self_; put the other entries on the command line "
+            "(group=option, key=value)"
+        )
+    backend = VERL_CONFIG_NAMES[base[0].removesuffix(".yaml")]
+    overrides = [f"++{'.'.join(path)}={render_value(value)}" for path, value in leaves(body)]
+    note = (
+        f"rlaunch: note: {given} is {file}: verl's {base[0]} (backend={backend}) with the file's {len(overrides)} "
+        "key(s) as overrides, the command line's after them"
+    )
+    return backend, overrides, note
 
 
 def without_fsdp_knobs(overrides: list[str]) -> list[str]:

@@ -20,6 +20,7 @@ for what the preflight's policy changed before the plan was made (launch/plan.py
 from __future__ import annotations
 
 import copy
+import difflib
 import pickle
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -91,6 +92,67 @@ def _verl_raw(base: str = "ppo_trainer") -> dict[str, Any]:
 def in_verl_base(key: str, base: str) -> bool:
     """verl's own `base` config has this dotted key (launch/errors.py: which backend a key belongs to)."""
     return _has(_verl_raw(base), key)
+
+
+def leaves(tree: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """(path, value) of every leaf of a config tree; a list, or an empty mapping, is a leaf."""
+    found: list[tuple[tuple[str, ...], Any]] = []
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            found += leaves(value, (*path, str(key)))
+        else:
+            found.append(((*path, str(key)), value))
+    return found
+
+
+@lru_cache(maxsize=len(BACKEND_BASES))
+def _verl_leaves(base: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(path for path, _ in leaves(_verl_raw(base)))
+
+
+MOVED_KEY_MAX_PLACES = 3  # a name verl uses in more places of the same root is too common to point at one
+
+
+def _longest_tail(
+    parts: tuple[str, ...], leaves: Iterable[tuple[str, ...]], shortest: int
+) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+    """The leaves ending in the longest tail of `parts` (at least `shortest` names, never the whole key) that any of
+    them ends in, and that tail; ([], ()) when none does."""
+    leaves = list(leaves)
+    for length in range(len(parts) - 1, shortest - 1, -1):
+        tail = parts[-length:]
+        places = [leaf for leaf in leaves if leaf[-length:] == tail]
+        if places:
+            return places, tail
+    return [], ()
+
+
+def moved_key_message(key: str, base: str) -> str | None:
+    """A key verl's `base` lacks but whose name it has at another path: a script written for another verl version.
+    verl's older examples set critic.model.fsdp_config.param_offload, which verl 0.9.1 refuses as well: its critic
+    has the switch at critic.fsdp.param_offload. Under the key's own root first, the longest tail of it found there
+    (its last name alone only when compound, like param_offload, and in at most MOVED_KEY_MAX_PLACES places); else
+    two names or more anywhere in the tree; the closest such path first. None when verl has no such name (the
+    spelling is then suggested as for any key)."""
+    parts = tuple(key.split("."))
+    if len(parts) < 2 or in_verl_base(key, base):
+        return None
+    leaves = _verl_leaves(base)
+    same_root = [leaf for leaf in leaves if leaf[0] == parts[0]]
+    places, tail = _longest_tail(parts, same_root, shortest=1)
+    if len(tail) == 1 and (len(places) > MOVED_KEY_MAX_PLACES or "_" not in tail[0]):
+        places = []  # a plain word (path, enable, name) is no sign of where the key went
+    if not places:
+        places, tail = _longest_tail(parts, leaves, shortest=2)
+    if not places:
+        return None
+    dotted = sorted((".".join(place) for place in places), key=lambda p: -difflib.SequenceMatcher(None, key, p).ratio())
+    also = f" (also {', '.join(dotted[1:])})" if len(dotted) > 1 else ""
+    return (
+        f"unknown key '{key}': verl 0.9.1's {base} has no such key and would refuse it too, but has "
+        f"{'.'.join(tail)} at {dotted[0]}{also}: a script for another verl version? write {dotted[0]}=..., or add "
+        f"a new key on purpose with +{key}=..."
+    )
 
 
 def _followed(key: str, base: str) -> str | None:

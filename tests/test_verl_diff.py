@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from launch.provenance import VERL_KEY
 from launch.rundir import VERL_CONFIG_NAME, Change
 from launch.schema import verl_config_source
-from launch.verl_diff import MISSING_IN_VERL, apply_changes, differences, overlap, verl_composition
+from launch.verl_diff import MISSING_IN_VERL, apply_changes, differences, moved_key_message, overlap, verl_composition
 
 HOME_DATA = "/home/user/data"
 
@@ -248,3 +248,126 @@ def test_verl_composition_is_what_verls_own_hydra_composes(overrides):
 def test_a_key_only_rlaunchs_layers_have_is_not_verls():
     ours_only = "reward.custom_reward_function.reward_kwargs.timeout_s=10"  # algo/ adds reward_kwargs, verl has none
     assert verl_composition([ours_only, "trainer.total_epochs=3"]) == verl_own_config(["trainer.total_epochs=3"])
+
+
+# verl's multi-turn examples pass a config of their own (examples/sglang_multiturn/config/gsm8k_multiturn_grpo.yaml
+# of https://github.com/verl-project/verl, whose run_qwen2.5-3b_gsm8k_multiturn.sh passes `--config-path="$PROJECT_DIR/
+# examples/sglang_multiturn/config" --config-name='gsm8k_multiturn_grpo'`): verl's base in its defaults, keys of its
+# own over it. Its searchpath here is verl's installed config directory (theirs is relative to verl's checkout).
+OWN_CONFIG = """\
+hydra:
+  searchpath:
+    - {verl_config}
+
+defaults:
+  - ppo_trainer
+  - _self_
+
+data:
+  max_prompt_length: 1024
+  max_response_length: 1024
+  train_batch_size: 256
+  return_raw_chat: True
+
+actor_rollout_ref:
+  hybrid_engine: True
+  rollout:
+    name: sglang
+    multi_turn:
+      enable: True
+      max_assistant_turns: 5
+      tool_config_path: ${{data.train_files}}
+"""
+MULTITURN_SCRIPT = [  # run_qwen2.5-3b_gsm8k_multiturn.sh's own overrides, the ones this test needs
+    "algorithm.adv_estimator=grpo",
+    "data.train_batch_size=128",  # the command line's value wins over the file's 256
+    "actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=128",
+    "actor_rollout_ref.rollout.n=16",
+    f"data.train_files={HOME_DATA}/gsm8k/train.parquet",
+    f"data.val_files={HOME_DATA}/gsm8k/test.parquet",
+    "trainer.total_epochs=15",
+]
+
+
+def own_config_dir(root: Path, body: str = OWN_CONFIG) -> Path:
+    directory = root / "examples" / "config"
+    directory.mkdir(parents=True)
+    (directory / "gsm8k_multiturn_grpo.yaml").write_text(body.format(verl_config=verl_config_source()))
+    return directory
+
+
+def test_a_config_of_ones_own_over_verls_base_is_what_verls_hydra_composes_from_it(tmp_path):
+    directory = own_config_dir(tmp_path)
+    flags = [f"--config-path={directory}", "--config-name='gsm8k_multiturn_grpo'"]
+    with initialize_config_dir(config_dir=str(directory), version_base=None):
+        theirs = OmegaConf.to_container(compose("gsm8k_multiturn_grpo", overrides=MULTITURN_SCRIPT), resolve=True)
+    plan, dumped = planned(tmp_path, *flags, *MULTITURN_SCRIPT, "gpu=a100_80", "algo=verl")
+    changes = [Change(**change) for change in plan["changed_from_verl"]]
+    assert_listed(theirs, dumped, changes)  # type: ignore[arg-type]
+    assert {change.by for change in changes} <= ALGO_VERL_LAYERS | {"gpu=a100_80"}
+    rollout = dumped["actor_rollout_ref"]["rollout"]
+    assert rollout["name"] == "sglang" and rollout["multi_turn"]["enable"] is True  # the file's keys
+    assert rollout["multi_turn"]["tool_config_path"] == f"{HOME_DATA}/gsm8k/train.parquet"  # its interpolation too
+    assert dumped["data"]["train_batch_size"] == 128 and dumped["data"]["return_raw_chat"] is True
+
+
+def test_a_config_of_ones_own_that_rlaunch_cannot_read_is_one_line(tmp_path):
+    directory = own_config_dir(
+        tmp_path, OWN_CONFIG.replace("  - _self_", "  - override actor_rollout_ref: x\n  - _self_")
+    )
+    for flags, expected in [
+        (
+            [f"--config-path={directory}", "--config-name=gsm8k_multiturn_grpo"],
+            f"{directory}/gsm8k_multiturn_grpo.yaml: defaults ['ppo_trainer', ",
+        ),
+        (
+            ["--config-path=config", "--config-name=gsm8k_multiturn_grpo"],
+            "--config-name=gsm8k_multiturn_grpo: ",
+        ),
+        (["--config-name=gsm8k_multiturn_grpo"], "--config-name=gsm8k_multiturn_grpo: rlaunch composes one of verl's"),
+    ]:
+        result = run_cli(*flags, "gpu=h100", "launch.dry_run=json", cwd=tmp_path)
+        assert result.returncode == 2 and not (tmp_path / "runs").exists(), result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"rlaunch: error: {expected}"), line
+    relative = run_cli("--config-path=config", "--config-name=gsm8k_multiturn_grpo", "gpu=h100", cwd=tmp_path)
+    assert "trainer/config/gsm8k_multiturn_grpo.yaml does not exist (a relative --config-path is read against" in (
+        relative.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    "key, base, now",
+    [
+        # verl's examples before 0.9 (ppo_trainer/run_gemma.sh and the other PPO scripts; its sandbox-fusion script)
+        ("critic.model.fsdp_config.param_offload", "ppo_trainer", "critic.fsdp.param_offload"),
+        ("critic.model.fsdp_config.param_offload", "ppo_megatron_trainer", "critic.megatron.param_offload"),
+        ("reward_model.sandbox_fusion.url", "ppo_trainer", "reward.sandbox_fusion.url"),
+        ("actor_rollout_ref.ppo_mini_batch_size", "ppo_trainer", "actor_rollout_ref.actor.ppo_mini_batch_size"),
+    ],
+)
+def test_a_key_verl_has_elsewhere_is_named_where_it_is(key, base, now):
+    message = moved_key_message(key, base)
+    assert message is not None and message.startswith(f"unknown key '{key}': verl 0.9.1's {base} has no such key")
+    assert f"write {now}=..." in message and message.endswith(f"+{key}=...")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "actor_rollout_ref.rollout.gpu_memory_utilization",  # verl has it: not unknown
+        "actor_rollout_ref.rollout.gpu_memory_utilisation",  # misspelt: the spelling is suggested instead
+        "trainer.foo.path",  # a plain word (path, enable, url) says nothing of where a key went
+        "actor_rollout_ref.actor.foo.enable",
+    ],
+)
+def test_a_key_that_did_not_move_is_not_said_to_have(key):
+    assert moved_key_message(key, "ppo_trainer") is None
+
+
+def test_an_older_verl_scripts_key_is_one_line_naming_where_verl_has_it_now(tmp_path):
+    result = run_cli("algo=verl", "gpu=h100", "critic.model.fsdp_config.param_offload=False", cwd=tmp_path)
+    assert result.returncode == 2 and not (tmp_path / "runs").exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert "write critic.fsdp.param_offload=..." in line

@@ -35,7 +35,7 @@ from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 from launch.verdict import Verdict
-from launch.verl_diff import backend_key_message, base_config, moved_key_message
+from launch.verl_diff import backend_key_message, base_config, moved_key_message, retired_key_message
 
 # libyaml's safe dumper writes what yaml.safe_dump writes, ~4x faster (a sweep writes two files per job)
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -219,7 +219,10 @@ def exit_with_message(error: Exception) -> None:
     def moved_in_this_base(key: str) -> str | None:
         return moved_key_message(key, base_config(sys.argv[1:]))  # main() rewrote argv: backend=... is in it
 
-    explainers = (backend_key_message, moved_in_this_base)
+    def retired_in_this_base(key: str) -> str | None:
+        return retired_key_message(key, base_config(sys.argv[1:]))
+
+    explainers = (backend_key_message, moved_in_this_base, retired_in_this_base)
     errors.exit_with_message(error, cleanup=discard_rejected_invocation, key_explainers=explainers)
 
 

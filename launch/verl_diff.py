@@ -35,10 +35,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from launch.compose_once import interpolation_read_paths
+from launch.errors import closest
 from launch.overrides import find, holds_interpolation, key_of, parse, value_in
 from launch.ranges import select
 from launch.rundir import Change
-from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, verl_config_source
+from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, verl_config_source, verl_package_dir
 
 CONF_DIR = PROJECT_DIR / "conf"
 # The groups of conf/config.yaml's defaults list, in its order: a later layer's value wins over an earlier one's.
@@ -135,7 +136,7 @@ def moved_key_message(key: str, base: str) -> str | None:
     two names or more anywhere in the tree; the closest such path first. None when verl has no such name (the
     spelling is then suggested as for any key)."""
     parts = tuple(key.split("."))
-    if len(parts) < 2 or in_verl_base(key, base):
+    if len(parts) < 2 or parts[0] in RLAUNCH_ROOTS or in_verl_base(key, base):
         return None
     leaves = _verl_leaves(base)
     same_root = [leaf for leaf in leaves if leaf[0] == parts[0]]
@@ -153,6 +154,37 @@ def moved_key_message(key: str, base: str) -> str | None:
         f"{'.'.join(tail)} at {dotted[0]}{also}: a script for another verl version? write {dotted[0]}=..., or add "
         f"a new key on purpose with +{key}=..."
     )
+
+
+def retired_key_message(key: str, base: str) -> str | None:
+    """A key whose last name no verl 0.9.1 config has and verl's code never reads: a switch another verl version had
+    (verl's older Megatron examples set actor.megatron.grad_offload, which 0.9.1's param_offload took over;
+    trainer.use_legacy_worker_impl, reward_model.use_reward_loop), or a misspelling. Either way verl refuses it too,
+    and the line says so, with the nearest name its parent has. None for a name verl knows somewhere (moved_key_message
+    or the spelling hint says more) and for rlaunch's own keys."""
+    name = key.rsplit(".", 1)[-1]
+    if key.split(".")[0] in RLAUNCH_ROOTS or in_verl_base(key, base):
+        return None
+    if any(leaf[-1] == name for known in BACKEND_BASES.values() for leaf in _verl_leaves(known)):
+        return None
+    if name in _verl_code_words():
+        return None
+    parent = select(_verl_raw(base), key.rsplit(".", 1)[0]) if "." in key else _verl_raw(base)
+    hint = closest(name, [str(sibling) for sibling in parent]) if isinstance(parent, dict) else ""
+    return (
+        f"unknown key '{key}'{hint}: no verl 0.9.1 config has {name} and verl's code never reads it (a key of "
+        f"another verl version, or a misspelling): fix or drop it, as verl would refuse it too, or add a new key on "
+        f"purpose with +{key}=..."
+    )
+
+
+@lru_cache(maxsize=1)
+def _verl_code_words() -> frozenset[str]:
+    """Every identifier-like word of verl's installed Python source (~0.1 s; asked only when a key is refused)."""
+    words: set[str] = set()
+    for path in verl_package_dir().rglob("*.py"):
+        words.update(re.findall(r"\w+", path.read_text(errors="ignore")))
+    return frozenset(words)
 
 
 def _followed(key: str, base: str) -> str | None:

@@ -20,7 +20,15 @@ from omegaconf import OmegaConf
 from launch.provenance import VERL_KEY
 from launch.rundir import VERL_CONFIG_NAME, Change
 from launch.schema import verl_config_source
-from launch.verl_diff import MISSING_IN_VERL, apply_changes, differences, moved_key_message, overlap, verl_composition
+from launch.verl_diff import (
+    MISSING_IN_VERL,
+    apply_changes,
+    differences,
+    moved_key_message,
+    overlap,
+    retired_key_message,
+    verl_composition,
+)
 
 HOME_DATA = "/home/user/data"
 
@@ -371,3 +379,17 @@ def test_an_older_verl_scripts_key_is_one_line_naming_where_verl_has_it_now(tmp_
     assert result.returncode == 2 and not (tmp_path / "runs").exists()
     (line,) = result.stderr.strip().splitlines()
     assert "write critic.fsdp.param_offload=..." in line
+
+
+def test_a_key_no_verl_config_has_and_verls_code_never_reads_is_said_to_be_refused_by_verl_too():
+    # verl's older Megatron examples (grpo_trainer/run_qwen2-7b_seq_balance_math_megatron.sh and eleven more)
+    grad = retired_key_message("actor_rollout_ref.actor.megatron.grad_offload", "ppo_megatron_trainer")
+    assert grad is not None and grad.startswith(
+        "unknown key 'actor_rollout_ref.actor.megatron.grad_offload' (did you mean 'param_offload'?): no verl 0.9.1 "
+        "config has grad_offload and verl's code never reads it"
+    )
+    legacy = retired_key_message("trainer.use_legacy_worker_impl", "ppo_trainer")  # gspo_trainer/run_qwen30b_gspo.sh
+    assert legacy is not None and "verl would refuse it too" in legacy
+    assert retired_key_message("actor_rollout_ref.model.torch_dtype", "ppo_trainer") is None  # verl's code reads it
+    assert retired_key_message("gpu.usable_gbb", "ppo_trainer") is None  # rlaunch's own key: its spelling hint only
+    assert retired_key_message("critic.model.fsdp_config.param_offload", "ppo_trainer") is None  # moved, not retired

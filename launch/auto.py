@@ -168,10 +168,10 @@ def own_verl_config(config_path: str | None, name: str, given: str) -> tuple[str
     A relative --config-path is relative to verl/trainer/ (Hydra reads it against the module that holds
     @hydra.main, verl.trainer.main_ppo), an absolute one as it is. Anything else in the file's defaults (another
     group's option, a second base) is refused: it would need Hydra's own composition of the file."""
-    bases = ", ".join(f"{base} (backend={backend})" for backend, base in BACKEND_BASES.items())
+    choices = ", ".join(f"{base} (backend={backend})" for backend, base in BACKEND_BASES.items())
     if config_path is None:
         raise UserError(
-            f"{given}: rlaunch composes one of verl's {bases}; use backend=... instead, or give --config-path with "
+            f"{given}: rlaunch composes one of verl's {choices}; use backend=... instead, or give --config-path with "
             "the directory of a config of your own that extends one of them"
         )
     written = config_path.removeprefix("file://")
@@ -184,7 +184,7 @@ def own_verl_config(config_path: str | None, name: str, given: str) -> tuple[str
     if not file.is_file():
         raise UserError(
             f"{given}: {file} does not exist{where}: give --config-path as the absolute directory of {name}.yaml, "
-            f"or use backend=... for verl's {bases}"
+            f"or use backend=... for verl's {choices}"
         )
     try:
         body = OmegaConf.to_container(OmegaConf.load(file), resolve=False)
@@ -195,18 +195,19 @@ def own_verl_config(config_path: str | None, name: str, given: str) -> tuple[str
     defaults = body.pop("defaults", [])
     body.pop("hydra", None)  # its searchpath points Hydra at verl's config directory, which rlaunch composes anyway
     entries = [entry if isinstance(entry, str) else str(entry) for entry in defaults or []]
-    base = [entry for entry in entries if entry.removesuffix(".yaml") in VERL_CONFIG_NAMES]
-    others = [entry for entry in entries if entry not in base and entry != "_self_"]
-    if len(base) != 1 or others or ("_self_" in entries and entries.index("_self_") < entries.index(base[0])):
+    named = [entry for entry in entries if entry.removesuffix(".yaml") in VERL_CONFIG_NAMES]
+    others = [entry for entry in entries if entry not in named and entry != "_self_"]
+    if len(named) != 1 or others or ("_self_" in entries and entries.index("_self_") < entries.index(named[0])):
         raise UserError(
             f"{file}: defaults {entries} -- rlaunch reads a config of your own whose defaults are one of verl's "
             f"{', '.join(BACKEND_BASES.values())} and then _self_; put the other entries on the command line "
             "(group=option, key=value)"
         )
-    backend = VERL_CONFIG_NAMES[base[0].removesuffix(".yaml")]
+    base = named[0].removesuffix(".yaml")
+    backend = VERL_CONFIG_NAMES[base]
     overrides = [f"++{'.'.join(path)}={render_value(value)}" for path, value in leaves(body)]
     note = (
-        f"rlaunch: note: {given} is {file}: verl's {base[0]} (backend={backend}) with the file's {len(overrides)} "
+        f"rlaunch: note: {given} is {file}: verl's {base} (backend={backend}) with the file's {len(overrides)} "
         "key(s) as overrides, the command line's after them"
     )
     return backend, overrides, note

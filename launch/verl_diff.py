@@ -115,14 +115,13 @@ MOVED_KEY_MAX_PLACES = 3  # a name verl uses in more places of the same root is 
 
 
 def _longest_tail(
-    parts: tuple[str, ...], leaves: Iterable[tuple[str, ...]], shortest: int
+    parts: tuple[str, ...], known: Sequence[tuple[str, ...]], shortest: int
 ) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
-    """The leaves ending in the longest tail of `parts` (at least `shortest` names, never the whole key) that any of
-    them ends in, and that tail; ([], ()) when none does."""
-    leaves = list(leaves)
+    """The known leaf paths ending in the longest tail of `parts` (at least `shortest` names, never the whole key)
+    that any of them ends in, and that tail; ([], ()) when none does."""
     for length in range(len(parts) - 1, shortest - 1, -1):
         tail = parts[-length:]
-        places = [leaf for leaf in leaves if leaf[-length:] == tail]
+        places = [leaf for leaf in known if leaf[-length:] == tail]
         if places:
             return places, tail
     return [], ()
@@ -138,13 +137,13 @@ def moved_key_message(key: str, base: str) -> str | None:
     parts = tuple(key.split("."))
     if len(parts) < 2 or parts[0] in RLAUNCH_ROOTS or in_verl_base(key, base):
         return None
-    leaves = _verl_leaves(base)
-    same_root = [leaf for leaf in leaves if leaf[0] == parts[0]]
+    known = _verl_leaves(base)
+    same_root = [leaf for leaf in known if leaf[0] == parts[0]]
     places, tail = _longest_tail(parts, same_root, shortest=1)
     if len(tail) == 1 and (len(places) > MOVED_KEY_MAX_PLACES or "_" not in tail[0]):
         places = []  # a plain word (path, enable, name) is no sign of where the key went
     if not places:
-        places, tail = _longest_tail(parts, leaves, shortest=2)
+        places, tail = _longest_tail(parts, known, shortest=2)
     if not places:
         return None
     dotted = sorted((".".join(place) for place in places), key=lambda p: -difflib.SequenceMatcher(None, key, p).ratio())

@@ -13,6 +13,7 @@ import re
 import shlex
 import time
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -205,12 +206,20 @@ def own_verl_config(config_path: str | None, name: str, given: str) -> tuple[str
         )
     base = named[0].removesuffix(".yaml")
     backend = VERL_CONFIG_NAMES[base]
-    overrides = [f"++{'.'.join(path)}={render_value(value)}" for path, value in leaves(body)]
+    overrides = [f"++{'.'.join(path)}={_file_value(value)}" for path, value in leaves(body)]
     note = (
         f"rlaunch: note: {given} is {file}: verl's {base} (backend={backend}) with the file's {len(overrides)} "
         "key(s) as overrides, the command line's after them"
     )
     return backend, overrides, note
+
+
+def _file_value(value: Any) -> str:
+    """A config file's value as an override: a whole `${...}` unquoted, so that it stays the interpolation of a node
+    (its type kept: an int stays an int) that it is in the file; anything else as render_value writes it."""
+    if isinstance(value, str) and value.startswith("${") and value.endswith("}") and value.count("${") == 1:
+        return value
+    return render_value(value)
 
 
 def without_fsdp_knobs(overrides: list[str]) -> list[str]:

@@ -284,7 +284,7 @@ actor_rollout_ref:
     multi_turn:
       enable: True
       max_assistant_turns: 5
-      tool_config_path: ${{data.train_files}}
+      max_user_turns: ${{actor_rollout_ref.rollout.multi_turn.max_assistant_turns}}
 """
 MULTITURN_SCRIPT = [  # run_qwen2.5-3b_gsm8k_multiturn.sh's own overrides, the ones this test needs
     "algorithm.adv_estimator=grpo",
@@ -316,7 +316,7 @@ def test_a_config_of_ones_own_over_verls_base_is_what_verls_hydra_composes_from_
     assert {change.by for change in changes} <= ALGO_VERL_LAYERS | {"gpu=a100_80"}
     rollout = dumped["actor_rollout_ref"]["rollout"]
     assert rollout["name"] == "sglang" and rollout["multi_turn"]["enable"] is True  # the file's keys
-    assert rollout["multi_turn"]["tool_config_path"] == f"{HOME_DATA}/gsm8k/train.parquet"  # its interpolation too
+    assert rollout["multi_turn"]["max_user_turns"] == 5  # its interpolation too
     assert dumped["data"]["train_batch_size"] == 128 and dumped["data"]["return_raw_chat"] is True
 
 

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -215,14 +216,8 @@ def run_here(plan: Plan) -> None:
 
 def exit_with_message(error: Exception) -> None:
     """The launcher's one-line exit (launch/errors.py); a refusal, or a bug, leaves no sweep directory behind."""
-
-    def moved_in_this_base(key: str) -> str | None:
-        return moved_key_message(key, base_config(sys.argv[1:]))  # main() rewrote argv: backend=... is in it
-
-    def retired_in_this_base(key: str) -> str | None:
-        return retired_key_message(key, base_config(sys.argv[1:]))
-
-    explainers = (backend_key_message, moved_in_this_base, retired_in_this_base)
+    base = base_config(sys.argv[1:])  # main() rewrote argv: a pasted --config-name is backend=... in it
+    explainers = (backend_key_message, partial(moved_key_message, base=base), partial(retired_key_message, base=base))
     errors.exit_with_message(error, cleanup=discard_rejected_invocation, key_explainers=explainers)
 
 

@@ -29,6 +29,7 @@ from launch.ranges import select
 from launch.readiness import executes
 from launch.rundir import Plan, Resources
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
+from launch.verl_diff import leaves
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
 PLACEHOLDER_VALUES = ("???",)
@@ -156,21 +157,14 @@ def gpu_count_refusal(cfg: DictConfig, plan: Plan) -> UserError | None:
 
 def check_fork_keys(verl: dict[str, Any]) -> None:
     """Keys and values of verl forks that a pasted script added with + (verl 0.9.1 would ignore them silently)."""
-    for key in _leaf_keys(verl, ""):
+    # an empty mapping sets no key
+    for key in (".".join(path) for path, value in leaves(verl) if value != {}):
         message = fork_key_message(key)
         if message is not None:
             raise UserError(message)
     for (key, value), (fork, instead) in FORK_VALUES.items():
         if select(verl, key) == value:
             raise UserError(f"{key}={value} is {fork}'s, not verl 0.9.1's: {instead}")
-
-
-def _leaf_keys(node: Any, path: str) -> Any:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _leaf_keys(value, f"{path}.{key}" if path else str(key))
-    else:
-        yield path
 
 
 def check_reward_function(verl: ConfigView) -> None:

@@ -231,7 +231,9 @@ def hydra_main(cfg: DictConfig) -> None:
 
 
 def run_job(cfg: DictConfig) -> None:
-    dispatch([(plan_job(cfg, list(HydraConfig.get().overrides.task)), cfg)])
+    # as typed: iterating the node would resolve a `${...}` inside an override string against the run's config
+    typed = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+    dispatch([(plan_job(cfg, [str(override) for override in typed]), cfg)])
 
 
 def main() -> None:

@@ -232,6 +232,19 @@ def test_algo_verl_changes_only_hardware_run_dir_and_tracking(tmp_path, script):
     assert not any("add algo=verl" in warning for warning in plan["warnings"])
 
 
+@pytest.mark.parametrize("written", ["'${trainer.total_epochs}'", "${trainer.total_epochs}"])
+def test_an_interpolation_typed_on_the_command_line_is_verls_and_kept_as_typed(tmp_path, written):
+    # Hydra's list of the run's overrides resolves a `${...}` inside each string when read item by item: the quoted
+    # form then reached the diff as the string '5', listed as a change of rlaunch's
+    overrides = ["trainer.total_epochs=5", f"trainer.test_freq={written}"]
+    plan, dumped = planned(tmp_path, *overrides, "gpu=h100", "algo=verl")
+    changes = [Change(**change) for change in plan["changed_from_verl"]]
+    assert_listed(verl_own_config(overrides), dumped, changes)
+    assert "trainer.test_freq" not in {change.key for change in changes}
+    assert dumped["trainer"]["test_freq"] == 5
+    assert f"trainer.test_freq={written}" in plan["overrides"]  # what the user typed, as the manifest keeps it
+
+
 def test_an_unchanged_key_is_never_listed_and_a_missing_one_covers_its_subkeys():
     theirs = {"a": {"b": 1, "c": [1, 2]}, "d": True}
     ours = {"a": {"b": 1.0, "c": [1, 2], "new": {"x": 1, "y": 2}}, "d": 1}

@@ -27,7 +27,7 @@ from launch.facts import Facts
 from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
-from launch.schema import RLAUNCH_ROOTS
+from launch.schema import RLAUNCH_ROOTS, model_tag
 from launch.verdict import Verdict
 from launch.verl_diff import algo_suggestion, changed_from_verl, relabel
 
@@ -233,13 +233,6 @@ def wandb_mode(cfg: DictConfig, facts: Facts) -> str:
     return "online" if facts.wandb_credentials else "offline"
 
 
-def model_tag(cfg: DictConfig) -> str:
-    """The model a run trains, as its W&B tag: the llm/ option's name when model.path is that option's, else the
-    path's last part (a pasted Qwen/Qwen3-1.7B is tagged Qwen3-1.7B, not the llm/ default)."""
-    path = str(cfg.actor_rollout_ref.model.path)
-    return str(cfg.llm.name) if path == str(cfg.llm.path) else path.rstrip("/").rsplit("/", 1)[-1]
-
-
 def tracking_env(cfg: DictConfig, facts: Facts, sweep_id: str, run_id: str, run_dir: Path) -> dict[str, str]:
     """W&B identity for verl's own wandb.init (which passes no id): the same run id on every attempt, resume allowed,
     so a requeued job continues its W&B run instead of starting a new one (verl#2783)."""
@@ -248,7 +241,12 @@ def tracking_env(cfg: DictConfig, facts: Facts, sweep_id: str, run_id: str, run_
         "WANDB_RESUME": "allow",
         "WANDB_RUN_GROUP": sweep_id,
         "WANDB_JOB_TYPE": str(cfg.algo.name),
-        "WANDB_TAGS": ",".join([*(str(cfg[root].name) for root in ("gpu", "mode", "algo")), model_tag(cfg)]),
+        "WANDB_TAGS": ",".join(
+            [
+                *(str(cfg[root].name) for root in ("gpu", "mode", "algo")),
+                model_tag(cfg.actor_rollout_ref.model.path, cfg.llm.path, cfg.llm.name),
+            ]
+        ),
         "WANDB_DIR": str(run_dir),
         "WANDB_MODE": wandb_mode(cfg, facts),
         # the job points this at metrics/attempt-<n>.jsonl per attempt (verl's file logger truncates on start)

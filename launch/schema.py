@@ -263,8 +263,17 @@ def verl_config_source() -> str:
     return f"file://{verl_package_dir() / 'trainer' / 'config'}"
 
 
+def model_tag(model_path: str, llm_path: str, llm_name: str) -> str:
+    """`${rlaunch_model_tag:<model.path>,<llm.path>,<llm.name>}`: the model a run trains, as its names say it: the llm/
+    option's name when model.path is that option's, else the path's last part (a pasted Qwen/Qwen3-1.7B is
+    Qwen3-1.7B, not the llm/ default)."""
+    model_path = str(model_path)
+    return str(llm_name) if model_path == str(llm_path) else model_path.rstrip("/").rsplit("/", 1)[-1]
+
+
 def register_schemas() -> None:
     """Idempotent; called by every entry point (run.py, tests) before Hydra composes."""
     ConfigStore.instance().store(name="rlaunch_schema", node=RlaunchSchema)
     OmegaConf.register_new_resolver("rlaunch_path", project_path, replace=True)
     OmegaConf.register_new_resolver("rlaunch_verl_config", verl_config_source, replace=True)
+    OmegaConf.register_new_resolver("rlaunch_model_tag", model_tag, replace=True)

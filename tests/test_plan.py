@@ -126,9 +126,11 @@ def test_an_llm_named_on_the_command_line_gives_the_architecture_of_any_path(tmp
         ([], "qwen2_5_7b"),
     ],
 )
-def test_wandb_tags_name_the_model_actually_used(tmp_path, overrides, model_tag):
+def test_wandb_tags_and_run_name_name_the_model_actually_used(tmp_path, overrides, model_tag):
     plan = plan_for(tmp_path, "gpu=a40", *overrides)
     assert plan.worker_env["WANDB_TAGS"].split(",") == ["a40", "standard", "guru_baseline", model_tag]
+    # the W&B run's name too: a pasted model.path is not named after the llm/ default it replaced
+    assert plan.verl["trainer"]["experiment_name"] == f"guru_baseline-{model_tag}-a40-standard"
 
 
 def test_short_context_model_is_refused_with_the_arithmetic(tmp_path):

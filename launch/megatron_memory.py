@@ -82,7 +82,8 @@ EDGE_FRACTION = 0.10
 FIXES = (
     "more pipeline or tensor parallel ranks (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size / "
     "tensor_model_parallel_size; expert_model_parallel_size for experts), param_offload/optimizer_offload=true, "
-    "or full recompute (override_transformer_config.recompute_granularity=full)"
+    "full recompute (override_transformer_config.recompute_granularity=full), or a smaller training micro-batch "
+    "(actor_rollout_ref.actor.ppo_max_token_len_per_gpu, or ppo_micro_batch_size_per_gpu without use_dynamic_bsz)"
 )
 # What this model does not see, said with every Megatron verdict
 ROUGH = (

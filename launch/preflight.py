@@ -614,9 +614,16 @@ class MegatronJudging:
     lengths: TypicalLengths
 
     def knobs_of(self, verl: dict[str, Any]) -> Knobs:
-        """The knobs with the engine's TP this config gives it (the one non-Megatron knob a fix may change)."""
-        engine_tp = int(verl["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"])
-        return self.knobs if engine_tp == self.knobs.rollout_tp else with_changes(self.knobs, rollout_tp=engine_tp)
+        """The knobs with the engine's TP and the training micro-batch this config gives them (the non-Megatron knobs
+        a fix may change)."""
+        arr = verl["actor_rollout_ref"]
+        given = {
+            "rollout_tp": int(arr["rollout"]["tensor_model_parallel_size"]),
+            "train_tokens": train_tokens(arr["actor"], self.knobs),
+            "micro_batch": arr["actor"].get("ppo_micro_batch_size_per_gpu"),
+        }
+        changed = {name: value for name, value in given.items() if getattr(self.knobs, name) != value}
+        return with_changes(self.knobs, **changed) if changed else self.knobs
 
     def verdict(self, verl: dict[str, Any], policy: str) -> Verdict:
         return megatron_summary(
@@ -643,6 +650,30 @@ FULL_RECOMPUTE = {  # Megatron's full recomputation of every layer (override_tra
 REF_FOLLOWS = (*MEGATRON_SIZE_KEYS, "param_offload")
 MEGATRON_WIDENING = (1, 2, 4)  # each parallel size is searched at x1, x2 and x4 of the run's own
 ENGINE_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
+# the training micro-batch, by verl's batch mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU
+TRAIN_BATCH = {
+    True: "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    False: "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+}
+MEGATRON_NARROWING = (2, 4)  # a training micro-batch that does not fit is searched at 1/2 and 1/4 of the run's own
+
+
+def train_tokens(actor: dict[str, Any], knobs: Knobs) -> int:
+    """The training micro-batch's tokens per GPU as memory.Knobs counts them, from the actor's batch keys."""
+    if knobs.dynamic_bsz:
+        return int(actor["ppo_max_token_len_per_gpu"])
+    return int(actor.get("ppo_micro_batch_size_per_gpu") or 1) * knobs.sequence
+
+
+def narrower_batches(verl: dict[str, Any], knobs: Knobs) -> list[tuple[str, dict[str, Any]]]:
+    """The training micro-batch at 1/2 and 1/4: the token budget down to one whole sequence (verl asserts a budget
+    holds the longest, utils/seqlen_balancing.py), or the micro-batch down to one sequence."""
+    key = TRAIN_BATCH[knobs.dynamic_bsz]
+    now = int(select(verl, key) or 1)
+    smallest = knobs.sequence if knobs.dynamic_bsz else 1
+    sizes = sorted({now // factor for factor in MEGATRON_NARROWING if now // factor >= smallest}, reverse=True)
+    words = "token budget" if knobs.dynamic_bsz else "micro-batch"
+    return [(f"{words} {size}", {key: size}) for size in sizes]
 
 
 @dataclass(frozen=True)
@@ -679,12 +710,18 @@ def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[
     return values
 
 
-def megatron_changes(verl: dict[str, Any], arch: Architecture, widen_engine: bool = False) -> list[MegatronChange]:
+def megatron_changes(
+    verl: dict[str, Any],
+    arch: Architecture,
+    widen_engine: bool = False,
+    narrower: Iterable[tuple[str, dict[str, Any]]] = (),
+) -> list[MegatronChange]:
     """The small space a Megatron misfit is searched over: PP, TP (within a node) and, for a MoE model, EP at x1,
     x2, x4 of the run's own; optimizer offload; param offload (the reference's too); full recomputation; with
     `widen_engine` (the rollout phase does not fit) the engine's TP at x1, x2, x4 within a node too, since the
-    engine holds its own copy of the weights whatever the trainer's layout; every combination of them
-    (divisibility is megatron_layout_valid's)."""
+    engine holds its own copy of the weights whatever the trainer's layout; the `narrower` training micro-batches
+    (when the training phase does not fit: a GPU profile's token budget can be what makes a pasted script's run
+    miss); every combination of them (divisibility is megatron_layout_valid's)."""
     megatron = verl["actor_rollout_ref"]["actor"]["megatron"]
     per_node = int(verl["trainer"]["n_gpus_per_node"])
     sizes = {name: int(megatron.get(name) or 1) for name in MEGATRON_SIZE_KEYS}
@@ -709,15 +746,19 @@ def megatron_changes(verl: dict[str, Any], arch: Architecture, widen_engine: boo
     for words, values in switches:
         already = all(select(megatron, name) == value for name, value in values.items())
         options.append([("", {})] + ([] if already else [(words, values)]))
+    batch_options = [("", {}), *narrower]
     changes = []
     for combination in itertools.product(*options):
-        for engine_words, engine_values in engine_options:
-            words = [text for text, _ in combination if text] + ([engine_words] if engine_words else [])
+        for (engine_words, engine_values), (batch_words, batch_values) in itertools.product(
+            engine_options, batch_options
+        ):
+            words = [text for text, _ in combination if text] + [text for text in (engine_words, batch_words) if text]
             if not words:
                 continue
             actor_values = {name: value for _, values in combination for name, value in values.items()}
             actor_values = {name: value for name, value in actor_values.items() if select(megatron, name) != value}
-            changed = {key: value for key, value in engine_values.items() if select(verl, key) != value}
+            others = {**engine_values, **batch_values}
+            changed = {key: value for key, value in others.items() if select(verl, key) != value}
             changes.append(MegatronChange(" and ".join(words), {**megatron_values(verl, actor_values), **changed}))
     return changes
 
@@ -799,7 +840,8 @@ def megatron_search(
 ) -> tuple[Verdict, dict[str, Any]]:
     """A Megatron misfit's fixes: the cheapest fitting change (advice, whatever keys it touches), the cheapest
     among those that change no key the user set (what launch.preflight=fix applies), and the single changes."""
-    changes = megatron_changes(verl, judged_at.arch, widen_engine=not verdict.phases["rollout"].fits)
+    narrower = [] if verdict.phases["training"].fits else narrower_batches(verl, judged_at.knobs)
+    changes = megatron_changes(verl, judged_at.arch, not verdict.phases["rollout"].fits, narrower)
     best = megatron_fitting(judged_at, verl, changes)
     free = [change for change in changes if not locked & set(change.values)]
     applicable = (

@@ -628,6 +628,29 @@ def test_an_engine_that_cannot_hold_its_weights_is_searched_with_the_engines_tp_
     assert fixed["preflight"]["fits"] and fixed["preflight"]["phases"]["rollout"]["fits"]
 
 
+def test_a_training_phase_the_profiles_token_budget_overfills_is_searched_with_a_smaller_budget(tmp_path):
+    """verl's Qwen2-7B Megatron example on 8 H100s: the profile's token budget (20480 per GPU, use_dynamic_bsz) makes
+    its training activations miss where the script's own micro-batch would not. The search halves the budget, a
+    key the script never set, so the change it finds keeps the script's TP and PP (and launch.preflight=fix may
+    apply it); pasted back, training fits."""
+    overrides, _ = scripts(tmp_path)["qwen2-7b"]
+    args = ["--config-name=ppo_megatron_trainer", *overrides, "gpu=h100", "algo=verl"]
+    plan, _, _ = planned(tmp_path, *args)
+    verdict = plan["preflight"]
+    assert not verdict["phases"]["training"]["fits"]
+    budget = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+    assert plan["verl"]["actor_rollout_ref"]["actor"][budget.rsplit(".", 1)[1]] == 20480
+    fix = verdict["first_fitting_fixes"]
+    assert f"{budget}=10240" in fix, fix
+    assert not any("model_parallel_size" in override for override in fix), fix  # the script's layout stays
+    assert "token budget 10240" in verdict["fits_with"]["summary"]
+    assert not verdict.get("unfixable_without_your_keys")  # written only when true
+    budget_alone, _, _ = planned(tmp_path, *args, f"{budget}=10240")
+    assert budget_alone["preflight"]["phases"]["training"]["fits"], budget_alone["preflight"]["arithmetic"]
+    fixed, _, _ = planned(tmp_path, *args, *fix)
+    assert fixed["preflight"]["fits"], fixed["preflight"]["arithmetic"]
+
+
 # --- on the dev cluster ----------------------------------------------------------------------------------------------
 
 

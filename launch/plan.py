@@ -63,9 +63,11 @@ def llm_architecture(cfg: DictConfig, facts: Facts, overrides: list[str]) -> tup
     used = {**table, "name": name, **facts.model_config, "path": path}
     differing = [key for key, value in facts.model_config.items() if key in table and table[key] != value]
     differing = [key for key in differing if key not in ("name", "path")]
+    # only an llm= the user named can conflict with the path: the group's default is no claim about their model (the
+    # plan's model line says where the architecture came from)
     warnings = (
         [f"{path} differs from llm={cfg.llm.name} in {', '.join(differing)}: using the architecture from {source}"]
-        if differing
+        if differing and find(overrides, "llm") is not None
         else []
     )
     return {**used, "source": source}, warnings

@@ -105,7 +105,11 @@ def test_local_model_config_json_wins_over_the_llm_table(tmp_path):
     facts = cpu_facts(model_config=read_model_config(str(model)))
     plan = plan_for(tmp_path, f"actor_rollout_ref.model.path={model}", facts=facts)
     assert plan.llm["layers"] == 2 and plan.llm["head_dim"] == 16 and plan.llm["source"].endswith("config.json")
-    assert any("differs from llm=qwen2_5_7b" in warning for warning in plan.warnings)
+    # the llm/ group's default is no claim about the model: nothing to warn of
+    assert not any("differs from llm=" in warning for warning in plan.warnings)
+    named = plan_for(tmp_path, "llm=qwen2_5_7b", f"actor_rollout_ref.model.path={model}", facts=facts)
+    assert named.llm["layers"] == 2  # the path wins over an llm= named too, and the conflict is said
+    assert any("differs from llm=qwen2_5_7b" in warning for warning in named.warnings)
 
 
 def test_an_llm_named_on_the_command_line_gives_the_architecture_of_any_path(tmp_path):

@@ -86,7 +86,7 @@ def test_hub_id_takes_its_architecture_from_the_hf_cache(tmp_path: Path, hf_cach
     assert (plan.llm["layers"], plan.llm["hidden"], plan.llm["vocab"]) == (80, 8192, 128256)
     assert plan.llm["source"] == f"HF cache {hf_cache}" and plan.llm["path"] == LLAMA_70B
     assert "Llama-3.1-70B-Instruct" in plan.llm["name"]
-    assert any("differs from llm=qwen2_5_7b" in warning for warning in plan.warnings), "the path won over llm="
+    assert not any("differs from llm=" in warning for warning in plan.warnings)  # the default llm= claims nothing
     # the preflight judged the 70B, not Qwen2.5-7B: 70B's AdamW states alone are 16 B x 70e9 / 8 GPUs = 130 GiB
     assert plan.preflight is not None and plan.preflight.fits is False
 

@@ -225,6 +225,12 @@ def trains_critic(config: Mapping[str, Any]) -> bool:
     return bool(enabled) if enabled is not None else str(config["algorithm"]["adv_estimator"]) == "gae"
 
 
+def micro_batch_tokens(dynamic: bool, budget: int | None, micro_batch: int | None, sequence: int) -> int:
+    """A micro-batch's tokens per GPU in verl's batch mode (use_dynamic_bsz): its token budget, or its micro-batch of
+    whole sequences at this sequence length."""
+    return int(budget or 0) if dynamic else (micro_batch or 1) * sequence
+
+
 @dataclass(frozen=True)
 class Knobs:
     """What the verl config decides about memory, in one place (from_verl reads verl's own keys)."""
@@ -304,8 +310,10 @@ class Knobs:
             prompt_length=data["max_prompt_length"],
             response_length=data["max_response_length"],
             dynamic_bsz=dynamic,
-            train_tokens=actor["ppo_max_token_len_per_gpu"] if dynamic else (micro or 1) * sequence,
-            logprob_tokens=rollout["log_prob_max_token_len_per_gpu"] if dynamic else (logprob_micro or 1) * sequence,
+            train_tokens=micro_batch_tokens(dynamic, actor.get("ppo_max_token_len_per_gpu"), micro, sequence),
+            logprob_tokens=micro_batch_tokens(
+                dynamic, rollout.get("log_prob_max_token_len_per_gpu"), logprob_micro, sequence
+            ),
             micro_batch=micro,
             logprob_micro_batch=logprob_micro,
             checkpointing=bool(model["enable_gradient_checkpointing"]),

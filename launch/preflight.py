@@ -41,13 +41,14 @@ from launch.memory import (
     estimate,
     host_ram_per_node,
     kv_per_sequence_gib,
+    micro_batch_tokens,
     predicted_mfu,
     rollout_phase,
     trains_critic,
     with_changes,
 )
 from launch.overrides import as_overrides, keys_of, render_value
-from launch.plan import llm_architecture
+from launch.plan import BATCH_KNOBS, llm_architecture
 from launch.ranges import select
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import refusal
@@ -533,8 +534,8 @@ def at_lengths(knobs: Knobs, prompt_tokens: int, response_tokens: int) -> Knobs:
         return usual
     length = usual.sequence
     changes: dict[str, Any] = {
-        "train_tokens": (knobs.micro_batch or 1) * length,
-        "logprob_tokens": (knobs.logprob_micro_batch or 1) * length,
+        "train_tokens": micro_batch_tokens(False, None, knobs.micro_batch, length),
+        "logprob_tokens": micro_batch_tokens(False, None, knobs.logprob_micro_batch, length),
     }
     if knobs.critic and not knobs.critic_dynamic_bsz:
         changes["critic_tokens"] = knobs.critic_tokens // max(1, knobs.sequence) * length
@@ -619,7 +620,12 @@ class MegatronJudging:
         arr = verl["actor_rollout_ref"]
         given = {
             "rollout_tp": int(arr["rollout"]["tensor_model_parallel_size"]),
-            "train_tokens": train_tokens(arr["actor"], self.knobs),
+            "train_tokens": micro_batch_tokens(
+                self.knobs.dynamic_bsz,
+                arr["actor"].get("ppo_max_token_len_per_gpu"),
+                arr["actor"].get("ppo_micro_batch_size_per_gpu"),
+                self.knobs.sequence,
+            ),
             "micro_batch": arr["actor"].get("ppo_micro_batch_size_per_gpu"),
         }
         changed = {name: value for name, value in given.items() if getattr(self.knobs, name) != value}
@@ -650,25 +656,13 @@ FULL_RECOMPUTE = {  # Megatron's full recomputation of every layer (override_tra
 REF_FOLLOWS = (*MEGATRON_SIZE_KEYS, "param_offload")
 MEGATRON_WIDENING = (1, 2, 4)  # each parallel size is searched at x1, x2 and x4 of the run's own
 ENGINE_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
-# the training micro-batch, by verl's batch mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU
-TRAIN_BATCH = {
-    True: "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
-    False: "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-}
 MEGATRON_NARROWING = (2, 4)  # a training micro-batch that does not fit is searched at 1/2 and 1/4 of the run's own
-
-
-def train_tokens(actor: dict[str, Any], knobs: Knobs) -> int:
-    """The training micro-batch's tokens per GPU as memory.Knobs counts them, from the actor's batch keys."""
-    if knobs.dynamic_bsz:
-        return int(actor["ppo_max_token_len_per_gpu"])
-    return int(actor.get("ppo_micro_batch_size_per_gpu") or 1) * knobs.sequence
 
 
 def narrower_batches(verl: dict[str, Any], knobs: Knobs) -> list[tuple[str, dict[str, Any]]]:
     """The training micro-batch at 1/2 and 1/4: the token budget down to one whole sequence (verl asserts a budget
     holds the longest, utils/seqlen_balancing.py), or the micro-batch down to one sequence."""
-    key = TRAIN_BATCH[knobs.dynamic_bsz]
+    key = f"actor_rollout_ref.actor.{BATCH_KNOBS[knobs.dynamic_bsz][0]}"  # the training one of verl's batch mode
     now = int(select(verl, key) or 1)
     smallest = knobs.sequence if knobs.dynamic_bsz else 1
     sizes = sorted({now // factor for factor in MEGATRON_NARROWING if now // factor >= smallest}, reverse=True)

@@ -37,7 +37,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from launch.megatron_memory import BF16_BYTES, FP32_BYTES, Layout, MegatronKnobs, packing, paired, states
-from launch.memory import Architecture, Knobs, engine_memory, flops_per_token, kv_per_sequence_gib, predicted_mfu
+from launch.memory import (
+    Architecture,
+    Knobs,
+    engine_memory,
+    flops_per_token,
+    kv_per_sequence_gib,
+    micro_batch_tokens,
+    predicted_mfu,
+)
 
 PHASES = ("generate", "log_prob", "update", "other")
 GIB = 1024**3
@@ -361,7 +369,7 @@ def megatron_micro_batches(
     typical = replace(
         knobs, prompt_length=round(lengths.prompt_tokens), response_length=max(1, round(lengths.response_tokens))
     )
-    budget = dynamic_budget if knobs.dynamic_bsz else (micro_batch or 1) * typical.sequence
+    budget = micro_batch_tokens(knobs.dynamic_bsz, dynamic_budget, micro_batch, typical.sequence)
     pack = packing(typical, layout, budget, sequences)
     return pack.tokens, pack.micro_batches
 

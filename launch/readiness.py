@@ -1,4 +1,4 @@
-"""What would fail in the queue, found on the login node: the model, the data and the time.
+"""What would fail in the queue, found on the login node: the model, the data, the files and the time.
 
 Runs on: the login node (or the machine of a cluster=local run), between composing and submitting. It owns
 - the model: what actor_rollout_ref.model.path names (launch/facts.py reads it: a local config.json, the HF cache,
@@ -7,6 +7,7 @@ Runs on: the login node (or the machine of a cluster=local run), between composi
 - the data: data.train_files / val_files exist and are parquet with verl's columns, enough rows for one batch, every
   data_source a domain rlaunch scores (unless the run brings its own reward function); read from parquet metadata and
   the one column needed (pyarrow), so GURU's 92k rows take well under a second;
+- the files verl opens by path in the job: the reward function, the rollout's tool and agent-loop configs;
 - the time: steps from the rows and the batch, a step time from the preflight's throughput, the first checkpoint
   within one attempt (a requeued job without a checkpoint starts over);
 - two repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
@@ -30,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from launch import snapshot
 from launch.errors import UserError
 from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path
 from launch.lengths import PromptStats, measure_prompt_lengths
 from launch.memory import trains_critic
 from launch.overrides import as_written
-from launch.ranges import check_ranges
+from launch.ranges import check_ranges, select
 from launch.rundir import DataRead, PredictedTime, Readiness, ReadinessProblem
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
 
@@ -532,6 +534,54 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
     )
 
 
+# --- files verl opens in the job ------------------------------------------------------------------------------------
+
+# Files verl's rollout workers open when the agent loop starts, after the job got its nodes and loaded the model. verl
+# 0.9.1 (utils/import_utils.py resolve_config_path) takes an absolute path as it is and a relative one against the
+# worker's working directory, then verl's project root (an editable install) and verl's package.
+ROLLOUT_FILES = (
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    "actor_rollout_ref.rollout.multi_turn.function_tool_path",
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+)
+
+
+def reward_file_problem(verl: dict[str, Any]) -> str | None:
+    """verl imports the reward file when its trainer starts."""
+    path = select(verl, "reward.custom_reward_function.path")
+    if path and not Path(str(path)).is_file():
+        return f"reward.custom_reward_function.path '{path}' does not exist: point it at a Python file"
+    return None
+
+
+def rollout_file_problem(verl: dict[str, Any], key: str) -> str | None:
+    """A rollout file that is not there fails the job at its first rollout. A relative path found only from where
+    rlaunch was started would not be found by the job either, whose verl runs in the run directory."""
+    path = select(verl, key)
+    if not path:
+        return None
+    written = Path(str(path))
+    if written.is_absolute():
+        return None if written.is_file() else f"{key} '{path}' does not exist: verl's rollout workers open it at start"
+    package = verl_package_dir()
+    if any((root / written).is_file() for root in (package.parent, package)):
+        return None  # one of verl's own files, found as verl finds it
+    if written.is_file():
+        return (
+            f"{key}={path} is relative to where rlaunch was started, but verl opens it from the job's run directory, "
+            f"then verl's own package: write {key}={written.resolve()}"
+        )
+    return f"{key} '{path}' does not exist (not here, nor in verl's package {package}): verl's rollout workers open it"
+
+
+def judge_files(plan: Plan, findings: Findings) -> None:
+    """The files the job's verl opens by path. Before a submission writes the code snapshot, a path into it is read
+    at the checkout file it will copy (an untracked reward file keeps its snapshot path: missing, as in the job)."""
+    verl = snapshot.at_checkout(plan.verl, plan.code_dir) if plan.code_dir else plan.verl
+    problems = [reward_file_problem(verl), *(rollout_file_problem(verl, key) for key in ROLLOUT_FILES)]
+    findings.problems += [("files", problem) for problem in problems if problem is not None]
+
+
 # --- verdict -------------------------------------------------------------------------------------------------------
 
 
@@ -545,6 +595,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     findings = Findings(notes=list(report.notes))
     judge_model(cfg, plan, facts, findings)
     judge_data(cfg, report, findings, as_written(plan.overrides))
+    judge_files(plan, findings)
     predicted = predict_time(cfg, plan, report.rows("data.train_files"))
     judge_time(cfg, predicted, findings)
     off = skipped(cfg)

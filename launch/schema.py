@@ -29,7 +29,7 @@ PreflightPolicy = Literal["fail", "fix", "tune", "warn", "off"]
 WandbMode = Literal["auto", "online", "offline", "disabled"]
 JobSoftwareSwitch = Literal["auto", "true", "false"]
 ContainerRuntime = Literal["pyxis", "apptainer"]
-ReadinessCheck = Literal["model", "hub_cache", "data", "data_sources", "time"]
+ReadinessCheck = Literal["model", "hub_cache", "data", "data_sources", "files", "time"]
 CalibrationSwitch = Literal["auto", "off"]
 
 

@@ -28,7 +28,7 @@ from launch.overrides import holds_interpolation
 from launch.ranges import select
 from launch.readiness import executes
 from launch.rundir import Plan, Resources
-from launch.schema import LaunchSettings, choices_of, verl_package_dir
+from launch.schema import LaunchSettings, choices_of
 from launch.verl_diff import leaves
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
@@ -165,48 +165,6 @@ def check_fork_keys(verl: dict[str, Any]) -> None:
     for (key, value), (fork, instead) in FORK_VALUES.items():
         if select(verl, key) == value:
             raise UserError(f"{key}={value} is {fork}'s, not verl 0.9.1's: {instead}")
-
-
-def check_reward_function(verl: ConfigView) -> None:
-    path = verl.reward.custom_reward_function.path
-    if path and not Path(path).is_file():
-        raise UserError(f"reward.custom_reward_function.path '{path}' does not exist: point it at a Python file")
-
-
-# Files verl's rollout workers open when the agent loop starts, after the job got its nodes and loaded the model. verl
-# 0.9.1 (utils/import_utils.py resolve_config_path) takes an absolute path as it is and a relative one against the
-# worker's working directory, then verl's project root (an editable install) and verl's package.
-ROLLOUT_FILES = (
-    "actor_rollout_ref.rollout.multi_turn.tool_config_path",
-    "actor_rollout_ref.rollout.multi_turn.function_tool_path",
-    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
-)
-
-
-def check_rollout_files(verl: dict[str, Any]) -> None:
-    """A rollout file that is not there fails the job at its first rollout: refused here. A relative path found only
-    from where rlaunch was started would not be found by the job either, whose verl runs in the run directory."""
-    package = verl_package_dir()
-    for key in ROLLOUT_FILES:
-        path = select(verl, key)
-        if not path:
-            continue
-        written = Path(str(path))
-        if written.is_absolute():
-            if not written.is_file():
-                raise UserError(f"{key} '{path}' does not exist: verl's rollout workers open it at start; fix the path")
-            continue
-        if any((root / written).is_file() for root in (package.parent, package)):
-            continue  # one of verl's own files, found as verl finds it
-        if written.is_file():
-            raise UserError(
-                f"{key}={path} is relative to where rlaunch was started, but verl opens it from the job's run "
-                f"directory, then verl's own package: write {key}={written.resolve()}"
-            )
-        raise UserError(
-            f"{key} '{path}' does not exist (not here, nor in verl's package {package}): verl's rollout workers "
-            "open it at start; fix the path"
-        )
 
 
 @cache
@@ -389,8 +347,6 @@ def check_after_gpu_count(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     its symptoms, and validate says the cause instead."""
     verl = ConfigView(plan.verl)
     check_rollout_engine(verl)
-    check_reward_function(verl)
-    check_rollout_files(plan.verl)
     if verl.actor_rollout_ref.actor.get("strategy") == "megatron":
         check_megatron(verl, plan.llm, expert_count(str(verl.actor_rollout_ref.model.path)))
         check_rollout_span(verl)

@@ -199,6 +199,43 @@ def test_own_reward_function_takes_any_data_source_and_remote_files_pass_with_a_
     assert any("hdfs://namenode/guru/test.parquet is remote: not checked" in note for note in plan.readiness.notes)
 
 
+FILE_KEYS = [
+    # verl's agent loop opens them on its rollout workers, after the job got its nodes (verl's multi-turn examples)
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+    "reward.custom_reward_function.path",  # imported when verl's trainer starts
+]
+
+
+@pytest.mark.parametrize("key", FILE_KEYS)
+def test_a_file_verl_opens_in_the_job_is_refused_when_missing_and_the_check_turns_off(tmp_path: Path, key: str):
+    """A path that only the compute nodes see (a node-local scratch) is the user's to vouch for: launch.skip_checks."""
+    overrides = [*tiny_run(tmp_path), f"{key}={tmp_path}/scratch/file.yaml"]
+    with pytest.raises(UserError, match=rf"^{re.escape(key)} '\S+/scratch/file.yaml' does not exist.*check 'files'"):
+        submission(tmp_path, *overrides)
+    assert any(
+        f"{key} '{tmp_path}/scratch/file.yaml' does not exist" in w for w in dry_run(tmp_path, *overrides).warnings
+    )
+    plan = submission(tmp_path, *overrides, "launch.skip_checks=[files]")
+    assert plan.readiness.problems == () and plan.readiness.skipped == ("files",)
+
+
+def test_a_rollout_file_found_only_from_the_launch_directory_is_refused_with_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The job's verl runs in the run directory and looks for a relative file there, then in verl's package: a
+    relative path is refused with the absolute one to write; one of verl's own files passes as verl finds it."""
+    key = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+    overrides = tiny_run(tmp_path)
+    (tmp_path / "tools.yaml").write_text("tools: []\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=rf"write {re.escape(f'{key}={tmp_path}/tools.yaml')} \[check 'files'"):
+        submission(tmp_path, *overrides, f"{key}=tools.yaml")
+    verl_own = "trainer/config/_generated_ppo_trainer.yaml"  # in verl's package, where verl looks last
+    assert submission(tmp_path, *overrides, f"{key}={tmp_path / 'tools.yaml'}").readiness.problems == ()
+    assert submission(tmp_path, *overrides, f"{key}={verl_own}").readiness.problems == ()
+
+
 def test_pcgrad_task_count_comes_from_the_data(tmp_path: Path):
     cfg = compose_config("cluster=local", f"cluster.shared_dir={tmp_path}", "algo=mtl_pcgrad", *tiny_run(tmp_path))
     assert len(cfg.dataset.domains) == 6  # what dataset=guru says

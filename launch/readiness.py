@@ -40,6 +40,7 @@ from launch.overrides import as_written
 from launch.ranges import check_ranges, select
 from launch.rundir import DataRead, PredictedTime, Readiness, ReadinessProblem
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
+from launch.steptime import STARTUP_MIN, steps_within, verl_validations
 
 if TYPE_CHECKING:
     from launch.rundir import Plan
@@ -48,8 +49,6 @@ CHECKS = choices_of(LaunchSettings, "skip_checks")
 DATA_KEYS = ("data.train_files", "data.val_files")
 # verl fetches these itself (hdfs via its copy_to_local); nothing here can look inside them
 REMOTE_PREFIXES = ("hdfs://", "s3://", "gs://", "gcs://", "az://", "abfs://", "http://", "https://")
-# Ray bring-up, model and engine load, and the first validation before step 1: not in the step time
-STARTUP_MIN = 10
 OFFLINE_VALUES = ("1", "true", "yes", "on")
 
 
@@ -442,10 +441,35 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
 # --- time ----------------------------------------------------------------------------------------------------------
 
 
-def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> PredictedTime | None:
+def validation_batches(verl: dict[str, Any], val_rows: int) -> list[int]:
+    """The sequences of each validation batch: rows (data.val_max_samples applied) x val_kwargs.n, in batches of
+    data.val_batch_size (verl's default: the whole set)."""
+    data = verl["data"]
+    limit = int(data.get("val_max_samples") or -1)
+    rows = min(val_rows, limit) if limit > 0 else val_rows
+    n = int((verl["actor_rollout_ref"]["rollout"].get("val_kwargs") or {}).get("n") or 1)
+    batch = int(data.get("val_batch_size") or rows or 1)
+    return [min(batch, rows - start) * n for start in range(0, rows, batch)]
+
+
+def one_validation_s(cfg: DictConfig, plan: Plan, val_rows: int | None) -> float:
+    """Seconds of one validation at the plan's typical lengths (0 without validation files read)."""
+    if not val_rows or plan.time is None:
+        return 0.0
+    from launch.memory import Architecture, Knobs
+    from launch.steptime import Card, validation_s
+
+    arch, knobs, card = Architecture.from_llm(plan.llm), Knobs.from_verl(plan.verl), Card.of(cfg.gpu)
+    return validation_s(arch, knobs, card, plan.time, validation_batches(plan.verl, val_rows))
+
+
+def predict_time(
+    cfg: DictConfig, plan: Plan, train_rows: int | None, val_rows: int | None = None
+) -> PredictedTime | None:
     """Steps from the rows and the batch (verl drops the last incomplete batch), and the wall time at the plan's
     step time (launch/steptime.py: the phases at the typical lengths, calibrated where runs of this shape were
-    measured)."""
+    measured), with verl's validations: those among the steps, and the one before training that every attempt (a
+    resumed one too) runs when trainer.val_before_train is set."""
     if plan.time is None or train_rows is None:
         return None
     verl = plan.verl
@@ -456,43 +480,76 @@ def predict_time(cfg: DictConfig, plan: Plan, train_rows: int | None) -> Predict
     steps_per_epoch = rows // batch
     total = int(trainer.get("total_training_steps") or steps_per_epoch * int(trainer["total_epochs"]))
     step_s = plan.time.step_s
-    attempt_min = max(int(cfg.mode.time_budget_min) - STARTUP_MIN, 1)
-    wall_min = STARTUP_MIN + total * step_s / 60
+    validation = one_validation_s(cfg, plan, val_rows)
+    test_freq = int(trainer.get("test_freq") or -1)
+    validations = verl_validations(total, test_freq) if validation else 0
+    before_training = validation / 60 if validation and trainer.get("val_before_train", True) else 0.0
+    attempt_min = max(int(cfg.mode.time_budget_min - STARTUP_MIN - before_training), 1)
+    train_min = (total * step_s + validations * validation) / 60
     save_freq = int(trainer.get("save_freq") or -1)
+    first_checkpoint = save_freq if 0 < save_freq < total else total
     return PredictedTime(
         rows=rows,
         steps_per_epoch=steps_per_epoch,
         total_steps=total,
         step_s=round(step_s, 1),
         step_source=plan.time.source,
-        wall_min=round(wall_min, 1),
+        wall_min=round(STARTUP_MIN + before_training + train_min, 1),
         time_limit_min=int(cfg.mode.time_budget_min),
-        attempts=max(1, math.ceil(total * step_s / 60 / attempt_min)),
-        first_checkpoint_step=save_freq if 0 < save_freq < total else total,
+        attempts=max(1, math.ceil(train_min / attempt_min)),
+        first_checkpoint_step=first_checkpoint,
         checkpoints=save_freq > 0,
         attempt_min=attempt_min,
+        validation_s=round(validation, 1),
+        validations=validations,
+        validates_before_training=before_training > 0,
+        test_freq=test_freq,
+        first_checkpoint_min=round(
+            (first_checkpoint * step_s + verl_validations(first_checkpoint, test_freq, save_freq <= 0) * validation)
+            / 60,
+            1,
+        ),
     )
+
+
+# The step-time model's accuracy on published runs (bench/step_time.py counts a step within +-35 % as right): a
+# checkpoint planned closer than this to the end of an attempt may not come in time
+STEP_TIME_MARGIN = 0.35
+
+
+def time_spent(predicted: PredictedTime, steps: int, to_the_end: bool) -> str:
+    validations = verl_validations(steps, predicted.test_freq, to_the_end) if predicted.validation_s else 0
+    spent = f"{steps} steps x {predicted.step_s:g} s"
+    return spent + (f" + {validations} validation(s) x {predicted.validation_s:g} s" if validations else "")
 
 
 def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findings) -> None:
     """Only SLURM has a time limit: the run must end within the attempts cluster.max_requeues allows, and the first
-    checkpoint must come within one attempt, or every requeue starts over."""
+    checkpoint must come within one attempt, or every requeue starts over. One that comes within the step-time
+    model's error of the attempt's end is said, not refused."""
     if predicted is None or cfg.cluster.name != "slurm":
         return
     step_s, attempt_min = predicted.step_s, predicted.attempt_min
     judge_attempts(cfg, predicted, findings)
-    first_min = predicted.first_checkpoint_step * step_s / 60
+    first_min = predicted.first_checkpoint_min or predicted.first_checkpoint_step * step_s / 60
+    # the save_freq a fix names: in time with steps as much slower as the model may err, where a step is that short
+    safe = steps_within(attempt_min / (1 + STEP_TIME_MARGIN), step_s, predicted.validation_s, predicted.test_freq)
+    fitting = safe or steps_within(attempt_min, step_s, predicted.validation_s, predicted.test_freq)
+    first = time_spent(predicted, predicted.first_checkpoint_step, not predicted.checkpoints)
+    attempt = f"{cfg.mode.time_budget_min} min budget - {STARTUP_MIN} min start-up"
+    if predicted.validates_before_training:
+        attempt += f" - {predicted.validation_s / 60:.1f} min validation before training"
+    attempt += f" = {attempt_min} min"
     if predicted.attempts > 1 and not predicted.checkpoints:
         findings.problems.append(
             (
                 "time",
                 f"trainer.save_freq={cfg.trainer.save_freq} saves no checkpoint, and the run needs "
                 f"{predicted.attempts} attempts of {attempt_min} min: every requeue would start over; set "
-                f"trainer.save_freq={max(1, int(attempt_min * 60 // step_s))}",
+                f"trainer.save_freq={max(1, fitting)}",
             )
         )
     elif first_min > attempt_min:
-        fitting = int(attempt_min * 60 // step_s)
         fix = (
             f"set trainer.save_freq={fitting}"
             if fitting >= 1
@@ -501,10 +558,17 @@ def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findi
         findings.problems.append(
             (
                 "time",
-                f"the first checkpoint comes after step {predicted.first_checkpoint_step} x {step_s:.0f} s = "
-                f"{first_min:.0f} min, beyond one attempt ({cfg.mode.time_budget_min} min budget - {STARTUP_MIN} min "
-                f"start-up = {attempt_min} min): every requeue would start over; {fix}",
+                f"the first checkpoint comes after {first} = "
+                f"{first_min:.0f} min, beyond one attempt ({attempt}): every requeue would start over; {fix}",
             )
+        )
+    elif first_min * (1 + STEP_TIME_MARGIN) > attempt_min and safe >= 1:
+        what = "the first checkpoint" if predicted.checkpoints else "the run's end (it saves no checkpoint)"
+        findings.notes.append(
+            f"{what} comes after {first} = {first_min:.0f} min of "
+            f"one attempt's {attempt_min} min ({attempt}): steps {100 * (attempt_min / first_min - 1):.0f} % slower "
+            f"than predicted (the model's error on published runs is up to {100 * STEP_TIME_MARGIN:.0f} %) would "
+            f"end the attempt before it, and the requeued one would start over; trainer.save_freq={safe} saves in time"
         )
 
 
@@ -516,9 +580,10 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
     if needed <= allowed:
         return
     step_s, attempt_min, total = predicted.step_s, predicted.attempt_min, predicted.total_steps
-    train_min = total * step_s / 60
-    fitting_steps = int(allowed * attempt_min * 60 // step_s)
-    budget = math.ceil(train_min / allowed) + STARTUP_MIN
+    train_min = (total * step_s + predicted.validations * predicted.validation_s) / 60
+    fitting_steps = steps_within(allowed * attempt_min, step_s, predicted.validation_s, predicted.test_freq, True)
+    before_training = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
+    budget = math.ceil(train_min / allowed + STARTUP_MIN + before_training)
     steps_fix = f"trainer.total_training_steps={fitting_steps}" if fitting_steps >= 1 else ""
     if cfg.trainer.get("total_training_steps") is None and fitting_steps >= predicted.steps_per_epoch >= 1:
         steps_fix = f"trainer.total_epochs={fitting_steps // predicted.steps_per_epoch} or {steps_fix}"
@@ -527,9 +592,9 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
     findings.problems.append(
         (
             "time",
-            f"the run needs {needed} attempts of {attempt_min} min ({total} steps x {step_s:g} s = {train_min:.0f} "
-            f"min) but cluster.max_requeues={cfg.cluster.max_requeues} allows 1 + {allowed - 1}: the job would stop "
-            f"unfinished; choose {', '.join(fixes[:-1])} or {fixes[-1]}",
+            f"the run needs {needed} attempts of {attempt_min} min ({time_spent(predicted, total, True)} = "
+            f"{train_min:.0f} min) but cluster.max_requeues={cfg.cluster.max_requeues} allows 1 + {allowed - 1}: "
+            f"the job would stop unfinished; choose {', '.join(fixes[:-1])} or {fixes[-1]}",
         )
     )
 
@@ -596,7 +661,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     judge_model(cfg, plan, facts, findings)
     judge_data(cfg, report, findings, as_written(plan.overrides))
     judge_files(plan, findings)
-    predicted = predict_time(cfg, plan, report.rows("data.train_files"))
+    predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     judge_time(cfg, predicted, findings)
     off = skipped(cfg)
     active = [(check, problem) for check, problem in findings.problems if check not in off]

@@ -191,10 +191,17 @@ def render_readiness(plan: Plan) -> list[str]:
         lines.append(f"  data          {len(read)}/{len(files)} file(s) read: {rows} rows, {sources} data source(s)")
     time = plan.predicted_time
     if time is not None:
+        validations = time.validations + int(time.validates_before_training)
+        validating = f" + {validations} validation(s) x {time.validation_s:g} s" if validations else ""
+        checkpoint = (
+            f"first checkpoint at step {time.first_checkpoint_step}"
+            if time.checkpoints
+            else f"no checkpoint (trainer.save_freq={plan.verl['trainer'].get('save_freq')})"
+        )
         lines.append(
-            f"  time          {time.total_steps} steps ({time.steps_per_epoch}/epoch) x {time.step_s} s "
-            f"predicted = {time.wall_min} min vs {time.time_limit_min} min limit -> {time.attempts} "
-            f"attempt(s); first checkpoint at step {time.first_checkpoint_step}"
+            f"  time          {time.total_steps} steps ({time.steps_per_epoch}/epoch) x {time.step_s} s{validating} "
+            f"+ start-up predicted = {time.wall_min} min vs {time.time_limit_min} min limit -> {time.attempts} "
+            f"attempt(s); {checkpoint}"
         )
     return lines
 

@@ -88,7 +88,12 @@ class PredictedTime:
     attempts: int  # attempts of attempt_min the run needs
     first_checkpoint_step: int
     checkpoints: bool  # trainer.save_freq saves any
-    attempt_min: int  # one attempt's training minutes: the budget less the start-up
+    attempt_min: int  # one attempt's training minutes: the budget less the start-up and the validation before it
+    validation_s: float = 0.0  # one of verl's validations (0: none, or no validation file read)
+    test_freq: int = -1  # trainer.test_freq: where the validations fall among the steps
+    validations: int = 0  # among the steps (trainer.test_freq)
+    validates_before_training: bool = False  # trainer.val_before_train, in every attempt: attempt_min excludes it
+    first_checkpoint_min: float | None = None  # into an attempt's training minutes (a plan.json before it had none)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -83,6 +83,9 @@ BOOKKEEPING_S = 2.0  # verl's per-step driver work: data loading, metrics, the r
 # Rule-based scorers on the driver: GSM8K's regex and DAPO's string match take well under a millisecond a response,
 # math_verify's parse a few (fitted between them; the logs put all of `other` at 1-6 s for 1-8k responses)
 REWARD_CPU_S_PER_RESPONSE = 0.0005
+# An attempt's minutes before its first step, besides the validation before training: Ray bring-up, model and engine
+# load (assumed)
+STARTUP_MIN = 10
 # verl's single controller moves every phase's batch through its driver as padded tensors: prompts left-padded to
 # data.max_prompt_length, responses right-padded to data.max_response_length (verl's rollout and agent loop pad to
 # them), so the bytes follow the maxima, not the typical lengths. Per padded token: input_ids, attention_mask and
@@ -192,6 +195,38 @@ def generate_s(arch: Architecture, knobs: Knobs, card: Card, sequences: int, len
         "longest_response": round(longest),
     }
     return prefill + bulk + tail, inputs
+
+
+def validation_s(arch: Architecture, knobs: Knobs, card: Card, step: StepTime, batches: list[int]) -> float:
+    """One of verl's validations (trainer.test_freq, val_before_train): each validation batch of `batches`
+    sequences generated in turn (verl 0.9.1's data.val_batch_size defaults to the whole set: one batch), the engines
+    woken and put back to sleep, every response scored; the weights are the step's, nothing is synced. The step's
+    generate phase, where it was calibrated, scales the model's validation by the same ratio."""
+    model_generate, _ = generate_s(arch, knobs, card, int(step.inputs["sequences"]), step.lengths)
+    ratio = step.phases_s["generate"] / model_generate if model_generate > 0 else 1.0
+    generate = sum(generate_s(arch, knobs, card, sequences, step.lengths)[0] for sequences in batches if sequences)
+    return ratio * generate + ENGINE_WAKE_SLEEP_S + sum(batches) * REWARD_CPU_S_PER_RESPONSE
+
+
+def verl_validations(steps: int, test_freq: int, to_the_end: bool = True) -> int:
+    """verl 0.9.1's validations in its fit loop (trainer/ppo/ray_trainer.py): every test_freq-th step and the last,
+    none where test_freq <= 0. `to_the_end`: those of a run of `steps` steps; else those before the checkpoint of
+    step `steps` (saved inside the step, before that step's validation)."""
+    if test_freq <= 0:
+        return 0
+    if not to_the_end:
+        return (steps - 1) // test_freq
+    return steps // test_freq + int(steps % test_freq != 0)
+
+
+def steps_within(minutes: float, step_s: float, validation_s: float, test_freq: int, to_the_end: bool = False) -> int:
+    """The most steps that fit in `minutes` with the validations verl runs among them: up to the last step's
+    checkpoint, or `to_the_end` of a run of that many steps."""
+    steps = int(minutes * 60 // step_s)
+    spent = lambda n: n * step_s + verl_validations(n, test_freq, to_the_end) * validation_s  # noqa: E731
+    while steps > 0 and spent(steps) > minutes * 60:
+        steps -= 1
+    return steps
 
 
 def ridge_scaled(card: Card, tokens: int) -> int:

@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 from test_readiness import dry_run, submission, tiny_run
 
-from launch import ranges
+from launch import ranges, readiness
 from launch.errors import UserError
 
 RUN_PY = str(PROJECT / "launch" / "run.py")
@@ -246,7 +246,9 @@ def test_more_attempts_than_max_requeues_allow_is_refused_with_the_numbers_that_
     overrides = [*slow_run(tmp_path), "trainer.total_epochs=100"]
     time = dry_run(tmp_path, "cluster=slurm", *overrides).predicted_time
     assert time is not None
-    needed, fitting_steps = time.attempts, int(4 * time.attempt_min * 60 // time.step_s)
+    needed = time.attempts
+    fitting_steps = readiness.steps_within(4 * time.attempt_min, time.step_s, time.validation_s, time.test_freq)
+    assert time.validations > 0 and fitting_steps < int(4 * time.attempt_min * 60 // time.step_s), "validations count"
     assert needed > 4 and 10 <= fitting_steps < 1000, time
     with pytest.raises(UserError) as refused:
         submission(tmp_path, *overrides)

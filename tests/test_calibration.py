@@ -21,7 +21,7 @@ from launch.calibration import StoreRecord, append, read_store, store_path
 from launch.render import render
 from launch.run import plan_job, write_run_dir
 from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path, load_plan
-from launch.steptime import PHASES, Lengths
+from launch.steptime import PHASES, Lengths, verl_validations
 
 # a 7B GRPO run on one 8 x A100 80GB node: the shape the store's records share
 SHAPE = (
@@ -85,7 +85,7 @@ def test_default_guru_run_on_a_small_dataset_is_not_refused_for_its_first_checkp
     # the same run with every response at its maximum is still refused: the check itself stands
     worst = [*overrides, "launch.expect.response_tokens=8192", "launch.expect.prompt_tokens=4096"]
     cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *worst)
-    with pytest.raises(Exception, match="first checkpoint comes after step 14"):
+    with pytest.raises(Exception, match="first checkpoint comes after 14 steps x "):
         readiness.refuse([plan_job(cfg, worst, gather=on_partition)])
 
 
@@ -294,13 +294,21 @@ def test_forecast_warns_when_measured_steps_miss_the_first_checkpoint_and_the_re
     )  # the plan holds: it was submitted
     step_s = 120.0  # what the steps really take: 128 x 120 s needs 6 attempts of 50 min, 4 are allowed
     history = {step: {"timing_s/step": step_s, "response_length/mean": 100.0} for step in range(1, 6)}
+    test_freq = int(plan.verl["trainer"]["test_freq"])
+    assert 1 <= test_freq <= 5, test_freq
+    history[test_freq]["timing_s/testing"] = 30.0  # verl times its validations apart from the step
     ahead = forecast(plan, history)
     assert ahead is not None and ahead.measured_step_s == step_s and ahead.step == 5
-    assert ahead.eta_h == pytest.approx(123 * 120 / 3600)
+    validations_left = verl_validations(128, test_freq) - 5 // test_freq
+    assert ahead.eta_h == pytest.approx((123 * 120 + validations_left * 30.0) / 3600)
     assert ahead.attempts_needed == 6 and ahead.attempts_allowed == 4
     text = "\n".join(ahead.lines())
-    assert "first checkpoint (step 50) lands after the time limit (110 of 60 min)" in text
-    assert "cancel and set trainer.save_freq=25" in text
+    # the validations before step 50's checkpoint count (verl saves inside the step, then validates)
+    before = (50 - 1) // test_freq
+    first_min = 10 + (50 * 120 + before * 30) / 60
+    assert f"first checkpoint (step 50) lands after the time limit ({first_min:.0f} of 60 min)" in text
+    fitting = max(n for n in range(1, 26) if n * 120 + (n - 1) // test_freq * 30 <= 50 * 60)
+    assert f"cancel and set trainer.save_freq={fitting}" in text
     assert "needs 6 attempts but cluster.max_requeues=3 allows 4" in text
     assert f"{step_s / plan.time.step_s:.1f}x the plan's" in text
     # a run going as planned has a forecast and no warning

@@ -279,7 +279,14 @@ def test_plan_shows_steps_wall_time_and_attempts(tmp_path: Path):
     assert plan.time is not None and set(plan.time.phases_s) == {"generate", "log_prob", "update", "other"}
     assert time.step_s == plan.time.step_s == pytest.approx(sum(plan.time.phases_s.values()), abs=0.3)
     assert time.attempts == 1 and time.time_limit_min == 60
-    assert f"30 steps (10/epoch) x {time.step_s} s predicted" in render(plan)
+    # quick_test validates every 5 steps and at the last (verl's fit loop), not before training
+    assert (time.validations, time.validates_before_training, time.test_freq) == (6, False, 5) and time.validation_s > 0
+    assert time.wall_min == pytest.approx(
+        readiness.STARTUP_MIN + (30 * time.step_s + 6 * time.validation_s) / 60, abs=0.2
+    )
+    assert f"30 steps (10/epoch) x {time.step_s} s + 6 validation(s) x {time.validation_s:g} s + start-up" in render(
+        plan
+    )
     assert f"= {plan.time.step_s:g} s (model), at " in render(plan)
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))).predicted_time == time  # as plan.json reads back
 
@@ -289,17 +296,45 @@ def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_tha
     overrides = [*tiny_run(tmp_path, per_source=400), "llm=qwen2_5_3b", "data.max_response_length=8192"]
     overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.model.path")]
     overrides += ["trainer.total_training_steps=null", "trainer.total_epochs=2"]
-    # 200 steps of ~9 min need ~36 attempts: requeues enough for them, so that only the checkpoint is wrong
-    overrides += ["cluster.max_requeues=40", "trainer.save_freq=100", "launch.skip_checks=[hub_cache]"]
+    # 200 steps of ~9 min and their validations need ~43 attempts: requeues enough, so that only the checkpoint is wrong
+    overrides += ["cluster.max_requeues=60", "trainer.save_freq=100", "launch.skip_checks=[hub_cache]"]
     overrides.insert(0, "launch.preflight=warn")  # it needs 2 A40s for memory: this test is about its time
     plan = dry_run(tmp_path, *overrides)
     time = plan.predicted_time
     assert time is not None
-    fitting = int(50 * 60 // time.step_s)
-    assert 1 <= fitting < 100, time
-    with pytest.raises(UserError, match=rf"first checkpoint comes after step 100 x .* set trainer.save_freq={fitting}"):
+    # a save_freq whose checkpoint still comes in time with steps as much slower as the step-time model may err
+    fitting = readiness.steps_within(50 / (1 + readiness.STEP_TIME_MARGIN), time.step_s, time.validation_s, 5)
+    assert 1 <= fitting < int(50 * 60 // time.step_s) < 100, time
+    with pytest.raises(
+        UserError, match=rf"first checkpoint comes after 100 steps x .* set trainer.save_freq={fitting}"
+    ):
         submission(tmp_path, *overrides)
     assert submission(tmp_path, *overrides[:-2], f"trainer.save_freq={fitting}", "launch.skip_checks=[hub_cache]")
+
+
+def test_a_checkpoint_within_the_step_time_models_error_of_the_attempts_end_is_said_with_one_that_is_not(
+    tmp_path: Path,
+):
+    """Not refused (it fits as predicted), but a step 10 % slower would lose the attempt: the plan says so, naming
+    the save_freq that still saves in time at the model's error; with it, nothing is said."""
+    overrides = [*tiny_run(tmp_path, per_source=400), "llm=qwen2_5_3b", "data.max_response_length=8192"]
+    overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.model.path")]
+    overrides += ["launch.preflight=warn", "trainer.total_training_steps=null", "launch.skip_checks=[hub_cache]"]
+    time = dry_run(tmp_path, *overrides).predicted_time
+    assert time is not None
+    fits = readiness.steps_within(time.attempt_min, time.step_s, time.validation_s, time.test_freq)
+    safe = readiness.steps_within(time.attempt_min / 1.35, time.step_s, time.validation_s, time.test_freq)
+    assert 1 <= safe < fits, time
+    close = submission(tmp_path, *overrides, "cluster.max_requeues=60", f"trainer.save_freq={fits}")
+    said = [w for w in close.warnings if w.startswith("the first checkpoint comes after")]
+    assert len(said) == 1 and said[0].endswith(f"trainer.save_freq={safe} saves in time"), close.warnings
+    assert f"comes after {fits} steps x {time.step_s:g} s" in said[0] and "up to 35 %" in said[0]
+    clear = submission(tmp_path, *overrides, "cluster.max_requeues=60", f"trainer.save_freq={safe}")
+    assert not [w for w in clear.warnings if "saves in time" in w]
+    # a run without checkpoints that ends as close to its limit: its end is what the requeue would lose
+    steps = readiness.steps_within(time.attempt_min, time.step_s, time.validation_s, time.test_freq, to_the_end=True)
+    ends = submission(tmp_path, *overrides, f"trainer.total_training_steps={steps}", "trainer.save_freq=-1")
+    assert any(w.startswith("the run's end (it saves no checkpoint) comes after") for w in ends.warnings)
 
 
 # --- 4. metrics stay on ----------------------------------------------------------------------------------------------

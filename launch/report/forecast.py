@@ -17,12 +17,12 @@ from typing import Any
 
 from launch.calibration import response_trend
 from launch.rundir import Plan, is_run_dir, load_plan, read_history
+from launch.steptime import STARTUP_MIN, steps_within, verl_validations
 
 RECENT_STEPS = 10  # the measured step time: median of the last steps (step 1 left out: compilation, graph capture)
 SLOWER_THAN_PLANNED = 1.5  # a measured step this much slower than planned is said, even when everything still fits
 CARD_FULL = 0.90  # reserved memory above this share of the card...
 GROWING_PCT_PER_10_STEPS = 5.0  # ...while responses still lengthen this fast: the next long batch may not fit
-STARTUP_MIN = 10  # as readiness plans it: Ray, model and engine load, first validation
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,12 @@ def measured_step_s(history: dict[int, dict[str, Any]]) -> float | None:
     return statistics.median(recent) if recent else None
 
 
+def measured_validation_s(history: dict[int, dict[str, Any]]) -> float | None:
+    """verl times each validation among the steps apart from the step (timing_s/testing, on the steps it ran)."""
+    measured = [float(metrics["timing_s/testing"]) for metrics in history.values() if "timing_s/testing" in metrics]
+    return statistics.median(measured) if measured else None
+
+
 def forecast(plan: Plan, history: dict[int, dict[str, Any]]) -> Forecast | None:
     """None until a step is logged."""
     step_s = measured_step_s(history)
@@ -83,27 +89,33 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]]) -> Forecast | None:
             "are off (calibrate.py on this run corrects the next plan of this shape)"
         )
     eta_h = attempts = first_step = first_min = None
+    validation_s = measured_validation_s(history) or (timing.validation_s if timing is not None else 0.0)
+    test_freq = int(plan.verl["trainer"].get("test_freq") or -1)
     if total:
-        eta_h = max(0, total - step) * step_s / 3600
+        done = step // test_freq if test_freq > 0 else 0  # a step's metrics are logged after its validation
+        remaining = verl_validations(total, test_freq) - done
+        eta_h = (max(0, total - step) * step_s + max(0, remaining) * validation_s) / 3600
     if total and attempt_min:
-        attempts = max(1, math.ceil(total * step_s / 60 / attempt_min))
+        train_min = (total * step_s + verl_validations(total, test_freq) * validation_s) / 60
+        attempts = max(1, math.ceil(train_min / attempt_min))
         save_freq = int(plan.verl["trainer"].get("save_freq") or -1)
         first_step = save_freq if 0 < save_freq < total else total
-        first_min = STARTUP_MIN + first_step * step_s / 60
+        validations = verl_validations(first_step, test_freq, to_the_end=save_freq <= 0)
+        first_min = STARTUP_MIN + (first_step * step_s + validations * validation_s) / 60
         limit = attempt_min + STARTUP_MIN
         if attempts > 1 and first_min > limit:
-            fitting = int(attempt_min * 60 // step_s)
+            fitting = steps_within(attempt_min, step_s, validation_s, test_freq)
             fix = f"set trainer.save_freq={fitting}" if fitting >= 1 else "one step outlasts the attempt"
             warnings.append(
                 f"at {step_s:.0f} s/step the first checkpoint (step {first_step}) lands after the time limit "
                 f"({first_min:.0f} of {limit:.0f} min): every requeue would start over; cancel and {fix}"
             )
         if attempts > allowed:
+            steps = steps_within(allowed * attempt_min, step_s, validation_s, test_freq, to_the_end=True)
             warnings.append(
                 f"at {step_s:.0f} s/step the run needs {attempts} attempts but cluster.max_requeues="
                 f"{allowed - 1} allows {allowed}: it would stop unfinished; cancel and set "
-                f"cluster.max_requeues={attempts - 1} or trainer.total_training_steps="
-                f"{int(allowed * attempt_min * 60 // step_s)}"
+                f"cluster.max_requeues={attempts - 1} or trainer.total_training_steps={steps}"
             )
     warnings += memory_warning(plan, history)
     return Forecast(

@@ -17,7 +17,7 @@ from launch.plan import sync_command
 from launch.rundir import Change, Plan
 from launch.steptime import StepTime
 from launch.verdict import Verdict
-from launch.watchdog import hang_window_s, predicted_step_s
+from launch.watchdog import Validations, predicted_step_s, window_text
 
 SHOWN_VALUE_CHARS = 40  # a value longer than this (a file list, the worker env) is cut in the text; plan.json has it
 
@@ -146,13 +146,13 @@ def render_hang_watch(plan: Plan) -> list[str]:
     settings = plan.cluster_settings
     if not settings.hang_enabled:
         return ["  hang watch    off (launch.hang.enabled=false)"]
-    expected = predicted_step_s(plan)
-    window = hang_window_s(expected, settings.hang_factor, settings.hang_floor_s)
-    step = f"{expected:.0f} s" if expected else "? (no step time)"
+    validations = Validations.of(plan)
+    window = window_text(
+        predicted_step_s(plan), settings.hang_factor, settings.hang_floor_s, validations, validations.predicted_s
+    )
     return [
-        f"  hang watch    no step within max({settings.hang_factor:g} x {step}, {settings.hang_floor_s:.0f} s) = "
-        f"{window:.0f} s: every rank's stack, then the attempt stops; requeued once, only if the stacks show a "
-        "transient cause (launch.hang.factor/floor_s/enabled)"
+        f"  hang watch    {window}: every rank's stack, then the attempt stops; requeued once, only if the stacks "
+        "show a transient cause (launch.hang.factor/floor_s/enabled)"
     ]
 
 

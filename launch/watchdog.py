@@ -42,7 +42,8 @@ DUMP_REQUEST = ".hang_dump-{tag}"  # in the run dir: the head asks every node fo
 NODE_STACKS = "{node}.json"  # in the stacks dir: one node's processes, classified; written last, so it marks "done"
 RAY_STATUS_FILE = "ray_status.txt"
 SUMMARY_FILE = "summary.txt"
-STEP_TIME = "timing_s/step"  # verl's whole-step timer (it includes validation and checkpoint saves)
+STEP_TIME = "timing_s/step"  # verl's step timer: it includes checkpoint saves, not validation
+TEST_TIME = "timing_s/testing"  # verl 0.9.1 times a validation among the steps apart (trainer/ppo/ray_trainer.py)
 PY_SPY_TIMEOUT_S = 30.0
 NODE_ANSWER_TIMEOUT_S = 120.0  # a node whose task does not answer by then is named in the record instead
 RAY_STATUS_TIMEOUT_S = 60.0
@@ -60,14 +61,66 @@ def predicted_step_s(plan: Plan) -> float | None:
 
 
 def expected_step_s(predicted: float | None, measured: list[float]) -> float | None:
-    """Once the run has measured steps, the slowest of them (steps that validate or save a checkpoint are slower, and
-    they recur); before, the plan's prediction."""
+    """Once the run has measured steps, the slowest of them (steps that save a checkpoint are slower, and they
+    recur); before, the plan's prediction."""
     return max(measured) if measured else predicted
 
 
-def hang_window_s(expected: float | None, factor: float, floor_s: float) -> float:
-    """max(K x the expected step time, the floor); the floor alone when nothing predicts a step."""
-    return max(factor * expected, floor_s) if expected else floor_s
+@dataclass(frozen=True)
+class Validations:
+    """When verl validates and how long one takes (the plan's prediction until the run measured one): the metrics
+    record of a step that validates comes that much later, and so does the attempt's first record when verl validates
+    before training."""
+
+    predicted_s: float = 0.0  # 0: nothing predicts one (no validation file was read)
+    test_freq: int = -1
+    total_steps: int | None = None
+    before_training: bool = False
+
+    @classmethod
+    def of(cls, plan: Plan) -> Validations:
+        checked = plan.predicted_time
+        trainer = plan.verl.get("trainer", {})
+        total = checked.total_steps if checked is not None else trainer.get("total_training_steps")
+        return cls(
+            predicted_s=float(getattr(checked, "validation_s", 0.0) or 0.0),
+            test_freq=int(trainer.get("test_freq") or -1),
+            total_steps=int(total) if total else None,
+            before_training=bool(trainer.get("val_before_train", True)),
+        )
+
+    def before_next_record(self, last_step: int | None) -> int:
+        """Validations verl runs before the attempt's next metrics record. At its start: the one before training
+        (logged as a record of its own, at the step it resumed from); after step k: one where step k + 1 validates."""
+        if last_step is None:
+            return 1 if self.before_training else int(self.test_freq == 1)
+        step = last_step + 1
+        return int(self.test_freq > 0 and (step % self.test_freq == 0 or step == self.total_steps))
+
+
+def hang_window_s(expected: float | None, factor: float, floor_s: float, validation_s: float = 0.0) -> float:
+    """max(K x (the expected step time + the validations before the next record), the floor); the floor alone when
+    nothing predicts either."""
+    expected_s = (expected or 0.0) + validation_s
+    return max(factor * expected_s, floor_s) if expected_s else floor_s
+
+
+def window_text(
+    expected: float | None, factor: float, floor_s: float, validations: Validations, validation_s: float
+) -> str:
+    """The window as the plan and the job's log say it."""
+    step = f"{expected:.0f} s" if expected else "? (no step time)"
+    text = (
+        f"no step within max({factor:g} x {step}, {floor_s:.0f} s) = {hang_window_s(expected, factor, floor_s):.0f} s"
+    )
+    when = [f"every {validations.test_freq} steps and the last"] if validations.test_freq > 0 else []
+    when += ["before training"] if validations.before_training else []
+    if validation_s and when:
+        both = f"({expected:.0f} + {validation_s:.0f}) s" if expected else f"{validation_s:.0f} s"
+        longer = hang_window_s(expected, factor, floor_s, validation_s)
+        first = f"where verl validates first ({', '.join(when)})"
+        text += f"; {first}: max({factor:g} x {both}, {floor_s:.0f} s) = {longer:.0f} s"
+    return text
 
 
 def poll_interval_s(floor_s: float) -> float:
@@ -101,8 +154,8 @@ class MetricsTail:
         return list(parse_records(complete.decode(errors="replace").splitlines()))
 
 
-def measured_step_times(records: Iterable[tuple[int, dict[str, Any]]]) -> list[float]:
-    return [float(data[STEP_TIME]) for _, data in records if isinstance(data.get(STEP_TIME), int | float)]
+def measured_times(records: Iterable[tuple[int, dict[str, Any]]], timer: str = STEP_TIME) -> list[float]:
+    return [float(data[timer]) for _, data in records if isinstance(data.get(timer), int | float)]
 
 
 @dataclass
@@ -114,9 +167,11 @@ class Progress:
     predicted_s: float | None
     factor: float
     floor_s: float
+    validations: Validations = field(default_factory=Validations)
     last_progress_at: float = 0.0
     last_step: int | None = None
     measured: list[float] = field(default_factory=list)
+    measured_validations: list[float] = field(default_factory=list)
     observed_intervals: list[float] = field(default_factory=list)  # between records, for loggers without step times
 
     def __post_init__(self) -> None:
@@ -127,7 +182,8 @@ class Progress:
         if not records:
             return
         self.observed_intervals.append(now - self.last_progress_at)
-        self.measured += measured_step_times(records)
+        self.measured += measured_times(records)
+        self.measured_validations += measured_times(records, TEST_TIME)
         self.last_step = records[-1][0]
         self.last_progress_at = now
 
@@ -139,8 +195,14 @@ class Progress:
         return expected_step_s(self.predicted_s, measured)
 
     @property
+    def validation_s(self) -> float:
+        """The validations expected before the next record: the slowest one measured, else the plan's."""
+        one = max(self.measured_validations) if self.measured_validations else self.validations.predicted_s
+        return self.validations.before_next_record(self.last_step) * one
+
+    @property
     def window_s(self) -> float:
-        return hang_window_s(self.expected_s, self.factor, self.floor_s)
+        return hang_window_s(self.expected_s, self.factor, self.floor_s, self.validation_s)
 
     def waited_s(self, now: float) -> float:
         return now - self.last_progress_at
@@ -625,6 +687,8 @@ class HangWatch:
     factor: float
     floor_s: float
     earlier_step_times: list[float] = field(default_factory=list)
+    validations: Validations = field(default_factory=Validations)
+    earlier_validation_times: list[float] = field(default_factory=list)
     ray_marker: str | None = None  # NAME=value in the environment of this run's Ray workers (dump_node)
     # what no stack can come from, said in the record (cluster=ray: the standing cluster's other nodes)
     unreached: str | None = None
@@ -634,8 +698,9 @@ class HangWatch:
     def wait(self, driver: subprocess.Popen) -> int:
         """The driver's exit code; or, when no step comes within the window, HUNG once every stack is recorded
         (the caller stops the driver)."""
-        progress = Progress(self.clock(), self.predicted_s, self.factor, self.floor_s)
+        progress = Progress(self.clock(), self.predicted_s, self.factor, self.floor_s, self.validations)
         progress.measured += self.earlier_step_times
+        progress.measured_validations += self.earlier_validation_times
         tail = MetricsTail(attempt_log_path(self.run_dir, self.attempt))
         poll_s = poll_interval_s(self.floor_s)
         while True:
@@ -679,6 +744,7 @@ class HangWatch:
             "waited_s": round(progress.waited_s(now), 1),
             "window_s": round(progress.window_s, 1),
             "expected_step_s": None if progress.expected_s is None else round(progress.expected_s, 1),
+            "expected_validation_s": round(progress.validation_s, 1),
             "transient": verdict.transient,
             "evidence": verdict.evidence,
             "stacks_dir": relative,
@@ -806,14 +872,13 @@ def watch_for(
         print(f"rlaunch: hang watchdog off: {reason}", flush=True)
         return None
     run_dir = Path(plan.run_dir)
-    earlier = [  # the run's own steps in its earlier attempts
-        time_s
+    earlier_records = [  # the run's own records in its earlier attempts
+        record
         for number in range(1, attempt)
         if attempt_log_path(run_dir, number).exists()
-        for time_s in measured_step_times(
-            parse_records(attempt_log_path(run_dir, number).read_text(errors="replace").splitlines())
-        )
+        for record in parse_records(attempt_log_path(run_dir, number).read_text(errors="replace").splitlines())
     ]
+    earlier = measured_times(earlier_records)
     watch = HangWatch(
         run_dir=run_dir,
         attempt=attempt,
@@ -826,16 +891,17 @@ def watch_for(
         factor=float(settings.hang_factor),
         floor_s=float(settings.hang_floor_s),
         earlier_step_times=earlier,
+        validations=Validations.of(plan),
+        earlier_validation_times=measured_times(earlier_records, TEST_TIME),
         ray_marker=ray_marker,
         unreached=unreached,
     )
     expected = expected_step_s(watch.predicted_s, earlier)
     source = "earlier steps" if earlier else "the plan" if expected else "no prediction"
+    validation_s = max(watch.earlier_validation_times, default=watch.validations.predicted_s)
+    window = window_text(expected, watch.factor, watch.floor_s, watch.validations, validation_s)
     print(
-        f"rlaunch: hang watchdog on: no step within max({watch.factor:g} x "
-        f"{'?' if expected is None else f'{expected:.0f}'} s, {watch.floor_s:.0f} s) = "
-        f"{hang_window_s(expected, watch.factor, watch.floor_s):.0f} s is a hang (step time from {source}; "
-        "measured steps replace it)",
+        f"rlaunch: hang watchdog on: {window} is a hang (step time from {source}; measured steps replace it)",
         flush=True,
     )
     return watch

@@ -18,7 +18,7 @@ from test_job import JOBS, ray_processes_of, sh, submit, wait_for_state
 from launch import watchdog
 from launch.plan import make_plan
 from launch.render import render
-from launch.rundir import HANG_DIR, HANG_FILE, NOT_REQUEUED_FILE, Plan, Readiness, attempt_log_path
+from launch.rundir import HANG_DIR, HANG_FILE, NOT_REQUEUED_FILE, Plan, PredictedTime, Readiness, attempt_log_path
 
 # --- the window ------------------------------------------------------------------------------------------------------
 
@@ -172,6 +172,82 @@ def test_before_the_first_step_the_plans_prediction_or_the_floor_sets_the_window
         assert watch.wait(ScriptedDriver(clock, attempt_log_path(run_dir, 1), [], exits=False)) == watchdog.HUNG  # type: ignore[arg-type]
         assert watch.hang is not None
         assert (watch.hang["last_step"], watch.hang["window_s"]) == (None, window)
+
+
+class ScriptedRecords(ScriptedDriver):
+    """A driver that logs the given records, each (seconds after the one before, step, data), then hangs."""
+
+    def __init__(self, clock: FakeClock, path: Path, records: list[tuple[float, int, dict]]) -> None:
+        super().__init__(clock, path, [seconds for seconds, _, _ in records], exits=False)
+        self.records = [{"step": step, "data": data} for _, step, data in records]
+
+    def wait(self, timeout: float) -> int:
+        self.clock.now += timeout
+        with self.path.open("a") as log:
+            while self.logged < len(self.ends) and self.ends[self.logged][0] <= self.clock.now:
+                log.write(json.dumps(self.records[self.logged]) + "\n")
+                self.logged += 1
+        raise subprocess.TimeoutExpired("driver", timeout)
+
+
+def test_a_long_validation_is_not_a_hang_and_a_validation_that_never_ends_is(tmp_path: Path):
+    """verl 0.9.1 times a validation apart from its step (timing_s/testing) and logs the step after it: the record of
+    a step that validates, and the attempt's first (verl validates before training), may come K x the validation
+    later. Steps of 40 s, validations every 5 steps planned at 200 s; they take 500-600 s."""
+    validations = watchdog.Validations(predicted_s=200.0, test_freq=5, total_steps=20, before_training=True)
+    assert [validations.before_next_record(last) for last in (None, 0, 3, 4, 5, 18, 19)] == [1, 0, 0, 1, 0, 0, 1]
+    assert watchdog.Validations(test_freq=5, before_training=False).before_next_record(None) == 0
+    step = {"timing_s/step": 40.0}
+    records = [(500.0, 0, {"val-core/x": 0.1})]  # the validation before training: 500 s after the driver started
+    records += [(40.0, n, step) for n in (1, 2, 3, 4)]
+    records += [(640.0, 5, {**step, "timing_s/testing": 600.0})]  # 600 s of validation, 3 x the plan's
+    records += [(40.0, n, step) for n in (6, 7, 8, 9)]
+    records += [(3000.0, 10, {**step, "timing_s/testing": 2960.0})]  # within 5 x (40 + 600) = 3200 s
+    clock = FakeClock()
+    watch = scripted_watch(tmp_path, clock, predicted=40.0, factor=5, floor_s=60)
+    watch.validations = validations
+    assert watch.wait(ScriptedRecords(clock, attempt_log_path(tmp_path, 1), records)) == watchdog.HUNG  # type: ignore[arg-type]
+    record = watch.hang
+    # it ran through every validation; the hang is the step after step 10 (no validation), the window 5 x 40 s
+    assert record is not None and (record["last_step"], record["window_s"], record["expected_validation_s"]) == (
+        10,
+        200.0,
+        0.0,
+    )
+    # the same run whose validation at step 5 never ends: caught once 5 x (40 + 200 planned) s have passed
+    clock = FakeClock()
+    (tmp_path / "never").mkdir()
+    watch = scripted_watch(tmp_path / "never", clock, predicted=40.0, factor=5, floor_s=60)
+    watch.validations = validations
+    driver = ScriptedRecords(clock, attempt_log_path(tmp_path / "never", 1), records[:5])
+    assert watch.wait(driver) == watchdog.HUNG  # type: ignore[arg-type]
+    assert watch.hang is not None and (watch.hang["last_step"], watch.hang["window_s"]) == (4, 1200.0)
+    assert watch.hang["expected_validation_s"] == 200.0
+
+
+def test_the_plan_says_the_longer_window_where_verl_validates_first(tmp_path: Path):
+    overrides = ["cluster=local", f"cluster.shared_dir={tmp_path}", "gpu=a40", "mode=quick_test"]
+    plan = make_plan(compose_config(*overrides), cpu_facts(), overrides, tmp_path, "python")
+    assert plan.time is not None
+    step = plan.time.step_s
+    checked = PredictedTime(
+        rows=100,
+        steps_per_epoch=10,
+        total_steps=10,
+        step_s=step,
+        wall_min=30.0,
+        time_limit_min=60,
+        attempts=1,
+        first_checkpoint_step=5,
+        checkpoints=True,
+        attempt_min=50,
+        validation_s=300.0,  # readiness's, from the validation files it read
+    )
+    plan = dataclasses.replace(plan, readiness=Readiness(time=checked))
+    longer = watchdog.hang_window_s(step, 5.0, 1800.0, 300.0)
+    assert longer == max(5 * (step + 300.0), 1800.0)
+    said = f"; where verl validates first (every 5 steps and the last): max(5 x ({step:.0f} + 300) s, 1800 s) = "
+    assert said + f"{longer:.0f} s: every rank's stack" in render(plan)
 
 
 # --- what stacks say -------------------------------------------------------------------------------------------------

@@ -213,7 +213,7 @@ class LaunchSettings:
     # the run directory (synced later with the command the plan prints); online | offline | disabled force it
     wandb_mode: str = choice("auto", WandbMode)
     # readiness checks (launch/readiness.py) to turn off where this machine cannot see the truth, e.g. [data] for
-    # files only the compute nodes see: model, hub_cache, data, data_sources, time
+    # files only the compute nodes see: model, hub_cache, data, data_sources, files, time
     skip_checks: list[str] = field(default_factory=list, metadata={"choices": ReadinessCheck})
     # configs verl's own checks accepted, by hash (launch/verl_checks.py): a repeated plan skips importing verl;
     # "" asks verl every time

@@ -207,15 +207,17 @@ FILE_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("key", FILE_KEYS)
-def test_a_file_verl_opens_in_the_job_is_refused_when_missing_and_the_check_turns_off(tmp_path: Path, key: str):
+def test_files_verl_opens_in_the_job_are_refused_when_missing_and_the_check_turns_off(tmp_path: Path):
     """A path that only the compute nodes see (a node-local scratch) is the user's to vouch for: launch.skip_checks."""
-    overrides = [*tiny_run(tmp_path), f"{key}={tmp_path}/scratch/file.yaml"]
-    with pytest.raises(UserError, match=rf"^{re.escape(key)} '\S+/scratch/file.yaml' does not exist.*check 'files'"):
+    missing = {key: f"{tmp_path}/scratch/{n}.yaml" for n, key in enumerate(FILE_KEYS)}
+    overrides = [*tiny_run(tmp_path), *(f"{key}={path}" for key, path in missing.items())]
+    with pytest.raises(
+        UserError, match=r"^\S+ '\S+/scratch/\d.yaml' does not exist.* \(and 2 more problem\(s\)\) \[check 'files'"
+    ):
         submission(tmp_path, *overrides)
-    assert any(
-        f"{key} '{tmp_path}/scratch/file.yaml' does not exist" in w for w in dry_run(tmp_path, *overrides).warnings
-    )
+    warnings = dry_run(tmp_path, *overrides).warnings
+    for key, path in missing.items():
+        assert any(w.startswith(f"not ready: {key} '{path}' does not exist") for w in warnings), (key, warnings)
     plan = submission(tmp_path, *overrides, "launch.skip_checks=[files]")
     assert plan.readiness.problems == () and plan.readiness.skipped == ("files",)
 

@@ -601,49 +601,50 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
 
 # --- files verl opens in the job ------------------------------------------------------------------------------------
 
-# Files verl's rollout workers open when the agent loop starts, after the job got its nodes and loaded the model. verl
-# 0.9.1 (utils/import_utils.py resolve_config_path) takes an absolute path as it is and a relative one against the
-# worker's working directory, then verl's project root (an editable install) and verl's package.
+# Python files verl 0.9.1 imports by path (utils/import_utils.py load_module): the reward function when its trainer
+# starts, a dataset class when it builds its data, a reward manager of source importlib. "pkg://a.b" names a module
+# verl imports by name and "file://" is stripped; any other path is opened as written, a relative one from the
+# driver's working directory: the job's run directory.
+MODULE_FILES = ("reward.custom_reward_function.path", "data.custom_cls.path", "reward.reward_manager.module.path")
+# Files verl's rollout workers open when the agent loop (or its router) starts, after the job got its nodes and loaded
+# the model. verl 0.9.1 (utils/import_utils.py resolve_config_path) takes an absolute path as it is and a relative one
+# against the worker's working directory, then verl's project root (an editable install) and verl's package.
 ROLLOUT_FILES = (
     "actor_rollout_ref.rollout.multi_turn.tool_config_path",
     "actor_rollout_ref.rollout.multi_turn.function_tool_path",
     "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+    "actor_rollout_ref.rollout.router_config_path",
 )
 
 
-def reward_file_problem(verl: dict[str, Any]) -> str | None:
-    """verl imports the reward file when its trainer starts."""
-    path = select(verl, "reward.custom_reward_function.path")
-    if path and not Path(str(path)).is_file():
-        return f"reward.custom_reward_function.path '{path}' does not exist: point it at a Python file"
-    return None
-
-
-def rollout_file_problem(verl: dict[str, Any], key: str) -> str | None:
-    """A rollout file that is not there fails the job at its first rollout. A relative path found only from where
-    rlaunch was started would not be found by the job either, whose verl runs in the run directory."""
+def file_problem(verl: dict[str, Any], key: str, verl_roots: tuple[Path, ...] = ()) -> str | None:
+    """A file verl opens in the job that is not there, or that only a relative path from where rlaunch was started
+    finds: the job's verl runs in the run directory. `verl_roots`: where verl looks after its working directory."""
     path = select(verl, key)
-    if not path:
+    if not path or str(path).startswith("pkg://"):
         return None
-    written = Path(str(path))
+    written = Path(str(path).removeprefix("file://"))
     if written.is_absolute():
-        return None if written.is_file() else f"{key} '{path}' does not exist: verl's rollout workers open it at start"
-    package = verl_package_dir()
-    if any((root / written).is_file() for root in (package.parent, package)):
+        return None if written.is_file() else f"{key} '{path}' does not exist: verl opens it in the job; fix the path"
+    if any((root / written).is_file() for root in verl_roots):
         return None  # one of verl's own files, found as verl finds it
     if written.is_file():
+        then = ", then verl's own package" if verl_roots else ""
         return (
-            f"{key}={path} is relative to where rlaunch was started, but verl opens it from the job's run directory, "
-            f"then verl's own package: write {key}={written.resolve()}"
+            f"{key}={path} is relative to where rlaunch was started, but verl opens it from the job's run directory"
+            f"{then}: write {key}={written.resolve()}"
         )
-    return f"{key} '{path}' does not exist (not here, nor in verl's package {package}): verl's rollout workers open it"
+    where = f"not here, nor in verl's package {verl_roots[-1]}" if verl_roots else "not here"
+    return f"{key} '{path}' does not exist ({where}): verl opens it in the job; fix the path"
 
 
 def judge_files(plan: Plan, findings: Findings) -> None:
     """The files the job's verl opens by path. Before a submission writes the code snapshot, a path into it is read
     at the checkout file it will copy (an untracked reward file keeps its snapshot path: missing, as in the job)."""
     verl = snapshot.at_checkout(plan.verl, plan.code_dir) if plan.code_dir else plan.verl
-    problems = [reward_file_problem(verl), *(rollout_file_problem(verl, key) for key in ROLLOUT_FILES)]
+    package = verl_package_dir()
+    problems = [file_problem(verl, key) for key in MODULE_FILES]
+    problems += [file_problem(verl, key, (package.parent, package)) for key in ROLLOUT_FILES]
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
 

@@ -204,6 +204,7 @@ FILE_KEYS = [
     "actor_rollout_ref.rollout.multi_turn.tool_config_path",
     "actor_rollout_ref.rollout.agent.agent_loop_config_path",
     "reward.custom_reward_function.path",  # imported when verl's trainer starts
+    "data.custom_cls.path",  # a dataset class, imported when verl builds its data
 ]
 
 
@@ -212,7 +213,7 @@ def test_files_verl_opens_in_the_job_are_refused_when_missing_and_the_check_turn
     missing = {key: f"{tmp_path}/scratch/{n}.yaml" for n, key in enumerate(FILE_KEYS)}
     overrides = [*tiny_run(tmp_path), *(f"{key}={path}" for key, path in missing.items())]
     with pytest.raises(
-        UserError, match=r"^\S+ '\S+/scratch/\d.yaml' does not exist.* \(and 2 more problem\(s\)\) \[check 'files'"
+        UserError, match=r"^\S+ '\S+/scratch/\d.yaml' does not exist.* \(and 3 more problem\(s\)\) \[check 'files'"
     ):
         submission(tmp_path, *overrides)
     warnings = dry_run(tmp_path, *overrides).warnings
@@ -222,7 +223,7 @@ def test_files_verl_opens_in_the_job_are_refused_when_missing_and_the_check_turn
     assert plan.readiness.problems == () and plan.readiness.skipped == ("files",)
 
 
-def test_a_rollout_file_found_only_from_the_launch_directory_is_refused_with_its_absolute_path(
+def test_a_file_found_only_from_the_launch_directory_is_refused_with_its_absolute_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """The job's verl runs in the run directory and looks for a relative file there, then in verl's package: a
@@ -236,6 +237,13 @@ def test_a_rollout_file_found_only_from_the_launch_directory_is_refused_with_its
     verl_own = "trainer/config/_generated_ppo_trainer.yaml"  # in verl's package, where verl looks last
     assert submission(tmp_path, *overrides, f"{key}={tmp_path / 'tools.yaml'}").readiness.problems == ()
     assert submission(tmp_path, *overrides, f"{key}={verl_own}").readiness.problems == ()
+    # verl imports a reward file from its working directory only (load_module): no package to fall back on
+    (tmp_path / "my_reward.py").write_text("def compute_score(*args, **kwargs):\n    return 0.0\n")
+    reward = "reward.custom_reward_function.path"
+    with pytest.raises(UserError, match=rf"directory: write {re.escape(f'{reward}={tmp_path}/my_reward.py')} \[check"):
+        submission(tmp_path, *overrides, f"{reward}=my_reward.py")
+    for named in (f"file://{tmp_path}/my_reward.py", "pkg://rewards.verl_entry"):  # verl's other two forms
+        assert submission(tmp_path, *overrides, f"{reward}={named}").readiness.problems == (), named
 
 
 def test_pcgrad_task_count_comes_from_the_data(tmp_path: Path):

@@ -601,13 +601,12 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
 
 # --- files verl opens in the job ------------------------------------------------------------------------------------
 
-# Python files verl 0.9.1 imports by path (utils/import_utils.py load_module): the reward function when its trainer
-# starts, a dataset class when it builds its data, a reward manager of source importlib. "pkg://a.b" names a module
-# verl imports by name and "file://" is stripped; any other path is opened as written, a relative one from the
-# driver's working directory: the job's run directory.
+# Python files verl 0.9.1 imports by path (utils/import_utils.py load_module): the reward function, a dataset class, a
+# reward manager of source importlib. "pkg://a.b" names a module verl imports by name and "file://" is stripped; any
+# other path is opened as written.
 MODULE_FILES = ("reward.custom_reward_function.path", "data.custom_cls.path", "reward.reward_manager.module.path")
 # Files verl's rollout workers open when the agent loop (or its router) starts, after the job got its nodes and loaded
-# the model. verl 0.9.1 (utils/import_utils.py resolve_config_path) takes an absolute path as it is and a relative one
+# the model: verl 0.9.1 (utils/import_utils.py resolve_config_path) takes an absolute path as it is and a relative one
 # against the worker's working directory, then verl's project root (an editable install) and verl's package.
 ROLLOUT_FILES = (
     "actor_rollout_ref.rollout.multi_turn.tool_config_path",
@@ -617,34 +616,56 @@ ROLLOUT_FILES = (
 )
 
 
-def file_problem(verl: dict[str, Any], key: str, verl_roots: tuple[Path, ...] = ()) -> str | None:
-    """A file verl opens in the job that is not there, or that only a relative path from where rlaunch was started
-    finds: the job's verl runs in the run directory. `verl_roots`: where verl looks after its working directory."""
+@dataclass(frozen=True)
+class JobDirectory:
+    """Where the job opens a relative path. verl opens these files in Ray workers (its TaskRunner, its agent-loop and
+    reward workers), and verl 0.9.1 asks Ray for no working_dir of its own (trainer/constants_ppo.py), so a worker
+    starts where the node's `ray start` ran: the code snapshot, which the job's first line enters (cluster=ray: the
+    job's working_dir; a container: its workdir), else the directory rlaunch was started from (sbatch's default)."""
+
+    path: str
+    code_dir: str | None  # the snapshot, read at the checkout files it will copy until it is written
+    said: str
+
+    @classmethod
+    def of(cls, plan: Plan) -> JobDirectory:
+        workdir = (plan.container or {}).get("workdir")
+        if workdir and workdir != plan.code_dir:
+            return cls(str(workdir), None, f"the container's workdir {workdir}")
+        if plan.code_dir:
+            return cls(plan.code_dir, plan.code_dir, "the code snapshot (the checkout's tracked files)")
+        return cls(str(Path.cwd()), None, f"{Path.cwd()}, where rlaunch was started")
+
+    def holds(self, relative: Path) -> bool:
+        inside = f"{self.path}/{relative}"
+        return Path(snapshot.at_checkout(inside, self.code_dir) if self.code_dir else inside).is_file()
+
+
+def file_problem(verl: dict[str, Any], key: str, job: JobDirectory, verl_roots: tuple[Path, ...] = ()) -> str | None:
+    """A file verl opens in the job that will not be there. `verl_roots`: where verl looks after the worker's working
+    directory."""
     path = select(verl, key)
     if not path or str(path).startswith("pkg://"):
         return None
     written = Path(str(path).removeprefix("file://"))
     if written.is_absolute():
         return None if written.is_file() else f"{key} '{path}' does not exist: verl opens it in the job; fix the path"
-    if any((root / written).is_file() for root in verl_roots):
-        return None  # one of verl's own files, found as verl finds it
+    if job.holds(written) or any((root / written).is_file() for root in verl_roots):
+        return None
+    where = job.said + (", then verl's own package" if verl_roots else "")
     if written.is_file():
-        then = ", then verl's own package" if verl_roots else ""
-        return (
-            f"{key}={path} is relative to where rlaunch was started, but verl opens it from the job's run directory"
-            f"{then}: write {key}={written.resolve()}"
-        )
-    where = f"not here, nor in verl's package {verl_roots[-1]}" if verl_roots else "not here"
-    return f"{key} '{path}' does not exist ({where}): verl opens it in the job; fix the path"
+        fix = f"write {key}={written.resolve()}"
+        return f"{key}={path} is relative, and verl opens it in the job from {where}, where it is not: {fix}"
+    return f"{key} '{path}' does not exist (verl opens it in the job from {where}): fix the path"
 
 
 def judge_files(plan: Plan, findings: Findings) -> None:
     """The files the job's verl opens by path. Before a submission writes the code snapshot, a path into it is read
     at the checkout file it will copy (an untracked reward file keeps its snapshot path: missing, as in the job)."""
     verl = snapshot.at_checkout(plan.verl, plan.code_dir) if plan.code_dir else plan.verl
-    package = verl_package_dir()
-    problems = [file_problem(verl, key) for key in MODULE_FILES]
-    problems += [file_problem(verl, key, (package.parent, package)) for key in ROLLOUT_FILES]
+    job, package = JobDirectory.of(plan), verl_package_dir()
+    problems = [file_problem(verl, key, job) for key in MODULE_FILES]
+    problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
 

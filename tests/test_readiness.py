@@ -54,10 +54,16 @@ def on_partition(model_path: str, cluster: str, partition: object, hub_cache: st
     return replace(gather_facts(str(model_path), "local", None, str(hub_cache)), partition=DEBUG_PARTITION)
 
 
-def submission(tmp_path: Path, *overrides: str):
+def with_snapshot(model_path: str, cluster: str, partition: object, hub_cache: str, **_: object) -> object:
+    """on_partition, with the checkout read for the code snapshot the job will run in (cluster.snapshot=true)."""
+    facts = gather_facts(str(model_path), "local", None, str(hub_cache), snapshot=True)
+    return replace(facts, partition=DEBUG_PARTITION)
+
+
+def submission(tmp_path: Path, *overrides: str, gather=on_partition):
     """plan_job for `cluster=slurm` (no dry run): what `python launch/run.py cluster=slurm ...` does before sbatch."""
     cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *overrides)
-    plan = plan_job(cfg, list(overrides), gather=on_partition)
+    plan = plan_job(cfg, list(overrides), gather=gather)
     assert readiness.executes(cfg, plan)
     readiness.refuse([plan])  # as launch/run.py::dispatch does before it writes or submits anything
     return plan
@@ -223,27 +229,36 @@ def test_files_verl_opens_in_the_job_are_refused_when_missing_and_the_check_turn
     assert plan.readiness.problems == () and plan.readiness.skipped == ("files",)
 
 
-def test_a_file_found_only_from_the_launch_directory_is_refused_with_its_absolute_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    """The job's verl runs in the run directory and looks for a relative file there, then in verl's package: a
-    relative path is refused with the absolute one to write; one of verl's own files passes as verl finds it."""
-    key = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+def test_a_relative_file_is_checked_where_the_jobs_ray_workers_open_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """verl opens these files in Ray workers, which start where the node's `ray start` ran: on SLURM the code snapshot
+    (the job's first line enters it), so a relative path is read against the checkout's tracked files, not against
+    where rlaunch was started; a cluster=local run starts Ray here. verl's rollout files also fall back on verl's
+    package; its Python files have no fallback."""
+    key, reward = "actor_rollout_ref.rollout.multi_turn.tool_config_path", "reward.custom_reward_function.path"
     overrides = tiny_run(tmp_path)
     (tmp_path / "tools.yaml").write_text("tools: []\n")
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(UserError, match=rf"write {re.escape(f'{key}={tmp_path}/tools.yaml')} \[check 'files'"):
-        submission(tmp_path, *overrides, f"{key}=tools.yaml")
-    verl_own = "trainer/config/_generated_ppo_trainer.yaml"  # in verl's package, where verl looks last
-    assert submission(tmp_path, *overrides, f"{key}={tmp_path / 'tools.yaml'}").readiness.problems == ()
-    assert submission(tmp_path, *overrides, f"{key}={verl_own}").readiness.problems == ()
-    # verl imports a reward file from its working directory only (load_module): no package to fall back on
     (tmp_path / "my_reward.py").write_text("def compute_score(*args, **kwargs):\n    return 0.0\n")
-    reward = "reward.custom_reward_function.path"
-    with pytest.raises(UserError, match=rf"directory: write {re.escape(f'{reward}={tmp_path}/my_reward.py')} \[check"):
-        submission(tmp_path, *overrides, f"{reward}=my_reward.py")
-    for named in (f"file://{tmp_path}/my_reward.py", "pkg://rewards.verl_entry"):  # verl's other two forms
-        assert submission(tmp_path, *overrides, f"{reward}={named}").readiness.problems == (), named
+    monkeypatch.chdir(tmp_path)
+    for name, file in ((key, "tools.yaml"), (reward, "my_reward.py")):
+        fix = re.escape(f"where it is not: write {name}={tmp_path / file} [check 'files'")
+        with pytest.raises(UserError, match=rf"^{re.escape(name)}={file} is relative, .*the code snapshot.*{fix}"):
+            submission(tmp_path, *overrides, f"{name}={file}", gather=with_snapshot)
+        # without a snapshot the job (sbatch's default working directory) starts where rlaunch did
+        assert submission(tmp_path, *overrides, f"{name}={file}").readiness.problems == ()
+        local = dry_run(tmp_path, *overrides, f"{name}={file}")  # cluster=local: Ray starts where rlaunch did
+        assert local.readiness.problems == (), local.readiness.problems
+    verl_own = "trainer/config/_generated_ppo_trainer.yaml"  # in verl's package, where verl looks last
+    tracked = "rewards/verl_entry.py"  # in the snapshot, wherever rlaunch was started from
+    for fine in (
+        f"{key}={tmp_path / 'tools.yaml'}",
+        f"{key}={verl_own}",
+        f"{reward}={tracked}",
+        f"{reward}=file://{tmp_path}/my_reward.py",  # verl's other two forms
+        f"{reward}=pkg://rewards.verl_entry",
+    ):
+        assert submission(tmp_path, *overrides, fine, gather=with_snapshot).readiness.problems == (), fine
+    with pytest.raises(UserError, match=rf"{re.escape(reward)} 'rewards/nope.py' does not exist \(verl opens it in"):
+        submission(tmp_path, *overrides, f"{reward}=rewards/nope.py", gather=with_snapshot)
 
 
 def test_pcgrad_task_count_comes_from_the_data(tmp_path: Path):

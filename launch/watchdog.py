@@ -43,7 +43,8 @@ NODE_STACKS = "{node}.json"  # in the stacks dir: one node's processes, classifi
 RAY_STATUS_FILE = "ray_status.txt"
 SUMMARY_FILE = "summary.txt"
 STEP_TIME = "timing_s/step"  # verl's step timer: it includes checkpoint saves, not validation
-TEST_TIME = "timing_s/testing"  # verl 0.9.1 times a validation among the steps apart (trainer/ppo/ray_trainer.py)
+# verl 0.9.1 times a validation among the steps apart from the step (trainer/ppo/ray_trainer.py; since verl#3117)
+TEST_TIME = "timing_s/testing"
 PY_SPY_TIMEOUT_S = 30.0
 NODE_ANSWER_TIMEOUT_S = 120.0  # a node whose task does not answer by then is named in the record instead
 RAY_STATUS_TIMEOUT_S = 60.0

@@ -11,8 +11,8 @@ Runs on: the login node (or the machine of a cluster=local run), between composi
 - the time: steps from the rows and the batch, a step time from the preflight's throughput, the first checkpoint
   within one attempt (a requeued job without a checkpoint starts over);
 - two repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
-  files), and glob patterns in the data file lists are resolved to the files they match (GURU copies name files
-  differently).
+  files), and the data file lists name absolute files: glob patterns are resolved to the files they match (GURU
+  copies name files differently), relative paths to the files they name from here.
 Problems refuse a run that executes (a submission or a local run); a dry run shows them as warnings. A check that
 cannot see the truth from here (data only the compute nodes see) is switched off with launch.skip_checks=[name].
 """
@@ -100,21 +100,36 @@ def is_remote(path: str) -> bool:
     return path.startswith(REMOTE_PREFIXES)
 
 
-def resolve_globs(cfg: DictConfig) -> list[str]:
+def local_data_paths(path: str) -> list[str] | None:
+    """The absolute files a local data path names: a glob pattern's sorted matches, a relative path made absolute
+    from here; None where there is nothing to change (remote, absolute, a pattern or file not found here)."""
+    if is_remote(path):
+        return None
+    if glob.has_magic(path):
+        matches = sorted(glob.glob(os.path.expanduser(path)))
+        return [os.path.abspath(match) for match in matches] or None
+    if path.startswith("~") or os.path.isabs(path) or not os.path.isfile(path):
+        return None
+    return [os.path.abspath(path)]
+
+
+def resolve_data_paths(cfg: DictConfig) -> list[str]:
     """Glob patterns in data.train_files / val_files become the sorted files they match, so the plan records the
-    exact list verl reads. A pattern that matches nothing stays as it is (the data check says so)."""
+    exact list verl reads, and a relative path the file it names from here: verl reads the data in its Ray workers,
+    which start in the code snapshot, not where rlaunch was started (docs/facts.md#ray). A pattern or path that names
+    nothing stays as it is (the data check says so)."""
     notes = []
     for key in DATA_KEYS:
         value = OmegaConf.select(cfg, key)
         paths, changed = [], False
         for path in file_list(value):
-            matches = sorted(glob.glob(os.path.expanduser(path))) if glob.has_magic(path) else []
-            if matches and not is_remote(path):
-                paths += matches
+            found = local_data_paths(path)
+            paths += found or [path]
+            if found:
                 changed = True
-                notes.append(f"{key}: {path} -> {len(matches)} file(s)")
-            else:
-                paths.append(path)
+                notes.append(
+                    f"{key}: {path} -> {len(found)} file(s)" if glob.has_magic(path) else f"{key}: {path} -> {found[0]}"
+                )
         if changed:
             with open_dict(cfg):
                 OmegaConf.update(cfg, key, paths, merge=False)
@@ -155,7 +170,7 @@ def prepare(cfg: DictConfig) -> list[str]:
     range table comes first: this is where planning first reads the values."""
     check_ranges(cfg)
     check_skip_names(cfg)
-    return ensure_file_logger(cfg) + critic_from_actor(cfg) + [f"resolved {note}" for note in resolve_globs(cfg)]
+    return ensure_file_logger(cfg) + critic_from_actor(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
 
 
 def check_skip_names(cfg: DictConfig) -> None:

@@ -53,6 +53,8 @@ PLANNER_KEYS = {
     "trainer.experiment_name": "rlaunch: tracking",
     "reward.custom_reward_function.path": "rlaunch: code snapshot",  # the reward file the job imports
     "critic.model.path": "rlaunch: critic from the actor",  # verl's placeholder path replaced (readiness.py)
+    "data.train_files": "rlaunch: data paths",  # globs and relative paths resolved to absolute files (readiness.py)
+    "data.val_files": "rlaunch: data paths",
 }
 CONFIG_YAML = "rlaunch (conf/config.yaml)"
 # conf/backend/<option>.yaml -> the verl config it places at the root (the same names verl's --config-name takes)

@@ -286,6 +286,29 @@ def test_guru_files_are_globbed_and_the_plan_records_the_list(tmp_path: Path):
     assert any("train/*.parquet -> 2 file(s)" in warning for warning in plan.warnings)
 
 
+def test_relative_data_paths_name_the_files_read_here_since_verl_reads_them_in_the_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """verl builds its datasets in its TaskRunner, a Ray worker that starts where `ray start` ran (the code snapshot):
+    a relative path read here would not be found there. It becomes the absolute file, said and listed as a change."""
+    overrides = [o for o in tiny_run(tmp_path) if not o.startswith(("data.train_files", "data.val_files"))]
+    monkeypatch.chdir(tmp_path)
+    overrides += ["data.train_files=data/train.parquet", "data.val_files=[data/val*.parquet]"]
+    plan = submission(tmp_path, *overrides, gather=with_snapshot)
+    assert plan.readiness.problems == ()
+    data = plan.verl["data"]
+    assert (data["train_files"], data["val_files"]) == (
+        [f"{tmp_path}/data/train.parquet"],
+        [f"{tmp_path}/data/val.parquet"],
+    )
+    assert f"resolved data.train_files: data/train.parquet -> {tmp_path}/data/train.parquet" in plan.warnings
+    changes = {change.key: change.by for change in plan.changed_from_verl}
+    assert changes["data.train_files"] == changes["data.val_files"] == "rlaunch: data paths"
+    # a relative path that names nothing here is left as written, for the data check to refuse
+    missing = submission(tmp_path, *overrides[:-2], "data.train_files=nope.parquet", "launch.skip_checks=[data]")
+    assert missing.verl["data"]["train_files"] == "nope.parquet"
+
+
 def test_missing_data_in_a_dry_run_is_a_warning_not_a_refusal(tmp_path: Path):
     plan = dry_run(tmp_path, "dataset.root=/nonexistent")
     assert any("matches no file: point dataset.root (now /nonexistent" in warning for warning in plan.warnings)

@@ -12,7 +12,7 @@ Runs on: the login node (or the machine of a cluster=local run), between composi
   within one attempt (a requeued job without a checkpoint starts over);
 - two repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
   files), and the data file lists name absolute files: glob patterns are resolved to the files they match (GURU
-  copies name files differently), relative paths to the files they name from here.
+  copies name files differently), relative paths (and a relative model path) to the files they name from here.
 Problems refuse a run that executes (a submission or a local run); a dry run shows them as warnings. A check that
 cannot see the truth from here (data only the compute nodes see) is switched off with launch.skip_checks=[name].
 """
@@ -136,6 +136,24 @@ def resolve_data_paths(cfg: DictConfig) -> list[str]:
     return notes
 
 
+# Local paths verl opens in its Ray workers, which start in the code snapshot (docs/facts.md#ray): a relative one
+# names the directory rlaunch read only here
+MODEL_PATH_KEYS = ("actor_rollout_ref.model.path",)
+
+
+def absolute_model_paths(cfg: DictConfig) -> list[str]:
+    """A model path relative to where rlaunch was started becomes the directory rlaunch read its architecture from
+    (launch/facts.py is_local_path): in the job, verl would look for it in the snapshot, then take it for a hub id."""
+    notes = []
+    for key in MODEL_PATH_KEYS:
+        path = OmegaConf.select(cfg, key)
+        if isinstance(path, str) and not path.startswith(("/", "~")) and is_local_path(path):
+            with open_dict(cfg):
+                OmegaConf.update(cfg, key, os.path.abspath(path), merge=False)
+            notes.append(f"resolved {key}: {path} -> {os.path.abspath(path)}")
+    return notes
+
+
 def ensure_file_logger(cfg: DictConfig) -> list[str]:
     """verl's file logger writes the metrics compare and doctor read back; a pasted logger list drops it."""
     loggers = [str(logger) for logger in file_list(cfg.trainer.logger)]
@@ -170,7 +188,8 @@ def prepare(cfg: DictConfig) -> list[str]:
     range table comes first: this is where planning first reads the values."""
     check_ranges(cfg)
     check_skip_names(cfg)
-    return ensure_file_logger(cfg) + critic_from_actor(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
+    absolute = absolute_model_paths(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
+    return absolute + ensure_file_logger(cfg) + critic_from_actor(cfg)
 
 
 def check_skip_names(cfg: DictConfig) -> None:

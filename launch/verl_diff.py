@@ -53,8 +53,10 @@ PLANNER_KEYS = {
     "trainer.experiment_name": "rlaunch: tracking",
     "reward.custom_reward_function.path": "rlaunch: code snapshot",  # the reward file the job imports
     "critic.model.path": "rlaunch: critic from the actor",  # verl's placeholder path replaced (readiness.py)
-    "data.train_files": "rlaunch: data paths",  # globs and relative paths resolved to absolute files (readiness.py)
-    "data.val_files": "rlaunch: data paths",
+    # globs and relative paths resolved to the absolute files rlaunch read (readiness.py): the job reads them elsewhere
+    "data.train_files": "rlaunch: local paths",
+    "data.val_files": "rlaunch: local paths",
+    "actor_rollout_ref.model.path": "rlaunch: local paths",
 }
 CONFIG_YAML = "rlaunch (conf/config.yaml)"
 # conf/backend/<option>.yaml -> the verl config it places at the root (the same names verl's --config-name takes)

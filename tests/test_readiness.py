@@ -286,13 +286,15 @@ def test_guru_files_are_globbed_and_the_plan_records_the_list(tmp_path: Path):
     assert any("train/*.parquet -> 2 file(s)" in warning for warning in plan.warnings)
 
 
-def test_relative_data_paths_name_the_files_read_here_since_verl_reads_them_in_the_snapshot(
+def test_relative_data_and_model_paths_name_what_was_read_here_since_verl_reads_them_in_the_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """verl builds its datasets in its TaskRunner, a Ray worker that starts where `ray start` ran (the code snapshot):
-    a relative path read here would not be found there. It becomes the absolute file, said and listed as a change."""
-    overrides = [o for o in tiny_run(tmp_path) if not o.startswith(("data.train_files", "data.val_files"))]
+    """verl builds its datasets and loads its model in Ray workers, which start where `ray start` ran (the code
+    snapshot): a relative path read here would not be found there. It becomes the absolute path, said and listed."""
+    keys = ("data.train_files", "data.val_files", "actor_rollout_ref.model.path")
+    overrides = [o for o in tiny_run(tmp_path) if not o.startswith(keys)]
     monkeypatch.chdir(tmp_path)
+    overrides += ["actor_rollout_ref.model.path=model"]  # a local directory, as launch/facts.py reads it
     overrides += ["data.train_files=data/train.parquet", "data.val_files=[data/val*.parquet]"]
     plan = submission(tmp_path, *overrides, gather=with_snapshot)
     assert plan.readiness.problems == ()
@@ -302,8 +304,9 @@ def test_relative_data_paths_name_the_files_read_here_since_verl_reads_them_in_t
         [f"{tmp_path}/data/val.parquet"],
     )
     assert f"resolved data.train_files: data/train.parquet -> {tmp_path}/data/train.parquet" in plan.warnings
+    assert plan.verl["actor_rollout_ref"]["model"]["path"] == f"{tmp_path}/model"
     changes = {change.key: change.by for change in plan.changed_from_verl}
-    assert changes["data.train_files"] == changes["data.val_files"] == "rlaunch: data paths"
+    assert {changes[key] for key in keys} == {"rlaunch: local paths"}
     # a relative path that names nothing here is left as written, for the data check to refuse
     missing = submission(tmp_path, *overrides[:-2], "data.train_files=nope.parquet", "launch.skip_checks=[data]")
     assert missing.verl["data"]["train_files"] == "nope.parquet"

@@ -273,10 +273,27 @@ def make_verl_config(resolved: dict[str, Any], run_dir: Path, worker_env: dict[s
     trainer = verl["trainer"]
     if not Path(trainer["default_local_dir"]).is_absolute():
         trainer["default_local_dir"] = str(run_dir / "checkpoints")
+    # what verl's workers write under a relative path would land in the code snapshot, where they start
+    # (docs/facts.md#ray): the run directory instead
+    outputs = [(trainer, "rollout_data_dir"), (trainer, "validation_data_dir")]
+    if (verl.get("global_profiler") or {}).get("tool"):  # each role's profiler copies the global save_path
+        outputs += [(parent, "save_path") for parent in profiler_configs(verl)]
+    for parent, name in outputs:
+        if parent.get(name) and not Path(str(parent[name])).expanduser().is_absolute():
+            parent[name] = str(run_dir / str(parent[name]))
     runtime_env = verl["ray_kwargs"]["ray_init"].setdefault("runtime_env", {}) or {}
     verl["ray_kwargs"]["ray_init"]["runtime_env"] = runtime_env
     runtime_env["env_vars"] = {**worker_env, **(runtime_env.get("env_vars") or {})}
     return verl
+
+
+def profiler_configs(tree: dict[str, Any]) -> list[dict[str, Any]]:
+    """verl's global_profiler and each role's `profiler` section (actor, ref, rollout, critic)."""
+    found = [tree["global_profiler"]] if isinstance(tree.get("global_profiler"), dict) else []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found += [value] if key == "profiler" else profiler_configs(value)
+    return found
 
 
 def make_verl_command(python: str, run_dir: Path) -> list[str]:

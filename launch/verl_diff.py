@@ -47,6 +47,9 @@ LAYER_GROUPS = ("gpu", "mode", "algo", "llm", "dataset", "cluster")
 # Keys of verl's config that the planner itself sets (launch/plan.py, launch/readiness.py), and why.
 PLANNER_KEYS = {
     "trainer.default_local_dir": "rlaunch: run dir",  # checkpoints where every node sees them
+    "trainer.rollout_data_dir": "rlaunch: run dir",  # relative output directories: in the run's, not the snapshot
+    "trainer.validation_data_dir": "rlaunch: run dir",
+    "global_profiler.save_path": "rlaunch: run dir",
     "ray_kwargs.ray_init.runtime_env": "rlaunch: tracking",  # W&B ids and RLAUNCH_* settings for verl's workers
     "trainer.logger": "rlaunch: tracking",  # the file logger that compare and the doctor read
     "trainer.project_name": "rlaunch: tracking",

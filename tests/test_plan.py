@@ -47,6 +47,31 @@ def test_verl_config_is_verl_only_with_absolute_paths(tmp_path):
     assert f"--config-path={plan.run_dir}" in plan.driver_command
 
 
+def test_relative_output_directories_are_the_run_directorys(tmp_path):
+    """verl's workers write rollouts, validation generations and profiles from where they start, the code snapshot
+    (docs/facts.md#ray): a relative directory goes under the run directory, listed as the run dir's change; an
+    absolute one stays; verl's default profile directory moves only when a profiler runs."""
+    outputs = ["trainer.rollout_data_dir=rollouts", f"trainer.validation_data_dir={tmp_path}/val"]
+    profiling = ["global_profiler.tool=torch_memory", "global_profiler.save_path=./mem_snapshots"]
+    plan = plan_for(tmp_path, "algo=verl", *outputs, *profiling)
+    run_dir, trainer = Path(plan.run_dir), plan.verl["trainer"]
+    assert (trainer["rollout_data_dir"], trainer["validation_data_dir"]) == (
+        str(run_dir / "rollouts"),
+        f"{tmp_path}/val",
+    )
+    saved = {
+        plan.verl["global_profiler"]["save_path"],
+        plan.verl["actor_rollout_ref"]["actor"]["profiler"]["save_path"],
+    }
+    assert saved == {str(run_dir / "mem_snapshots")}  # each role's profiler follows the global one
+    changes = {change.key: change.by for change in plan.changed_from_verl}
+    for key in ("trainer.rollout_data_dir", "global_profiler.save_path", "actor_rollout_ref.actor.profiler.save_path"):
+        assert changes[key] == "rlaunch: run dir", key
+    assert "trainer.validation_data_dir" not in changes
+    unprofiled = plan_for(tmp_path, "algo=verl").verl["global_profiler"]["save_path"]
+    assert unprofiled == "outputs/profile"  # verl's default, unused without a tool
+
+
 def test_baseline_sends_no_pcgrad_switch(tmp_path):
     env = plan_for(tmp_path, "algo=guru_baseline").verl["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]
     assert not any(key.startswith("RLAUNCH_PCGRAD") for key in env)

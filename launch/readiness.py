@@ -7,8 +7,9 @@ Runs on: the login node (or the machine of a cluster=local run), between composi
 - the data: data.train_files / val_files exist and are parquet with verl's columns, enough rows for one batch, every
   data_source a domain rlaunch scores (unless the run brings its own reward function); read from parquet metadata and
   the one column needed (pyarrow), so GURU's 92k rows take well under a second;
-- the files verl opens by path in the job: the reward function, the rollout's tool and agent-loop configs;
-- the time: steps from the rows and the batch, a step time from the preflight's throughput, the first checkpoint
+- the files verl opens by path in the job (the reward function, a dataset class, the rollout's tool, agent-loop and
+  router configs), read where the job's Ray workers will open them;
+- the time: steps from the rows and the batch, the plan's step time and verl's validations, the first checkpoint
   within one attempt (a requeued job without a checkpoint starts over);
 - two repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
   files), and the data file lists name absolute files: glob patterns are resolved to the files they match (GURU

@@ -41,7 +41,7 @@ from launch.overrides import as_written
 from launch.ranges import check_ranges, select
 from launch.rundir import DataRead, PredictedTime, Readiness, ReadinessProblem
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
-from launch.steptime import STARTUP_MIN, steps_within, verl_validations
+from launch.steptime import STARTUP_MIN, spent_s, steps_within, verl_validations
 
 if TYPE_CHECKING:
     from launch.rundir import Plan
@@ -520,7 +520,7 @@ def predict_time(
     validations = verl_validations(total, test_freq) if validation else 0
     before_training = validation / 60 if validation and trainer.get("val_before_train", True) else 0.0
     attempt_min = max(int(cfg.mode.time_budget_min - STARTUP_MIN - before_training), 1)
-    train_min = (total * step_s + validations * validation) / 60
+    train_min = spent_s(total, step_s, validation, test_freq) / 60
     save_freq = int(trainer.get("save_freq") or -1)
     first_checkpoint = save_freq if 0 < save_freq < total else total
     return PredictedTime(
@@ -539,11 +539,7 @@ def predict_time(
         validations=validations,
         validates_before_training=before_training > 0,
         test_freq=test_freq,
-        first_checkpoint_min=round(
-            (first_checkpoint * step_s + verl_validations(first_checkpoint, test_freq, save_freq <= 0) * validation)
-            / 60,
-            1,
-        ),
+        first_checkpoint_min=round(spent_s(first_checkpoint, step_s, validation, test_freq, save_freq <= 0) / 60, 1),
     )
 
 
@@ -615,7 +611,7 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
     if needed <= allowed:
         return
     step_s, attempt_min, total = predicted.step_s, predicted.attempt_min, predicted.total_steps
-    train_min = (total * step_s + predicted.validations * predicted.validation_s) / 60
+    train_min = spent_s(total, step_s, predicted.validation_s, predicted.test_freq) / 60
     fitting_steps = steps_within(allowed * attempt_min, step_s, predicted.validation_s, predicted.test_freq, True)
     before_training = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
     budget = math.ceil(train_min / allowed + STARTUP_MIN + before_training)

@@ -219,12 +219,16 @@ def verl_validations(steps: int, test_freq: int, to_the_end: bool = True) -> int
     return steps // test_freq + int(steps % test_freq != 0)
 
 
+def spent_s(steps: int, step_s: float, validation_s: float, test_freq: int, to_the_end: bool = True) -> float:
+    """Seconds of `steps` steps with the validations verl runs among them: `to_the_end` of a run of that many steps,
+    else up to the last step's checkpoint."""
+    return steps * step_s + verl_validations(steps, test_freq, to_the_end) * validation_s
+
+
 def steps_within(minutes: float, step_s: float, validation_s: float, test_freq: int, to_the_end: bool = False) -> int:
-    """The most steps that fit in `minutes` with the validations verl runs among them: up to the last step's
-    checkpoint, or `to_the_end` of a run of that many steps."""
+    """The most steps that fit in `minutes` (spent_s's)."""
     steps = int(minutes * 60 // step_s)
-    spent = lambda n: n * step_s + verl_validations(n, test_freq, to_the_end) * validation_s  # noqa: E731
-    while steps > 0 and spent(steps) > minutes * 60:
+    while steps > 0 and spent_s(steps, step_s, validation_s, test_freq, to_the_end) > minutes * 60:
         steps -= 1
     return steps
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from launch.calibration import response_trend
 from launch.rundir import Plan, is_run_dir, load_plan, read_history
-from launch.steptime import STARTUP_MIN, steps_within, verl_validations
+from launch.steptime import STARTUP_MIN, spent_s, steps_within, verl_validations
 
 RECENT_STEPS = 10  # the measured step time: median of the last steps (step 1 left out: compilation, graph capture)
 SLOWER_THAN_PLANNED = 1.5  # a measured step this much slower than planned is said, even when everything still fits
@@ -96,12 +96,11 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]]) -> Forecast | None:
         remaining = verl_validations(total, test_freq) - done
         eta_h = (max(0, total - step) * step_s + max(0, remaining) * validation_s) / 3600
     if total and attempt_min:
-        train_min = (total * step_s + verl_validations(total, test_freq) * validation_s) / 60
+        train_min = spent_s(total, step_s, validation_s, test_freq) / 60
         attempts = max(1, math.ceil(train_min / attempt_min))
         save_freq = int(plan.verl["trainer"].get("save_freq") or -1)
         first_step = save_freq if 0 < save_freq < total else total
-        validations = verl_validations(first_step, test_freq, to_the_end=save_freq <= 0)
-        first_min = STARTUP_MIN + (first_step * step_s + validations * validation_s) / 60
+        first_min = STARTUP_MIN + spent_s(first_step, step_s, validation_s, test_freq, save_freq <= 0) / 60
         limit = attempt_min + STARTUP_MIN
         if attempts > 1 and first_min > limit:
             fitting = steps_within(attempt_min, step_s, validation_s, test_freq)

@@ -100,6 +100,23 @@ class Facts:
     # where W&B credentials were found when planning ("WANDB_API_KEY", "~/.netrc"), "" for none: never the key
     wandb_credentials: str = ""
     code: CodeSnapshot | None = None  # the checkout's code as read for a snapshot (cluster.snapshot), else None
+    checkpoint_disk: DiskSpace | None = None  # where verl's checkpoints go, as this machine sees it; None: not asked
+
+
+@dataclass(frozen=True)
+class DiskSpace:
+    """The filesystem of a directory that may not exist yet (its nearest existing parent is asked)."""
+
+    probed: str
+    free_gib: float
+    filesystem: int  # st_dev: directories on one filesystem share its free space
+
+    @classmethod
+    def of(cls, directory: str) -> DiskSpace:
+        path = Path(directory).expanduser().absolute()
+        while not path.is_dir() and path != path.parent:
+            path = path.parent
+        return cls(str(path), round(shutil.disk_usage(path).free / 1024**3, 1), path.stat().st_dev)
 
 
 def is_local_path(path: str) -> bool:
@@ -374,9 +391,11 @@ def gather_facts(
     snapshot: bool = False,
     ray_address: str | None = None,
     ray_token_file: str | None = None,
+    checkpoint_dir: str | None = None,
 ) -> Facts:
     """cluster=slurm asks sinfo about the partition; cluster=ray asks the Ray cluster at ray_address for its nodes.
-    `node_hub_cache`: the HF cache the job's processes read (default: this process's), searched first."""
+    `node_hub_cache`: the HF cache the job's processes read (default: this process's), searched first.
+    `checkpoint_dir`: where verl's checkpoints will go, when the job writes to a filesystem this machine sees."""
     gpus, _, _, _, _, packages = _machine_facts()
     on_slurm = cluster_name == "slurm"
     if on_slurm:
@@ -398,6 +417,7 @@ def gather_facts(
         packages=dict(packages),
         wandb_credentials=wandb_credentials(os.environ),
         code=read_checkout(PROJECT_DIR) if snapshot else None,
+        checkpoint_disk=DiskSpace.of(checkpoint_dir) if checkpoint_dir else None,
     )
 
 

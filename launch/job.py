@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -55,6 +56,27 @@ def checkpointed_step(plan: Plan) -> int:
         return int(latest.read_text().strip())
     except (OSError, ValueError):
         return 0
+
+
+def prune_earlier_attempts(plan: Plan) -> list[str]:
+    """verl's retention (trainer.max_actor_ckpt_to_keep, max_critic_ckpt_to_keep) counts only what its own process
+    saved (utils/checkpoint/checkpoint_manager.py starts an empty list): every requeued attempt would leave its last
+    ones behind for good. Before verl starts, each role's global_step_N older than the latest `keep` up to the one verl
+    resumes from go, as verl itself would have removed them. That one always stays, and a step after it (a save the
+    preemption cut short, which verl writes again) is left to verl."""
+    trainer = plan.verl["trainer"]
+    root, resumed = Path(trainer["default_local_dir"]), checkpointed_step(plan)
+    numbers = (path.name.removeprefix("global_step_") for path in root.glob("global_step_*"))
+    steps = sorted(step for step in (int(number) for number in numbers if number.isdigit()) if step <= resumed)
+    removed = []
+    for role in ("actor", "critic"):
+        keep = int(trainer.get(f"max_{role}_ckpt_to_keep") or 0)
+        for step in steps[:-keep] if keep > 0 and resumed > 0 else []:
+            path = root / f"global_step_{step}" / role
+            if path.is_dir():
+                shutil.rmtree(path)
+                removed.append(f"global_step_{step}/{role}")
+    return removed
 
 
 def record_attempt(plan: Plan, gpus: int) -> dict[str, Any]:
@@ -180,6 +202,11 @@ def run_head(
     token_path = token_path_of(plan)
     record_attempt(plan, topology.gpus)
     attempt = len(attempts(run_dir))
+    pruned = prune_earlier_attempts(plan)
+    if pruned:
+        announce(
+            f"rlaunch: removed earlier attempts' checkpoints beyond trainer.max_*_ckpt_to_keep: {', '.join(pruned)}"
+        )
     provenance_overrides = provenance.record_attempt(run_dir, attempt)
     head = None
     watch = None

@@ -28,6 +28,7 @@ from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS, model_tag
+from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN, StepTime
 from launch.verdict import Verdict
 from launch.verl_diff import algo_suggestion, changed_from_verl, relabel
 
@@ -296,6 +297,23 @@ def profiler_configs(tree: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def checkpoint_cadence(cfg: DictConfig, overrides: list[str], time: StepTime | None) -> tuple[int, str] | None:
+    """mode.checkpoint_every_min as the trainer.save_freq that saves that often at the plan's step time, and the
+    layer's label; None where the mode's (or the user's) save_freq in steps stands. A save_freq in steps saves a 30 s
+    step every ten minutes and a 90 min one every 30 hours, past a day's attempt, whose requeue would start over: a
+    checkpoint never comes later than one attempt allows with the step-time model's margin. The user's own
+    trainer.save_freq wins."""
+    minutes = cfg.mode.get("checkpoint_every_min")
+    if minutes is None or time is None or find(overrides, "trainer.save_freq") is not None:
+        return None
+    every_min = min(float(minutes), (float(cfg.mode.time_budget_min) - STARTUP_MIN) / (1 + STEP_TIME_MARGIN))
+    save_freq = max(1, int(every_min * 60 // time.step_s))
+    return save_freq, (
+        f"mode={cfg.mode.name}: a checkpoint every {every_min:.0f} min (mode.checkpoint_every_min={minutes}) "
+        f"at {time.step_s:.0f} s/step"
+    )
+
+
 def make_verl_command(python: str, run_dir: Path) -> list[str]:
     """verl's own entry point on the dumped config: verl receives exactly the config the plan validated."""
     return hydra_entry_command(python, "verl.trainer.main_ppo", run_dir, VERL_CONFIG_NAME, str(run_dir / "verl_hydra"))
@@ -339,6 +357,20 @@ def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
     return "plan-only", f"cluster=local and no GPU on this machine ({facts.gpus.source}): planning only"
 
 
+def runs_dir_of(cfg: DictConfig, working_dir: Path) -> Path:
+    runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
+    return runs_dir if runs_dir.is_absolute() else working_dir / runs_dir
+
+
+def checkpoint_dir(cfg: DictConfig, working_dir: Path) -> str | None:
+    """Where verl's checkpoints will go (make_verl_config puts a relative trainer.default_local_dir under the run
+    directory), when the job writes where this machine sees: not a Ray cluster's own disks."""
+    if cfg.cluster.name == "ray":
+        return None
+    local_dir = Path(str(cfg.trainer.default_local_dir)).expanduser()
+    return str(local_dir if local_dir.is_absolute() else runs_dir_of(cfg, working_dir))
+
+
 def make_plan(
     cfg: DictConfig,
     facts: Facts,
@@ -356,8 +388,7 @@ def make_plan(
     (launch/calibration.py), both read once by the caller before the preflight."""
     sweep_id = str(cfg.launch.sweep_id)
     run_id = make_run_id(sweep_id, overrides)
-    runs_dir = Path(str(cfg.launch.runs_dir)).expanduser()
-    runs_dir = runs_dir if runs_dir.is_absolute() else working_dir / runs_dir
+    runs_dir = runs_dir_of(cfg, working_dir)
     run_dir = runs_dir / sweep_id / run_id
     llm, warnings = llm_architecture(cfg, facts, overrides)
     if cfg.cluster.name == "ray" and facts.partition is not None and facts.partition.gpus_per_node == 0:
@@ -374,9 +405,15 @@ def make_plan(
         code_dir = str(snapshot.code_dir(runs_dir, facts.code.digest))
         verl = snapshot.relocate(verl, facts.code.source, code_dir)
     container = resolve_container(cfg, str(runs_dir), code_dir)
+    time = planned_forecast(cfg, verl, llm, calibration_records, typical)
+    cadence = checkpoint_cadence(cfg, overrides, time)
+    if cadence is not None:
+        verl["trainer"]["save_freq"] = cadence[0]
     changes = changed_from_verl(cfg, overrides, verl)
     if verdict is not None and verdict.changed:  # the preflight's policy set these, after the layers did
         changes = relabel(changes, list(verdict.changed), f"launch.preflight={cfg.launch.preflight}")
+    if cadence is not None:
+        changes = relabel(changes, ["trainer.save_freq"], cadence[1])
     python = container["python"] if container else python  # the job's driver runs inside the container
     return Plan(
         sweep_id=sweep_id,
@@ -414,5 +451,5 @@ def make_plan(
         container=container,
         changed_from_verl=changes,
         preflight=verdict,
-        time=planned_forecast(cfg, verl, llm, calibration_records, typical),
+        time=time,
     )

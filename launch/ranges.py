@@ -128,6 +128,7 @@ RANGES: dict[str, Range] = {
     "trainer.save_freq": FREQUENCY,
     "trainer.test_freq": FREQUENCY,
     "mode.time_budget_min": Range(0, low_open=True),
+    "mode.checkpoint_every_min": OPTIONAL_SIZE,
     "cluster.max_requeues": NON_NEGATIVE,
     "launch.expect.response_tokens": OPTIONAL_SIZE,
     "launch.expect.prompt_tokens": OPTIONAL_SIZE,

@@ -11,6 +11,8 @@ Runs on: the login node (or the machine of a cluster=local run), between composi
   router configs), read where the job's Ray workers will open them;
 - the time: steps from the rows and the batch, the plan's step time and verl's validations, the first checkpoint
   within one attempt (a requeued job without a checkpoint starts over);
+- the disk: what verl's checkpoints hold at most at once (the saves, max_actor_ckpt_to_keep, an earlier attempt's
+  leftovers) against the free space of trainer.default_local_dir's filesystem, a sweep's runs together;
 - two repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
   files), and the data file lists name absolute files: glob patterns are resolved to the files they match (GURU
   copies name files differently), relative paths (and a relative model path) to the files they name from here.
@@ -36,12 +38,12 @@ from launch import snapshot
 from launch.errors import UserError
 from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path
 from launch.lengths import PromptStats, measure_prompt_lengths
-from launch.memory import trains_critic
+from launch.memory import Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges, select
-from launch.rundir import DataRead, PredictedTime, Readiness, ReadinessProblem
+from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
-from launch.steptime import STARTUP_MIN, spent_s, steps_within, verl_validations
+from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN, Card, spent_s, steps_within, validation_s, verl_validations
 
 if TYPE_CHECKING:
     from launch.rundir import Plan
@@ -491,9 +493,6 @@ def one_validation_s(cfg: DictConfig, plan: Plan, val_rows: int | None) -> float
     """Seconds of one validation at the plan's typical lengths (0 without validation files read)."""
     if not val_rows or plan.time is None:
         return 0.0
-    from launch.memory import Architecture, Knobs
-    from launch.steptime import Card, validation_s
-
     arch, knobs, card = Architecture.from_llm(plan.llm), Knobs.from_verl(plan.verl), Card.of(cfg.gpu)
     return validation_s(arch, knobs, card, plan.time, validation_batches(plan.verl, val_rows))
 
@@ -541,11 +540,6 @@ def predict_time(
         test_freq=test_freq,
         first_checkpoint_min=round(spent_s(first_checkpoint, step_s, validation, test_freq, save_freq <= 0) / 60, 1),
     )
-
-
-# The step-time model's accuracy on published runs (bench/step_time.py counts a step within +-35 % as right): a
-# checkpoint planned closer than this to the end of an attempt may not come in time
-STEP_TIME_MARGIN = 0.35
 
 
 def time_spent(predicted: PredictedTime, steps: int, to_the_end: bool) -> str:
@@ -700,6 +694,142 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
 
+# --- disk ----------------------------------------------------------------------------------------------------------
+
+# verl 0.9.1's checkpoint.save_contents default (actor and critic): each rank's model and optimizer shards, and the
+# scheduler and RNG state ("extra", a few KiB)
+VERL_SAVE_CONTENTS = ("model", "optimizer", "extra")
+GIB = 1024**3
+
+
+def role_checkpoint_bytes(arch: Architecture, section: dict[str, Any], lora_rank: int, dtype_bytes: int) -> float:
+    """One role's save, as verl's FSDP checkpoint manager writes it (utils/checkpoint/fsdp_checkpoint_manager.py):
+    every rank its shard of the model state (parameters in the model dtype FSDP keeps, a LoRA adapter in fp32) and
+    of AdamW's two fp32 moments of what trains; rank 0 alone a bf16 `hf_model` when save_contents lists it."""
+    contents = set((section.get("checkpoint") or {}).get("save_contents") or VERL_SAVE_CONTENTS)
+    trainable = trainable_params(arch, lora_rank)
+    total = 0.0
+    if "model" in contents:
+        total += arch.params * dtype_bytes + (trainable * 4 if lora_rank > 0 else 0)
+    if "optimizer" in contents:
+        total += trainable * 8
+    if "hf_model" in contents:
+        total += arch.params * 2
+    return total
+
+
+def checkpoint_gib(plan: Plan) -> float:
+    """One save of the run, every role that saves (the actor; the critic where verl trains one). Ranks that hold the
+    same shard (HSDP: actor.fsdp_config.fsdp_size below the GPUs) each write their own copy."""
+    arch, knobs = Architecture.from_llm(plan.llm), Knobs.from_verl(plan.verl)
+    copies = max(1, knobs.n_gpus // knobs.shard_group)
+    actor = plan.verl["actor_rollout_ref"]["actor"]
+    saved = copies * role_checkpoint_bytes(arch, actor, knobs.lora_rank, knobs.model_dtype_bytes)
+    if trains_critic(plan.verl):
+        saved += copies * role_checkpoint_bytes(
+            arch, plan.verl["critic"], knobs.critic_lora_rank, knobs.critic_model_dtype_bytes
+        )
+    return round(saved / GIB, 3)
+
+
+def checkpoint_saves(total_steps: int, save_freq: int) -> int:
+    """verl saves every save_freq steps and at the last step (trainer/ppo/ray_trainer.py fit)."""
+    return 0 if save_freq <= 0 else total_steps // save_freq + int(total_steps % save_freq != 0)
+
+
+def checkpoints_kept(saves: int, keep: int | None, attempts: int) -> int:
+    """The most checkpoints on disk at once. verl's retention (max_actor_ckpt_to_keep) counts only what its own process
+    saved: a requeued attempt starts an empty list, so the `keep` an earlier attempt left stay while it saves its own
+    (the job removes older ones before verl starts: launch/job.py prune_earlier_attempts). keep=1 removes the old one
+    only after the new is written; keep>=2 makes room before saving. null keeps every save."""
+    if not keep or keep <= 0 or saves == 0:
+        return saves
+    return min(saves, keep * min(attempts, 2) + int(keep == 1))
+
+
+def fitting_keep(disk: CheckpointDisk, attempts: int) -> int:
+    """The largest max_actor_ckpt_to_keep whose checkpoints fit in the free space (0: not even one)."""
+    keep = 0
+    while keep < disk.saves and disk.free_gib is not None:
+        kept = checkpoints_kept(disk.saves, keep + 1, attempts)
+        if kept * disk.one_gib > disk.free_gib:
+            break
+        keep += 1
+    return keep
+
+
+def measure_disk(plan: Plan, facts: Facts, predicted: PredictedTime | None) -> CheckpointDisk | None:
+    """The checkpoints' footprint against the free space of trainer.default_local_dir's filesystem as planning saw
+    it (facts.checkpoint_disk): a SLURM job writes to the shared filesystem the run directory is on, a local run to
+    this machine's; a Ray cluster's disks are not measured from here."""
+    trainer = plan.verl["trainer"]
+    save_freq = int(trainer.get("save_freq") or -1)
+    if predicted is None or save_freq <= 0:
+        return None
+    saves = checkpoint_saves(predicted.total_steps, save_freq)
+    keep = trainer.get("max_actor_ckpt_to_keep")
+    space = facts.checkpoint_disk
+    return CheckpointDisk(
+        directory=str(trainer["default_local_dir"]),
+        probed=space.probed if space is not None else "",
+        one_gib=checkpoint_gib(plan),
+        saves=saves,
+        kept=checkpoints_kept(saves, int(keep) if keep is not None else None, predicted.attempts),
+        free_gib=space.free_gib if space is not None else None,
+        filesystem=space.filesystem if space is not None else 0,
+    )
+
+
+def disk_fix(disk: CheckpointDisk, attempts: int, free_gib: float, runs: int = 1) -> str:
+    keep = fitting_keep(replace(disk, free_gib=free_gib / runs), attempts)
+    elsewhere = "launch.runs_dir (or trainer.default_local_dir) on a larger filesystem"
+    if keep == 0:
+        least = checkpoints_kept(disk.saves, 1, attempts)
+        return (
+            f"even trainer.max_actor_ckpt_to_keep=1 keeps up to {least} x {disk.one_gib:g} GiB at once (the one "
+            f"resumed from, the latest and the one being written): free space there, or set {elsewhere}"
+        )
+    return (
+        f"set trainer.max_actor_ckpt_to_keep={keep} (verl keeps the latest {keep}; a requeued job resumes from the "
+        f"latest), a larger trainer.save_freq, or {elsewhere}"
+    )
+
+
+def judge_disk(disk: CheckpointDisk | None, attempts: int, findings: Findings) -> None:
+    if disk is None or disk.free_gib is None or disk.needed_gib <= disk.free_gib:
+        return
+    findings.problems.append(
+        (
+            "disk",
+            f"verl's checkpoints would fill {disk.probed}: at most {disk.kept} on disk at once x {disk.one_gib:g} GiB "
+            f"= {disk.needed_gib:g} GiB, and {disk.free_gib:g} GiB are free; {disk_fix(disk, attempts, disk.free_gib)}",
+        )
+    )
+
+
+def sweep_disk_problem(plans: list[Plan]) -> str | None:
+    """The runs of a sweep whose checkpoints share one filesystem share its free space: each may fit alone and all
+    of them not."""
+    by_filesystem: dict[int, list[Plan]] = {}
+    for plan in plans:
+        readiness = plan.readiness
+        if readiness is not None and readiness.disk is not None and readiness.disk.free_gib is not None:
+            by_filesystem.setdefault(readiness.disk.filesystem, []).append(plan)
+    for sharing in by_filesystem.values():
+        disks = [plan.readiness.disk for plan in sharing if plan.readiness and plan.readiness.disk]
+        needed, free = sum(disk.needed_gib for disk in disks), disks[0].free_gib or 0.0
+        if len(disks) < 2 or needed <= free:
+            continue
+        largest = max(sharing, key=lambda plan: plan.readiness.disk.needed_gib if plan.readiness.disk else 0.0)
+        time = largest.predicted_time
+        fix = disk_fix(largest.readiness.disk, time.attempts if time else 1, free, len(disks))
+        return (
+            f"the sweep's {len(disks)} runs' checkpoints would fill {disks[0].probed}: {needed:.1f} GiB at most on "
+            f"disk at once, and {free:g} GiB are free; for {largest.job_name}: {fix}"
+        )
+    return None
+
+
 # --- verdict -------------------------------------------------------------------------------------------------------
 
 
@@ -716,6 +846,8 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     judge_files(plan, findings)
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     judge_time(cfg, predicted, findings)
+    disk = measure_disk(plan, facts, predicted) if "disk" not in skipped(cfg) else None
+    judge_disk(disk, predicted.attempts if predicted is not None else 1, findings)
     off = skipped(cfg)
     active = [(check, problem) for check, problem in findings.problems if check not in off]
     readiness = Readiness(
@@ -725,6 +857,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
         data=tuple(DataRead(file.key, file.path, file.rows, file.sources) for file in report.files),
         time=predicted,
         model_source=plan.llm["source"],
+        disk=disk,
     )
     warnings = [*plan.warnings, *repairs, *(f"not ready: {problem}" for _, problem in active), *findings.notes]
     return replace(plan, readiness=readiness, warnings=warnings)
@@ -741,3 +874,6 @@ def refuse(plans: list[Plan]) -> None:
             raise UserError(
                 f"{first.problem}{more} [check '{first.check}': launch.skip_checks=[{first.check}] turns it off]"
             )
+    problem = sweep_disk_problem(plans)
+    if problem:
+        raise UserError(f"{problem} [check 'disk': launch.skip_checks=[disk] turns it off]")

@@ -203,6 +203,16 @@ def render_readiness(plan: Plan) -> list[str]:
             f"+ start-up predicted = {time.wall_min} min vs {time.time_limit_min} min limit -> {time.attempts} "
             f"attempt(s); {checkpoint}"
         )
+    disk = plan.readiness.disk
+    if disk is not None:
+        keep = plan.verl["trainer"].get("max_actor_ckpt_to_keep")
+        retention = f"trainer.max_actor_ckpt_to_keep={keep}" if keep else "max_actor_ckpt_to_keep=null keeps every one"
+        measured = disk.free_gib is not None
+        free = f"{disk.free_gib:g} GiB free at {disk.probed}" if measured else "free space not measured"
+        lines.append(
+            f"  disk          checkpoints {disk.one_gib:g} GiB each, {disk.saves} save(s), at most {disk.kept} on disk "
+            f"({retention}) = {disk.needed_gib:g} GiB vs {free}"
+        )
     return lines
 
 

@@ -29,7 +29,7 @@ from launch.cores import in_order
 from launch.facts import Facts, gather_facts
 from launch.lengths import TypicalLengths
 from launch.manifest import Manifest
-from launch.plan import make_plan
+from launch.plan import checkpoint_dir, make_plan
 from launch.rejected import discard_rejected_invocation
 from launch.render import render
 from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME, Plan, save_plan
@@ -67,8 +67,8 @@ def plan_job(
     resolve: Resolve = full_resolution,
 ) -> Plan:
     """repairs + data -> facts -> preflight (whose policy may change knobs, in cfg, before anything is planned) ->
-    plan, made once -> validate -> readiness (model, data, time: refused in dispatch when the run executes).
-    `resolve`: how the job's config becomes plain data (a sweep's composer lends its quicker one,
+    plan, made once -> validate -> readiness (model, data, files, time, disk: refused in dispatch when the run
+    executes). `resolve`: how the job's config becomes plain data (a sweep's composer lends its quicker one,
     launch/compose_once.py). cfg is not changed once the plan is made."""
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
@@ -81,6 +81,7 @@ def plan_job(
         snapshot=bool(cfg.cluster.get("snapshot")),
         ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
         ray_token_file=cfg.cluster.get("ray_auth_token_file"),
+        checkpoint_dir=checkpoint_dir(cfg, Path.cwd()),
     )
     records = calibration.records_for(cfg)
     typical = calibration.typical_for(cfg, records, readiness.measure_prompts(cfg, data))
@@ -169,6 +170,9 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
             if script is not None and script not in shown:
                 shown.add(script)
                 print(f"\n# sbatch script (not submitted: dry run)\n{script}", flush=True)
+        shared_disk = readiness.sweep_disk_problem(plans)
+        if shared_disk:
+            print(f"WARNING       not ready: {shared_disk}", flush=True)
         return
     if plans[0].cluster == "slurm":
         submit_sweep(plans, int(cfg.cluster.max_requeues))

@@ -122,6 +122,24 @@ class DataRead:
 
 
 @dataclass(frozen=True)
+class CheckpointDisk:
+    """Readiness's disk check (launch/readiness.py judge_disk): what verl's checkpoints of this run hold at most on
+    the filesystem of trainer.default_local_dir, against its free space when planned."""
+
+    directory: str  # trainer.default_local_dir
+    probed: str  # its nearest existing directory, whose filesystem was asked
+    one_gib: float  # one save: every role's model, optimizer and hf_model shards as save_contents lists them
+    saves: int  # checkpoints the run writes (every save_freq steps and the last)
+    kept: int  # the most on disk at once (max_actor_ckpt_to_keep, earlier attempts' kept ones, the one being saved)
+    free_gib: float | None  # None: not measured (the job's filesystem is not this machine's)
+    filesystem: int = 0  # st_dev of `probed`: the runs of a sweep on one filesystem share its free space
+
+    @property
+    def needed_gib(self) -> float:
+        return round(self.one_gib * self.kept, 3)
+
+
+@dataclass(frozen=True)
 class Readiness:
     """What readiness (launch/readiness.py judge) found for one job: the problems that refuse it when it executes, the
     checks turned off, notes, the data files read, the time check and where the model's architecture came from."""
@@ -132,6 +150,7 @@ class Readiness:
     data: tuple[DataRead, ...] = ()
     time: PredictedTime | None = None
     model_source: str = ""
+    disk: CheckpointDisk | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +160,7 @@ class Readiness:
             "data": [{**asdict(file), "data_sources": list(file.data_sources)} for file in self.data],
             "time": self.time.to_dict() if self.time is not None else None,
             "model_source": self.model_source,
+            "disk": asdict(self.disk) if self.disk is not None else None,
         }
 
     @classmethod
@@ -155,6 +175,7 @@ class Readiness:
             ),
             time=PredictedTime.from_dict(data["time"]) if data.get("time") else None,
             model_source=str(data.get("model_source") or ""),
+            disk=CheckpointDisk(**known_fields(CheckpointDisk, data["disk"])) if data.get("disk") else None,
         )
 
 

@@ -29,7 +29,7 @@ PreflightPolicy = Literal["fail", "fix", "tune", "warn", "off"]
 WandbMode = Literal["auto", "online", "offline", "disabled"]
 JobSoftwareSwitch = Literal["auto", "true", "false"]
 ContainerRuntime = Literal["pyxis", "apptainer"]
-ReadinessCheck = Literal["model", "hub_cache", "data", "data_sources", "files", "time"]
+ReadinessCheck = Literal["model", "hub_cache", "data", "data_sources", "files", "time", "disk"]
 CalibrationSwitch = Literal["auto", "off"]
 
 
@@ -105,6 +105,9 @@ class ModeSettings:
 
     name: str = MISSING
     time_budget_min: int = MISSING  # wall-time budget of one job; SLURM --time = this + cluster.time_margin_min
+    # checkpoint cadence in wall minutes: the plan turns it into trainer.save_freq at its step time (launch/plan.py
+    # checkpoint_cadence); null keeps trainer.save_freq in steps as the mode's yaml (or the user) sets it
+    checkpoint_every_min: int | None = None
 
 
 @dataclass(kw_only=True)
@@ -213,7 +216,7 @@ class LaunchSettings:
     # the run directory (synced later with the command the plan prints); online | offline | disabled force it
     wandb_mode: str = choice("auto", WandbMode)
     # readiness checks (launch/readiness.py) to turn off where this machine cannot see the truth, e.g. [data] for
-    # files only the compute nodes see: model, hub_cache, data, data_sources, files, time
+    # files only the compute nodes see: model, hub_cache, data, data_sources, files, time, disk
     skip_checks: list[str] = field(default_factory=list, metadata={"choices": ReadinessCheck})
     # configs verl's own checks accepted, by hash (launch/verl_checks.py): a repeated plan skips importing verl;
     # "" asks verl every time

@@ -86,6 +86,9 @@ REWARD_CPU_S_PER_RESPONSE = 0.0005
 # An attempt's minutes before its first step, besides the validation before training: Ray bring-up, model and engine
 # load (assumed)
 STARTUP_MIN = 10
+# The step-time model's accuracy on published runs (bench/step_time.py counts a step within +-35 % as right): a
+# checkpoint planned closer than this to the end of an attempt may not come in time
+STEP_TIME_MARGIN = 0.35
 # verl's single controller moves every phase's batch through its driver as padded tensors: prompts left-padded to
 # data.max_prompt_length, responses right-padded to data.max_response_length (verl's rollout and agent loop pad to
 # them), so the bytes follow the maxima, not the typical lengths. Per padded token: input_ids, attention_mask and

@@ -110,6 +110,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.test_freq=-5",), "treats every value <= 0 as never"),
     (("mode.time_budget_min=-5",), "must be an integer > 0 (rlaunch's ModeSettings.time_budget_min is int)"),
     (("mode.time_budget_min=abc",), "bad value for mode.time_budget_min"),
+    (("mode.checkpoint_every_min=0",), "must be an integer >= 1 or null (rlaunch's ModeSettings.checkpoint_every_min"),
     (("cluster.max_requeues=-1",), "must be an integer >= 0 (rlaunch's ClusterSettings.max_requeues is int)"),
     (("trainer.logger=console,wandb",), "write a list in brackets (trainer.logger=[console,wandb])"),
     (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),

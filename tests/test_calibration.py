@@ -80,10 +80,12 @@ def test_default_guru_run_on_a_small_dataset_is_not_refused_for_its_first_checkp
     plan = plan_job(cfg, overrides, gather=on_partition)
     time = plan.predicted_time
     assert time is not None and (time.rows, time.total_steps) == (7500, 14)
-    assert time.first_checkpoint_step == 14 and time.attempts == 1, time
+    # standard mode checkpoints about every 120 min: at 88 min a step, every step
+    assert time.first_checkpoint_step == 1 and time.attempts == 1, time
     readiness.refuse([plan])  # nothing to refuse
-    # the same run with every response at its maximum is still refused: the check itself stands
+    # the same run with every response at its maximum and a save_freq in steps is still refused: the check stands
     worst = [*overrides, "launch.expect.response_tokens=8192", "launch.expect.prompt_tokens=4096"]
+    worst.append("trainer.save_freq=20")
     cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *worst)
     with pytest.raises(Exception, match="first checkpoint comes after 14 steps x "):
         readiness.refuse([plan_job(cfg, worst, gather=on_partition)])

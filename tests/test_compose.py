@@ -19,6 +19,7 @@ from launch.validate import validate
 MODE_KEYS = {
     "mode.name",
     "mode.time_budget_min",
+    "mode.checkpoint_every_min",
     "trainer.total_epochs",
     "trainer.total_training_steps",
     "trainer.test_freq",

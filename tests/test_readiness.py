@@ -30,6 +30,7 @@ from launch.memory import Knobs
 from launch.render import render
 from launch.run import plan_job
 from launch.rundir import Plan
+from launch.steptime import STEP_TIME_MARGIN
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 LLAMA_70B_CONFIG = hf_config(80, 8192, 64, 8, 28672, 128256)
@@ -354,7 +355,7 @@ def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_tha
     time = plan.predicted_time
     assert time is not None
     # a save_freq whose checkpoint still comes in time with steps as much slower as the step-time model may err
-    fitting = readiness.steps_within(50 / (1 + readiness.STEP_TIME_MARGIN), time.step_s, time.validation_s, 5)
+    fitting = readiness.steps_within(50 / (1 + STEP_TIME_MARGIN), time.step_s, time.validation_s, 5)
     assert 1 <= fitting < int(50 * 60 // time.step_s) < 100, time
     with pytest.raises(
         UserError, match=rf"first checkpoint comes after 100 steps x .* set trainer.save_freq={fitting}"
@@ -513,8 +514,13 @@ def test_verl_example_script_plans_with_the_model_it_names(tmp_path: Path, hf_ca
     assert plan["llm"]["path"] == "Qwen/Qwen2-7B-Instruct" and plan["llm"]["source"] == f"HF cache {hf_cache}"
     assert (plan["llm"]["layers"], plan["llm"]["hidden"]) == (28, 3584)
     assert plan["verl"]["trainer"]["logger"] == ["console", "wandb", "file"]
-    assert plan["readiness"]["problems"] == [] and plan["readiness"]["time"]["steps_per_epoch"] == 2
-    assert plan["readiness"]["time"]["total_steps"] == 30
+    # the disk check depends on this machine's free space: its arithmetic is what is held here
+    assert [p for p in plan["readiness"]["problems"] if p["check"] != "disk"] == []
+    assert plan["readiness"]["time"]["steps_per_epoch"] == 2 and plan["readiness"]["time"]["total_steps"] == 30
+    disk = plan["readiness"]["disk"]  # save_freq=20 of 30 steps: steps 20 and 30; verl keeps both (null)
+    assert (disk["saves"], disk["kept"]) == (2, 2) and disk["probed"] and disk["free_gib"] is not None
+    params = 28 * (2 * 3584 * 3584 + 2 * 3584 * 512 + 3 * 3584 * 18944) + 2 * 152064 * 3584  # within 1 %: no biases
+    assert disk["one_gib"] == pytest.approx(params * (4 + 8) / 1024**3, rel=0.01)  # fp32 weights + AdamW's 2 moments
 
 
 # --- acceptance: the dev cluster -------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def fixture_runs(tmp_path_factory) -> dict[str, Path]:
     runs["memory_calibration"] = plan.run_dir
 
     # three attempts, each preempted at step 6 before the first save (every 20 steps); the job gave up
-    plan = planned(sweep_dir, "trainer.experiment_name=doctor-requeue")
+    plan = planned(sweep_dir, "trainer.experiment_name=doctor-requeue", "trainer.save_freq=20")
     for attempt in (1, 2, 3):
         write_attempt(plan.run_dir, attempt, run_records(range(0, 7), plan.healthy(), 0.0), cut_last=attempt < 3)
     (plan.run_dir / "not_requeued.txt").write_text(NOT_REQUEUED + "\n")

@@ -41,7 +41,7 @@ from launch.lengths import PromptStats, measure_prompt_lengths
 from launch.memory import Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges, select
-from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem
+from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem, gib_text
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
 from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN, Card, spent_s, steps_within, validation_s, verl_validations
 
@@ -786,7 +786,7 @@ def disk_fix(disk: CheckpointDisk, attempts: int, free_gib: float, runs: int = 1
     if keep == 0:
         least = checkpoints_kept(disk.saves, 1, attempts)
         return (
-            f"even trainer.max_actor_ckpt_to_keep=1 keeps up to {least} x {disk.one_gib:g} GiB at once (the one "
+            f"even trainer.max_actor_ckpt_to_keep=1 keeps up to {least} x {gib_text(disk.one_gib)} at once (the one "
             f"resumed from, the latest and the one being written): free space there, or set {elsewhere}"
         )
     return (
@@ -801,8 +801,9 @@ def judge_disk(disk: CheckpointDisk | None, attempts: int, findings: Findings) -
     findings.problems.append(
         (
             "disk",
-            f"verl's checkpoints would fill {disk.probed}: at most {disk.kept} on disk at once x {disk.one_gib:g} GiB "
-            f"= {disk.needed_gib:g} GiB, and {disk.free_gib:g} GiB are free; {disk_fix(disk, attempts, disk.free_gib)}",
+            f"verl's checkpoints would fill {disk.probed}: at most {disk.kept} on disk at once x "
+            f"{gib_text(disk.one_gib)} = {gib_text(disk.needed_gib)}, and {gib_text(disk.free_gib)} are free; "
+            f"{disk_fix(disk, attempts, disk.free_gib)}",
         )
     )
 
@@ -824,8 +825,8 @@ def sweep_disk_problem(plans: list[Plan]) -> str | None:
         time = largest.predicted_time
         fix = disk_fix(largest.readiness.disk, time.attempts if time else 1, free, len(disks))
         return (
-            f"the sweep's {len(disks)} runs' checkpoints would fill {disks[0].probed}: {needed:.1f} GiB at most on "
-            f"disk at once, and {free:g} GiB are free; for {largest.job_name}: {fix}"
+            f"the sweep's {len(disks)} runs' checkpoints would fill {disks[0].probed}: {gib_text(needed)} at most on "
+            f"disk at once, and {gib_text(free)} are free; for {largest.job_name}: {fix}"
         )
     return None
 

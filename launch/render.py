@@ -14,7 +14,7 @@ import shlex
 from launch.container import describe as describe_container
 from launch.megatron_memory import FIXES as MEGATRON_FIXES
 from launch.plan import sync_command
-from launch.rundir import Change, Plan
+from launch.rundir import Change, Plan, gib_text
 from launch.steptime import StepTime
 from launch.verdict import Verdict
 from launch.watchdog import Validations, predicted_step_s, window_text
@@ -208,10 +208,10 @@ def render_readiness(plan: Plan) -> list[str]:
         keep = plan.verl["trainer"].get("max_actor_ckpt_to_keep")
         retention = f"trainer.max_actor_ckpt_to_keep={keep}" if keep else "max_actor_ckpt_to_keep=null keeps every one"
         measured = disk.free_gib is not None
-        free = f"{disk.free_gib:g} GiB free at {disk.probed}" if measured else "free space not measured"
+        free = f"{gib_text(disk.free_gib)} free at {disk.probed}" if measured else "free space not measured"
         lines.append(
-            f"  disk          checkpoints {disk.one_gib:g} GiB each, {disk.saves} save(s), at most {disk.kept} on disk "
-            f"({retention}) = {disk.needed_gib:g} GiB vs {free}"
+            f"  disk          checkpoints {gib_text(disk.one_gib)} each, {disk.saves} save(s), at most {disk.kept} on "
+            f"disk ({retention}) = {gib_text(disk.needed_gib)} vs {free}"
         )
     return lines
 

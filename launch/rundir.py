@@ -139,6 +139,11 @@ class CheckpointDisk:
         return round(self.one_gib * self.kept, 3)
 
 
+def gib_text(value: float) -> str:
+    """GiB as a plan says them: 85.1 and 14894.4, 0.0283 for a tiny model's checkpoint."""
+    return f"{value:.1f} GiB" if value >= 10 else f"{value:.3g} GiB"
+
+
 @dataclass(frozen=True)
 class Readiness:
     """What readiness (launch/readiness.py judge) found for one job: the problems that refuse it when it executes, the

@@ -22,6 +22,7 @@ from launch.facts import DiskSpace, architecture_of
 from launch.job import prune_earlier_attempts
 from launch.memory import Architecture
 from launch.run import plan_job
+from launch.rundir import gib_text
 from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN
 
 GIB = 1024**3
@@ -167,7 +168,7 @@ def test_checkpoints_that_would_fill_the_disk_are_refused_naming_the_retention_t
     assert any(w.startswith("not ready: verl's checkpoints would fill /scratch") for w in shown.warnings)
     from launch.render import render
 
-    assert f"  disk          checkpoints {one:g} GiB each, 8 save(s), at most 8 on disk" in render(shown)
+    assert f"  disk          checkpoints {gib_text(one)} each, 8 save(s), at most 8 on disk" in render(shown)
 
 
 def test_a_sweeps_runs_share_their_filesystems_free_space(tmp_path: Path):

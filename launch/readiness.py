@@ -774,6 +774,7 @@ def measure_disk(plan: Plan, facts: Facts, predicted: PredictedTime | None) -> C
         probed=space.probed if space is not None else "",
         one_gib=checkpoint_gib(plan),
         saves=saves,
+        save_freq=save_freq,
         kept=checkpoints_kept(saves, int(keep) if keep is not None else None, predicted.attempts),
         free_gib=space.free_gib if space is not None else None,
         filesystem=space.filesystem if space is not None else 0,
@@ -785,9 +786,10 @@ def disk_fix(disk: CheckpointDisk, attempts: int, free_gib: float, runs: int = 1
     elsewhere = "launch.runs_dir (or trainer.default_local_dir) on a larger filesystem"
     if keep == 0:
         least = checkpoints_kept(disk.saves, 1, attempts)
+        which = ["the one being written", "the latest", "the one a requeued attempt resumed from"][:least]
         return (
-            f"even trainer.max_actor_ckpt_to_keep=1 keeps up to {least} x {gib_text(disk.one_gib)} at once (the one "
-            f"resumed from, the latest and the one being written): free space there, or set {elsewhere}"
+            f"even trainer.max_actor_ckpt_to_keep=1 keeps up to {least} x {gib_text(disk.one_gib)} at once "
+            f"({', '.join(reversed(which))}): free space there, or set {elsewhere}"
         )
     return (
         f"set trainer.max_actor_ckpt_to_keep={keep} (verl keeps the latest {keep}; a requeued job resumes from the "
@@ -802,10 +804,19 @@ def judge_disk(disk: CheckpointDisk | None, attempts: int, findings: Findings) -
         (
             "disk",
             f"verl's checkpoints would fill {disk.probed}: at most {disk.kept} on disk at once x "
-            f"{gib_text(disk.one_gib)} = {gib_text(disk.needed_gib)}, and {gib_text(disk.free_gib)} are free; "
-            f"{disk_fix(disk, attempts, disk.free_gib)}",
+            f"{gib_text(disk.one_gib)} = {gib_text(disk.needed_gib)}, and {gib_text(disk.free_gib)} are free "
+            f"({failing_save(disk, disk.free_gib)}); {disk_fix(disk, attempts, disk.free_gib)}",
         )
     )
+
+
+def failing_save(disk: CheckpointDisk, free_gib: float) -> str:
+    """What verl does instead: a save fails mid-write once the filesystem is full (that checkpoint is lost)."""
+    fitting = int(free_gib // disk.one_gib) if disk.one_gib > 0 else disk.kept
+    if disk.kept < disk.saves:  # retention removes some: the count on disk, not the save's number, decides
+        return f"verl's save fails with the disk full once {fitting + 1} are on it"
+    at = "the last step" if fitting + 1 == disk.saves else f"step {(fitting + 1) * disk.save_freq}"
+    return f"verl's save number {fitting + 1}, at {at}, would fail with the disk full"
 
 
 def sweep_disk_problem(plans: list[Plan]) -> str | None:

@@ -130,6 +130,7 @@ class CheckpointDisk:
     probed: str  # its nearest existing directory, whose filesystem was asked
     one_gib: float  # one save: every role's model, optimizer and hf_model shards as save_contents lists them
     saves: int  # checkpoints the run writes (every save_freq steps and the last)
+    save_freq: int  # trainer.save_freq
     kept: int  # the most on disk at once (max_actor_ckpt_to_keep, earlier attempts' kept ones, the one being saved)
     free_gib: float | None  # None: not measured (the job's filesystem is not this machine's)
     filesystem: int = 0  # st_dev of `probed`: the runs of a sweep on one filesystem share its free space

@@ -154,6 +154,8 @@ def test_checkpoints_that_would_fill_the_disk_are_refused_naming_the_retention_t
         submission(tmp_path, *overrides, gather=with_free_space(free))
     message = str(refused.value)
     assert message.startswith("verl's checkpoints would fill /scratch: at most 8 on disk at once")
+    # what verl itself would do: two fit, the third save (step 15 at save_freq 5) runs out of space
+    assert "(verl's save number 3, at step 15, would fail with the disk full)" in message
     assert "set trainer.max_actor_ckpt_to_keep=2 " in message and "launch.skip_checks=[disk]" in message
     assert submission(tmp_path, *overrides, "trainer.max_actor_ckpt_to_keep=2", gather=with_free_space(free))
     assert submission(tmp_path, *overrides, "launch.skip_checks=[hub_cache,disk]", gather=with_free_space(free))

@@ -21,6 +21,8 @@ from launch.errors import UserError
 from launch.facts import DiskSpace, architecture_of
 from launch.job import prune_earlier_attempts
 from launch.memory import Architecture
+from launch.report import failures
+from launch.report.failures.fixes import FixContext, with_plan_fix
 from launch.run import plan_job
 from launch.rundir import gib_text
 from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN
@@ -215,3 +217,33 @@ def test_a_requeued_attempt_removes_the_checkpoints_verls_retention_forgot(tmp_p
     # a first attempt (nothing to resume from) removes nothing
     (checkpoints / "latest_checkpointed_iteration.txt").unlink()
     assert prune_earlier_attempts(plan) == []  # type: ignore[arg-type]
+
+
+# --- a run that filled its disk anyway ------------------------------------------------------------------------------
+
+FULL_TMPFS = Path(__file__).parent / "data" / "failures" / "disk_full" / "devcluster-verl-checkpoint-full-tmpfs.log"
+
+
+def test_a_checkpoint_save_that_filled_the_disk_is_named_with_the_retention_that_fits(tmp_path: Path):
+    """torch 2.13's save into a full filesystem names no errno (the corpus' dev run): the doctor names the disk, what
+    the run's checkpoints take, and, from the plan's disk record, the retention that fits what planning saw."""
+    log = "\n".join(line for line in FULL_TMPFS.read_text().splitlines() if not line.startswith("# "))
+    failure = failures.classify(log)
+    assert failure.kind == "disk_full" and "basic_ios::clear: iostream error" in failure.evidence[0]
+    assert failure.fix.startswith("a checkpoint save ran out of disk under /tmp/smallfs/checkpoints")
+
+    overrides = [o for o in tiny_run(tmp_path, per_source=400) if not o.startswith("actor_rollout_ref.model.path")]
+    overrides += ["llm=qwen2_5_3b", "launch.preflight=warn", "launch.skip_checks=[hub_cache]"]
+    overrides += ["trainer.total_training_steps=40", "trainer.save_freq=5", "cluster.max_requeues=60"]
+    plan = submission(tmp_path, *overrides, gather=with_free_space(1e6))
+    disk = plan.readiness.disk
+    assert disk is not None and (disk.saves, disk.kept) == (8, 8)
+    # planning saw room for 3 of them (a user who skipped the check): the 4th save filled the filesystem
+    plan = replace(plan, readiness=replace(plan.readiness, disk=replace(disk, free_gib=3.5 * disk.one_gib)))
+    fixed = with_plan_fix(failure, FixContext(plan), log)
+    assert f"verl's checkpoints take {gib_text(disk.one_gib)} each and this run keeps up to 8 of its 8" in fixed.fix
+    assert "trainer.max_actor_ckpt_to_keep=3 fits what planning saw" in fixed.fix, fixed.fix
+    assert fixed.details["checkpoints_kept"] == 8 and fixed.details["filled"] == "checkpoints"
+    # they fitted what planning saw: other writes took the space, and the fix says so
+    roomy = replace(plan, readiness=replace(plan.readiness, disk=replace(disk, free_gib=100 * disk.one_gib)))
+    assert "other writes took the space since" in with_plan_fix(failure, FixContext(roomy), log).fix

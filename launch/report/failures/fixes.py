@@ -41,7 +41,7 @@ from launch.report.failures.signatures import (
     strip_prefix,
     tracebacks,
 )
-from launch.rundir import Plan
+from launch.rundir import Plan, gib_text
 
 Details = dict[str, float | str]  # what Failure.details holds: numbers parsed from the evidence, the phase
 
@@ -58,6 +58,9 @@ GENERIC_FIXES = {
     "requeued attempt resumes from a checkpoint",
     "host_oom": "the node ran out of host RAM: raise --mem (cluster.mem_gb) or offload less "
     "(actor_rollout_ref.actor.fsdp_config.{param,optimizer}_offload=false)",
+    "disk_full": "a write found its filesystem full (or the quota used): free space there, or move what fills it; "
+    "for verl's checkpoints keep fewer (trainer.max_actor_ckpt_to_keep) or save less often (a larger "
+    "trainer.save_freq)",
     "engine_memory": f"the rollout engine cannot fit the weights and KV cache in its share: {ENGINE_FRACTION} "
     "(raise it when the engine asks for more KV cache, lower it when the card had less free) or raise "
     "actor_rollout_ref.rollout.tensor_model_parallel_size",
@@ -2032,9 +2035,49 @@ def no_driver_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None
     ), {"gpus_seen": 0}
 
 
+FULL_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded): '(?P<path>[^']+)'")
+CHECKPOINT_PATH = re.compile(r"(?P<path>/\S*?global_step_\d+)")
+CHECKPOINT_SAVE = re.compile(r"checkpoint_manager\.py|\bsave_checkpoint\b|_save_checkpoint\b")
+RAY_SESSION = re.compile(r"(?P<path>/\S*?/session_[\w-]+)")
+HF_CACHE = re.compile(r"(?P<path>/\S*?/huggingface/(?:hub|datasets|modules))")
+
+
+def disk_fix_from_log(log_text: str) -> tuple[str, Details] | None:
+    """What filled up, as far as the log says: verl's checkpoints (its checkpoint manager in the frames, or a
+    global_step_N directory), Ray's session directory (object spilling, logs) or the Hugging Face cache."""
+    named = FULL_PATH.search(log_text)
+    path = named.group("path") if named else ""
+    if CHECKPOINT_SAVE.search(log_text) or CHECKPOINT_PATH.search(path):
+        where = CHECKPOINT_PATH.search(path or log_text)
+        at = f" under {where.group('path').rsplit('/', 1)[0]}" if where else ""
+        return (
+            f"a checkpoint save ran out of disk{at}: verl keeps every checkpoint unless told (set "
+            "trainer.max_actor_ckpt_to_keep, and max_critic_ckpt_to_keep with a critic), save less often (a larger "
+            "trainer.save_freq), or put launch.runs_dir on a larger filesystem; rlaunch's `disk` check compares them "
+            "with the free space before submission"
+        ), {"filled": "checkpoints"}
+    session = RAY_SESSION.search(path or log_text)
+    if session or "OutOfDiskError" in log_text:
+        at = f" ({session.group('path')})" if session else ""
+        return (
+            f"Ray's session directory{at} filled the node's local disk (objects spilled from the object store, "
+            "logs): give Ray a larger disk for it (ray start --temp-dir) or a spilling directory there "
+            "(object_spilling_directory), or shrink what is spilled"
+        ), {"filled": "ray session"}
+    cache = HF_CACHE.search(path or log_text)
+    if cache:
+        return (
+            f"the Hugging Face cache ({cache.group('path')}) filled its filesystem: set HF_HOME on a larger one "
+            "(cluster.env.HF_HOME), or download the model there before the job"
+        ), {"filled": "hf cache"}
+    return None
+
+
 def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     """A fix read from the log alone (no plan): the key, the direction and the numbers the log holds."""
     fork = fork_of(log_text)
+    if failure.kind == "disk_full":
+        return disk_fix_from_log(log_text)
     if failure.kind == "engine_memory":
         key = FORKS[fork][1]["engine_fraction"] if fork else ENGINE_FRACTION
         return engine_fix_from_log(log_text, None, key)
@@ -2254,12 +2297,45 @@ def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> tupl
     return f"the time limit{limit} came at step {start + reached}; the run was requeued from its last checkpoint", found
 
 
+def fix_disk_full(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
+    """With the plan's disk record (readiness's `disk` check): the checkpoints' size and count, the space the plan saw,
+    and the retention that would have fit in it."""
+    from launch.readiness import fitting_keep
+
+    told = disk_fix_from_log(log_text)
+    readiness = context.plan.readiness
+    disk = readiness.disk if readiness is not None else None
+    if disk is None or (told is not None and told[1].get("filled") != "checkpoints"):
+        return told or (GENERIC_FIXES["disk_full"], {})
+    attempts = readiness.time.attempts if readiness.time is not None else 1
+    found: Details = {"filled": "checkpoints", "checkpoint_gib": disk.one_gib, "checkpoints_kept": disk.kept}
+    seen = f", and planning saw {gib_text(disk.free_gib)} free at {disk.probed}" if disk.free_gib is not None else ""
+    keep = fitting_keep(disk, attempts) if disk.free_gib is not None else 0
+    if disk.free_gib is not None:
+        found["planned_free_gib"] = disk.free_gib
+    if disk.free_gib is not None and disk.needed_gib <= disk.free_gib:  # other writes took the space since
+        remedy = (
+            "they fitted in it, so other writes took the space since: free space there, or keep fewer "
+            f"(trainer.max_actor_ckpt_to_keep={max(1, min(2, disk.kept - 1))})"
+        )
+    elif keep >= 1:
+        remedy = f"trainer.max_actor_ckpt_to_keep={keep} fits what planning saw"
+    else:
+        remedy = "free space there, or put launch.runs_dir on a larger filesystem"
+    return (
+        f"a checkpoint save ran out of disk: verl's checkpoints take {gib_text(disk.one_gib)} each and this run keeps "
+        f"up to {disk.kept} of its {disk.saves} (= {gib_text(disk.needed_gib)}){seen}: {remedy}; or a larger "
+        "trainer.save_freq"
+    ), found
+
+
 # each returns the fix and the numbers it read (they go into the failure's details)
 PLAN_FIXES: dict[str, Callable[[Failure, FixContext, str], tuple[str, Details]]] = {
     "cuda_oom": fix_cuda_oom,
     "engine_memory": fix_engine_memory,
     "host_oom": fix_host_oom,
     "time_limit": fix_time_limit,
+    "disk_full": fix_disk_full,
 }
 
 

@@ -22,6 +22,7 @@ KINDS = (
     "preempted",
     "time_limit",
     "host_oom",
+    "disk_full",
     "engine_memory",
     "cuda_oom",
     "gpu_unavailable",
@@ -98,6 +99,18 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"\b_ArrayMemoryError\b|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
         r"\bstd::bad_alloc\b",
         r"(?:^|[\s(:])MemoryError(?::|\s*$)",
+    ),
+    # a write that found its filesystem full or its quota used: before the collective timeouts and dead actors of the
+    # ranks that waited for the one whose save failed
+    "disk_full": (
+        r"No space left on device|\[Errno 28\]",
+        r"Disk quota exceeded|\[Errno 122\]",
+        # torch.save: its zip writer names no errno. Older torch says the write failed; torch 2.13 (measured, a save
+        # into a full tmpfs) raises the C++ stream's own error, then the end-of-file position it could not reach
+        r"PytorchStreamWriter failed writing file \S+: file write failed",
+        r"\bunexpected pos \d+ vs \d+",
+        r"basic_ios::clear: iostream error",
+        r"\bOutOfDiskError\b",  # Ray: an object store spill or a worker's file that found the local disk full
     ),
     "engine_memory": (
         r"No available memory for the cache blocks",

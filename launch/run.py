@@ -36,7 +36,13 @@ from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL
 from launch.schema import RLAUNCH_ROOTS, register_schemas
 from launch.validate import validate
 from launch.verdict import Verdict
-from launch.verl_diff import backend_key_message, base_config, moved_key_message, retired_key_message
+from launch.verl_diff import (
+    backend_key_message,
+    base_config,
+    dtype_key_message,
+    moved_key_message,
+    retired_key_message,
+)
 
 # libyaml's safe dumper writes what yaml.safe_dump writes, ~4x faster (a sweep writes two files per job)
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -221,7 +227,12 @@ def run_here(plan: Plan) -> None:
 def exit_with_message(error: Exception) -> None:
     """The launcher's one-line exit (launch/errors.py); a refusal, or a bug, leaves no sweep directory behind."""
     base = base_config(sys.argv[1:])  # main() rewrote argv: a pasted --config-name is backend=... in it
-    explainers = (backend_key_message, partial(moved_key_message, base=base), partial(retired_key_message, base=base))
+    explainers = (
+        backend_key_message,
+        partial(dtype_key_message, base=base),
+        partial(moved_key_message, base=base),
+        partial(retired_key_message, base=base),
+    )
     errors.exit_with_message(error, cleanup=discard_rejected_invocation, key_explainers=explainers)
 
 

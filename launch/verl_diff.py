@@ -162,6 +162,34 @@ def moved_key_message(key: str, base: str) -> str | None:
     )
 
 
+# what each of verl's dtype keys sets (an FSDP role's fsdp_config, the rollout engine)
+DTYPE_MEANINGS = {"model_dtype": "the parameters FSDP keeps", "dtype": "the compute dtype"}
+DTYPE_NAMES = ("torch_dtype", "dtype", "model_dtype", "param_dtype", "precision")
+
+
+def dtype_key_message(key: str, base: str) -> str | None:
+    """A dtype set where verl has none: verl's own CISPO example sets actor_rollout_ref.model.torch_dtype, which
+    verl 0.9.1 refuses (its model config has no dtype; from_pretrained's torch_dtype is verl's to pass). verl's
+    dtypes are per role; the line lists those under the key's root with verl's defaults."""
+    parts = key.split(".")
+    if parts[-1] not in DTYPE_NAMES or parts[0] in RLAUNCH_ROOTS or in_verl_base(key, base):
+        return None
+    raw = _verl_raw(base)
+    places = [
+        ".".join(leaf)
+        for leaf in _verl_leaves(base)
+        if leaf[0] == parts[0] and leaf[-1] in DTYPE_MEANINGS and select(raw, ".".join(leaf)) is not None
+    ]
+    if not places:
+        return None
+    listed = "; ".join(f"{place}={select(raw, place)} ({DTYPE_MEANINGS[place.rsplit('.', 1)[-1]]})" for place in places)
+    return (
+        f"unknown key '{key}': verl 0.9.1 sets no dtype there and would refuse it too; its dtypes are per role: "
+        f"{listed}: write the one you meant (the engine's is the rollout's dtype), or add a new key on purpose with "
+        f"+{key}=..."
+    )
+
+
 def retired_key_message(key: str, base: str) -> str | None:
     """A key whose last name no verl 0.9.1 config has and verl's code never reads: a switch another verl version had
     (verl's older Megatron examples set actor.megatron.grad_offload, which 0.9.1's param_offload took over;

@@ -24,6 +24,7 @@ from launch.verl_diff import (
     MISSING_IN_VERL,
     apply_changes,
     differences,
+    dtype_key_message,
     moved_key_message,
     overlap,
     retired_key_message,
@@ -406,3 +407,19 @@ def test_a_key_no_verl_config_has_and_verls_code_never_reads_is_said_to_be_refus
     assert retired_key_message("actor_rollout_ref.model.torch_dtype", "ppo_trainer") is None  # verl's code reads it
     assert retired_key_message("gpu.usable_gbb", "ppo_trainer") is None  # rlaunch's own key: its spelling hint only
     assert retired_key_message("critic.model.fsdp_config.param_offload", "ppo_trainer") is None  # moved, not retired
+
+
+def test_a_dtype_set_where_verl_has_none_lists_verls_dtypes_per_role(tmp_path):
+    """verl's own CISPO example (cispo_trainer/run_cispo_qwen2_5_0_5b_gsm8k.sh) sets
+    actor_rollout_ref.model.torch_dtype, which verl 0.9.1 refuses: the line names the dtypes verl has, with what each
+    sets and its default."""
+    result = run_cli("algo=verl", "gpu=h100", "actor_rollout_ref.model.torch_dtype=bfloat16", cwd=tmp_path)
+    assert result.returncode == 2 and not (tmp_path / "runs").exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert "unknown key 'actor_rollout_ref.model.torch_dtype': verl 0.9.1 sets no dtype there" in line
+    assert "actor_rollout_ref.actor.fsdp_config.model_dtype=fp32 (the parameters FSDP keeps)" in line
+    assert "actor_rollout_ref.rollout.dtype=bfloat16 (the compute dtype)" in line
+    assert "lora.dtype" not in line  # verl's null placeholder is no dtype to set
+    # verl's own keys are no unknown ones; a name verl has no dtype under is left to the other messages
+    assert dtype_key_message("actor_rollout_ref.rollout.dtype", "ppo_trainer") is None
+    assert dtype_key_message("actor_rollout_ref.model.path_dtypes", "ppo_trainer") is None

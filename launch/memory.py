@@ -270,6 +270,8 @@ class Knobs:
     # any trainer exists and trains (stage 3) with no engine awake
     trainer_beside_engine: bool = True
     communicator_gib: float = 0.0  # one NCCL communicator's buffers on this GPU (gpu.nccl_gib_per_communicator)
+    # the same with NCCL's NVLS off, where it is on now and the card has it (0: nothing to turn off)
+    communicator_gib_without_nvls: float = 0.0
     # torch's AdamW as verl builds it: foreach (the default on CUDA) allocates whole-size temporaries in its step;
     # actor.optim.override_optimizer_config {fused: true} or {foreach: false} does not
     optimizer_temporaries: bool = True

@@ -130,6 +130,22 @@ def with_train_tokens(knobs: Knobs, tokens: int) -> Knobs:
     return with_changes(knobs, micro_batch=micro, train_tokens=micro * knobs.sequence)
 
 
+NVLS_KEY = "cluster.env.NCCL_NVLS_ENABLE"
+
+
+def communicator_gib(cfg: DictConfig) -> tuple[float, float]:
+    """One NCCL communicator's buffers on this card, and what they would be with NCCL's NVLink SHARP off (0: it is off
+    already, or the card has none). The job's environment turns it off with cluster.env.NCCL_NVLS_ENABLE=0: smaller
+    buffers, somewhat slower collectives on NVSwitch."""
+    without_nvls = cfg.gpu.get("nccl_gib_per_communicator_without_nvls")
+    nvls = str((cfg.cluster.get("env") or {}).get("NCCL_NVLS_ENABLE", "1")).strip().lower()
+    if without_nvls is None:
+        return float(cfg.gpu.nccl_gib_per_communicator), 0.0
+    if nvls in ("0", "false"):
+        return float(without_nvls), 0.0
+    return float(cfg.gpu.nccl_gib_per_communicator), float(without_nvls)
+
+
 def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[Fix]:
     """Cheapest first in lost throughput."""
     fixes = []
@@ -144,6 +160,9 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
         fixes.append(Fix("compute log-probs in 512-token chunks (fused kernels)", {"fused_kernels": True}))
     if not knobs.checkpointing:
         fixes.append(Fix("turn on gradient checkpointing", {"checkpointing": True}))
+    if knobs.communicators and knobs.communicator_gib_without_nvls:  # slower collectives, no host traffic
+        off = {"communicator_gib": knobs.communicator_gib_without_nvls, "communicator_gib_without_nvls": 0.0}
+        fixes.append(Fix("turn NCCL's NVLink SHARP off (smaller communicator buffers)", off))
     halved = max(knobs.train_tokens // 2, knobs.sequence)
     if halved < knobs.train_tokens:
         if knobs.dynamic_bsz:
@@ -338,6 +357,8 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
             continue  # follows micro_batch
         elif name == "logprob_tokens" and not knobs.dynamic_bsz:
             continue
+        elif name == "communicator_gib":
+            out[NVLS_KEY] = "0"  # the job's environment, as a string (cluster.env reaches NCCL as variables)
         elif name in KEYS:
             out[KEYS[name]] = value
             if name in REF_KEYS and knobs.ref_model:  # the reference model's log-prob pass has the same shape
@@ -578,7 +599,8 @@ def judge(
     knobs = with_changes(
         Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce=software.flash_attn),
         engine_weights_in_host_ram=software.engine_weights_in_host_ram,
-        communicator_gib=float(cfg.gpu.nccl_gib_per_communicator),
+        communicator_gib=communicator_gib(cfg)[0],
+        communicator_gib_without_nvls=communicator_gib(cfg)[1],
     )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)

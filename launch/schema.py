@@ -59,6 +59,8 @@ class GpuProfile:
     interconnect: str = MISSING  # nvlink | pcie: what the all-gathers of FSDP and TP>1 ride on
     # GPU memory one NCCL communicator of several ranks holds on this node (buffers per channel; NVLS on Hopper)
     nccl_gib_per_communicator: float = MISSING
+    # the same with NCCL_NVLS_ENABLE=0 (cluster.env) where NCCL opens NVLS channels; null: no NVLS on this card
+    nccl_gib_per_communicator_without_nvls: float | None = None
     host_cpus_per_gpu: int = MISSING  # typical node: sets --cpus-per-task
     host_ram_gib_per_gpu: int = MISSING  # typical node: sets --mem
     nvml_names: list[str] = field(default_factory=list)  # substrings of NVML's device name that mean this card

@@ -726,3 +726,42 @@ def test_prompt_lengths_are_measured_only_from_a_cached_tokenizer(tmp_path: Path
     path = tmp_path / "train.parquet"
     pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "hi " * n}] for n in range(1, 21)]}), path)
     assert measure_prompt_lengths([str(path)], str(tmp_path / "no-such-tokenizer")) is None
+
+
+# verl's examples/tuning/7b/qwen2-7b_grpo_2_h800_fsdp_vllm.sh (Qwen2-7B, both offloads, rollout TP 2, 2 GPUs)
+TUNING_2_H800 = (
+    "llm=qwen2_7b",
+    "trainer.n_gpus_per_node=2",
+    "data.train_batch_size=1024",
+    "data.max_prompt_length=1024",
+    "data.max_response_length=1024",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+    "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+    "actor_rollout_ref.rollout.n=5",
+)
+
+
+def test_nvls_buffers_are_a_searched_fix_on_cards_whose_nccl_opens_them():
+    """On H800s NCCL opens no NVLS channels; the same script on H100s holds 2.7 GiB per communicator instead of 0.7,
+    and its update no longer fits. Turning NVLS off (cluster.env.NCCL_NVLS_ENABLE=0) is the cheapest fix, `fix`
+    applies it to the job's environment, and a run that sets it is judged with the smaller buffers."""
+    assert verdict_for("gpu=h800", *TUNING_2_H800).fits
+    verdict, _ = judged("gpu=h100", *TUNING_2_H800)
+    assert not verdict.fits
+    assert verdict.first_fitting_fixes == ("cluster.env.NCCL_NVLS_ENABLE='0'",), verdict.first_fitting_fixes
+    nvls = next(fix for fix in verdict.fixes if fix.fix.startswith("turn NCCL's NVLink SHARP off"))
+    assert nvls.fits and nvls.overrides == {"cluster.env.NCCL_NVLS_ENABLE": "0"}
+    _, proposed = judged("gpu=h100", *TUNING_2_H800, "launch.preflight=fix")
+    assert proposed == {"cluster.env.NCCL_NVLS_ENABLE": "0"}
+    assert verdict_for("gpu=h100", *TUNING_2_H800, "+cluster.env.NCCL_NVLS_ENABLE=0").fits
+    # the user's own setting is theirs: fix leaves it, and the advice still says what would fit
+    _, kept = judged("gpu=h100", *TUNING_2_H800, "+cluster.env.NCCL_NVLS_ENABLE=1", "launch.preflight=fix")
+    assert "cluster.env.NCCL_NVLS_ENABLE" not in kept
+    # no NVLS on H800s: nothing to turn off in a misfit there (the optimizer back on the card)
+    on_card = "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false"
+    h800 = verdict_for("gpu=h800", *TUNING_2_H800, on_card)
+    assert not h800.fits and h800.fixes and not [fix for fix in h800.fixes if "SHARP" in fix.fix]
+    assert [fix for fix in verdict_for("gpu=h100", *TUNING_2_H800, on_card).fixes if "SHARP" in fix.fix]

@@ -551,10 +551,13 @@ def test_a_port_taken_when_ray_starts_is_a_failed_start_naming_the_port(log: str
 def test_the_gcs_that_did_not_start_for_another_reason_points_at_its_own_log():
     log = (
         "RuntimeError: Failed to start GCS.  Last 1 lines of error files:\n"
-        "[2026-01-01 00:00:00,000 C 42 42] (gcs_server) gcs_server.cc:60: No space left on device"
+        "[2026-01-01 00:00:00,000 C 42 42] (gcs_server) gcs_server.cc:60: Check failed: status.ok() Bad address"
     )
     failure = failures.classify(log)
     assert failure.kind == "ray_start_failed" and "gcs_server.err" in failure.fix
+    # a full disk is its own kind (disk_full, tried before a failed start): the fix names Ray's session directory
+    full = failures.classify(log.replace("Check failed: status.ok() Bad address", "No space left on device"))
+    assert full.kind == "disk_full" and full.fix.startswith("Ray's session directory is on a full disk")
 
 
 def test_a_dashboard_that_failed_is_a_failed_start_only_where_ray_raised_it():

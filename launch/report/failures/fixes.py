@@ -2039,6 +2039,7 @@ FULL_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded): '(?P<p
 CHECKPOINT_PATH = re.compile(r"(?P<path>/\S*?global_step_\d+)")
 CHECKPOINT_SAVE = re.compile(r"checkpoint_manager\.py|\bsave_checkpoint\b|_save_checkpoint\b")
 RAY_SESSION = re.compile(r"(?P<path>/\S*?/session_[\w-]+)")
+RAY_PROCESS = re.compile(r"\((?:gcs_server|raylet|plasma_store)\)|Failed to start GCS|object spilling", re.I)
 HF_CACHE = re.compile(r"(?P<path>/\S*?/huggingface/(?:hub|datasets|modules))")
 
 
@@ -2057,12 +2058,12 @@ def disk_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             "with the free space before submission"
         ), {"filled": "checkpoints"}
     session = RAY_SESSION.search(path or log_text)
-    if session or "OutOfDiskError" in log_text:
+    if session or "OutOfDiskError" in log_text or RAY_PROCESS.search(log_text):
         at = f" ({session.group('path')})" if session else ""
         return (
-            f"Ray's session directory{at} filled the node's local disk (objects spilled from the object store, "
-            "logs): give Ray a larger disk for it (ray start --temp-dir) or a spilling directory there "
-            "(object_spilling_directory), or shrink what is spilled"
+            f"Ray's session directory{at} is on a full disk (Ray writes its logs, sockets and spilled objects there, "
+            "and its GCS and raylet stop when they cannot): free space there, or give Ray a larger disk for it (ray "
+            "start --temp-dir) and for spilling (object_spilling_directory)"
         ), {"filled": "ray session"}
     cache = HF_CACHE.search(path or log_text)
     if cache:

@@ -76,6 +76,13 @@ FREQUENCY = Range(
     never=-1,
     verl_does="verl 0.9.1 treats every value <= 0 as never (ray_trainer.py checks freq > 0): write -1 for that",
 )
+# verl's checkpoint manager keeps every checkpoint unless `max_ckpt_to_keep > 0` (checkpoint_manager.py)
+RETENTION = Range(
+    1,
+    nullable=True,
+    verl_does="verl 0.9.1 keeps every checkpoint for 0 or less (it removes old ones only for a value > 0): write null "
+    "for that",
+)
 COEFFICIENT = Range(0, verl_does="verl 0.9.1 would run it, rewarding the policy for moving away from the reference")
 CLIP = Range(0, verl_does="verl 0.9.1 would run it with the clip range turned inside out")
 
@@ -126,6 +133,8 @@ RANGES: dict[str, Range] = {
     "trainer.nnodes": SIZE,
     "trainer.n_gpus_per_node": SIZE,
     "trainer.save_freq": FREQUENCY,
+    "trainer.max_actor_ckpt_to_keep": RETENTION,
+    "trainer.max_critic_ckpt_to_keep": RETENTION,
     "trainer.test_freq": FREQUENCY,
     "mode.time_budget_min": Range(0, low_open=True),
     "mode.checkpoint_every_min": OPTIONAL_SIZE,

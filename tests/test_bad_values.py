@@ -108,6 +108,8 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.n_gpus_per_node=0",), "must be an integer >= 1"),
     (("trainer.save_freq=0",), "must be -1 (never) or an integer >= 1"),
     (("trainer.test_freq=-5",), "treats every value <= 0 as never"),
+    (("trainer.max_actor_ckpt_to_keep=0",), "keeps every checkpoint for 0 or less"),
+    (("trainer.max_critic_ckpt_to_keep=-1",), "must be an integer >= 1 or null"),
     (("mode.time_budget_min=-5",), "must be an integer > 0 (rlaunch's ModeSettings.time_budget_min is int)"),
     (("mode.time_budget_min=abc",), "bad value for mode.time_budget_min"),
     (("mode.checkpoint_every_min=0",), "must be an integer >= 1 or null (rlaunch's ModeSettings.checkpoint_every_min"),

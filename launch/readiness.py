@@ -747,11 +747,11 @@ def checkpoints_kept(saves: int, keep: int | None, attempts: int) -> int:
     return min(saves, keep * min(attempts, 2) + int(keep == 1))
 
 
-def fitting_keep(disk: CheckpointDisk, attempts: int) -> int:
+def fitting_keep(disk: CheckpointDisk) -> int:
     """The largest max_actor_ckpt_to_keep whose checkpoints fit in the free space (0: not even one)."""
     keep = 0
     while keep < disk.saves and disk.free_gib is not None:
-        kept = checkpoints_kept(disk.saves, keep + 1, attempts)
+        kept = checkpoints_kept(disk.saves, keep + 1, disk.attempts)
         if kept * disk.one_gib > disk.free_gib:
             break
         keep += 1
@@ -769,23 +769,25 @@ def measure_disk(plan: Plan, facts: Facts, predicted: PredictedTime | None) -> C
     saves = checkpoint_saves(predicted.total_steps, save_freq)
     keep = trainer.get("max_actor_ckpt_to_keep")
     space = facts.checkpoint_disk
+    attempts = predicted.attempts if plan.cluster == "slurm" else 1  # only SLURM requeues
     return CheckpointDisk(
         directory=str(trainer["default_local_dir"]),
         probed=space.probed if space is not None else "",
         one_gib=checkpoint_gib(plan),
         saves=saves,
         save_freq=save_freq,
-        kept=checkpoints_kept(saves, int(keep) if keep is not None else None, predicted.attempts),
+        kept=checkpoints_kept(saves, int(keep) if keep is not None else None, attempts),
         free_gib=space.free_gib if space is not None else None,
         filesystem=space.filesystem if space is not None else 0,
+        attempts=attempts,
     )
 
 
-def disk_fix(disk: CheckpointDisk, attempts: int, free_gib: float, runs: int = 1) -> str:
-    keep = fitting_keep(replace(disk, free_gib=free_gib / runs), attempts)
+def disk_fix(disk: CheckpointDisk, free_gib: float, runs: int = 1) -> str:
+    keep = fitting_keep(replace(disk, free_gib=free_gib / runs))
     elsewhere = "launch.runs_dir (or trainer.default_local_dir) on a larger filesystem"
     if keep == 0:
-        least = checkpoints_kept(disk.saves, 1, attempts)
+        least = checkpoints_kept(disk.saves, 1, disk.attempts)
         which = ["the one being written", "the latest", "the one a requeued attempt resumed from"][:least]
         return (
             f"even trainer.max_actor_ckpt_to_keep=1 keeps up to {least} x {gib_text(disk.one_gib)} at once "
@@ -797,7 +799,7 @@ def disk_fix(disk: CheckpointDisk, attempts: int, free_gib: float, runs: int = 1
     )
 
 
-def judge_disk(disk: CheckpointDisk | None, attempts: int, findings: Findings) -> None:
+def judge_disk(disk: CheckpointDisk | None, findings: Findings) -> None:
     if disk is None or disk.free_gib is None or disk.needed_gib <= disk.free_gib:
         return
     findings.problems.append(
@@ -805,7 +807,7 @@ def judge_disk(disk: CheckpointDisk | None, attempts: int, findings: Findings) -
             "disk",
             f"verl's checkpoints would fill {disk.probed}: at most {disk.kept} on disk at once x "
             f"{gib_text(disk.one_gib)} = {gib_text(disk.needed_gib)}, and {gib_text(disk.free_gib)} are free "
-            f"({failing_save(disk, disk.free_gib)}); {disk_fix(disk, attempts, disk.free_gib)}",
+            f"({failing_save(disk, disk.free_gib)}); {disk_fix(disk, disk.free_gib)}",
         )
     )
 
@@ -833,8 +835,7 @@ def sweep_disk_problem(plans: list[Plan]) -> str | None:
         if len(disks) < 2 or needed <= free:
             continue
         largest = max(sharing, key=lambda plan: plan.readiness.disk.needed_gib if plan.readiness.disk else 0.0)
-        time = largest.predicted_time
-        fix = disk_fix(largest.readiness.disk, time.attempts if time else 1, free, len(disks))
+        fix = disk_fix(largest.readiness.disk, free, len(disks))
         return (
             f"the sweep's {len(disks)} runs' checkpoints would fill {disks[0].probed}: {gib_text(needed)} at most on "
             f"disk at once, and {gib_text(free)} are free; for {largest.job_name}: {fix}"
@@ -859,7 +860,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     judge_time(cfg, predicted, findings)
     disk = measure_disk(plan, facts, predicted) if "disk" not in skipped(cfg) else None
-    judge_disk(disk, predicted.attempts if predicted is not None else 1, findings)
+    judge_disk(disk, findings)
     off = skipped(cfg)
     active = [(check, problem) for check, problem in findings.problems if check not in off]
     readiness = Readiness(

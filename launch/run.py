@@ -164,9 +164,13 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     lines = in_order(write, jobs)  # a large sweep's files on every core (launch/cores.py)
     if not executes:  # sweep.py status|logs then list what was planned, and say that nothing was submitted
         Manifest.planned(plans).write()
+    # a sweep's runs that each fit their filesystem but not together (refused above for runs that execute)
+    shared_disk = None if executes else readiness.sweep_disk_problem(plans)
     if dry_run == "json":
         for line in lines:
             print(line, flush=True)
+        if shared_disk:
+            print(f"WARNING       not ready: {shared_disk}", file=sys.stderr, flush=True)
         return
     if dry_run == "true":
         shown: set[str] = set()
@@ -176,10 +180,11 @@ def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
             if script is not None and script not in shown:
                 shown.add(script)
                 print(f"\n# sbatch script (not submitted: dry run)\n{script}", flush=True)
-        shared_disk = readiness.sweep_disk_problem(plans)
         if shared_disk:
             print(f"WARNING       not ready: {shared_disk}", flush=True)
         return
+    if shared_disk:  # planned only (no GPU here): said before the plans' own lines
+        print(f"WARNING       not ready: {shared_disk}", flush=True)
     if plans[0].cluster == "slurm":
         submit_sweep(plans, int(cfg.cluster.max_requeues))
     elif plans[0].cluster == "ray":

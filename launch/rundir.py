@@ -134,6 +134,7 @@ class CheckpointDisk:
     kept: int  # the most on disk at once (max_actor_ckpt_to_keep, earlier attempts' kept ones, the one being saved)
     free_gib: float | None  # None: not measured (the job's filesystem is not this machine's)
     filesystem: int = 0  # st_dev of `probed`: the runs of a sweep on one filesystem share its free space
+    attempts: int = 1  # the attempts `kept` counts leftovers of: SLURM requeues; a local or Ray run has one
 
     @property
     def needed_gib(self) -> float:

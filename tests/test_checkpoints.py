@@ -148,6 +148,9 @@ def test_checkpoints_that_would_fill_the_disk_are_refused_naming_the_retention_t
     planned = submission(tmp_path, *overrides, gather=with_free_space(1e6))
     disk, time = planned.readiness.disk, planned.predicted_time
     assert disk is not None and time is not None and disk.saves == 8 and disk.kept == 8
+    assert disk.attempts == time.attempts  # SLURM requeues; a local run has one attempt, whatever its length
+    local = dry_run(tmp_path, *overrides).readiness
+    assert local is not None and local.disk is not None and local.disk.attempts == 1
     one = disk.one_gib
     assert one == pytest.approx(3.09e9 * 12 / GIB, rel=0.05)  # Qwen2.5-3B: fp32 weights + AdamW's moments
     kept_with_2 = readiness.checkpoints_kept(8, 2, time.attempts)

@@ -2308,10 +2308,9 @@ def fix_disk_full(failure: Failure, context: FixContext, log_text: str) -> tuple
     disk = readiness.disk if readiness is not None else None
     if disk is None or (told is not None and told[1].get("filled") != "checkpoints"):
         return told or (GENERIC_FIXES["disk_full"], {})
-    attempts = readiness.time.attempts if readiness.time is not None else 1
     found: Details = {"filled": "checkpoints", "checkpoint_gib": disk.one_gib, "checkpoints_kept": disk.kept}
     seen = f", and planning saw {gib_text(disk.free_gib)} free at {disk.probed}" if disk.free_gib is not None else ""
-    keep = fitting_keep(disk, attempts) if disk.free_gib is not None else 0
+    keep = fitting_keep(disk) if disk.free_gib is not None else 0
     if disk.free_gib is not None:
         found["planned_free_gib"] = disk.free_gib
     if disk.free_gib is not None and disk.needed_gib <= disk.free_gib:  # other writes took the space since

@@ -596,11 +596,12 @@ def judge(
     with their typed values (settle applies them). Pure."""
     tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
     software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
+    communicators, communicators_without_nvls = communicator_gib(cfg)
     knobs = with_changes(
         Knobs.from_verl(verl, pcgrad_tasks=tasks, flash_ce=software.flash_attn),
         engine_weights_in_host_ram=software.engine_weights_in_host_ram,
-        communicator_gib=communicator_gib(cfg)[0],
-        communicator_gib_without_nvls=communicator_gib(cfg)[1],
+        communicator_gib=communicators,
+        communicator_gib_without_nvls=communicators_without_nvls,
     )
     if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
         knobs = with_changes(knobs, trainer_beside_engine=False)

@@ -38,12 +38,21 @@ from launch import snapshot
 from launch.errors import UserError
 from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path
 from launch.lengths import PromptStats, measure_prompt_lengths
-from launch.memory import Architecture, Knobs, trainable_params, trains_critic
+from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges, select
 from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem, gib_text
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
-from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN, Card, spent_s, steps_within, validation_s, verl_validations
+from launch.steptime import (
+    STARTUP_MIN,
+    STEP_TIME_MARGIN,
+    Card,
+    every_and_last,
+    spent_s,
+    steps_within,
+    validation_s,
+    verl_validations,
+)
 
 if TYPE_CHECKING:
     from launch.rundir import Plan
@@ -699,7 +708,6 @@ def judge_files(plan: Plan, findings: Findings) -> None:
 # verl 0.9.1's checkpoint.save_contents default (actor and critic): each rank's model and optimizer shards, and the
 # scheduler and RNG state ("extra", a few KiB)
 VERL_SAVE_CONTENTS = ("model", "optimizer", "extra")
-GIB = 1024**3
 
 
 def role_checkpoint_bytes(arch: Architecture, section: dict[str, Any], lora_rank: int, dtype_bytes: int) -> float:
@@ -734,7 +742,7 @@ def checkpoint_gib(plan: Plan) -> float:
 
 def checkpoint_saves(total_steps: int, save_freq: int) -> int:
     """verl saves every save_freq steps and at the last step (trainer/ppo/ray_trainer.py fit)."""
-    return 0 if save_freq <= 0 else total_steps // save_freq + int(total_steps % save_freq != 0)
+    return every_and_last(total_steps, save_freq)
 
 
 def checkpoints_kept(saves: int, keep: int | None, attempts: int) -> int:

@@ -219,7 +219,13 @@ def verl_validations(steps: int, test_freq: int, to_the_end: bool = True) -> int
         return 0
     if not to_the_end:
         return (steps - 1) // test_freq
-    return steps // test_freq + int(steps % test_freq != 0)
+    return every_and_last(steps, test_freq)
+
+
+def every_and_last(steps: int, freq: int) -> int:
+    """How often verl's fit loop acts in a run of `steps` steps when it acts every freq-th step and at the last (its
+    validations, its checkpoints); never where freq <= 0."""
+    return 0 if freq <= 0 else steps // freq + int(steps % freq != 0)
 
 
 def spent_s(steps: int, step_s: float, validation_s: float, test_freq: int, to_the_end: bool = True) -> float:

@@ -536,8 +536,9 @@ def planned_forecast(
 ) -> StepTime | None:
     """The plan's step time: the model at the typical lengths (typical_for's, by default the config's own), each
     phase corrected by the nearest records of the same backend when launch.calibration=auto (steptime.forecast times
-    verl's Megatron backend with its own, rougher model). None for algo=rft (its stages are not PPO steps)."""
-    if cfg.algo.name == "rft":
+    verl's Megatron backend with its own, rougher model). None for algo=rft (its stages are not PPO steps) and for a
+    model whose architecture is unknown here (another model's table would time another model)."""
+    if cfg.algo.name == "rft" or llm.get("known") is False:
         return None
     arch, knobs, card = Architecture.from_llm(llm), Knobs.from_verl(verl), Card.of(cfg.gpu)
     critic = trains_critic(verl)

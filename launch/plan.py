@@ -23,7 +23,7 @@ from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.errors import UserError
-from launch.facts import Facts
+from launch.facts import Facts, is_local_path
 from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
@@ -57,7 +57,8 @@ def llm_architecture(cfg: DictConfig, facts: Facts, overrides: list[str]) -> tup
     if facts.model_config is None or facts.model_source == f"conf/llm/{cfg.llm.name}.yaml":
         if path != table["path"] and facts.model_config is None:
             unknown = {"name": path.rstrip("/").rsplit("/", 1)[-1], "path": path, "known": False}
-            return {**table, **unknown, "source": "nowhere (not local, not cached, no llm/)"}, []
+            nowhere = "a local path not readable here" if is_local_path(path) else "not local, not cached"
+            return {**table, **unknown, "source": f"nowhere ({nowhere}, no llm= named)"}, []
         return {**table, "source": f"conf/llm/{cfg.llm.name}.yaml"}, []
     source = facts.model_source or f"{path}/config.json"
     name = cfg.llm.name if path == table["path"] else path.rstrip("/").rsplit("/", 1)[-1]

@@ -110,6 +110,10 @@ def render(plan: Plan) -> str:
     ]
     if plan.preflight is None and plan.llm.get("known") is False:
         lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")
+        lines.append(
+            "  step time     cannot forecast it either: no time check, trainer.save_freq="
+            f"{plan.verl['trainer'].get('save_freq')} stays in steps (llm=... names an architecture)"
+        )
     else:
         lines += render_preflight(plan.preflight)
     lines += render_step_time(plan.time)

@@ -26,7 +26,7 @@ from launch.job_software import skipped_engine_check
 from launch.layout_checks import ConfigView, check_batches, check_megatron, check_rollout_span
 from launch.overrides import holds_interpolation
 from launch.ranges import select
-from launch.readiness import executes
+from launch.readiness import executes, skipped
 from launch.rundir import Plan, Resources
 from launch.schema import LaunchSettings, choices_of
 from launch.verl_diff import leaves
@@ -50,15 +50,22 @@ def check_model(cfg: DictConfig, facts: Facts) -> None:
     path = str(cfg.actor_rollout_ref.model.path)
     if not is_local_path(path):
         return  # a hub id: accepted as it is; checks that need files apply to local paths only
+    if "model" in skipped(cfg):
+        return  # a directory only the compute nodes see: the plan takes llm=...'s architecture, or cannot judge
     directory = Path(path).expanduser()
+    nodes_only = (
+        "; a directory only the compute nodes see: launch.skip_checks=[model], with llm=<its architecture> for the "
+        "preflight"
+    )
     if not directory.is_dir():
         raise UserError(
             f"model path '{path}' does not exist: set actor_rollout_ref.model.path to a local HF model directory "
-            f"or a hub id (or pick one with llm=..., e.g. llm=qwen2_5_7b)"
+            f"or a hub id (or pick one with llm=..., e.g. llm=qwen2_5_7b){nodes_only}"
         )
     if facts.model_config is None:
         raise UserError(
             f"model path '{path}' has no config.json: point actor_rollout_ref.model.path at a HF model directory"
+            f"{nodes_only}"
         )
 
 

@@ -118,6 +118,26 @@ def test_unknown_model_gets_no_verdict_in_a_dry_run_and_is_refused_at_submission
     assert "\n" not in message
 
 
+def test_a_model_directory_only_the_nodes_see_is_planned_with_skip_checks_model(tmp_path: Path):
+    """A local path this machine cannot read is refused, naming launch.skip_checks=[model]; with it, the run is planned
+    with the architecture llm= names, or with no verdict and no time forecast (another model's table would time
+    another model) where none is named."""
+    nodes_only = "/nodes/models/Qwen2.5-Math-7B"
+    overrides = [o for o in tiny_run(tmp_path) if not o.startswith("actor_rollout_ref.model.path")]
+    with pytest.raises(UserError, match=r"does not exist: .*launch\.skip_checks=\[model\], with llm=") as refused:
+        submission(tmp_path, *overrides, f"actor_rollout_ref.model.path={nodes_only}")
+    assert "\n" not in str(refused.value)
+    skip = "launch.skip_checks=[model]"
+    named = submission(tmp_path, *overrides, f"actor_rollout_ref.model.path={nodes_only}", skip, "llm=qwen2_5_0_5b")
+    assert named.llm["layers"] == 24 and named.preflight is not None and named.time is not None
+    assert named.llm["source"].startswith("conf/llm/qwen2_5_0_5b.yaml")
+    unnamed = submission(tmp_path, *overrides, f"actor_rollout_ref.model.path={nodes_only}", skip)
+    assert unnamed.llm["known"] is False and unnamed.preflight is None and unnamed.time is None
+    assert "a local path not readable here" in unnamed.llm["source"]
+    text = render(unnamed)
+    assert "preflight     cannot judge" in text and "step time     cannot forecast it either" in text
+
+
 def test_offline_job_needs_config_tokenizer_and_every_weight_shard_in_the_nodes_cache(tmp_path: Path, hf_cache: Path):
     """cluster=slurm sets HF_HUB_OFFLINE=1 for the job: what the cache lacks would fail on the node."""
     overrides = [*tiny_run(tmp_path)[:1], "llm=qwen2_5_0_5b", *tiny_run(tmp_path)[2:]]

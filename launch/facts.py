@@ -220,6 +220,31 @@ def llm_option_for(model_path: str) -> dict | None:
     return None
 
 
+VARIANT_SUFFIXES = ("-instruct", "-chat", "-base", "-it")  # a base model and its tuned variants share an architecture
+
+
+def model_family_name(model_path: str) -> str:
+    """'Qwen/Qwen2.5-7B-Instruct', '~/models/qwen2.5-7b' -> 'qwen2.5-7b': the name without owner, folder or variant."""
+    name = model_path.rstrip("/").rsplit("/", 1)[-1].lower()
+    return next((name.removesuffix(suffix) for suffix in VARIANT_SUFFIXES if name.endswith(suffix)), name)
+
+
+def llm_options_like(model_path: str) -> list[str]:
+    """The conf/llm/ options of the same model in another variant (its base, Instruct or chat model), whose
+    architecture is likely the path's: offered, never assumed (a base model's context may be longer)."""
+    family = model_family_name(model_path)
+    return [str(table["name"]) for table in _llm_tables() if model_family_name(str(table.get("path", ""))) == family]
+
+
+def variant_hint(model_path: str) -> str:
+    """' (llm=qwen2_5_7b describes Qwen/Qwen2.5-7B-Instruct, ...)' for a path llm_options_like knows, else ''."""
+    options = {str(table["name"]): str(table["path"]) for table in _llm_tables()}
+    like = [f"llm={name} describes {options[name]}" for name in llm_options_like(model_path)]
+    if not like:
+        return ""
+    return f" ({'; '.join(like)}: the same model or a variant of it; name it if that is its architecture)"
+
+
 @cache  # read once per process: a sweep asks for every job, and conf/ does not change while it plans
 def _llm_tables() -> tuple[dict, ...]:
     tables = (yaml.safe_load(option.read_text()) for option in sorted((PROJECT_DIR / "conf" / "llm").glob("*.yaml")))

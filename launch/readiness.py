@@ -36,7 +36,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from launch import snapshot
 from launch.errors import UserError
-from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path
+from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path, variant_hint
 from launch.lengths import PromptStats, measure_prompt_lengths
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written
@@ -467,7 +467,7 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
                 "model",
                 f"model {path} is unknown here (not a local directory, not in the HF cache {cache}, no llm/ option "
                 f"with that path), so the preflight cannot judge it: fill the cache ({download_command(path, cache)}), "
-                "pick the llm/ option of that model (llm=...), or give a local path "
+                f"pick the llm/ option of that model (llm=...){variant_hint(path)}, or give a local path "
                 "(actor_rollout_ref.model.path=/dir)",
             )
         )

@@ -12,6 +12,7 @@ import json
 import shlex
 
 from launch.container import describe as describe_container
+from launch.facts import variant_hint
 from launch.megatron_memory import FIXES as MEGATRON_FIXES
 from launch.plan import sync_command
 from launch.rundir import Change, Plan, gib_text
@@ -109,7 +110,10 @@ def render(plan: Plan) -> str:
         f"  verl command  {shlex.join(plan.driver_command)}",
     ]
     if plan.preflight is None and plan.llm.get("known") is False:
-        lines.append(f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here")
+        lines.append(
+            f"  preflight     cannot judge: the architecture of {plan.llm['path']} is unknown here"
+            f"{variant_hint(plan.llm['path'])}"
+        )
         lines.append(
             "  step time     cannot forecast it either: no time check, trainer.save_freq="
             f"{plan.verl['trainer'].get('save_freq')} stays in steps (llm=... names an architecture)"

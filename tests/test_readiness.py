@@ -25,7 +25,7 @@ from tiny_assets import (
 
 from launch import readiness
 from launch.errors import UserError, explain
-from launch.facts import PartitionFacts, find_model, gather_facts
+from launch.facts import PartitionFacts, find_model, gather_facts, llm_options_like, model_family_name
 from launch.memory import Knobs
 from launch.render import render
 from launch.run import plan_job
@@ -116,6 +116,26 @@ def test_unknown_model_gets_no_verdict_in_a_dry_run_and_is_refused_at_submission
     message = str(refused.value)
     assert "cannot judge" in message and f"hf download {LLAMA_70B}" in message and "llm=" in message
     assert "\n" not in message
+
+
+def test_an_unknown_variant_of_a_known_model_is_pointed_at_its_llm_option_never_given_it(tmp_path: Path):
+    """Qwen/Qwen2.5-7B (base) is not Qwen/Qwen2.5-7B-Instruct's table (a base model's context may be longer): the
+    plan cannot judge it, and both the plan and the refusal name llm=qwen2_5_7b as the way to say it is."""
+    assert model_family_name("~/models/Qwen2.5-7B-Instruct/") == model_family_name("Qwen/Qwen2.5-7B") == "qwen2.5-7b"
+    assert llm_options_like("Qwen/Qwen2.5-7B") == ["qwen2_5_7b"] and llm_options_like("org/Other-7B") == []
+    plan = dry_run(tmp_path, "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B")
+    assert plan.llm["known"] is False and plan.preflight is None and plan.time is None
+    assert "(llm=qwen2_5_7b describes Qwen/Qwen2.5-7B-Instruct: the same model or a variant" in render(plan)
+    with pytest.raises(UserError, match=r"pick the llm/ option of that model \(llm=...\) \(llm=qwen2_5_7b describes"):
+        submission(tmp_path, *tiny_run(tmp_path), "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B")
+
+
+def test_verl_examples_default_model_has_its_llm_option(tmp_path: Path):
+    """deepseek-ai/deepseek-llm-7b-chat, the model most of verl's example scripts train, is judged without a cache."""
+    model = "actor_rollout_ref.model.path=deepseek-ai/deepseek-llm-7b-chat"
+    plan = dry_run(tmp_path, model, "gpu=a100_80", "data.max_prompt_length=512", "data.max_response_length=1024")
+    assert plan.llm["source"] == "conf/llm/deepseek_llm_7b.yaml" and plan.preflight is not None
+    assert (plan.llm["layers"], plan.llm["kv_heads"], plan.llm["vocab"]) == (30, 32, 102400)
 
 
 def test_a_model_directory_only_the_nodes_see_is_planned_with_skip_checks_model(tmp_path: Path):

@@ -97,6 +97,35 @@ def check_placeholders(verl: dict[str, Any]) -> None:
         raise UserError(f"{key} {state} (value {value!r}){more}: give it a value on the command line ({key}=...){hint}")
 
 
+# verl's advantage estimators that compare a response with the others of its prompt (core_algos.py): identical
+# responses all get advantage 0 (GRPO, RLOO, OPO, GPG and REINFORCE++'s baseline subtract the group's mean; pass@k
+# rewards only the best over the second best)
+GROUP_ESTIMATORS = (
+    "grpo",
+    "grpo_vectorized",
+    "grpo_passk",
+    "rloo",
+    "rloo_vectorized",
+    "opo",
+    "gpg",
+    "reinforce_plus_plus_baseline",
+)
+
+
+def check_sampling(verl: dict[str, Any]) -> None:
+    """Greedy sampling (temperature 0) gives a prompt's n rollouts the same response: a group-relative estimator then
+    learns nothing, though verl runs it."""
+    rollout = verl["actor_rollout_ref"]["rollout"]
+    estimator = str(verl["algorithm"].get("adv_estimator"))
+    temperature, n = rollout.get("temperature"), int(rollout.get("n") or 1)
+    if estimator in GROUP_ESTIMATORS and n > 1 and temperature is not None and float(temperature) == 0:
+        raise UserError(
+            f"actor_rollout_ref.rollout.temperature={temperature} samples greedily: the rollout.n={n} responses to a "
+            f"prompt are the same, so algorithm.adv_estimator={estimator}'s advantages are all 0 and verl 0.9.1 would "
+            "train on nothing; set a temperature > 0 (verl's default 1.0; val_kwargs.temperature=0 is for validation)"
+        )
+
+
 def _placeholders(node: Any, path: str) -> Any:
     if isinstance(node, dict):
         if node.get("enable") is False or node.get("enabled") is False:
@@ -337,6 +366,8 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_model(cfg, facts)
     check_cluster(cfg, plan.resources, facts)
     check_placeholders(plan.verl)
+    if cfg.algo.name != "rft":  # rft's stages are not PPO steps: it has no advantages
+        check_sampling(plan.verl)
     check_fork_keys(plan.verl)
     too_few_gpus = gpu_count_refusal(cfg, plan)
     if too_few_gpus is not None and executes(cfg, plan):

@@ -105,6 +105,11 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.actor.clip_ratio_c=1",), "asserts clip_ratio_c > 1.0"),
     (("algorithm.kl_ctrl.kl_coef=-1",), "(verl's KLControlConfig.kl_coef is float)"),
     (("trainer.total_epochs=0",), "verl 0.9.1 would train 0 steps"),
+    (
+        ("actor_rollout_ref.rollout.temperature=0", "actor_rollout_ref.rollout.n=8"),
+        "samples greedily: the rollout.n=8 responses to a prompt are the same, so algorithm.adv_estimator=grpo's "
+        "advantages are all 0 and verl 0.9.1 would train on nothing",
+    ),
     (("trainer.n_gpus_per_node=0",), "must be an integer >= 1"),
     (("trainer.save_freq=0",), "must be -1 (never) or an integer >= 1"),
     (("trainer.test_freq=-5",), "treats every value <= 0 as never"),
@@ -180,7 +185,8 @@ def test_values_at_the_edges_still_plan(cli, tmp_path: Path):
         "trainer.save_freq": -1,
         "trainer.test_freq": 1,
         "trainer.total_training_steps": None,
-        "actor_rollout_ref.rollout.temperature": 0.0,
+        "actor_rollout_ref.rollout.temperature": 0.0,  # greedy: with one response per prompt GRPO still learns
+        "actor_rollout_ref.rollout.n": 1,
     }
     written = [f"{key}={'null' if value is None else value}" for key, value in edges.items()]
     result = cli(*written, "cluster.max_requeues=0", "launch.dry_run=json")

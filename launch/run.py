@@ -40,6 +40,7 @@ from launch.verl_diff import (
     backend_key_message,
     base_config,
     dtype_key_message,
+    missing_node_message,
     moved_key_message,
     retired_key_message,
 )
@@ -237,6 +238,7 @@ def exit_with_message(error: Exception) -> None:
         partial(dtype_key_message, base=base),
         partial(moved_key_message, base=base),
         partial(retired_key_message, base=base),
+        partial(missing_node_message, base=base),
     )
     errors.exit_with_message(error, cleanup=discard_rejected_invocation, key_explainers=explainers)
 

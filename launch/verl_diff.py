@@ -212,6 +212,36 @@ def retired_key_message(key: str, base: str) -> str | None:
     )
 
 
+def missing_node_message(key: str, base: str) -> str | None:
+    """A key under a node verl's `base` lacks altogether: the fallback's "fix the spelling" would point at the leaf,
+    not at the node another verl version had (verl's curriculum example sets data.sampler.class_name; 0.9.1 has its
+    sampler at trainer.v1.sampler, custom_sampler.{path,name}). Says which node is missing, that verl refuses it too,
+    and where verl 0.9.1 has a node of that name, with its keys. None when only the leaf is missing."""
+    parts = key.split(".")
+    if parts[0] in RLAUNCH_ROOTS or in_verl_base(key, base):
+        return None
+    raw = _verl_raw(base)
+    depth = next((i for i in range(1, len(parts) + 1) if not _has(raw, ".".join(parts[:i]))), len(parts))
+    if depth >= len(parts):
+        return None  # the node is there: the leaf's spelling is the question
+    node = parts[depth - 1]
+    places = sorted({leaf[: leaf.index(node) + 1] for leaf in _verl_leaves(base) if node in leaf[:-1]})
+    where = ""
+    if places and len(places) <= MOVED_KEY_MAX_PLACES:
+        first = ".".join(places[0])
+        children = select(raw, first)
+        listed = f" ({', '.join(str(child) for child in children)})" if isinstance(children, dict) else ""
+        also = f" (also {', '.join('.'.join(place) for place in places[1:])})" if len(places) > 1 else ""
+        where = f"; it has a {node} at {first}{listed}{also}"
+    parent = select(raw, ".".join(parts[: depth - 1])) if depth > 1 else raw
+    hint = closest(node, [str(sibling) for sibling in parent]) if isinstance(parent, dict) else ""
+    return (
+        f"unknown key '{key}'{hint}: verl 0.9.1's {base} has no {'.'.join(parts[:depth])} and would refuse it "
+        f"too{where}: "
+        f"a key of another verl version? fix or drop it, or add a new key on purpose with +{key}=..."
+    )
+
+
 @lru_cache(maxsize=1)
 def _verl_code_words() -> frozenset[str]:
     """Every identifier-like word of verl's installed Python source (~0.1 s; asked only when a key is refused)."""

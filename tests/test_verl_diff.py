@@ -25,6 +25,7 @@ from launch.verl_diff import (
     apply_changes,
     differences,
     dtype_key_message,
+    missing_node_message,
     moved_key_message,
     overlap,
     retired_key_message,
@@ -407,6 +408,26 @@ def test_a_key_no_verl_config_has_and_verls_code_never_reads_is_said_to_be_refus
     assert retired_key_message("actor_rollout_ref.model.torch_dtype", "ppo_trainer") is None  # verl's code reads it
     assert retired_key_message("gpu.usable_gbb", "ppo_trainer") is None  # rlaunch's own key: its spelling hint only
     assert retired_key_message("critic.model.fsdp_config.param_offload", "ppo_trainer") is None  # moved, not retired
+
+
+def test_a_key_under_a_node_verl_lacks_names_the_node_and_where_verl_has_one_of_that_name(tmp_path):
+    """verl's curriculum example (sglang_multiturn/run_qwen0.5b_gsm8k_multiturn_curriculum.sh) sets
+    data.sampler.class_name: verl 0.9.1 has no data.sampler (its sampler is trainer.v1.sampler), and class_name is a
+    word verl's code uses, so neither the moved nor the retired message applied and the line said "fix the
+    spelling"."""
+    result = run_cli("algo=verl", "gpu=h100", "data.sampler.class_name=RandomCurriculumSampler", cwd=tmp_path)
+    assert result.returncode == 2 and not (tmp_path / "runs").exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert (
+        "unknown key 'data.sampler.class_name': verl 0.9.1's ppo_trainer has no data.sampler and would refuse it"
+        in line
+    )
+    assert "it has a sampler at trainer.v1.sampler (" in line and "custom_sampler" in line
+    typo = missing_node_message("actor_rollout_ref.actor.fsdp_configs.x", "ppo_trainer")
+    assert typo is not None and typo.startswith("unknown key 'actor_rollout_ref.actor.fsdp_configs.x' (did you mean")
+    assert missing_node_message("actor_rollout_ref.actor.fsdp_config.nope", "ppo_trainer") is None  # only the leaf
+    assert missing_node_message("actor_rollout_ref.actor.fsdp_config.param_offload", "ppo_trainer") is None  # verl's
+    assert missing_node_message("gpu.nope.x", "ppo_trainer") is None  # rlaunch's own root
 
 
 def test_a_dtype_set_where_verl_has_none_lists_verls_dtypes_per_role(tmp_path):

@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
-from launch import calibration, errors, preflight, provenance, readiness, snapshot
+from launch import calibration, choices, errors, preflight, provenance, readiness, snapshot
 from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint, verl_config_name
 from launch.cli_help import register_help_resolver
 from launch.compose_once import Resolve, full_resolution
@@ -73,10 +73,12 @@ def plan_job(
     gather: Callable[..., Facts] = gather_facts,
     resolve: Resolve = full_resolution,
 ) -> Plan:
-    """repairs + data -> facts -> preflight (whose policy may change knobs, in cfg, before anything is planned) ->
-    plan, made once -> validate -> readiness (model, data, files, time, disk: refused in dispatch when the run
-    executes). `resolve`: how the job's config becomes plain data (a sweep's composer lends its quicker one,
+    """words + repairs + data -> facts -> preflight (whose policy may change knobs, in cfg, before anything is
+    planned) -> plan, made once -> validate -> readiness (model, data, files, time, disk: refused in dispatch when the
+    run executes). `resolve`: how the job's config becomes plain data (a sweep's composer lends its quicker one,
     launch/compose_once.py). cfg is not changed once the plan is made."""
+    choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
+    choices.check_booleans(cfg, overrides)
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)

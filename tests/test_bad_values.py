@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 from test_readiness import dry_run, submission, tiny_run
 
-from launch import ranges, readiness
+from launch import choices, ranges, readiness
 from launch.errors import UserError
 
 RUN_PY = str(PROJECT / "launch" / "run.py")
@@ -105,6 +105,12 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.actor.clip_ratio_c=1",), "asserts clip_ratio_c > 1.0"),
     (("algorithm.kl_ctrl.kl_coef=-1",), "(verl's KLControlConfig.kl_coef is float)"),
     (("trainer.total_epochs=0",), "verl 0.9.1 would train 0 steps"),
+    (("algorithm.adv_estimator=grpoo",), "not one of verl's advantage estimators (core_algos.py): gae, gdpo,"),
+    (("actor_rollout_ref.actor.policy_loss.loss_mode=bogus",), "would fail at the first actor update"),
+    (("trainer.logger=[console,wandbb]",), "wandbb is not one of verl's tracking backends (utils/tracking.py): wandb,"),
+    (("data.truncation=cut",), "not one of verl's truncation modes (utils/torch_functional.py): left, right, middle"),
+    (("actor_rollout_ref.model.enable_gradient_checkpointing=off",), "would take 'off' for true"),
+    (("data.filter_overlong_prompts=maybe",), "must be true or false (verl's default is the bool"),
     (
         ("actor_rollout_ref.rollout.temperature=0", "actor_rollout_ref.rollout.n=8"),
         "samples greedily: the rollout.n=8 responses to a prompt are the same, so algorithm.adv_estimator=grpo's "
@@ -276,3 +282,17 @@ def test_more_attempts_than_max_requeues_allow_is_refused_with_the_numbers_that_
 def test_a_dry_run_shows_too_many_attempts_as_not_ready(tmp_path: Path):
     plan = dry_run(tmp_path, "cluster=slurm", *slow_run(tmp_path), "trainer.total_epochs=100000")
     assert any(warning.startswith("not ready: the run needs") for warning in plan.warnings), plan.warnings
+
+
+def test_verls_words_are_read_from_its_source_and_its_examples_words_are_among_them():
+    """Each set comes from verl's own code: an empty one (verl's source moved) would turn its check off."""
+    for key in choices.CHOICES:
+        assert choices.allowed_words(key), key
+    assert {"grpo", "gae", "rloo", "reinforce_plus_plus", "remax", "gpg", "opo"} <= set(
+        choices.allowed_words("algorithm.adv_estimator")
+    )
+    assert {"vanilla", "gspo", "cispo", "sapo"} <= set(
+        choices.allowed_words("actor_rollout_ref.actor.policy_loss.loss_mode")
+    )
+    assert {"console", "wandb", "file", "tensorboard"} <= set(choices.allowed_words("trainer.logger"))
+    assert set(choices.allowed_words("data.truncation")) == {"error", "left", "right", "middle"}

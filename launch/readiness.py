@@ -693,12 +693,73 @@ def file_problem(verl: dict[str, Any], key: str, job: JobDirectory, verl_roots: 
     return f"{key} '{path}' does not exist (verl opens it in the job from {where}): fix the path"
 
 
+# the key naming what verl takes out of each module file (utils/import_utils.py load_extern_object: getattr on the
+# module, AttributeError "... not found in ..." in the job); the reward manager's only for its source importlib
+MODULE_OBJECTS = {
+    "reward.custom_reward_function.path": "reward.custom_reward_function.name",
+    "data.custom_cls.path": "data.custom_cls.name",
+    "reward.reward_manager.module.path": "reward.reward_manager.name",
+}
+
+
+def module_names(source: str) -> set[str] | None:
+    """The names a Python file defines at its top level (inside top-level if/try/with blocks too); None where they
+    cannot be known without running it (`from x import *`, a module __getattr__)."""
+    names: set[str] = set()
+    pending = list(ast.parse(source).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                return None
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            pending += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+            pending += [item for handler in getattr(node, "handlers", []) for item in handler.body]
+    return None if "__getattr__" in names else names
+
+
+def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | None:
+    """The function or class verl takes from a module file it will find: a name the file does not define, or a file
+    Python cannot parse, fails the job as verl imports it."""
+    name_key = MODULE_OBJECTS[key]
+    path, name = select(verl, key), select(verl, name_key)
+    if not path or not name or str(path).startswith("pkg://"):
+        return None
+    if key == "reward.reward_manager.module.path" and select(verl, "reward.reward_manager.source") != "importlib":
+        return None
+    written = Path(str(path).removeprefix("file://"))
+    candidates = [written] if written.is_absolute() else [Path(job.path) / written, written]
+    readable = [Path(snapshot.at_checkout(str(c), job.code_dir)) if job.code_dir else c for c in candidates]
+    found = next((candidate for candidate in readable if candidate.is_file()), None)
+    if found is None:
+        return None  # file_problem says where it is missing
+    try:
+        names = module_names(found.read_text(errors="replace"))
+    except SyntaxError as error:
+        return f"{key}={path} does not parse ({error.msg}, line {error.lineno}): verl imports it in the job; fix it"
+    if names is None or str(name) in names:
+        return None
+    defined = sorted(n for n in names if not n.startswith("_") and n[:1].islower() == str(name)[:1].islower())
+    listed = f" (it defines {', '.join(defined[:8])})" if defined else ""
+    return (
+        f"{name_key}={name}: {path} defines no {name}{listed}; verl 0.9.1 would fail in the job as it loads it "
+        f"(AttributeError): set {name_key} to the function or class it has"
+    )
+
+
 def judge_files(plan: Plan, findings: Findings) -> None:
-    """The files the job's verl opens by path. Before a submission writes the code snapshot, a path into it is read
-    at the checkout file it will copy (an untracked reward file keeps its snapshot path: missing, as in the job)."""
+    """The files the job's verl opens by path, and what it takes out of each module. Before a submission writes the
+    code snapshot, a path into it is read at the checkout file it will copy (an untracked reward file keeps its
+    snapshot path: missing, as in the job)."""
     verl = snapshot.at_checkout(plan.verl, plan.code_dir) if plan.code_dir else plan.verl
     job, package = JobDirectory.of(plan), verl_package_dir()
-    problems = [file_problem(verl, key, job) for key in MODULE_FILES]
+    problems = [file_problem(verl, key, job) or object_problem(verl, key, job) for key in MODULE_FILES]
     problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 

@@ -302,6 +302,32 @@ def test_a_relative_file_is_checked_where_the_jobs_ray_workers_open_it(tmp_path:
         submission(tmp_path, *overrides, f"{reward}=rewards/nope.py", gather=with_snapshot)
 
 
+def test_the_function_verl_takes_from_a_reward_file_must_be_in_it(tmp_path: Path):
+    """verl imports the file in the job and takes reward.custom_reward_function.name out of it (AttributeError when it
+    is not there); a file Python cannot parse fails the same way. Read with ast, never imported at planning."""
+    reward = "reward.custom_reward_function"
+    overrides = tiny_run(tmp_path)
+    my_reward = tmp_path / "my_reward.py"
+    my_reward.write_text(
+        "import math\ntry:\n    from fast import score\nexcept ImportError:\n    def score(*a):\n        return 0.0\n"
+        "def compute_score(*args, **kwargs):\n    return 0.0\nclass Judge:\n    pass\n"
+    )
+    for name in ("compute_score", "score", "Judge"):
+        plan = submission(tmp_path, *overrides, f"{reward}.path={my_reward}", f"{reward}.name={name}")
+        assert plan.readiness.problems == (), name
+    fix = re.escape(f"{reward}.name=my_score: {my_reward} defines no my_score (it defines compute_score, math, score)")
+    with pytest.raises(UserError, match=rf"^{fix}; verl 0\.9\.1 would fail in the job .*\[check 'files'"):
+        submission(tmp_path, *overrides, f"{reward}.path={my_reward}", f"{reward}.name=my_score")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def compute_score(:\n")
+    with pytest.raises(UserError, match=r"broken.py does not parse \(.*line 1\): verl imports it in the job"):
+        submission(tmp_path, *overrides, f"{reward}.path={broken}", f"{reward}.name=compute_score")
+    starred = tmp_path / "starred.py"
+    starred.write_text("from my_rewards import *\n")  # what it defines is known only by running it
+    plan = submission(tmp_path, *overrides, f"{reward}.path={starred}", f"{reward}.name=anything")
+    assert plan.readiness.problems == ()
+
+
 def test_pcgrad_task_count_comes_from_the_data(tmp_path: Path):
     cfg = compose_config("cluster=local", f"cluster.shared_dir={tmp_path}", "algo=mtl_pcgrad", *tiny_run(tmp_path))
     assert len(cfg.dataset.domains) == 6  # what dataset=guru says

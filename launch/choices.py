@@ -158,7 +158,8 @@ def check_booleans(cfg: DictConfig, overrides: Sequence[str]) -> None:
             continue
         declared = declared_type(cfg, key)
         if declared.kind == "bool":
+            empty = "" if value else " (empty: a shell variable the script never set?)"
             raise UserError(
-                f"{key}={shown(value)}: must be true or false ({declared.source}); verl 0.9.1 would take "
+                f"{key}={shown(value)}: must be true or false ({declared.source}){empty}; verl 0.9.1 would take "
                 f"{shown(value)!r} for {'true' if value else 'false'} (write {key}=true or {key}=false)"
             )

@@ -111,6 +111,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("data.truncation=cut",), "not one of verl's truncation modes (utils/torch_functional.py): left, right, middle"),
     (("actor_rollout_ref.model.enable_gradient_checkpointing=off",), "would take 'off' for true"),
     (("data.filter_overlong_prompts=maybe",), "must be true or false (verl's default is the bool"),
+    (("actor_rollout_ref.actor.use_kl_loss=",), "(empty: a shell variable the script never set?); verl 0.9.1 would"),
     (
         ("actor_rollout_ref.rollout.temperature=0", "actor_rollout_ref.rollout.n=8"),
         "samples greedily: the rollout.n=8 responses to a prompt are the same, so algorithm.adv_estimator=grpo's "

@@ -1,6 +1,7 @@
 """verl's words: the values its string and boolean keys may hold, checked before anything is planned.
 
-Runs on: the login node, in planning right after the range table (launch/ranges.py), which checks numbers only.
+Runs on: the login node, first in planning, before the range table (launch/ranges.py), which checks numbers only,
+and before readiness's repairs (a pasted trainer.logger is checked as written, before `file` is added).
 
 verl 0.9.1 checks none of these when it starts: a misspelt advantage estimator or policy loss fails at the first step
 or update (core_algos.get_adv_estimator_fn / get_policy_loss_fn raise ValueError), an unknown logger when the trainer
@@ -29,6 +30,7 @@ from launch.verl_diff import user_verl_overrides
 CORE_ALGOS = "trainer/ppo/core_algos.py"
 
 
+@cache  # core_algos.py holds two of the sets; the trees are only read
 def _tree(relative: str) -> ast.Module:
     return ast.parse((verl_package_dir() / relative).read_text())
 

@@ -670,9 +670,13 @@ class JobDirectory:
             return cls(plan.code_dir, plan.code_dir, "the code snapshot (the checkout's tracked files)")
         return cls(str(Path.cwd()), None, f"{Path.cwd()}, where rlaunch was started")
 
-    def holds(self, relative: Path) -> bool:
+    def readable(self, relative: Path) -> Path:
+        """Where this machine reads the file the job will open at `relative`."""
         inside = f"{self.path}/{relative}"
-        return Path(snapshot.at_checkout(inside, self.code_dir) if self.code_dir else inside).is_file()
+        return Path(snapshot.at_checkout(inside, self.code_dir) if self.code_dir else inside)
+
+    def holds(self, relative: Path) -> bool:
+        return self.readable(relative).is_file()
 
 
 def file_problem(verl: dict[str, Any], key: str, job: JobDirectory, verl_roots: tuple[Path, ...] = ()) -> str | None:
@@ -734,10 +738,8 @@ def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | N
     if key == "reward.reward_manager.module.path" and select(verl, "reward.reward_manager.source") != "importlib":
         return None
     written = Path(str(path).removeprefix("file://"))
-    candidates = [written] if written.is_absolute() else [Path(job.path) / written, written]
-    readable = [Path(snapshot.at_checkout(str(c), job.code_dir)) if job.code_dir else c for c in candidates]
-    found = next((candidate for candidate in readable if candidate.is_file()), None)
-    if found is None:
+    found = written if written.is_absolute() else job.readable(written)  # where file_problem found it
+    if not found.is_file():
         return None  # file_problem says where it is missing
     try:
         names = module_names(found.read_text(errors="replace"))

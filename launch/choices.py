@@ -165,3 +165,90 @@ def check_booleans(cfg: DictConfig, overrides: Sequence[str]) -> None:
                 f"{key}={shown(value)}: must be true or false ({declared.source}){empty}; verl 0.9.1 would take "
                 f"{shown(value)!r} for {'true' if value else 'false'} (write {key}=true or {key}=false)"
             )
+
+
+ENGINES = "workers/engine"
+# The model type verl's engine worker builds for a role (engine_workers.py: TrainingWorker(model_type=...))
+MODEL_TYPES = {
+    "actor_rollout_ref.actor": "language_model",
+    "actor_rollout_ref.ref": "language_model",
+    "critic": "value_model",
+}
+
+
+@cache
+def registered_engines(model_type: str) -> tuple[str, ...]:
+    """The backends verl registers for a model type on CUDA: every `@EngineRegistry.register(model_type=...,
+    backend=..., device=...)` under verl/workers/engine (device defaults to cuda there too)."""
+    backends: set[str] = set()
+    for path in sorted((verl_package_dir() / ENGINES).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for call in node.decorator_list:
+                if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "register":
+                    words = {keyword.arg: _strings(keyword.value) for keyword in call.keywords}
+                    if model_type in words.get("model_type", []) and "cuda" in words.get("device", ["cuda"]):
+                        backends.update(words.get("backend", []))
+    return tuple(sorted(backends))
+
+
+def _strings(node: ast.expr) -> list[str]:
+    """A string or a list of strings, as written."""
+    items = node.elts if isinstance(node, ast.List | ast.Tuple) else [node]
+    return [item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A verl config tree rlaunch composes and plans, and the engines its settings serve."""
+
+    backend: str  # rlaunch's group choice that composes it
+    strategies: tuple[str, ...]
+    settings: str  # the node of a role that holds the engine's settings
+
+
+# By the role's config class (its _target_): FSDPActorConfig/FSDPCriticConfig carry an FSDPEngineConfig (fsdp_config),
+# the Mcore ones a McoreEngineConfig (megatron). verl's FSDP engine config also takes fsdp_turbo, an Ascend-made
+# engine in a package of its own that rlaunch neither installs nor models.
+TREES = {
+    "FSDP": Tree("backend=fsdp", ("fsdp", "fsdp2"), "fsdp_config"),
+    "Mcore": Tree("backend=megatron", ("megatron",), "megatron"),
+}
+
+
+def check_strategies(cfg: DictConfig) -> None:
+    """Each built role's strategy (verl's engine backend): one verl registers for it, and one the composed tree serves
+    and rlaunch plans. verl 0.9.1 checks neither before its workers start."""
+    from launch.layout_checks import built_roles  # layout_checks imports the plan; choices runs before it is needed
+
+    for role in built_roles(cfg):
+        node = OmegaConf.select(cfg, role)
+        strategy = str(node.get("strategy"))
+        target = str(node.get("_target_", "")).rsplit(".", 1)[-1]
+        tree = next((tree for prefix, tree in TREES.items() if target.startswith(prefix)), None)
+        if tree is None or strategy in tree.strategies:
+            continue
+        key = f"{role}.strategy={strategy}"
+        engines = registered_engines(MODEL_TYPES[role])
+        if engines and strategy not in engines:
+            raise UserError(
+                f"{key}: not one of the engines verl registers for a {MODEL_TYPES[role]} on CUDA "
+                f"({ENGINES}): {', '.join(engines)}; verl 0.9.1 would fail as the worker starts "
+                f"(EngineRegistry: Unknown backend). rlaunch plans {_planned()}"
+            )
+        home = next((tree for tree in TREES.values() if strategy in tree.strategies), None)
+        if home is not None:
+            raise UserError(
+                f"{key}: the {strategy} engine reads its settings from {role}.{home.settings}, which the composed "
+                f"tree ({tree.backend}) lacks, so verl 0.9.1 would fail as the worker starts: write {home.backend} "
+                f"(verl's model_engine / --config-name) instead of setting the strategy"
+            )
+        raise UserError(
+            f"{key}: rlaunch plans {_planned()}; the {strategy} engine's memory and layout are not modelled here: "
+            f"use one of those"
+        )
+
+
+def _planned() -> str:
+    return "; ".join(f"{', '.join(tree.strategies)} ({tree.backend})" for tree in TREES.values())

@@ -79,6 +79,7 @@ def plan_job(
     launch/compose_once.py). cfg is not changed once the plan is made."""
     choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
     choices.check_booleans(cfg, overrides)
+    choices.check_strategies(cfg)
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)

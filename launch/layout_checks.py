@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from launch.errors import UserError
+from launch.memory import trains_critic
 from launch.plan import GLOBAL_MICRO_BATCHES
 from launch.ranges import select
 
@@ -158,16 +159,21 @@ def megatron_sizes(megatron: dict[str, Any]) -> dict[str, int]:
     return {name: int(value) for name, value in sizes.items()}
 
 
-def megatron_roles(verl: ConfigView) -> list[str]:
-    """The roles whose Megatron engine the run builds: the actor; the reference policy when a KL term needs it; the
-    critic when verl's need_critic would (critic.enable, else adv_estimator gae)."""
+def built_roles(verl: Any) -> list[str]:
+    """The roles whose training engine the run builds: the actor; the reference policy when a KL term needs it
+    (verl's need_reference_policy); the critic when verl's need_critic would (critic.enable, else adv_estimator gae).
+    `verl`: the resolved config (ConfigView) or the composed one (DictConfig)."""
     roles = ["actor_rollout_ref.actor"]
     if verl.actor_rollout_ref.actor.get("use_kl_loss") or verl.algorithm.get("use_kl_in_reward"):
         roles.append("actor_rollout_ref.ref")
-    critic_on = verl.critic.get("enable")
-    if critic_on or (critic_on is None and verl.algorithm.get("adv_estimator") == "gae"):
+    if trains_critic(verl):
         roles.append("critic")
-    return [role for role in roles if (select(verl, role) or {}).get("strategy") == "megatron"]
+    return roles
+
+
+def megatron_roles(verl: ConfigView) -> list[str]:
+    """The built roles (built_roles) on Megatron."""
+    return [role for role in built_roles(verl) if (select(verl, role) or {}).get("strategy") == "megatron"]
 
 
 def pipeline_layers(layers: int, pp: int, vpp: int, transformer: dict[str, Any]) -> tuple[int, int, str]:
@@ -271,4 +277,26 @@ def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: b
         raise UserError(
             f"data.max_prompt_length + max_response_length ({sequence_tokens}) exceeds the model's context "
             f"({max_position_embeddings} positions): shorten the lengths or pick a longer-context llm"
+        )
+    check_engine_context(rollout, data.max_prompt_length, sequence_tokens, max_position_embeddings)
+
+
+def check_engine_context(rollout: ConfigView, prompt_tokens: int, sequence_tokens: int, positions: int) -> None:
+    """rollout.max_model_len, where set: verl 0.9.1's engine servers refuse one beyond the model's positions as they
+    start (vllm/sglang/trtllm _validate_configs), and its vLLM server fails a request whose prompt leaves no token of
+    room (generate: "leaves no room to generate"), which a max-length prompt does at max_model_len <= the prompt."""
+    context = rollout.get("max_model_len")
+    if context is None:
+        return
+    key = f"actor_rollout_ref.rollout.max_model_len={context}"
+    if context > positions:
+        raise UserError(
+            f"{key}: exceeds the model's context ({positions} positions); verl 0.9.1's rollout server refuses it as "
+            f"it starts: set it to {sequence_tokens} (prompt + response) or leave it null (the model's {positions})"
+        )
+    if context <= prompt_tokens:
+        raise UserError(
+            f"{key}: leaves no room to generate after a prompt of data.max_prompt_length={prompt_tokens} tokens, and "
+            f"verl 0.9.1 fails the first such prompt (its rollout server: leaves no room to generate); set it to "
+            f"{sequence_tokens} (prompt + response) or leave it null"
         )

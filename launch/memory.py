@@ -111,6 +111,8 @@ class Architecture:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # the context verl 0.9.1 gives the rollout engine when rollout.max_model_len is null (0: not known)
+    max_position_embeddings: int = 0
 
     @classmethod
     def from_llm(cls, llm: Mapping[str, Any]) -> Architecture:
@@ -294,6 +296,7 @@ class Knobs:
     reward_model: bool = False
     reward_engine: str = "vllm"
     reward_engine_fraction: float = 0.0
+    engine_max_model_len: int = 0  # rollout.max_model_len as set; 0: null, which verl makes the model's positions
 
     @classmethod
     def from_verl(cls, verl: dict[str, Any], pcgrad_tasks: int = 0, flash_ce: bool = False) -> Knobs:
@@ -331,6 +334,7 @@ class Knobs:
             rollout_tp=int(rollout["tensor_model_parallel_size"]),
             max_num_seqs=int(rollout["max_num_seqs"]),
             max_num_batched_tokens=int(rollout["max_num_batched_tokens"]),
+            engine_max_model_len=int(rollout.get("max_model_len") or 0),
             pcgrad_tasks=pcgrad_tasks,
             fsdp_size=int(fsdp.get("fsdp_size", -1)),
             sequence_parallel=max(1, int(actor.get("ulysses_sequence_parallel_size") or 1)),
@@ -877,6 +881,17 @@ def kv_per_sequence_gib(arch: Architecture, knobs: Knobs, tokens: int) -> float:
     return _gib(arch.kv_bytes_per_token / shards * tokens)
 
 
+def engine_context(arch: Architecture, knobs: Knobs) -> int:
+    """The sequence the engine's KV cache must hold one of to start. vLLM refuses to start without room for one
+    max_model_len sequence (check_enough_kv_cache_memory: "To serve at least one request with the model's max seq
+    len"), and verl 0.9.1 gives it the model's max_position_embeddings when rollout.max_model_len is null
+    (vllm_async_server _validate_configs; older verl gave it prompt + response, and verl PR #5015 asked for that back
+    after 131072-token contexts failed to start). SGLang caps a request at the room it has: one prompt + response."""
+    if knobs.engine != "vllm":
+        return knobs.sequence
+    return knobs.engine_max_model_len or arch.max_position_embeddings or knobs.sequence
+
+
 def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float, beside: TrainerBeside | None = None) -> Phase:
     """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
     start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
@@ -886,12 +901,20 @@ def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float, beside:
     reserve, weights, activations, kv_room = engine_memory(arch, knobs, capacity_gib, beside)
     kv_per_sequence = kv_per_sequence_gib(arch, knobs, knobs.sequence)
     sequences = kv_room / kv_per_sequence if kv_per_sequence > 0 else 0.0
+    context = engine_context(arch, knobs)
+    kv_per_context = kv_per_sequence_gib(arch, knobs, context)
     failure = ""
-    if kv_room < kv_per_sequence:
+    if kv_room < kv_per_context:
         failure = (
             f"the engine's {reserve:.1f} GiB hold weights {weights:.1f} + activations {activations:.1f} but not one "
-            f"{knobs.sequence}-token sequence of KV cache ({kv_per_sequence:.2f} GiB)"
+            f"{context}-token sequence of KV cache ({kv_per_context:.2f} GiB)"
         )
+        if context > knobs.sequence:  # vLLM's room for rollout.max_model_len, not the run's own sequences
+            why = "as set" if knobs.engine_max_model_len else "null: verl gives vLLM the model's positions"
+            failure += (
+                f", which vLLM needs to start (rollout.max_model_len {context}, {why}; the run's prompt + response "
+                f"is {knobs.sequence})"
+            )
     notes = [
         f"KV cache room {max(kv_room, 0):.1f} GiB = {max(sequences, 0):.0f} full-length sequences "
         f"(max_num_seqs {knobs.max_num_seqs})"

@@ -37,6 +37,7 @@ from launch.memory import (
     Knobs,
     Phase,
     critic_knobs,
+    engine_context,
     engine_memory,
     estimate,
     host_ram_per_node,
@@ -87,6 +88,7 @@ KEYS = {
     "param_offload": "actor_rollout_ref.actor.fsdp_config.param_offload",
     "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "max_num_seqs": "actor_rollout_ref.rollout.max_num_seqs",
+    "engine_max_model_len": "actor_rollout_ref.rollout.max_model_len",
     "nnodes": "trainer.nnodes",
     "gpus_per_node": "trainer.n_gpus_per_node",
     "ref_param_offload": "actor_rollout_ref.ref.fsdp_config.param_offload",
@@ -150,6 +152,9 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
     """Cheapest first in lost throughput."""
     fixes = []
     rollout = rollout_phase(arch, knobs, capacity)
+    if engine_context(arch, knobs) > knobs.sequence and rollout.hard_failure:  # free: no sequence of the run is cut
+        changes = {"engine_max_model_len": knobs.sequence}
+        fixes.append(Fix(f"cap the engine's context at prompt + response ({knobs.sequence} tokens)", changes))
     if not rollout.fits and knobs.engine != "sglang":
         for step in range(int(knobs.engine_fraction * 20) - 1, 1, -1):
             fraction = step / 20
@@ -638,8 +643,8 @@ class MegatronJudging:
     lengths: TypicalLengths
 
     def knobs_of(self, verl: dict[str, Any]) -> Knobs:
-        """The knobs with the engine's TP and the training micro-batch this config gives them (the non-Megatron knobs
-        a fix may change)."""
+        """The knobs with the engine's TP and context and the training micro-batch this config gives them (the
+        non-Megatron knobs a fix may change)."""
         arr = verl["actor_rollout_ref"]
         given = {
             "rollout_tp": int(arr["rollout"]["tensor_model_parallel_size"]),
@@ -650,6 +655,7 @@ class MegatronJudging:
                 self.knobs.sequence,
             ),
             "micro_batch": arr["actor"].get("ppo_micro_batch_size_per_gpu"),
+            "engine_max_model_len": int(arr["rollout"].get("max_model_len") or 0),
         }
         changed = {name: value for name, value in given.items() if getattr(self.knobs, name) != value}
         return with_changes(self.knobs, **changed) if changed else self.knobs
@@ -750,11 +756,22 @@ def megatron_changes(
         widened = [size for size in widened if short != "TP" or size <= per_node]
         options.append([(f"{short} {size}" if size != sizes[name] else "", {name: size}) for size in widened])
     engine_tp = int(verl["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"])
-    engine_sizes = [engine_tp * factor for factor in MEGATRON_WIDENING if engine_tp * factor <= per_node]
+    # the engine's own TP always, widened within a node (one that spans nodes already, as DeepSeek-V3's 32, stays)
+    engine_sizes = [engine_tp] + [
+        engine_tp * factor for factor in MEGATRON_WIDENING[1:] if engine_tp * factor <= per_node
+    ]
     engine_options = [
         (f"engine TP {size}" if size != engine_tp else "", {ENGINE_TP: size})
         for size in (engine_sizes if widen_engine else [engine_tp])
     ]
+    knobs = Knobs.from_verl(verl)
+    if widen_engine and engine_context(arch, knobs) > knobs.sequence:  # vLLM's room for the model's whole context
+        capped = {KEYS["engine_max_model_len"]: knobs.sequence}
+        cap_words = f"engine context {knobs.sequence}"
+        engine_options += [
+            (" and ".join(text for text in (words, cap_words) if text), {**values, **capped})
+            for words, values in engine_options
+        ]
     switches = (
         ("optimizer offload", {"optimizer_offload": True}),
         ("param offload", {"param_offload": True}),

@@ -110,6 +110,16 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.logger=[console,wandbb]",), "wandbb is not one of verl's tracking backends (utils/tracking.py): wandb,"),
     (("data.truncation=cut",), "not one of verl's truncation modes (utils/torch_functional.py): left, right, middle"),
     (("actor_rollout_ref.model.enable_gradient_checkpointing=off",), "would take 'off' for true"),
+    (("actor_rollout_ref.rollout.max_model_len=40000",), "exceeds the model's context (32768 positions); verl 0.9.1"),
+    (("actor_rollout_ref.rollout.max_model_len=4096",), "leaves no room to generate after a prompt of data.max_prompt"),
+    (("actor_rollout_ref.actor.strategy=fsdp3",), "not one of the engines verl registers for a language_model"),
+    (("actor_rollout_ref.actor.strategy=megatron",), "which the composed tree (backend=fsdp) lacks"),
+    (("actor_rollout_ref.actor.strategy=torchtitan",), "the torchtitan engine's memory and layout are not modelled"),
+    (
+        ("critic.strategy=torchtitan", "algorithm.adv_estimator=gae"),
+        "verl registers for a value_model on CUDA (workers/engine): fsdp, fsdp2, megatron, veomni; verl 0.9.1 would",
+    ),
+    (("actor_rollout_ref.actor.strategy=fsdp", "backend=megatron"), "write backend=fsdp"),
     (("data.filter_overlong_prompts=maybe",), "must be true or false (verl's default is the bool"),
     (("actor_rollout_ref.actor.use_kl_loss=",), "(empty: a shell variable the script never set?); verl 0.9.1 would"),
     (
@@ -297,3 +307,15 @@ def test_verls_words_are_read_from_its_source_and_its_examples_words_are_among_t
     )
     assert {"console", "wandb", "file", "tensorboard"} <= set(choices.allowed_words("trainer.logger"))
     assert set(choices.allowed_words("data.truncation")) == {"error", "left", "right", "middle"}
+
+
+def test_verls_engines_are_read_from_its_registry():
+    """The engines verl registers (EngineRegistry.register under verl/workers/engine), per model type."""
+    assert {"fsdp", "fsdp2", "megatron", "torchtitan", "veomni"} <= set(choices.registered_engines("language_model"))
+    assert {"fsdp", "fsdp2", "megatron"} <= set(choices.registered_engines("value_model"))
+    assert "torchtitan" not in choices.registered_engines("value_model")
+
+
+def test_a_strategy_of_the_composed_tree_plans(tmp_path: Path):
+    plan = dry_run(tmp_path, "actor_rollout_ref.actor.strategy=fsdp2")
+    assert plan.verl["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"

@@ -136,6 +136,33 @@ def test_rollout_reservation_depends_on_the_engine():
     assert memory.rollout_phase(QWEN_7B, replace(k, engine="sglang", engine_fraction=0.9), 80.0).fits
 
 
+def test_vllm_needs_room_for_one_sequence_of_its_max_model_len_which_verl_makes_the_models_context():
+    """Qwen3-8B's KV cache is 144 KiB a token: one 40960-token sequence needs 5.62 GiB, the figure vLLM's own refusal
+    prints for it ("To serve at least one request with the model's max seq len (40960), (5.62 GiB KV cache is
+    needed")."""
+    qwen3_8b = Architecture(36, 4096, 32, 8, 128, 12288, 151936, False, max_position_embeddings=40960)
+    assert memory.kv_per_sequence_gib(qwen3_8b, knobs(), 40960) == pytest.approx(5.62, abs=0.005)
+    # 20 GiB of engine on an A40 holds the weights (15.3), the prefill and one 12288-token sequence, not one of 40960
+    tight = knobs(engine_fraction=0.45)
+    phase = memory.rollout_phase(qwen3_8b, tight, 44.4)
+    assert not phase.fits and "not one 40960-token sequence" in phase.hard_failure
+    assert "null: verl gives vLLM the model's positions" in phase.hard_failure
+    capped = replace(tight, engine_max_model_len=tight.sequence)
+    assert memory.rollout_phase(qwen3_8b, capped, 44.4).fits
+    assert memory.engine_context(qwen3_8b, replace(tight, engine="sglang")) == 12288  # SGLang caps a request
+    fix = preflight.candidate_fixes(qwen3_8b, tight, 44.4)[0]
+    assert fix.changes == {"engine_max_model_len": 12288}  # free, so first
+
+
+def test_a_llama_3_1_run_whose_engine_cannot_hold_its_131072_context_is_fixed_by_capping_max_model_len():
+    overrides = ("gpu=a40", "llm=llama3_1_8b", "actor_rollout_ref.rollout.tensor_model_parallel_size=1")
+    verdict = verdict_for(*overrides)
+    assert not verdict.phases["rollout"].fits
+    assert "131072-token sequence" in verdict.phases["rollout"].failure
+    assert verdict.first_fitting_fixes == ("actor_rollout_ref.rollout.max_model_len=12288",)
+    assert verdict_for(*overrides, "actor_rollout_ref.rollout.max_model_len=12288").fits
+
+
 def test_host_ram_counts_offloaded_states_and_sleeping_engine():
     base = memory.host_ram_per_node(QWEN_7B, knobs())
     offloaded = memory.host_ram_per_node(QWEN_7B, knobs(param_offload=True, optimizer_offload=True))

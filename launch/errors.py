@@ -82,6 +82,10 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
             return f"{key} has no value: set it on the command line ({key}=...)"
         if isinstance(cause, ValidationError):
             key = getattr(cause, "full_key", "?")
+            merging = re.search(r"Error merging override ([^=\s]+)=(\S*)", str(exc))
+            if merging and merging.group(1).startswith(f"{key}."):  # a key under one that holds a single value
+                written, value = merging.groups()
+                return f"{written}: {key} holds a single value, not keys of its own: write {key}={value}"
             return f"bad value for {key}: {_first_line(cause)}; give a value of the key's type"
     appended = re.search(r"Could not append to config\. An item is already at '([^']+)'", str(exc))
     if appended:

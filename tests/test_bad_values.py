@@ -128,6 +128,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "advantages are all 0 and verl 0.9.1 would train on nothing",
     ),
     (("trainer.n_gpus_per_node=0",), "must be an integer >= 1"),
+    (("launch.preflight.policy=fix",), "launch.preflight holds a single value, not keys of its own: write launch.pre"),
     (("trainer.save_freq=0",), "must be -1 (never) or an integer >= 1"),
     (("trainer.test_freq=-5",), "treats every value <= 0 as never"),
     (("trainer.max_actor_ckpt_to_keep=0",), "keeps every checkpoint for 0 or less"),

@@ -279,6 +279,31 @@ def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: b
             f"({max_position_embeddings} positions): shorten the lengths or pick a longer-context llm"
         )
     check_engine_context(rollout, data.max_prompt_length, sequence_tokens, max_position_embeddings)
+    check_fsdp_sizes(verl, n_gpus, gpus)
+
+
+# Each role's FSDP settings, where the composed tree has them
+FSDP_SIZE_KEYS = (
+    "actor_rollout_ref.actor.fsdp_config.fsdp_size",
+    "actor_rollout_ref.ref.fsdp_config.fsdp_size",
+    "critic.fsdp.fsdp_size",
+)
+
+
+def check_fsdp_sizes(verl: ConfigView, n_gpus: int, gpus: str) -> None:
+    """verl 0.9.1 shards over all the GPUs for fsdp_size < 0 or >= the GPUs, else builds a (GPUs // fsdp_size,
+    fsdp_size) device mesh as the worker starts (engine/fsdp/utils.py create_device_mesh): 0 divides by zero there,
+    and a size that does not divide the GPUs makes a mesh of the wrong size, which torch refuses."""
+    for key in FSDP_SIZE_KEYS:
+        size = select(verl, key)
+        if not isinstance(size, int) or size < 0 or size >= n_gpus or (size and n_gpus % size == 0):
+            continue
+        divisors = [d for d in range(1, n_gpus) if n_gpus % d == 0]
+        raise UserError(
+            f"{key}={size}: verl 0.9.1 builds a device mesh of {n_gpus} GPUs // {size} x {size} as the worker starts, "
+            f"which {'divides by zero' if size == 0 else f'is not {gpus}'}: use -1 (shard over all), or a size that "
+            f"divides {n_gpus} ({', '.join(map(str, divisors))})"
+        )
 
 
 def check_engine_context(rollout: ConfigView, prompt_tokens: int, sequence_tokens: int, positions: int) -> None:

@@ -85,6 +85,11 @@ RETENTION = Range(
 )
 COEFFICIENT = Range(0, verl_does="verl 0.9.1 would run it, rewarding the policy for moving away from the reference")
 CLIP = Range(0, verl_does="verl 0.9.1 would run it with the clip range turned inside out")
+LEARNING_RATE = Range(
+    0, low_open=True, verl_does="verl 0.9.1 would run it: 0 trains nothing, a negative rate climbs the loss"
+)
+# torch's AdamW, which verl builds as the worker starts, raises "Invalid weight_decay value" below 0
+WEIGHT_DECAY = Range(0, verl_does="verl 0.9.1 would fail as the worker builds its optimizer (torch's AdamW)")
 
 # key -> the values it may hold. Sizes count prompts, sequences, tokens or GPUs: verl 0.9.1 compares some of them
 # (train_batch_size >= ppo_mini_batch_size) but checks none is positive, and our own arithmetic divides by them.
@@ -93,14 +98,21 @@ RANGES: dict[str, Range] = {
     "data.val_batch_size": OPTIONAL_SIZE,
     "data.max_prompt_length": SIZE,
     "data.max_response_length": SIZE,
+    "data.dataloader_num_workers": Range(
+        0, verl_does="verl 0.9.1 would fail as the trainer builds its data loader (torch's DataLoader)"
+    ),
     "actor_rollout_ref.actor.ppo_mini_batch_size": SIZE,
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": OPTIONAL_SIZE,
     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": SIZE,
     "actor_rollout_ref.actor.ppo_epochs": SIZE,
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size": SIZE,
-    "actor_rollout_ref.actor.optim.lr": Range(
-        0, low_open=True, verl_does="verl 0.9.1 would run it: 0 trains nothing, a negative rate climbs the loss"
+    "actor_rollout_ref.actor.optim.lr": LEARNING_RATE,
+    "actor_rollout_ref.actor.optim.weight_decay": WEIGHT_DECAY,
+    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": Range(
+        0, high=1, verl_does="verl 0.9.1 would warm up for longer than the run: the rate never reaches optim.lr"
     ),
+    "critic.optim.lr": LEARNING_RATE,
+    "critic.optim.weight_decay": WEIGHT_DECAY,
     "actor_rollout_ref.actor.clip_ratio": CLIP,
     "actor_rollout_ref.actor.clip_ratio_low": CLIP,
     "actor_rollout_ref.actor.clip_ratio_high": CLIP,

@@ -21,13 +21,15 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from launch.errors import UserError
+from launch.errors import FORK_VALUES, UserError
 from launch.overrides import key_of
 from launch.ranges import declared_type, shown
 from launch.schema import verl_package_dir
 from launch.verl_diff import user_verl_overrides
 
 CORE_ALGOS = "trainer/ppo/core_algos.py"
+TRAINER = "trainer/ppo/v1/trainer_base.py"
+REWARD_MANAGERS = "experimental/reward_loop/reward_manager"
 
 
 @cache  # core_algos.py holds two of the sets; the trees are only read
@@ -93,13 +95,53 @@ def _asserted_in(relative: str, variable: str) -> list[str]:
     return []
 
 
+def _registered(directory: str, decorator: str) -> list[str]:
+    """The first argument of every `@decorator("name")` on a class or function in a package directory of verl's,
+    the decorator as each file names it: imported from the package itself (`from .registry import register`, or
+    `from verl.<directory as a module> import register as register_manager`), not a same-named one of another."""
+    package = directory.replace("/", ".")
+    names = []
+    for path in sorted((verl_package_dir() / directory).glob("*.py")):
+        tree = ast.parse(path.read_text())
+        local = {decorator} if path.stem == "registry" else set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").endswith(package)):
+                local |= {alias.asname or alias.name for alias in node.names if alias.name == decorator}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef):
+                for call in node.decorator_list:
+                    if isinstance(call, ast.Call) and getattr(call.func, "id", "") in local and call.args:
+                        names += _strings(call.args[0])
+    return names
+
+
+def _compared(relative: str, attribute: str) -> list[str]:
+    """The strings `<...>.attribute` is compared with (==, in) in a file: the modes an if/elif chain handles."""
+    words = []
+    for node in ast.walk(_tree(relative)):
+        if isinstance(node, ast.Compare) and getattr(node.left, "attr", "") == attribute:
+            for comparator in node.comparators:
+                words += _strings(comparator)
+    return words
+
+
+def _everywhere(cfg: DictConfig) -> bool:
+    return True
+
+
+def _registered_reward_manager(cfg: DictConfig) -> bool:
+    return OmegaConf.select(cfg, "reward.reward_manager.source", default="register") == "register"
+
+
 @dataclass(frozen=True)
 class Words:
-    """A key's allowed words, where verl reads them, and what verl does with another."""
+    """A key's allowed words, where verl reads them, and what verl does with another; `applies`: whether verl reads
+    the key in this config."""
 
     read: Callable[[], list[str]]
     where: str
     verl_does: str
+    applies: Callable[[DictConfig], bool] = _everywhere
 
 
 CHOICES: dict[str, Words] = {
@@ -125,6 +167,23 @@ CHOICES: dict[str, Words] = {
         "verl's truncation modes (utils/torch_functional.py)",
         "verl 0.9.1 would fail at the first prompt longer than data.max_prompt_length",
     ),
+    "trainer.resume_mode": Words(
+        lambda: sorted(set(_compared(TRAINER, "resume_mode"))),
+        "the resume modes verl's trainer handles (trainer/ppo/v1/trainer_base.py)",
+        "verl 0.9.1 would log 'Unknown resume mode' and fail as the trainer starts",
+    ),
+    # where source is register; verl 0.9.1 moves the legacy reward_model.reward_manager here (reward_loop.py)
+    "reward.reward_manager.name": Words(
+        lambda: sorted(set(_registered(REWARD_MANAGERS, "register"))),
+        "the reward managers verl registers (experimental/reward_loop/reward_manager)",
+        "verl 0.9.1 would fail as its reward workers start (get_reward_manager_cls: Unknown reward manager)",
+        _registered_reward_manager,
+    ),
+    "reward_model.reward_manager": Words(
+        lambda: sorted(set(_registered(REWARD_MANAGERS, "register"))),
+        "the reward managers verl registers (experimental/reward_loop/reward_manager)",
+        "verl 0.9.1 moves it to reward.reward_manager.name and would fail as its reward workers start",
+    ),
 }
 
 
@@ -137,8 +196,11 @@ def check_words(cfg: DictConfig) -> None:
     """Every key of CHOICES the config holds; the first word verl does not know stops the run."""
     for key, words in CHOICES.items():
         value = OmegaConf.select(cfg, key, default=None)
-        if value is None:
+        if value is None or not words.applies(cfg):
             continue
+        fork = FORK_VALUES.get((key, str(value)))
+        if fork is not None:  # a fork's word: say whose it is and what verl 0.9.1 has instead
+            raise UserError(f"{key}={value} is {fork[0]}'s, not verl 0.9.1's: {fork[1]}")
         values = list(value) if isinstance(value, ListConfig | list) else [value]
         allowed = allowed_words(key)
         unknown = [item for item in values if str(item) not in allowed]

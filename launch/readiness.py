@@ -637,8 +637,14 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
 
 # Python files verl 0.9.1 imports by path (utils/import_utils.py load_module): the reward function, a dataset class, a
 # reward manager of source importlib. "pkg://a.b" names a module verl imports by name and "file://" is stripped; any
-# other path is opened as written.
-MODULE_FILES = ("reward.custom_reward_function.path", "data.custom_cls.path", "reward.reward_manager.module.path")
+# other path is opened as written. The root custom_reward_function is verl's legacy spelling, which verl 0.9.1 moves to
+# reward.custom_reward_function when any of its keys is set (experimental/reward_loop/reward_loop.py).
+MODULE_FILES = (
+    "reward.custom_reward_function.path",
+    "custom_reward_function.path",
+    "data.custom_cls.path",
+    "reward.reward_manager.module.path",
+)
 # Files verl's rollout workers open when the agent loop (or its router) starts, after the job got its nodes and loaded
 # the model: verl 0.9.1 (utils/import_utils.py resolve_config_path) takes an absolute path as it is and a relative one
 # against the worker's working directory, then verl's project root (an editable install) and verl's package.
@@ -701,6 +707,7 @@ def file_problem(verl: dict[str, Any], key: str, job: JobDirectory, verl_roots: 
 # module, AttributeError "... not found in ..." in the job); the reward manager's only for its source importlib
 MODULE_OBJECTS = {
     "reward.custom_reward_function.path": "reward.custom_reward_function.name",
+    "custom_reward_function.path": "custom_reward_function.name",
     "data.custom_cls.path": "data.custom_cls.name",
     "reward.reward_manager.module.path": "reward.reward_manager.name",
 }

@@ -112,6 +112,9 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("algorithm.adv_estimator=grpoo",), "not one of verl's advantage estimators (core_algos.py): gae, gdpo,"),
     (("actor_rollout_ref.actor.policy_loss.loss_mode=bogus",), "would fail at the first actor update"),
     (("trainer.logger=[console,wandbb]",), "wandbb is not one of verl's tracking backends (utils/tracking.py): wandb,"),
+    (("reward.reward_manager.name=bogus",), "not one of the reward managers verl registers (experimental/reward_loop"),
+    (("reward_model.reward_manager=prime",), "verl 0.9.1 moves it to reward.reward_manager.name and would fail as"),
+    (("trainer.resume_mode=bogus",), "not one of the resume modes verl's trainer handles (trainer/ppo/v1/trainer_ba"),
     (("data.truncation=cut",), "not one of verl's truncation modes (utils/torch_functional.py): left, right, middle"),
     (("actor_rollout_ref.model.enable_gradient_checkpointing=off",), "would take 'off' for true"),
     (("actor_rollout_ref.rollout.max_model_len=40000",), "exceeds the model's context (32768 positions); verl 0.9.1"),
@@ -312,6 +315,11 @@ def test_verls_words_are_read_from_its_source_and_its_examples_words_are_among_t
     )
     assert {"console", "wandb", "file", "tensorboard"} <= set(choices.allowed_words("trainer.logger"))
     assert set(choices.allowed_words("data.truncation")) == {"error", "left", "right", "middle"}
+    assert set(choices.allowed_words("trainer.resume_mode")) == {"auto", "disable", "resume_path"}
+    # the reward loop's registry (the legacy workers/reward_manager one also registers prime and batch: 0.9.1 never
+    # reads it), rate_limited registered under an alias of its decorator
+    assert {"naive", "dapo", "rate_limited"} <= set(choices.allowed_words("reward.reward_manager.name"))
+    assert "prime" not in choices.allowed_words("reward.reward_manager.name")
 
 
 def test_verls_engines_are_read_from_its_registry():

@@ -279,7 +279,25 @@ def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: b
             f"({max_position_embeddings} positions): shorten the lengths or pick a longer-context llm"
         )
     check_engine_context(rollout, data.max_prompt_length, sequence_tokens, max_position_embeddings)
+    check_engine_batching(rollout, max_position_embeddings)
     check_fsdp_sizes(verl, n_gpus, gpus)
+
+
+def check_engine_batching(rollout: ConfigView, positions: int) -> None:
+    """vLLM refuses to start with fewer batched tokens than sequences at once (SchedulerConfig: "max_num_batched_tokens
+    must be greater than or equal to max_num_seqs": each running sequence takes a token a step). verl 0.9.1 first
+    raises the tokens to max_model_len where chunked prefill is off (vllm_async_server _validate_configs)."""
+    if rollout.name != "vllm":
+        return
+    tokens, sequences = int(rollout.max_num_batched_tokens), int(rollout.max_num_seqs)
+    if not rollout.get("enable_chunked_prefill", True):
+        tokens = max(tokens, int(rollout.get("max_model_len") or positions))
+    if tokens < sequences:
+        raise UserError(
+            f"actor_rollout_ref.rollout.max_num_batched_tokens={rollout.max_num_batched_tokens} is below "
+            f"actor_rollout_ref.rollout.max_num_seqs={sequences}: vLLM refuses to start (max_num_batched_tokens must "
+            f"be >= max_num_seqs); raise max_num_batched_tokens to {sequences} or lower max_num_seqs to {tokens}"
+        )
 
 
 # Each role's FSDP settings, where the composed tree has them

@@ -506,6 +506,8 @@ def tune(
             knobs = best
     if "max_num_seqs" in what and KEYS["max_num_seqs"] not in locked:
         wanted = min(MAX_ENGINE_SEQS, engine_sequences(arch, knobs, capacity, typical_tokens))
+        if knobs.engine == "vllm":  # vLLM refuses more sequences at once than batched tokens (check_engine_batching)
+            wanted = min(wanted, knobs.max_num_batched_tokens)
         if wanted > knobs.max_num_seqs:
             changes["max_num_seqs"] = wanted
     return changes

@@ -119,6 +119,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.model.enable_gradient_checkpointing=off",), "would take 'off' for true"),
     (("actor_rollout_ref.rollout.max_model_len=40000",), "exceeds the model's context (32768 positions); verl 0.9.1"),
     (("actor_rollout_ref.rollout.max_model_len=4096",), "leaves no room to generate after a prompt of data.max_prompt"),
+    (("actor_rollout_ref.rollout.max_num_batched_tokens=100",), "vLLM refuses to start (max_num_batched_tokens must"),
     (("actor_rollout_ref.actor.strategy=fsdp3",), "not one of the engines verl registers for a language_model"),
     (("actor_rollout_ref.actor.strategy=megatron",), "which the composed tree (backend=fsdp) lacks"),
     (("actor_rollout_ref.actor.strategy=torchtitan",), "the torchtitan engine's memory and layout are not modelled"),

@@ -448,6 +448,15 @@ def test_tune_raises_engine_concurrency_to_what_its_kv_cache_holds():
     assert "max_num_seqs" not in locked, "a key the user set stays"
 
 
+def test_tune_never_raises_vllms_concurrency_above_its_batched_tokens():
+    """vLLM refuses max_num_seqs > max_num_batched_tokens as it starts; SGLang has no such rule."""
+    _, arch, base, capacity, mini, batch = tuned_plan("gpu=a100_80", "llm=qwen2_5_1_5b")
+    few_tokens = replace(base, max_num_seqs=64, max_num_batched_tokens=300)
+    assert preflight.tune(arch, few_tokens, capacity, set(), mini, batch)["max_num_seqs"] == 300
+    sglang = preflight.tune(arch, replace(few_tokens, engine="sglang"), capacity, set(), mini, batch)
+    assert sglang["max_num_seqs"] > 300
+
+
 def test_tune_on_a40_raises_the_engine_fraction_the_issue_saw_idle():
     """a40 ships the engine at 0.45 with the trainer offloaded: ~23 GiB sat idle during rollout."""
     tuned, *_ = tuned_plan("gpu=a40")

@@ -574,7 +574,18 @@ def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findi
     if predicted.validates_before_training:
         attempt += f" - {predicted.validation_s / 60:.1f} min validation before training"
     attempt += f" = {attempt_min} min"
-    if predicted.attempts > 1 and not predicted.checkpoints:
+    resume = str(cfg.trainer.get("resume_mode") or "auto")
+    if predicted.attempts > 1 and resume != "auto":  # verl resumes from the latest checkpoint only under auto
+        restart = "from step 0" if resume == "disable" else "from trainer.resume_from_path again"
+        findings.problems.append(
+            (
+                "time",
+                f"trainer.resume_mode={resume} and the run needs {predicted.attempts} attempts of {attempt_min} min: "
+                f"verl would start every requeued attempt {restart}, not from its last checkpoint; write "
+                f"trainer.resume_mode=auto",
+            )
+        )
+    elif predicted.attempts > 1 and not predicted.checkpoints:
         findings.problems.append(
             (
                 "time",

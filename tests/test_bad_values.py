@@ -299,6 +299,16 @@ def test_more_attempts_than_max_requeues_allow_is_refused_with_the_numbers_that_
     assert submission(tmp_path, *overrides, f"mode.time_budget_min={budget}").readiness.problems == ()
 
 
+def test_a_run_that_needs_requeues_is_refused_unless_verl_resumes_from_its_last_checkpoint(tmp_path: Path):
+    """rlaunch requeues the job and verl resumes only under resume_mode=auto: disable starts every attempt over."""
+    overrides = [*slow_run(tmp_path), "trainer.total_epochs=2", "cluster.max_requeues=10"]
+    time = dry_run(tmp_path, "cluster=slurm", *overrides).predicted_time
+    assert time is not None and time.attempts > 1
+    assert submission(tmp_path, *overrides).readiness.problems == ()
+    with pytest.raises(UserError, match=r"trainer.resume_mode=disable and the run needs \d+ attempts .* from step 0"):
+        submission(tmp_path, *overrides, "trainer.resume_mode=disable")
+
+
 def test_a_dry_run_shows_too_many_attempts_as_not_ready(tmp_path: Path):
     plan = dry_run(tmp_path, "cluster=slurm", *slow_run(tmp_path), "trainer.total_epochs=100000")
     assert any(warning.startswith("not ready: the run needs") for warning in plan.warnings), plan.warnings

@@ -210,6 +210,21 @@ def check_words(cfg: DictConfig) -> None:
             raise UserError(
                 f"{written}: {unknown[0]} is not one of {words.where}: {', '.join(allowed)}; {words.verl_does}"
             )
+    check_resume_path(cfg)
+
+
+def check_resume_path(cfg: DictConfig) -> None:
+    """resume_mode=resume_path: verl 0.9.1's trainer asserts, as it starts, a resume_from_path string naming a
+    global_step_ folder (trainer_base.py _load_checkpoint)."""
+    if OmegaConf.select(cfg, "trainer.resume_mode", default=None) != "resume_path":
+        return
+    path = OmegaConf.select(cfg, "trainer.resume_from_path", default=None)
+    if not isinstance(path, str) or "global_step_" not in path:
+        raise UserError(
+            f"trainer.resume_mode=resume_path with trainer.resume_from_path={shown(path)}: verl 0.9.1 asserts a path "
+            f"to a checkpoint's global_step_<N> folder as the trainer starts; set trainer.resume_from_path=<dir>/"
+            f"global_step_<N>, or trainer.resume_mode=auto to resume from the latest in trainer.default_local_dir"
+        )
 
 
 def check_booleans(cfg: DictConfig, overrides: Sequence[str]) -> None:

@@ -115,6 +115,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("reward.reward_manager.name=bogus",), "not one of the reward managers verl registers (experimental/reward_loop"),
     (("reward_model.reward_manager=prime",), "verl 0.9.1 moves it to reward.reward_manager.name and would fail as"),
     (("trainer.resume_mode=bogus",), "not one of the resume modes verl's trainer handles (trainer/ppo/v1/trainer_ba"),
+    (("trainer.resume_mode=resume_path",), "verl 0.9.1 asserts a path to a checkpoint's global_step_<N> folder"),
     (("data.truncation=cut",), "not one of verl's truncation modes (utils/torch_functional.py): left, right, middle"),
     (("actor_rollout_ref.model.enable_gradient_checkpointing=off",), "would take 'off' for true"),
     (("actor_rollout_ref.rollout.max_model_len=40000",), "exceeds the model's context (32768 positions); verl 0.9.1"),

@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from launch.errors import FORK_VALUES, UserError
+from launch.errors import UserError, fork_value_message
 from launch.overrides import key_of
 from launch.ranges import declared_type, shown
 from launch.schema import verl_package_dir
@@ -125,6 +125,10 @@ def _compared(relative: str, attribute: str) -> list[str]:
     return words
 
 
+def _reward_managers() -> list[str]:
+    return sorted(set(_registered(REWARD_MANAGERS, "register")))
+
+
 def _everywhere(cfg: DictConfig) -> bool:
     return True
 
@@ -174,13 +178,13 @@ CHOICES: dict[str, Words] = {
     ),
     # where source is register; verl 0.9.1 moves the legacy reward_model.reward_manager here (reward_loop.py)
     "reward.reward_manager.name": Words(
-        lambda: sorted(set(_registered(REWARD_MANAGERS, "register"))),
+        _reward_managers,
         "the reward managers verl registers (experimental/reward_loop/reward_manager)",
         "verl 0.9.1 would fail as its reward workers start (get_reward_manager_cls: Unknown reward manager)",
         _registered_reward_manager,
     ),
     "reward_model.reward_manager": Words(
-        lambda: sorted(set(_registered(REWARD_MANAGERS, "register"))),
+        _reward_managers,
         "the reward managers verl registers (experimental/reward_loop/reward_manager)",
         "verl 0.9.1 moves it to reward.reward_manager.name and would fail as its reward workers start",
     ),
@@ -198,9 +202,9 @@ def check_words(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key, default=None)
         if value is None or not words.applies(cfg):
             continue
-        fork = FORK_VALUES.get((key, str(value)))
+        fork = fork_value_message(key, value)
         if fork is not None:  # a fork's word: say whose it is and what verl 0.9.1 has instead
-            raise UserError(f"{key}={value} is {fork[0]}'s, not verl 0.9.1's: {fork[1]}")
+            raise UserError(fork)
         values = list(value) if isinstance(value, ListConfig | list) else [value]
         allowed = allowed_words(key)
         unknown = [item for item in values if str(item) not in allowed]
@@ -210,7 +214,6 @@ def check_words(cfg: DictConfig) -> None:
             raise UserError(
                 f"{written}: {unknown[0]} is not one of {words.where}: {', '.join(allowed)}; {words.verl_does}"
             )
-    check_resume_path(cfg)
 
 
 def check_resume_path(cfg: DictConfig) -> None:

@@ -34,6 +34,12 @@ FORK_VALUES = {
 }
 
 
+def fork_value_message(key: str, value: object) -> str | None:
+    """'<key>=<value> is <fork>'s, not verl 0.9.1's: <what to do>' for a known fork's value of a key, else None."""
+    known = FORK_VALUES.get((key, str(value)))
+    return None if known is None else f"{key}={value} is {known[0]}'s, not verl 0.9.1's: {known[1]}"
+
+
 def fork_key_message(key: str) -> str | None:
     """'<key> is a key of <fork>, not of verl 0.9.1: <what to do>' for a known fork's key, else None."""
     for prefix, (fork, instead) in FORK_KEYS.items():

@@ -738,15 +738,17 @@ def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[
 def megatron_changes(
     verl: dict[str, Any],
     arch: Architecture,
+    knobs: Knobs,
     widen_engine: bool = False,
     narrower: Iterable[tuple[str, dict[str, Any]]] = (),
 ) -> list[MegatronChange]:
     """The small space a Megatron misfit is searched over: PP, TP (within a node) and, for a MoE model, EP at x1,
     x2, x4 of the run's own; optimizer offload; param offload (the reference's too); full recomputation; with
     `widen_engine` (the rollout phase does not fit) the engine's TP at x1, x2, x4 within a node too, since the
-    engine holds its own copy of the weights whatever the trainer's layout; the `narrower` training micro-batches
-    (when the training phase does not fit: a GPU profile's token budget can be what makes a pasted script's run
-    miss); every combination of them (divisibility is megatron_layout_valid's)."""
+    engine holds its own copy of the weights whatever the trainer's layout, each also with vLLM's context capped at
+    prompt + response where the model's whole context (`knobs`: the run's) is what it must hold; the `narrower`
+    training micro-batches (when the training phase does not fit: a GPU profile's token budget can be what makes a
+    pasted script's run miss); every combination of them (divisibility is megatron_layout_valid's)."""
     megatron = verl["actor_rollout_ref"]["actor"]["megatron"]
     per_node = int(verl["trainer"]["n_gpus_per_node"])
     sizes = {name: int(megatron.get(name) or 1) for name in MEGATRON_SIZE_KEYS}
@@ -766,7 +768,6 @@ def megatron_changes(
         (f"engine TP {size}" if size != engine_tp else "", {ENGINE_TP: size})
         for size in (engine_sizes if widen_engine else [engine_tp])
     ]
-    knobs = Knobs.from_verl(verl)
     if widen_engine and engine_context(arch, knobs) > knobs.sequence:  # vLLM's room for the model's whole context
         capped = {KEYS["engine_max_model_len"]: knobs.sequence}
         cap_words = f"engine context {knobs.sequence}"
@@ -877,7 +878,7 @@ def megatron_search(
     """A Megatron misfit's fixes: the cheapest fitting change (advice, whatever keys it touches), the cheapest
     among those that change no key the user set (what launch.preflight=fix applies), and the single changes."""
     narrower = [] if verdict.phases["training"].fits else narrower_batches(verl, judged_at.knobs)
-    changes = megatron_changes(verl, judged_at.arch, not verdict.phases["rollout"].fits, narrower)
+    changes = megatron_changes(verl, judged_at.arch, judged_at.knobs, not verdict.phases["rollout"].fits, narrower)
     best = megatron_fitting(judged_at, verl, changes)
     free = [change for change in changes if not locked & set(change.values)]
     applicable = (

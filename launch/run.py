@@ -80,6 +80,7 @@ def plan_job(
     choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
     choices.check_booleans(cfg, overrides)
     choices.check_strategies(cfg)
+    choices.check_resume_path(cfg)
     repairs = readiness.prepare(cfg)
     data = readiness.read_data(cfg)
     readiness.apply_data_facts(cfg, data)

@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from launch import verl_checks
-from launch.errors import FORK_VALUES, UserError, fork_key_message
+from launch.errors import FORK_VALUES, UserError, fork_key_message, fork_value_message
 from launch.facts import EXPERT_KEYS, Facts, is_local_path
 from launch.job_software import skipped_engine_check
 from launch.layout_checks import ConfigView, check_batches, check_megatron, check_rollout_span
@@ -198,9 +198,10 @@ def check_fork_keys(verl: dict[str, Any]) -> None:
         message = fork_key_message(key)
         if message is not None:
             raise UserError(message)
-    for (key, value), (fork, instead) in FORK_VALUES.items():
-        if select(verl, key) == value:
-            raise UserError(f"{key}={value} is {fork}'s, not verl 0.9.1's: {instead}")
+    for key, _ in FORK_VALUES:
+        message = fork_value_message(key, select(verl, key))
+        if message is not None:
+            raise UserError(message)
 
 
 @cache

@@ -18,8 +18,8 @@ system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "apt-get install$$missing"; apt-get update -q >/dev/null 2>&1; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	    echo "apt-get install$$missing"; apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null 2>&1; \
+	    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $$missing >/dev/null; \
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; fi; \
 	fi
 

@@ -61,6 +61,15 @@ def closest(word: str, options: Iterable[str]) -> str:
 KeyExplainer = Callable[[str], str | None]  # an unknown dotted key -> its one-line message, or None
 
 
+def deleted_key_message(full_key: str, overrides: Sequence[str]) -> str | None:
+    """A key the user's own ~key removed, then read by the plan (verl reads it too as the run starts)."""
+    for override in overrides:
+        deleted = override[1:].split("=", 1)[0] if override.startswith("~") else None
+        if deleted and (full_key == deleted or full_key.startswith(f"{deleted}.")):
+            return f"{override} deletes '{full_key}', which the run reads: set a value instead ({deleted}=...)"
+    return None
+
+
 def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> str | None:
     """The one-line message for an error the user caused, or None for a bug. `key_explainers`: what the caller knows
     of an unknown key beyond its spelling (launch/run.py: the backend whose base has it, launch/verl_diff.py)."""

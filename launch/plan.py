@@ -26,6 +26,7 @@ from launch.errors import UserError
 from launch.facts import Facts, is_local_path
 from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
+from launch.readiness import file_list
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS, model_tag
 from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN, StepTime
@@ -230,7 +231,10 @@ def make_worker_env(cfg: DictConfig) -> dict[str, str]:
 
 def wandb_mode(cfg: DictConfig, facts: Facts) -> str:
     """launch.wandb_mode=auto: online when the planning shell has W&B credentials (the job inherits that
-    environment), otherwise offline under the run directory."""
+    environment), otherwise offline under the run directory. A trainer.logger without wandb (a pasted
+    logger=["console"]) means verl never calls wandb.init: the plan says W&B is off instead of naming a run to sync."""
+    if "wandb" not in file_list(cfg.trainer.logger):
+        return "disabled"
     mode = str(cfg.launch.wandb_mode)
     if mode != "auto":
         return mode

@@ -168,12 +168,14 @@ def absolute_model_paths(cfg: DictConfig) -> list[str]:
 
 def ensure_file_logger(cfg: DictConfig) -> list[str]:
     """verl's file logger writes the metrics compare and doctor read back; a pasted logger list drops it."""
+    written = "null" if cfg.trainer.logger is None else None
     loggers = [str(logger) for logger in file_list(cfg.trainer.logger)]
     if "file" in loggers:
         return []
     with open_dict(cfg):
         cfg.trainer.logger = [*loggers, "file"]
-    return [f"trainer.logger={loggers} has no 'file': added it (compare and doctor read the per-attempt metric files)"]
+    reason = "compare and doctor read the per-attempt metric files"
+    return [f"trainer.logger={written or loggers} has no 'file': added it ({reason})"]
 
 
 # verl 0.9.1's critic.model.path default (trainer/config/model/hf_model.yaml): a placeholder its own model check rejects

@@ -238,6 +238,7 @@ def exit_with_message(error: Exception) -> None:
     """The launcher's one-line exit (launch/errors.py); a refusal, or a bug, leaves no sweep directory behind."""
     base = base_config(sys.argv[1:])  # main() rewrote argv: a pasted --config-name is backend=... in it
     explainers = (
+        partial(errors.deleted_key_message, overrides=sys.argv[1:]),
         backend_key_message,
         partial(dtype_key_message, base=base),
         partial(moved_key_message, base=base),

@@ -91,18 +91,24 @@ down  # a different shape, or a half-started cluster: start clean (only our own 
 # ---------------------------------------------------------------- 1. packages (a fresh machine has none of them)
 PKGS="slurm-wlm munge"
 [ "$DBD" = 1 ] && PKGS="$PKGS slurmdbd mariadb-server"
-missing=""
-for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 mkdir -p "$PREFIX"
-if [ -n "$missing" ]; then
-  made_policy=0  # keep postinst scripts from starting daemons (no systemd here)
-  if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made_policy=1; fi
-  apt-get update -q > "$PREFIX/apt.log" 2>&1 || true
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >> "$PREFIX/apt.log" 2>&1 \
-    || { tail -20 "$PREFIX/apt.log"; exit 1; }
-  [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
-  log "apt-get installed:$missing"
-fi
+# Every test worker starts a cluster of its own: on a fresh machine they would all run apt-get at once, and all but one
+# fail on dpkg's lock. One installs while the others wait, then find nothing missing.
+{
+  flock 9
+  missing=""
+  for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    made_policy=0  # keep postinst scripts from starting daemons (no systemd here)
+    if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made_policy=1; fi
+    # an apt-get of someone else's (not ours: ours hold the flock) is waited for, not failed on
+    apt-get -o DPkg::Lock::Timeout=600 update -q > "$PREFIX/apt.log" 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing \
+      >> "$PREFIX/apt.log" 2>&1 || { tail -20 "$PREFIX/apt.log"; exit 1; }
+    [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+    log "apt-get installed:$missing"
+  fi
+} 9> /var/lock/rlaunch-dev-cluster-packages.lock
 
 HOST=$(hostname -s)
 mkdir -p "$PREFIX"/{etc,state/ctld,state/d,log,run,munge}

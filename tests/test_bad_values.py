@@ -147,6 +147,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("mode.checkpoint_every_min=0",), "must be an integer >= 1 or null (rlaunch's ModeSettings.checkpoint_every_min"),
     (("cluster.max_requeues=-1",), "must be an integer >= 0 (rlaunch's ClusterSettings.max_requeues is int)"),
     (("trainer.logger=console,wandb",), "write a list in brackets (trainer.logger=[console,wandb])"),
+    (("~trainer.logger",), "~trainer.logger deletes 'trainer.logger', which the run reads: set a value instead"),
     (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),
     (
         ("data.train_batch_size=1024", "actor_rollout_ref.actor.ppo_mini_batch_size=80"),

@@ -46,6 +46,10 @@ def test_without_credentials_runs_are_offline_and_the_plan_says_how_to_sync(tmp_
     assert online.worker_env["WANDB_MODE"] == "online" and "wandb sync" not in render(online)
     forced, _ = plan_for(tmp_path, "launch.wandb_mode=disabled", wandb_credentials="~/.netrc")
     assert forced.worker_env["WANDB_MODE"] == "disabled"
+    # a pasted logger without wandb: verl never starts a W&B run, so the plan names none to sync
+    console_only, _ = plan_for(tmp_path, "trainer.logger=[console]", wandb_credentials="WANDB_API_KEY")
+    assert console_only.worker_env["WANDB_MODE"] == "disabled"
+    assert "W&B off" in render(console_only) and "wandb sync" not in render(console_only)
     assert {key: online.worker_env[key] for key in ("WANDB_RUN_ID", "WANDB_RESUME", "WANDB_RUN_GROUP")} == {
         "WANDB_RUN_ID": online.run_id,
         "WANDB_RESUME": "allow",

@@ -3,6 +3,8 @@
 - one dry run against `python -c "import torch"` (goal <= 1.5x), verl's verdict cached (launch/verl_checks.py) and
   cold (verl imported and asked);
 - a 64-job dry-run sweep (4 gpu x 2 algo x 8 lr) against one dry run (goal <= 3x), cached and cold;
+- the fit table (launch/fit_table.py: 11 profiles x 5 GPU counts planned and tuned) with one parse per distinct
+  interpolation (launch/interpolations.py) against omegaconf's parse on every resolution;
 - with --jobs N (e.g. 1000): an N-job dry-run sweep of one shape (goal for 1000: under 60 s) over data.seed (verl's
   checks do not read it: asked once, cold; then cached) and over the lr (cold: verl asked for every job).
 
@@ -38,13 +40,14 @@ SWEEP_64 = [
 # launch/run.py imports the `launch` package found first: this checkout's, not an editable install's elsewhere (a
 # second worktree sharing one venv would otherwise measure the other tree's code)
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))}
+UNCACHED_ENV = {**ENV, "RLAUNCH_INTERPOLATION_CACHE": "off"}
 
 
-def timed(command: list[str], cwd: Path) -> tuple[float, float]:
+def timed(command: list[str], cwd: Path, env: dict[str, str] = ENV) -> tuple[float, float]:
     """Wall seconds, and CPU seconds of the process and everything it forked (a sweep plans on every core)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=ENV)
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -56,8 +59,8 @@ def rlaunch(cache: Path, *args: str) -> list[str]:
     return [sys.executable, str(PROJECT / "launch" / "run.py"), *args, f"launch.verl_check_cache={cache}"]
 
 
-def median_of(repeat: int, command: list[str], cwd: Path) -> tuple[float, float]:
-    runs = [timed(command, cwd) for _ in range(repeat)]
+def median_of(repeat: int, command: list[str], cwd: Path, env: dict[str, str] = ENV) -> tuple[float, float]:
+    runs = [timed(command, cwd, env) for _ in range(repeat)]
     return statistics.median(wall for wall, _ in runs), statistics.median(cpu for _, cpu in runs)
 
 
@@ -82,6 +85,9 @@ def main() -> None:
         sweep_cold = timed(rlaunch(work / "verl_checks_64", *SWEEP_64, "launch.dry_run=json", "-m"), work)
         timed(sweep, work)  # records the sweep's verdicts in the cache the cached runs read
         sweep_warm = median_of(args.repeat, sweep, work)
+        fit_table = [sys.executable, str(PROJECT / "launch" / "fit_table.py"), "llm=qwen2_5_1_5b", "--json"]
+        fit_cached = median_of(args.repeat, fit_table, work)
+        fit_uncached = median_of(args.repeat, fit_table, work, UNCACHED_ENV)
 
         tag = commit_tag()
         print(f"[commit {tag}] planning, {args.repeat} runs each (medians), verl verdicts cached unless cold")
@@ -97,6 +103,8 @@ def main() -> None:
                 f"{sweep_cold[0] / single_warm[0]:5.2f}x one dry run, "
                 f"{sweep_cold[0] / single_cold[0]:.2f}x one cold dry run (goal <= 3x)",
             ),
+            ("fit table, omegaconf's parse each time", fit_uncached, ""),
+            ("fit table", fit_cached, f"{fit_cached[1] / fit_uncached[1]:5.2f}x the CPU of parsing each time"),
         ]
         if args.jobs:
             seeds = ",".join(str(seed) for seed in range(args.jobs))

@@ -4,3 +4,7 @@ together"). Depends on algos/ and rewards/, never the reverse.
 Runs on: the login node (planning, submitting, reports) and in the job (job.py, ray_cluster.py); each module's
 docstring says where it runs and what it owns.
 """
+
+from launch.interpolations import install as _install_interpolation_cache
+
+_install_interpolation_cache()

@@ -267,11 +267,12 @@ def test_a_value_that_must_be_a_multiple_gets_the_multiples_and_divisors_next_to
         "AssertionError: train_batch_size (100) must be divisible by ppo_mini_batch_size (16)"
     ).details
     assert verl == {"config_key": "train_batch_size", "value": 100, "divisor": 16}
-    # a divisor named by a phrase, not a key: only the value's own multiples
+    # verl's own quantities, not keys: the keys behind them (train_batch_size x rollout.n over the GPUs)
     phrase = failures.classify(
         "AssertionError: real_train_batch_size (500) must be divisible by minimal possible batch size (48)"
-    ).fix
-    assert "set real_train_batch_size to 480 or 528" in phrase and "to a divisor" not in phrase
+    )
+    assert phrase.details["config_key"] == "data.train_batch_size"
+    assert "set data.train_batch_size so that the product is a multiple of 48 (e.g. 480 or 528)" in phrase.fix
 
 
 def test_vllms_one_request_that_does_not_fit_says_fewer_sequences_cannot_help():

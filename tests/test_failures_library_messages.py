@@ -170,6 +170,43 @@ def test_a_value_verls_own_config_check_refuses_is_a_config_error_quoting_it() -
     assert "train_batch_size (4) must be >= actor.ppo_mini_batch_size (8)" in failures.classify(runtime).fix
 
 
+def test_verls_batch_check_names_the_keys_behind_its_quantities() -> None:
+    # verl's own check (utils/config.py) speaks of real_train_batch_size and a minimal batch size, neither a key
+    from omegaconf import OmegaConf
+    from verl.utils.config import validate_config
+
+    config = OmegaConf.create(
+        {
+            "trainer": {"n_gpus_per_node": 8, "nnodes": 3},
+            "data": {"train_batch_size": 256},
+            "actor_rollout_ref": {"actor": {"use_dynamic_bsz": False, "strategy": "fsdp"}, "rollout": {"n": 8}},
+        }
+    )
+    log = raised(lambda: validate_config(config, use_reference_policy=False, use_critic=False))
+    assert "real_train_batch_size (2048) must be divisible by minimal possible batch size (24)" in log
+    failure = failures.classify(log)
+    assert failure.kind == "config_error" and failure.details["config_key"] == "data.train_batch_size"
+    assert "data.train_batch_size x actor_rollout_ref.rollout.n = 2048 samples per step do not split over 24" in (
+        failure.fix
+    )
+    assert "(e.g. 2040 or 2064), or use a GPU count that divides 2048 (16 or 32)" in failure.fix
+
+
+def test_vllms_step_budget_below_one_sequence_says_which_way_to_turn_each_knob() -> None:
+    # vLLM's SchedulerConfig._verify_args (vllm/config/scheduler.py), its wording, with chunked prefill off
+    log = (
+        "(TaskRunner pid=311) pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig\n"
+        "  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (32768). This effectively limits "
+        "the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please "
+        "increase max_num_batched_tokens or decrease max_model_len. [type=value_error]\n"
+    )
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "config_error"
+    assert "raise actor_rollout_ref.rollout.max_num_batched_tokens to 32768 or more" in failure.fix
+    assert "lower actor_rollout_ref.rollout.max_model_len to 8192" in failure.fix
+    assert "actor_rollout_ref.rollout.enable_chunked_prefill=true" in failure.fix
+
+
 def test_verls_check_wrapped_by_hydras_instantiate_is_a_config_error_too() -> None:
     from omegaconf import OmegaConf
     from verl.utils.config import omega_conf_to_dataclass

@@ -870,7 +870,9 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         ), {"config_key": key}
     return (
         generations_fix(log_text)
+        or engine_batching_fix(log_text)
         or split_dimension_fix(log_text)
+        or train_batch_fix(log_text)
         or divisible_fix(log_text)
         or deepspeed_batch_fix(log_text)
         or zero_batch_fix(log_text)
@@ -1166,6 +1168,52 @@ def split_dimension_fix(log_text: str) -> tuple[str, Details] | None:
         f"split evenly: set {key} to a divisor of {size} ({', '.join(map(str, fitting))}) that the GPUs per engine "
         "allow"
     ), {"config_key": key, "value": ranks, "dimension": size}
+
+
+# vLLM's SchedulerConfig with chunked prefill off: one step must hold a whole sequence
+ENGINE_BATCHING = re.compile(
+    r"max_num_batched_tokens \((?P<tokens>\d+)\) is smaller than max_model_len \((?P<length>\d+)\)"
+)
+
+
+def engine_batching_fix(log_text: str) -> tuple[str, Details] | None:
+    refused = ENGINE_BATCHING.search(log_text)
+    if not refused:
+        return None
+    tokens, length = int(refused.group("tokens")), int(refused.group("length"))
+    rollout = "actor_rollout_ref.rollout"
+    return (
+        f"vLLM's step budget of {tokens} tokens cannot hold one {length}-token sequence with chunked prefill off: "
+        f"raise {rollout}.max_num_batched_tokens to {length} or more, or lower {rollout}.max_model_len to {tokens} "
+        f"(it must still exceed data.max_prompt_length), or set {rollout}.enable_chunked_prefill=true"
+    ), {"config_key": f"{rollout}.max_num_batched_tokens", "value": tokens, "needed": length}
+
+
+# verl's own batch check (utils/config.py) names two quantities, not keys: the prompts' samples and the GPUs they
+# are spread over (under Megatron, its data-parallel size x ppo_micro_batch_size_per_gpu)
+TRAIN_BATCH_REFUSED = re.compile(
+    r"real_train_batch_size \((?P<samples>\d+)\) must be divisible by minimal possible batch size \((?P<by>\d+)\)"
+)
+
+
+def train_batch_fix(log_text: str) -> tuple[str, Details] | None:
+    refused = TRAIN_BATCH_REFUSED.search(log_text)
+    if not refused:
+        return None
+    samples, by = int(refused.group("samples")), int(refused.group("by"))
+    if by <= 0:
+        return None
+    totals = " or ".join(str(total) for total in (samples // by * by, (samples // by + 1) * by) if total > 0)
+    counts = nearest_divisors(samples, by)
+    fix = (
+        f"data.train_batch_size x actor_rollout_ref.rollout.n = {samples} samples per step do not split over {by} "
+        f"(the GPUs, trainer.n_gpus_per_node x trainer.nnodes; under Megatron its data-parallel size x "
+        f"ppo_micro_batch_size_per_gpu): set data.train_batch_size so that the product is a multiple of {by} "
+        f"(e.g. {totals})"
+    )
+    if counts:
+        fix += f", or use a GPU count that divides {samples} ({' or '.join(map(str, counts))})"
+    return fix, {"config_key": "data.train_batch_size", "value": samples, "divisor": by}
 
 
 def divisible_fix(log_text: str) -> tuple[str, Details] | None:

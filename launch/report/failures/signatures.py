@@ -325,6 +325,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # libraries advise multiples (tensor cores, padding) in warnings that stop nothing
         r"\bmust be (?:evenly )?divisible by\b|\bis not (?:evenly )?divisible by\b",
         r"\bmust be an? (?:integer )?multiple of\b",
+        # vLLM's scheduler refusing to start: a step's token budget below one sequence, chunked prefill off
+        r"max_num_batched_tokens \(\d+\) is smaller than max_model_len \(\d+\)",
         # DeepSpeed's batch check: train_batch_size against micro batch x accumulation x world size
         r"Check batch related parameters|train_batch_size is not equal to micro_batch_per_gpu",
         # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)

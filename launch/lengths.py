@@ -9,6 +9,7 @@ line (and the step-time forecast) take these. Precedence: the user's `launch.exp
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from omegaconf import DictConfig
@@ -62,6 +63,7 @@ def percentile(ordered: list[int], fraction: float) -> int:
     return ordered[min(len(ordered) - 1, max(0, int(round(fraction * len(ordered) + 0.5)) - 1))]
 
 
+@cache  # read-only here (a custom chat template is passed per call, never set on it): planning loads it once
 def load_cached_tokenizer(tokenizer_path: str) -> Any | None:
     """The tokenizer from a local directory or the local HF cache, never the network; None when it is not there."""
     try:
@@ -96,15 +98,34 @@ def sample_prompts(files: list[str], prompt_key: str, sample_rows: int) -> list[
     return prompts[:sample_rows]
 
 
-def prompt_tokens(tokenizer: Any, prompt: Any, chat_template_kwargs: dict[str, Any]) -> int:
+def prompt_tokens(
+    tokenizer: Any, prompt: Any, chat_template_kwargs: dict[str, Any], chat_template: str | None = None
+) -> int:
     """One prompt's length as verl's RLHFDataset counts it: a list of chat messages through the chat template with
-    the generation prompt; a plain string tokenized as it is."""
+    the generation prompt; a plain string tokenized as it is. `chat_template`: the model's custom_chat_template,
+    which verl sets on its tokenizer (workers/config/model.py)."""
     if isinstance(prompt, str):
         return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    ids = tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=True, **chat_template_kwargs)
+    template = {"chat_template": chat_template} if chat_template is not None else {}
+    ids = tokenizer.apply_chat_template(
+        list(prompt), add_generation_prompt=True, tokenize=True, **template, **chat_template_kwargs
+    )
     if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 may answer a BatchEncoding
         ids = ids["input_ids"]
     return len(ids)
+
+
+def chat_prompts_without_template(
+    files: list[str], tokenizer_path: str, prompt_key: str, chat_template: str | None, sample_rows: int = 64
+) -> bool:
+    """The prompts are chat messages, and neither the tokenizer (a base model's) nor the config has a chat template:
+    verl's RLHFDataset applies one to every prompt. False when the tokenizer is not here to tell."""
+    if chat_template is not None:
+        return False
+    tokenizer = load_cached_tokenizer(tokenizer_path)
+    if tokenizer is None or getattr(tokenizer, "chat_template", None):
+        return False
+    return any(not isinstance(prompt, str) for prompt in sample_prompts(files, prompt_key, sample_rows))
 
 
 def measure_prompt_lengths(
@@ -113,6 +134,7 @@ def measure_prompt_lengths(
     sample_rows: int = 512,
     prompt_key: str = "prompt",
     chat_template_kwargs: dict[str, Any] | None = None,
+    chat_template: str | None = None,
 ) -> PromptStats | None:
     """p50, p95 and max of the prompt lengths in a sample of the parquet files' rows, tokenized as verl's RLHFDataset
     does (data.prompt_key, chat template with the generation prompt, data.apply_chat_template_kwargs). None when the
@@ -123,7 +145,7 @@ def measure_prompt_lengths(
     lengths = []
     for prompt in sample_prompts(files, prompt_key, sample_rows):
         try:
-            lengths.append(prompt_tokens(tokenizer, prompt, dict(chat_template_kwargs or {})))
+            lengths.append(prompt_tokens(tokenizer, prompt, dict(chat_template_kwargs or {}), chat_template))
         except (TypeError, ValueError, KeyError):  # a row verl would skip too (its filter prints and drops it)
             continue
     if not lengths:

@@ -37,7 +37,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from launch import snapshot
 from launch.errors import UserError
 from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path, variant_hint
-from launch.lengths import PromptStats, measure_prompt_lengths
+from launch.lengths import PromptStats, chat_prompts_without_template, measure_prompt_lengths
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges, select
@@ -273,14 +273,21 @@ def read_data(cfg: DictConfig) -> DataReport:
 
 
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+# a chat template in a file of its own: transformers' (.jinja) and a multimodal processor's (.json)
+CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
+
+
+def model_file_here(path: str, names: tuple[str, ...]) -> bool:
+    """Whether this machine holds one of the model's files `names` (a local directory, or this shell's HF cache)."""
+    if is_local_path(path):
+        return any((Path(path).expanduser() / name).is_file() for name in names)
+    return any(cached_file(path, name, hub_cache_dir(os.environ)) is not None for name in names)
 
 
 def tokenizer_here(path: str) -> bool:
-    """Whether this machine holds the model's tokenizer (a local directory, or this shell's HF cache): checked by
-    file name first, so a plan without one never pays for importing transformers."""
-    if is_local_path(path):
-        return any((Path(path).expanduser() / name).is_file() for name in TOKENIZER_FILES)
-    return any(cached_file(path, name, hub_cache_dir(os.environ)) is not None for name in TOKENIZER_FILES)
+    """Whether this machine holds the model's tokenizer: checked by file name first, so a plan without one never pays
+    for importing transformers."""
+    return model_file_here(path, TOKENIZER_FILES)
 
 
 def measure_prompts(cfg: DictConfig, report: DataReport) -> PromptStats | None:
@@ -288,22 +295,53 @@ def measure_prompts(cfg: DictConfig, report: DataReport) -> PromptStats | None:
     the tokenizer is here (launch/lengths.py); None otherwise. Read once per files and tokenizer (a sweep's jobs
     share them)."""
     files = tuple(file.path for file in report.files if file.key == "data.train_files" and file.rows)
-    tokenizer = str(cfg.actor_rollout_ref.model.get("tokenizer_path") or cfg.actor_rollout_ref.model.path)
+    tokenizer = tokenizer_of(cfg)
     if not files or "data" in skipped(cfg) or not tokenizer_here(tokenizer):
         return None
     kwargs = cfg.data.get("apply_chat_template_kwargs") or {}
     kwargs = OmegaConf.to_container(kwargs, resolve=True) if isinstance(kwargs, DictConfig) else dict(kwargs)
     stamp = tuple(Path(path).stat().st_mtime_ns for path in files)
-    return _measured_prompts(files, stamp, tokenizer, str(cfg.data.prompt_key), json.dumps(kwargs, sort_keys=True))
+    template = custom_chat_template(cfg)
+    return _measured_prompts(
+        files, stamp, tokenizer, str(cfg.data.prompt_key), json.dumps(kwargs, sort_keys=True), template
+    )
+
+
+def custom_chat_template(cfg: DictConfig) -> str | None:
+    template = cfg.actor_rollout_ref.model.get("custom_chat_template")
+    return None if template is None else str(template)
+
+
+def tokenizer_of(cfg: DictConfig) -> str:
+    return str(cfg.actor_rollout_ref.model.get("tokenizer_path") or cfg.actor_rollout_ref.model.path)
 
 
 @cache
 def _measured_prompts(
-    files: tuple[str, ...], _stamp: tuple[int, ...], tokenizer: str, prompt_key: str, kwargs: str
+    files: tuple[str, ...], _stamp: tuple[int, ...], tokenizer: str, prompt_key: str, kwargs: str, template: str | None
 ) -> PromptStats | None:
     return measure_prompt_lengths(
-        list(files), tokenizer, prompt_key=prompt_key, chat_template_kwargs=json.loads(kwargs)
+        list(files), tokenizer, prompt_key=prompt_key, chat_template_kwargs=json.loads(kwargs), chat_template=template
     )
+
+
+def judge_chat_template(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
+    """Chat prompts for a tokenizer without a chat template (a base model): verl's dataset filter drops every prompt
+    it cannot template ("Error processing one of the samples, skipping...") and its agent loop fails on the rest."""
+    files = [file.path for file in report.files if file.key == "data.train_files" and file.rows]
+    tokenizer = tokenizer_of(cfg)
+    if not files or not tokenizer_here(tokenizer) or model_file_here(tokenizer, CHAT_TEMPLATE_FILES):
+        return
+    if chat_prompts_without_template(files, tokenizer, str(cfg.data.prompt_key), custom_chat_template(cfg)):
+        findings.problems.append(
+            (
+                "data",
+                f"the prompts in data.train_files are chat messages, and the tokenizer of {tokenizer} has no chat "
+                "template (a base model's?): verl applies one to every prompt and would drop them all; set "
+                "actor_rollout_ref.model.custom_chat_template to a Jinja chat template, or use the model's chat "
+                "(instruct) version",
+            )
+        )
 
 
 def scored_domains(cfg: DictConfig) -> tuple[set[str], Any] | None:
@@ -392,6 +430,7 @@ def judge_data(
         count = f" ({len(bad)} of {len([f for f in report.files if f.key == key])} files)" if len(bad) > 1 else ""
         findings.problems.append(("data", f"{first.problem}{count}: {fix}"))
     findings.notes += [file.note for file in report.files if file.note]
+    judge_chat_template(cfg, report, findings)
     train_rows = report.rows("data.train_files")
     limit = int(cfg.data.get("train_max_samples") or -1)
     usable = min(train_rows, limit) if train_rows is not None and limit > 0 else train_rows

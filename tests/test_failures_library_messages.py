@@ -207,6 +207,18 @@ def test_vllms_step_budget_below_one_sequence_says_which_way_to_turn_each_knob()
     assert "actor_rollout_ref.rollout.enable_chunked_prefill=true" in failure.fix
 
 
+def test_a_tokenizer_without_a_chat_template_points_at_verls_custom_chat_template(tmp_path: Path) -> None:
+    from tiny_assets import make_tiny_tokenizer
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(make_tiny_tokenizer(tmp_path / "tok")))
+    tokenizer.chat_template = None  # a base model's tokenizer
+    log = raised(lambda: tokenizer.apply_chat_template([{"role": "user", "content": "1+1?"}], tokenize=False))
+    failure = failures.classify(log)
+    assert failure.kind == signature_kind(log) == "config_error"
+    assert "set actor_rollout_ref.model.custom_chat_template to a Jinja chat template" in failure.fix
+
+
 def test_verls_check_wrapped_by_hydras_instantiate_is_a_config_error_too() -> None:
     from omegaconf import OmegaConf
     from verl.utils.config import omega_conf_to_dataclass

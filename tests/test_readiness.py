@@ -234,6 +234,23 @@ def test_bad_data_is_refused_at_submission_and_shown_in_a_dry_run(tmp_path: Path
     assert any(re.search(message, warning) for warning in plan.warnings)
 
 
+def test_chat_prompts_for_a_base_models_tokenizer_without_a_chat_template_are_refused(tmp_path: Path):
+    """verl applies the chat template to every prompt: with none (a base model's tokenizer), its dataset filter drops
+    every prompt and its agent loop fails. A custom_chat_template is what verl sets on the tokenizer."""
+    overrides = tiny_run(tmp_path)
+    config = tmp_path / "model" / "tokenizer_config.json"
+    config.write_text(json.dumps({k: v for k, v in json.loads(config.read_text()).items() if k != "chat_template"}))
+    for name in ("chat_template.jinja", "chat_template.json"):
+        (tmp_path / "model" / name).unlink(missing_ok=True)
+    message = r"the prompts in data.train_files are chat messages, and the tokenizer of \S+ has no chat template"
+    with pytest.raises(UserError, match=message + r".*set actor_rollout_ref.model.custom_chat_template"):
+        submission(tmp_path, *overrides)
+    template = '{% for m in messages %}{{ m["content"] }}{% endfor %}'
+    plan = dry_run(tmp_path, *overrides, f"actor_rollout_ref.model.custom_chat_template='{template}'")
+    assert not any(re.search(message, warning) for warning in plan.warnings)
+    assert "prompt: measured" in render(plan)  # the prompts were tokenized through that template
+
+
 def test_own_reward_function_takes_any_data_source_and_remote_files_pass_with_a_note(tmp_path: Path):
     overrides = tiny_run(tmp_path)
     pd.DataFrame(guru_rows(["mystery/set"], 8, "train")).to_parquet(tmp_path / "data" / "train.parquet")

@@ -871,6 +871,7 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
     return (
         generations_fix(log_text)
         or engine_batching_fix(log_text)
+        or chat_template_fix(log_text)
         or split_dimension_fix(log_text)
         or train_batch_fix(log_text)
         or divisible_fix(log_text)
@@ -1187,6 +1188,16 @@ def engine_batching_fix(log_text: str) -> tuple[str, Details] | None:
         f"raise {rollout}.max_num_batched_tokens to {length} or more, or lower {rollout}.max_model_len to {tokens} "
         f"(it must still exceed data.max_prompt_length), or set {rollout}.enable_chunked_prefill=true"
     ), {"config_key": f"{rollout}.max_num_batched_tokens", "value": tokens, "needed": length}
+
+
+def chat_template_fix(log_text: str) -> tuple[str, Details] | None:
+    if "chat_template is not set and no template argument was passed" not in log_text:
+        return None
+    key = "actor_rollout_ref.model.custom_chat_template"
+    return (
+        "the model's tokenizer has no chat template (a base model's?), and verl applies one to every prompt: set "
+        f"{key} to a Jinja chat template, or use the model's chat (instruct) version"
+    ), {"config_key": key}
 
 
 # verl's own batch check (utils/config.py) names two quantities, not keys: the prompts' samples and the GPUs they

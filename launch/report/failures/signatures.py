@@ -325,6 +325,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # libraries advise multiples (tensor cores, padding) in warnings that stop nothing
         r"\bmust be (?:evenly )?divisible by\b|\bis not (?:evenly )?divisible by\b",
         r"\bmust be an? (?:integer )?multiple of\b",
+        # transformers applying the chat template of a tokenizer that has none (a base model's), as verl's dataset
+        # and agent loop do to every prompt
+        r"chat_template is not set and no template argument was passed",
         # vLLM's scheduler refusing to start: a step's token budget below one sequence, chunked prefill off
         r"max_num_batched_tokens \(\d+\) is smaller than max_model_len \(\d+\)",
         # DeepSpeed's batch check: train_batch_size against micro batch x accumulation x world size

@@ -27,6 +27,7 @@ import glob
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -822,7 +823,51 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     job, package = JobDirectory.of(plan), verl_package_dir()
     problems = [file_problem(verl, key, job) or object_problem(verl, key, job) for key in MODULE_FILES]
     problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
+    problems.append(resume_checkpoint_problem(verl))
     findings.problems += [("files", problem) for problem in problems if problem is not None]
+
+
+SHARD_WORLD_SIZE = re.compile(r"model_world_size_(\d+)_rank_\d+\.pt")
+
+
+def resume_checkpoint_problem(verl: dict[str, Any]) -> str | None:
+    """resume_mode=resume_path: the checkpoint verl loads as the trainer starts (trainer_base.py _load_checkpoint:
+    <path>/actor through the checkpoint manager). verl's FSDP checkpoint is one file per rank, named by the world
+    size that wrote it (fsdp_checkpoint_manager.py: model_world_size_<W>_rank_<r>.pt): it loads on W ranks only."""
+    trainer = verl["trainer"]
+    path = trainer.get("resume_from_path")
+    if trainer.get("resume_mode") != "resume_path" or not isinstance(path, str):
+        return None
+    key = f"trainer.resume_from_path={path}"
+    if path.startswith("~"):
+        expanded = Path(path).expanduser()
+        return f"{key}: verl does not expand ~ (it joins the path to the job's working directory); write {expanded}"
+    folder = Path(path)
+    if not folder.is_absolute():
+        return None  # verl joins it to the job's working directory, which this machine cannot see
+    if not folder.is_dir():
+        return f"{key} does not exist: verl loads its actor/ as the trainer starts; fix the path"
+    actor = folder / "actor"
+    if not actor.is_dir():
+        return (
+            f"{key} holds no actor/ folder, which verl loads as the trainer starts: point it at a global_step_<N> "
+            "folder verl saved"
+        )
+    actor_config = verl["actor_rollout_ref"]["actor"]
+    if actor_config.get("strategy") not in ("fsdp", "fsdp2"):
+        return None  # Megatron's distributed checkpoint reshards on load
+    saved = {int(match.group(1)) for file in actor.iterdir() if (match := SHARD_WORLD_SIZE.fullmatch(file.name))}
+    gpus = int(trainer["n_gpus_per_node"]) * int(trainer["nnodes"])
+    if saved and gpus not in saved:
+        written = sorted(saved)[0]
+        return (
+            f"{key} was saved by {written} ranks (actor/model_world_size_{written}_rank_*.pt) and this run has "
+            f"{gpus} GPUs: verl's FSDP checkpoint loads only on the world size that wrote it; run on {written} GPUs "
+            "(trainer.nnodes x trainer.n_gpus_per_node), or merge it (python -m verl.model_merger merge --backend "
+            f"fsdp --local_dir {actor} --target_dir <dir>) and start from <dir> (actor_rollout_ref.model.path=<dir>, "
+            "trainer.resume_mode=disable)"
+        )
+    return None
 
 
 # --- disk ----------------------------------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
 dist.init_process_group("gloo")
-model_dir, out, contents = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+model_dir, out, contents, action = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
 fsdp = FSDP(model, device_id=torch.device("cpu"), use_orig_params=True)
 optimizer = torch.optim.AdamW(fsdp.parameters(), lr=1e-3)
@@ -107,7 +107,11 @@ manager = FSDPCheckpointManager(
     model=fsdp, optimizer=optimizer, lr_scheduler=None, processing_class=AutoTokenizer.from_pretrained(model_dir),
     checkpoint_config={"save_contents": contents, "load_contents": contents},
 )
-manager.save_checkpoint(os.path.join(out, "global_step_1", "actor"), global_step=1)
+actor = os.path.join(out, "global_step_1", "actor")
+if action == "load":  # as a resumed run's worker does
+    manager.load_checkpoint(actor)
+else:
+    manager.save_checkpoint(actor, global_step=1)
 dist.destroy_process_group()
 """
 
@@ -121,7 +125,7 @@ def test_the_predicted_checkpoint_is_what_verls_checkpoint_manager_writes(tmp_pa
     model = make_tiny_model(tmp_path / "model", weights=True, hidden=256, layers=4)
     (tmp_path / "save.py").write_text(VERL_SAVE)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    command += [str(tmp_path / "save.py"), str(model), str(tmp_path / "out"), json.dumps(contents)]
+    command += [str(tmp_path / "save.py"), str(model), str(tmp_path / "out"), json.dumps(contents), "save"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     actor = tmp_path / "out" / "global_step_1" / "actor"
@@ -132,6 +136,21 @@ def test_the_predicted_checkpoint_is_what_verls_checkpoint_manager_writes(tmp_pa
     predicted = readiness.role_checkpoint_bytes(arch, {"checkpoint": {"save_contents": contents}}, 0, 4)
     # a tiny model's pickles, tokenizer and RNG state add a few per cent; at billions of parameters, nothing
     assert predicted <= written <= 1.1 * predicted, (written, predicted)
+    # resuming it: verl loads model_world_size_<its own world size>_rank_<r>.pt, so only a 2-GPU run can
+    resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={actor.parent}"]
+    on_eight = dry_run(tmp_path / "eight", *tiny_run(tmp_path / "eight"), *resume, "trainer.n_gpus_per_node=8")
+    refusal = "was saved by 2 ranks (actor/model_world_size_2_rank_*.pt) and this run has 8 GPUs"
+    assert any(refusal in warning for warning in on_eight.warnings), on_eight.warnings
+    assert f"--local_dir {actor} --target_dir <dir>" in " ".join(on_eight.warnings)
+    on_two = dry_run(tmp_path / "two", *tiny_run(tmp_path / "two"), *resume, "trainer.n_gpus_per_node=2")
+    assert not any("trainer.resume_from_path" in warning for warning in on_two.warnings), on_two.warnings
+    # and what verl says when it is loaded on another world size anyway (one rank here), and what rlaunch makes of it
+    command[command.index("--nproc-per-node=2")] = "--nproc-per-node=1"
+    command[-1] = "load"
+    loaded = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert loaded.returncode != 0 and "model_world_size_1_rank_0.pt" in loaded.stderr
+    failure = failures.classify(loaded.stderr)
+    assert failure.kind == "config_error" and f"--local_dir {actor} --target_dir <dir>" in failure.fix
 
 
 def with_free_space(free_gib: float, filesystem: int = 1):

@@ -872,6 +872,7 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         generations_fix(log_text)
         or engine_batching_fix(log_text)
         or chat_template_fix(log_text)
+        or resume_world_size_fix(log_text)
         or split_dimension_fix(log_text)
         or train_batch_fix(log_text)
         or divisible_fix(log_text)
@@ -1198,6 +1199,26 @@ def chat_template_fix(log_text: str) -> tuple[str, Details] | None:
         "the model's tokenizer has no chat template (a base model's?), and verl applies one to every prompt: set "
         f"{key} to a Jinja chat template, or use the model's chat (instruct) version"
     ), {"config_key": key}
+
+
+SHARD_MISSING = re.compile(
+    r"No such file or directory: '(?P<actor>[^']*)/model_world_size_(?P<world>\d+)_rank_\d+\.pt'"
+)
+
+
+def resume_world_size_fix(log_text: str) -> tuple[str, Details] | None:
+    """verl's FSDP checkpoint is a file per rank named by the world size that wrote it: another GPU count finds none."""
+    missing = SHARD_MISSING.search(log_text)
+    if not missing:
+        return None
+    actor, world = missing.group("actor"), int(missing.group("world"))
+    return (
+        f"the checkpoint in {actor} lacks a shard for this run's {world} ranks: it was written by another GPU count "
+        "(verl's FSDP checkpoint loads only on the world size W in its model_world_size_<W>_rank_*.pt files), or "
+        "its save was cut short: run on W GPUs (trainer.nnodes x trainer.n_gpus_per_node), or merge it (python -m "
+        f"verl.model_merger merge --backend fsdp --local_dir {actor} --target_dir <dir>) and start from <dir> "
+        "(actor_rollout_ref.model.path=<dir>, trainer.resume_mode=disable)"
+    ), {"config_key": "trainer.n_gpus_per_node", "value": world}
 
 
 # verl's own batch check (utils/config.py) names two quantities, not keys: the prompts' samples and the GPUs they

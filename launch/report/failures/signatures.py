@@ -328,6 +328,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # transformers applying the chat template of a tokenizer that has none (a base model's), as verl's dataset
         # and agent loop do to every prompt
         r"chat_template is not set and no template argument was passed",
+        # verl's FSDP checkpoint resumed on another GPU count: it looks for the shard of its own world size
+        r"No such file or directory: '[^']*model_world_size_\d+_rank_\d+\.pt'",
         # vLLM's scheduler refusing to start: a step's token budget below one sequence, chunked prefill off
         r"max_num_batched_tokens \(\d+\) is smaller than max_model_len \(\d+\)",
         # DeepSpeed's batch check: train_batch_size against micro batch x accumulation x world size

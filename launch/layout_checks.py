@@ -265,6 +265,14 @@ def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: b
     n_gpus = trainer.nnodes * trainer.n_gpus_per_node
     gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
     sequence_tokens = data.max_prompt_length + data.max_response_length
+    # first: lengths beyond the model would otherwise surface as token budgets too small for them
+    if sequence_tokens > max_position_embeddings:
+        raise UserError(
+            f"data.max_prompt_length + max_response_length ({sequence_tokens}) exceeds the model's context "
+            f"({max_position_embeddings} positions): shorten them to {max_position_embeddings} in all (e.g. "
+            f"data.max_response_length={max(1, max_position_embeddings - data.max_prompt_length)}), or pick a "
+            "longer-context llm"
+        )
     if ppo_updates:
         check_ppo_batches(verl, gpus, n_gpus, sequence_tokens)
     tp = rollout.tensor_model_parallel_size
@@ -272,11 +280,6 @@ def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: b
         raise UserError(
             f"actor_rollout_ref.rollout.tensor_model_parallel_size ({tp}) does not divide {gpus}: "
             f"choose a TP size that divides {trainer.n_gpus_per_node}"
-        )
-    if sequence_tokens > max_position_embeddings:
-        raise UserError(
-            f"data.max_prompt_length + max_response_length ({sequence_tokens}) exceeds the model's context "
-            f"({max_position_embeddings} positions): shorten the lengths or pick a longer-context llm"
         )
     check_engine_context(rollout, data.max_prompt_length, sequence_tokens, max_position_embeddings)
     check_engine_batching(rollout, max_position_embeddings)

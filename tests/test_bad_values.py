@@ -118,6 +118,10 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.resume_mode=resume_path",), "verl 0.9.1 asserts a path to a checkpoint's global_step_<N> folder"),
     (("data.truncation=cut",), "not one of verl's truncation modes (utils/torch_functional.py): left, right, middle"),
     (("actor_rollout_ref.model.enable_gradient_checkpointing=off",), "would take 'off' for true"),
+    (
+        ("data.max_response_length=32768",),  # the root cause, before the token budgets it would overfill
+        "(36864) exceeds the model's context (32768 positions): shorten them to 32768 in all (e.g. data.max_respon",
+    ),
     (("actor_rollout_ref.rollout.max_model_len=40000",), "exceeds the model's context (32768 positions); verl 0.9.1"),
     (("actor_rollout_ref.rollout.max_model_len=4096",), "leaves no room to generate after a prompt of data.max_prompt"),
     (("actor_rollout_ref.rollout.max_num_batched_tokens=100",), "vLLM refuses to start (max_num_batched_tokens must"),

@@ -3,8 +3,8 @@
 - one dry run against `python -c "import torch"` (goal <= 1.5x), verl's verdict cached (launch/verl_checks.py) and
   cold (verl imported and asked);
 - a 64-job dry-run sweep (4 gpu x 2 algo x 8 lr) against one dry run (goal <= 3x), cached and cold;
-- the fit table (launch/fit_table.py: 11 profiles x 5 GPU counts planned and tuned) with one parse per distinct
-  interpolation (launch/interpolations.py) against omegaconf's parse on every resolution;
+- the fit table (launch/fit_table.py: 11 profiles x 5 GPU counts planned and tuned) with omegaconf's interpolations
+  and YAML parsed once per distinct text (launch/parse_once.py) against parsed on every use;
 - with --jobs N (e.g. 1000): an N-job dry-run sweep of one shape (goal for 1000: under 60 s) over data.seed (verl's
   checks do not read it: asked once, cold; then cached) and over the lr (cold: verl asked for every job).
 
@@ -40,7 +40,7 @@ SWEEP_64 = [
 # launch/run.py imports the `launch` package found first: this checkout's, not an editable install's elsewhere (a
 # second worktree sharing one venv would otherwise measure the other tree's code)
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))}
-UNCACHED_ENV = {**ENV, "RLAUNCH_INTERPOLATION_CACHE": "off"}
+UNCACHED_ENV = {**ENV, "RLAUNCH_PARSE_ONCE": "off"}
 
 
 def timed(command: list[str], cwd: Path, env: dict[str, str] = ENV) -> tuple[float, float]:
@@ -103,8 +103,8 @@ def main() -> None:
                 f"{sweep_cold[0] / single_warm[0]:5.2f}x one dry run, "
                 f"{sweep_cold[0] / single_cold[0]:.2f}x one cold dry run (goal <= 3x)",
             ),
-            ("fit table, omegaconf's parse each time", fit_uncached, ""),
-            ("fit table", fit_cached, f"{fit_cached[1] / fit_uncached[1]:5.2f}x the CPU of parsing each time"),
+            ("fit table, parsed on every use", fit_uncached, ""),
+            ("fit table", fit_cached, f"{fit_cached[1] / fit_uncached[1]:5.2f}x the CPU of parsing on every use"),
         ]
         if args.jobs:
             seeds = ",".join(str(seed) for seed in range(args.jobs))

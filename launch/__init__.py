@@ -5,6 +5,6 @@ Runs on: the login node (planning, submitting, reports) and in the job (job.py, 
 docstring says where it runs and what it owns.
 """
 
-from launch.interpolations import install as _install_interpolation_cache
+from launch.parse_once import install as _parse_once
 
-_install_interpolation_cache()
+_parse_once()

@@ -8,12 +8,10 @@ Runs on: the login node (the sweep launcher, hydra_plugins/rlaunch_slurm_launche
 
 State is explicit: a `ComposeOnce` holds its compositions and their resolutions, and lends planning its `resolve`
 (launch/run.py plan_job resolves each job once, for the preflight and the plan); nothing is module-global. Two seams
-reach inside Hydra and OmegaConf (both pinned in pyproject.toml), each guarded by tests/test_compose_once.py, which
-fails when a new version moves them:
-- `ConfigLoaderImpl._apply_overrides_to_config`, `_parse_overrides_and_create_caching_repo`,
-  `load_sweep_config` and the `CachingConfigRepository` a loader holds (hydra-core 1.3);
-- `omegaconf.base.parse`, the function OmegaConf's resolver parses `${...}` with, cached while a sweep is planned
-  (`interpolations_parsed_once`).
+reaches inside Hydra (pinned in pyproject.toml), guarded by tests/test_compose_once.py, which fails when a new version
+moves it: `ConfigLoaderImpl._apply_overrides_to_config`, `_parse_overrides_and_create_caching_repo`,
+`load_sweep_config` and the `CachingConfigRepository` a loader holds (hydra-core 1.3). OmegaConf's own parsing of
+`${...}` and YAML is done once per distinct text in every process (launch/parse_once.py).
 """
 
 from __future__ import annotations
@@ -23,10 +21,8 @@ import pickle
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import Any
 
-import omegaconf.base
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.config_repository import CachingConfigRepository
 from hydra.core.override_parser.types import Override
@@ -43,19 +39,6 @@ Resolve = Callable[[DictConfig], dict[str, Any]]
 
 def full_resolution(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-
-
-@contextmanager
-def interpolations_parsed_once() -> Iterator[None]:
-    """While a sweep is planned, OmegaConf parses each distinct interpolation string once: it otherwise re-parses
-    `${...}` with its ANTLR grammar every time a value is read, half the cost of resolving a job's ~130
-    interpolations. The parse tree is a pure function of the string and OmegaConf's resolver only reads it."""
-    original = omegaconf.base.parse
-    omegaconf.base.parse = lru_cache(maxsize=4096)(original)
-    try:
-        yield
-    finally:
-        omegaconf.base.parse = original
 
 
 class SharedConfigCache(CachingConfigRepository):

@@ -1,12 +1,13 @@
-"""The two seams launch/compose_once.py reaches inside Hydra and OmegaConf through: each test fails when a new
-version of either moves what the sweep planner relies on (then launch/compose_once.py needs a look, not a silent
-slowdown or a wrong composition)."""
+"""The seams launch/compose_once.py and launch/parse_once.py reach inside Hydra and OmegaConf through: each test fails
+when a new version of either moves what they rely on (then the module needs a look, not a silent slowdown or a wrong
+composition)."""
 
 from __future__ import annotations
 
 import inspect
 
 import omegaconf.base
+import pytest
 from conftest import CONF
 from hydra import initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -15,19 +16,29 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.plugins.config_source import ConfigResult
 from omegaconf import OmegaConf
 
-from launch.compose_once import CopiedOnRead, SharedConfigCache, interpolations_parsed_once
+from launch.compose_once import CopiedOnRead, SharedConfigCache
 
 
-def test_omegaconf_resolves_interpolations_through_the_parse_function_that_is_cached():
-    original = omegaconf.base.parse
+def test_omegaconf_parses_interpolations_and_yaml_through_what_parse_once_caches(tmp_path):
+    """launch/parse_once.py's seams (importing launch installed it): omegaconf resolves `${...}` through
+    omegaconf.base.parse and loads YAML with the loader omegaconf._utils.get_yaml_loader returns."""
+    import launch  # noqa: F401 - installs the caches
+    from launch import parse_once
+
+    cached = omegaconf.base.parse
+    assert hasattr(cached, "cache_info")
     cfg = OmegaConf.create({"a": 1, "b": "${a}", "c": "${a}", "d": "x-${b}"})
-    with interpolations_parsed_once():
-        cached = omegaconf.base.parse
-        assert cached is not original and hasattr(cached, "cache_info")
-        assert OmegaConf.to_container(cfg, resolve=True) == {"a": 1, "b": 1, "c": 1, "d": "x-1"}
-        # OmegaConf parsed `${a}` once for b and c: it calls omegaconf.base.parse, the seam is live
-        assert cached.cache_info().hits >= 1, cached.cache_info()
-    assert omegaconf.base.parse is original
+    hits = cached.cache_info().hits
+    assert OmegaConf.to_container(cfg, resolve=True) == {"a": 1, "b": 1, "c": 1, "d": "x-1"}
+    assert cached.cache_info().hits > hits, cached.cache_info()  # `${a}` parsed once for b and c: the seam is live
+    path = tmp_path / "node.yaml"
+    path.write_text("x: 1\ny:\n  - a\n  - ${x}\n")
+    first = OmegaConf.load(path)
+    assert path.read_text() in parse_once._parsed_yaml  # loaded through the caching loader
+    first.y.append("changed")  # a caller's change reaches no later load: each gets its own copy
+    assert OmegaConf.to_container(OmegaConf.load(path), resolve=True) == {"x": 1, "y": ["a", 1]}
+    with pytest.raises(Exception, match="duplicate key"):  # omegaconf's own loader still refuses what it refused
+        OmegaConf.create("k: 1\nk: 2\n")
 
 
 def test_hydras_loader_offers_what_compose_once_calls():

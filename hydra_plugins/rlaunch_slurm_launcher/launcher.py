@@ -42,7 +42,7 @@ class RlaunchSlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from launch.compose_once import ComposeOnce, detached_roots, interpolations_parsed_once
+        from launch.compose_once import ComposeOnce, detached_roots
         from launch.cores import in_order
         from launch.overrides import job_name, swept_keys
         from launch.plan import Plan
@@ -62,9 +62,8 @@ class RlaunchSlurmLauncher(Launcher):
                 plan = plan_job(cfg, list(overrides), name, resolve=composer.resolve)
                 return plan, detached_roots(cfg)  # the working copy goes back to the next job
 
-        with interpolations_parsed_once():
-            jobs = in_order(plan_one, job_overrides)  # on every core for a large sweep (launch/cores.py)
-            dispatch(jobs)
+        jobs = in_order(plan_one, job_overrides)  # on every core for a large sweep (launch/cores.py)
+        dispatch(jobs)
         return [
             JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=plan.run_id)
             for overrides, (plan, _) in zip(job_overrides, jobs, strict=True)

@@ -863,11 +863,17 @@ def resume_checkpoint_problem(verl: dict[str, Any]) -> str | None:
         return (
             f"{key} was saved by {written} ranks (actor/model_world_size_{written}_rank_*.pt) and this run has "
             f"{gpus} GPUs: verl's FSDP checkpoint loads only on the world size that wrote it; run on {written} GPUs "
-            "(trainer.nnodes x trainer.n_gpus_per_node), or merge it (python -m verl.model_merger merge --backend "
-            f"fsdp --local_dir {actor} --target_dir <dir>) and start from <dir> (actor_rollout_ref.model.path=<dir>, "
-            "trainer.resume_mode=disable)"
+            f"(trainer.nnodes x trainer.n_gpus_per_node), or {start_from_merged(str(actor))}"
         )
     return None
+
+
+def start_from_merged(actor: str) -> str:
+    """The way out of a checkpoint of another world size: verl's merger makes a Hugging Face model of it."""
+    return (
+        f"merge it (python -m verl.model_merger merge --backend fsdp --local_dir {actor} --target_dir <dir>) and start "
+        "from <dir> (actor_rollout_ref.model.path=<dir>, trainer.resume_mode=disable)"
+    )
 
 
 # --- disk ----------------------------------------------------------------------------------------------------------

@@ -1208,6 +1208,8 @@ SHARD_MISSING = re.compile(
 
 def resume_world_size_fix(log_text: str) -> tuple[str, Details] | None:
     """verl's FSDP checkpoint is a file per rank named by the world size that wrote it: another GPU count finds none."""
+    from launch.readiness import start_from_merged
+
     missing = SHARD_MISSING.search(log_text)
     if not missing:
         return None
@@ -1215,9 +1217,8 @@ def resume_world_size_fix(log_text: str) -> tuple[str, Details] | None:
     return (
         f"the checkpoint in {actor} lacks a shard for this run's {world} ranks: it was written by another GPU count "
         "(verl's FSDP checkpoint loads only on the world size W in its model_world_size_<W>_rank_*.pt files), or "
-        "its save was cut short: run on W GPUs (trainer.nnodes x trainer.n_gpus_per_node), or merge it (python -m "
-        f"verl.model_merger merge --backend fsdp --local_dir {actor} --target_dir <dir>) and start from <dir> "
-        "(actor_rollout_ref.model.path=<dir>, trainer.resume_mode=disable)"
+        "its save was cut short: run on W GPUs (trainer.nnodes x trainer.n_gpus_per_node), or "
+        f"{start_from_merged(actor)}"
     ), {"config_key": "trainer.n_gpus_per_node", "value": world}
 
 

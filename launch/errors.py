@@ -61,6 +61,19 @@ def closest(word: str, options: Iterable[str]) -> str:
 KeyExplainer = Callable[[str], str | None]  # an unknown dotted key -> its one-line message, or None
 
 
+def unparsable_override_message(override: str) -> str:
+    """Hydra's override grammar takes only some characters unquoted (not ~, spaces, quotes or brackets in a plain
+    value): the value quoted for it, as one shell word."""
+    key, equals, value = override.partition("=")
+    said = f"cannot parse the override '{override}'"
+    if not equals or not value or value[0] in "'\"[{" or "'" in value:
+        return f"{said}: write key=value (quote values with spaces or commas)"
+    quoted = f"{key}=\"'{value}'\""
+    if value.startswith("~"):
+        return f"{said}: Hydra takes no unquoted ~; write {key}=$HOME{value[1:]} (the shell expands it), or {quoted}"
+    return f"{said}: quote the value for Hydra, as one shell word: {quoted}"
+
+
 def deleted_key_message(full_key: str, overrides: Sequence[str]) -> str | None:
     """A key the user's own ~key removed, then read by the plan (verl reads it too as the run starts)."""
     for override in overrides:
@@ -86,7 +99,7 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
             f"(e.g. {group}={options[0]})"
         )
     if isinstance(exc, OverrideParseException):
-        return f"cannot parse the override '{exc.override}': write key=value (quote values with spaces or commas)"
+        return unparsable_override_message(exc.override)
 
     causes = list(_causes(exc))
     for cause in causes:

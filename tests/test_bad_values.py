@@ -151,6 +151,10 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("mode.checkpoint_every_min=0",), "must be an integer >= 1 or null (rlaunch's ModeSettings.checkpoint_every_min"),
     (("cluster.max_requeues=-1",), "must be an integer >= 0 (rlaunch's ClusterSettings.max_requeues is int)"),
     (("trainer.logger=console,wandb",), "write a list in brackets (trainer.logger=[console,wandb])"),
+    (
+        ("data.train_files=~/data/train.parquet",),  # verl's examples write $HOME/data/...: Hydra refuses a bare ~
+        "Hydra takes no unquoted ~; write data.train_files=$HOME/data/train.parquet (the shell expands it), or data.",
+    ),
     (("~trainer.logger",), "~trainer.logger deletes 'trainer.logger', which the run reads: set a value instead"),
     (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),
     (

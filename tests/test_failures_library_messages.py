@@ -219,6 +219,19 @@ def test_a_tokenizer_without_a_chat_template_points_at_verls_custom_chat_templat
     assert "set actor_rollout_ref.model.custom_chat_template to a Jinja chat template" in failure.fix
 
 
+def test_an_extension_built_for_another_torch_stays_unknown_and_says_what_to_rebuild() -> None:
+    # the dynamic loader's own wording (dlopen's error, as Python's ImportError carries it); out of the vocabulary
+    log = (
+        "(WorkerDict pid=3131, ip=10.0.0.9) ImportError: /env/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-"
+        "310-x86_64-linux-gnu.so: undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt"
+        "11char_traitsIcESaIcEEE\n"
+    )
+    failure = failures.classify(log)
+    assert failure.kind == "unknown"
+    assert "flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so does not match the job's torch" in failure.fix
+    assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in failure.fix
+
+
 def test_verls_check_wrapped_by_hydras_instantiate_is_a_config_error_too() -> None:
     from omegaconf import OmegaConf
     from verl.utils.config import omega_conf_to_dataclass

@@ -1453,7 +1453,9 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu; if it says the node was running low on memory, "
             "host RAM: raise the job's memory (--mem, rlaunch: cluster.mem_gb)"
         ), {"oom_of": "gpu or host"}
-    crashed = device_fault_fix(failure, log_text) or native_crash_fix(failure, log_text)
+    crashed = (
+        device_fault_fix(failure, log_text) or native_crash_fix(failure, log_text) or extension_build_fix(log_text)
+    )
     if crashed:
         return crashed
     killed = sigkill_fix(log_text)
@@ -1467,6 +1469,28 @@ def unknown_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details]
             "own log in the run's ray_logs for the crash"
         ), {}
     return None
+
+
+# the dynamic loader refusing a compiled extension: it was built against another torch (C++ ABI, version) or CUDA
+UNDEFINED_SYMBOL = re.compile(r"ImportError: (?P<library>\S+\.so[\d.]*): undefined symbol: (?P<symbol>\S+)")
+
+
+def extension_build_fix(log_text: str) -> tuple[str, Details] | None:
+    refused = UNDEFINED_SYMBOL.search(log_text)
+    if not refused:
+        return None
+    library = refused.group("library").rsplit("/", 1)[-1]
+    fix = (
+        f"the compiled extension {library} does not match the job's torch or CUDA (undefined symbol "
+        f"{refused.group('symbol')[:60]}): install the build of that package made for the job's torch (pip install "
+        "--no-build-isolation --force-reinstall <package>, or the wheel for its torch and CUDA)"
+    )
+    if library.startswith("flash_attn"):
+        fix += (
+            ", or run without flash-attn: uninstall it, set +actor_rollout_ref.model.override_config."
+            "attn_implementation=sdpa and cluster.flash_attn=false"
+        )
+    return fix, {"library": library}
 
 
 # a CUDA kernel that faulted, as the runtime reports it to whoever synchronises next (NCCL's watchdog included): no

@@ -108,7 +108,7 @@ mkdir -p "$PREFIX"
     [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
     log "apt-get installed:$missing"
   fi
-} 9> /var/lock/rlaunch-dev-cluster-packages.lock
+} 9> /tmp/rlaunch-dev-cluster-packages.lock  # /tmp: every machine has it (not every container has /var/lock)
 
 HOST=$(hostname -s)
 mkdir -p "$PREFIX"/{etc,state/ctld,state/d,log,run,munge}

@@ -90,6 +90,10 @@ LEARNING_RATE = Range(
 )
 # torch's AdamW, which verl builds as the worker starts, raises "Invalid weight_decay value" below 0
 WEIGHT_DECAY = Range(0, verl_does="verl 0.9.1 would fail as the worker builds its optimizer (torch's AdamW)")
+# GAE's discount and its lambda (core_algos.compute_gae_advantage_return): above 1 a return grows with every token
+DISCOUNT = Range(0, high=1, verl_does="verl 0.9.1 would run it, each token's return growing with the ones after it")
+# verl trains LoRA only for a rank > 0 (its engines' `lora_rank > 0`): a negative one quietly trains the whole model
+LORA_RANK = Range(0, verl_does="verl 0.9.1 would quietly train every parameter instead (LoRA only for a rank > 0)")
 
 # key -> the values it may hold. Sizes count prompts, sequences, tokens or GPUs: verl 0.9.1 compares some of them
 # (train_batch_size >= ppo_mini_batch_size) but checks none is positive, and our own arithmetic divides by them.
@@ -138,6 +142,10 @@ RANGES: dict[str, Range] = {
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": OPTIONAL_SIZE,
     "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": SIZE,
     "algorithm.kl_ctrl.kl_coef": COEFFICIENT,
+    "algorithm.gamma": DISCOUNT,
+    "algorithm.lam": DISCOUNT,
+    "actor_rollout_ref.model.lora_rank": LORA_RANK,
+    "critic.model.lora_rank": LORA_RANK,
     "trainer.total_epochs": Range(1, verl_does="verl 0.9.1 would train 0 steps"),
     "trainer.total_training_steps": Range(
         1, nullable=True, verl_does="verl 0.9.1 takes any value that is not null as the step count"

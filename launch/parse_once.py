@@ -27,7 +27,7 @@ from omegaconf.resolvers import oc
 
 # omegaconf 2.3's modules that imported `parse` by name, each holding its own reference
 _PARSE_IMPORTERS = (grammar_parser, base, _utils, oc)
-_parsed_yaml: dict[str, Any] = {}
+_parsed_yaml: dict[str | bytes, Any] = {}  # the text as the stream gave it -> its parsed value
 
 
 def install() -> None:
@@ -50,9 +50,8 @@ def yaml_loader_parsing_once(loader: type) -> type:
             super().__init__(self._text)
 
         def get_single_data(self) -> Any:
-            key = self._text if isinstance(self._text, str) else bytes(self._text).decode("utf-8", "surrogateescape")
-            if key not in _parsed_yaml:
-                _parsed_yaml[key] = super().get_single_data()
-            return copy.deepcopy(_parsed_yaml[key])
+            if self._text not in _parsed_yaml:
+                _parsed_yaml[self._text] = super().get_single_data()
+            return copy.deepcopy(_parsed_yaml[self._text])
 
     return ParsingOnce

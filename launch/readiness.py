@@ -291,11 +291,16 @@ def tokenizer_here(path: str) -> bool:
     return model_file_here(path, TOKENIZER_FILES)
 
 
+def train_files_read(report: DataReport) -> tuple[str, ...]:
+    """The train files whose rows were read here (the ones a prompt can be sampled from)."""
+    return tuple(file.path for file in report.files if file.key == "data.train_files" and file.rows)
+
+
 def measure_prompts(cfg: DictConfig, report: DataReport) -> PromptStats | None:
     """The prompts' lengths in tokens on a sample of the train files that were read, tokenized as verl does, when
     the tokenizer is here (launch/lengths.py); None otherwise. Read once per files and tokenizer (a sweep's jobs
     share them)."""
-    files = tuple(file.path for file in report.files if file.key == "data.train_files" and file.rows)
+    files = train_files_read(report)
     tokenizer = tokenizer_of(cfg)
     if not files or "data" in skipped(cfg) or not tokenizer_here(tokenizer):
         return None
@@ -329,7 +334,7 @@ def _measured_prompts(
 def judge_chat_template(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
     """Chat prompts for a tokenizer without a chat template (a base model): verl's dataset filter drops every prompt
     it cannot template ("Error processing one of the samples, skipping...") and its agent loop fails on the rest."""
-    files = [file.path for file in report.files if file.key == "data.train_files" and file.rows]
+    files = list(train_files_read(report))
     tokenizer = tokenizer_of(cfg)
     if not files or not tokenizer_here(tokenizer) or model_file_here(tokenizer, CHAT_TEMPLATE_FILES):
         return
@@ -827,7 +832,8 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
 
-SHARD_WORLD_SIZE = re.compile(r"model_world_size_(\d+)_rank_\d+\.pt")
+# one rank's shard of verl's FSDP checkpoint, named by the world size that wrote it (fsdp_checkpoint_manager.py)
+SHARD_FILE = r"model_world_size_(?P<world>\d+)_rank_\d+\.pt"
 
 
 def resume_checkpoint_problem(verl: dict[str, Any]) -> str | None:
@@ -856,7 +862,7 @@ def resume_checkpoint_problem(verl: dict[str, Any]) -> str | None:
     actor_config = verl["actor_rollout_ref"]["actor"]
     if actor_config.get("strategy") not in ("fsdp", "fsdp2"):
         return None  # Megatron's distributed checkpoint reshards on load
-    saved = {int(match.group(1)) for file in actor.iterdir() if (match := SHARD_WORLD_SIZE.fullmatch(file.name))}
+    saved = {int(match["world"]) for file in actor.iterdir() if (match := re.fullmatch(SHARD_FILE, file.name))}
     gpus = int(trainer["n_gpus_per_node"]) * int(trainer["nnodes"])
     if saved and gpus not in saved:
         written = sorted(saved)[0]

@@ -1201,16 +1201,11 @@ def chat_template_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"config_key": key}
 
 
-SHARD_MISSING = re.compile(
-    r"No such file or directory: '(?P<actor>[^']*)/model_world_size_(?P<world>\d+)_rank_\d+\.pt'"
-)
-
-
 def resume_world_size_fix(log_text: str) -> tuple[str, Details] | None:
     """verl's FSDP checkpoint is a file per rank named by the world size that wrote it: another GPU count finds none."""
-    from launch.readiness import start_from_merged
+    from launch.readiness import SHARD_FILE, start_from_merged
 
-    missing = SHARD_MISSING.search(log_text)
+    missing = re.search(rf"No such file or directory: '(?P<actor>[^']*)/{SHARD_FILE}'", log_text)
     if not missing:
         return None
     actor, world = missing.group("actor"), int(missing.group("world"))

@@ -195,14 +195,17 @@ def pipeline_layers(layers: int, pp: int, vpp: int, transformer: dict[str, Any])
     return layers, pp * vpp, ", ".join(counted)
 
 
-def check_megatron(verl: ConfigView, llm: dict[str, Any], experts: int | None) -> None:
+def check_megatron(verl: ConfigView, llm: dict[str, Any]) -> None:
     """What Megatron-core asserts when verl builds each Megatron engine on the GPUs (parallel_state's world-size
-    products, the layer split over the pipeline, heads over TP, experts over EP), refused before queueing with the
-    product that does not match. `llm`: the plan's architecture (its layers and heads unless `known` is false)."""
+    products, an interleaved schedule only over a pipeline, the layer split over the pipeline, heads over TP, experts
+    over EP and none on a dense model), and verl's own dynamic context parallel checks, refused before queueing with
+    the product that does not match. `llm`: the plan's architecture (its layers, heads and experts, 0 or absent for
+    a dense model, unless `known` is false)."""
     trainer = verl.trainer
     n_gpus = trainer.nnodes * trainer.n_gpus_per_node
     gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
     known = llm.get("known") is not False
+    experts = int(llm.get("experts") or 0) if known else None
     for role in megatron_roles(verl):
         node = select(verl, role)
         size = megatron_sizes(node["megatron"])
@@ -220,7 +223,23 @@ def check_megatron(verl: ConfigView, llm: dict[str, Any], experts: int | None) -
                 f"{etp * ep * pp} = {n_gpus % (etp * ep * pp)}; choose expert_model_parallel_size / "
                 f"expert_tensor_parallel_size whose product with PP divides {n_gpus}"
             )
-        if experts is not None and experts % ep:
+        interleaved = node["megatron"].get("virtual_pipeline_model_parallel_size")
+        if interleaved is not None and pp < 2:
+            raise UserError(
+                f"{key}.virtual_pipeline_model_parallel_size={interleaved} with pipeline_model_parallel_size {pp}: "
+                "Megatron-core refuses an interleaved schedule without a pipeline as verl builds the engine "
+                "('pipeline-model-parallel size should be greater than 1 with interleaved schedule'); set it to null, "
+                "or raise pipeline_model_parallel_size above 1"
+            )
+        model = verl.critic.model if role == "critic" else verl.actor_rollout_ref.model
+        check_dynamic_context_parallel(role, node["megatron"], n_gpus // (tp * pp), model.get("use_remove_padding"))
+        if experts == 0 and ep > 1:
+            raise UserError(
+                f"{key}.expert_model_parallel_size ({ep}) on a dense model ({llm.get('name', 'the model')} has no "
+                "experts): Megatron-core refuses expert parallelism without experts as verl builds the engine "
+                "('num_moe_experts must be non None to use expert-parallel'); set it to 1"
+            )
+        if experts and experts % ep:
             raise UserError(
                 f"{key}.expert_model_parallel_size ({ep}) does not divide the model's {experts} experts: {experts} % "
                 f"{ep} = {experts % ep}; choose an EP that divides {experts} (e.g. {neighbours(experts, ep)})"
@@ -242,6 +261,66 @@ def check_megatron(verl: ConfigView, llm: dict[str, Any], experts: int | None) -
                     f"{key}.tensor_model_parallel_size ({tp}) does not divide the model's {heads} {what}: {heads} % "
                     f"{tp} = {heads % tp}; choose a TP that divides {heads} (e.g. {neighbours(heads, tp)})"
                 )
+
+
+def check_dynamic_context_parallel(
+    role: str, megatron: dict[str, Any], data_and_context_ranks: int, remove_padding: bool | None
+) -> None:
+    """verl 0.9.1's own refusals of dynamic context parallelism, raised as each Megatron worker builds its engine
+    (verl/workers/engine/megatron/transformer_impl.py: _check_dcp_unsupported_features, _validate_dcp_world_size);
+    the missing max_seqlen_per_dp_cp_rank is McoreEngineConfig's, which verl's own validation here raises already.
+    `remove_padding`: the role's model.use_remove_padding, which verl's workers copy over the engine's own."""
+    if not megatron.get("dynamic_context_parallel"):
+        return
+    key = f"{role}.megatron.dynamic_context_parallel=true"
+    stops = "verl 0.9.1's Megatron engine refuses it as the worker starts"
+    interleaved = megatron.get("virtual_pipeline_model_parallel_size")
+    refusal = None
+    if interleaved not in (None, 1):
+        refusal = (
+            f"with virtual_pipeline_model_parallel_size={interleaved}: {stops} (no virtual pipeline with it); set "
+            "that to null, or dynamic_context_parallel=false"
+        )
+    elif data_and_context_ranks < 2 or data_and_context_ranks % 2:
+        refusal = (
+            f"over DP x CP = {data_and_context_ranks} rank(s) (the GPUs over TP x PP): {stops} (it needs an even count "
+            "of at least 2); use more GPUs or smaller tensor/pipeline parallel sizes, or set it to false"
+        )
+    elif not remove_padding:
+        model = "critic.model" if role == "critic" else "actor_rollout_ref.model"
+        refusal = f"with {model}.use_remove_padding={remove_padding}: {stops} (it packs sequences); set that to true"
+    elif megatron.get("pad_to_length"):
+        refusal = f"with pad_to_length=true: {stops}; set pad_to_length=false"
+    elif role == "critic":
+        refusal = f"on the critic: {stops} (language models only, not a value model); set it to false"
+    if refusal:
+        raise UserError(f"{key} {refusal}")
+
+
+def engine_tp_splits_heads(tp: int, heads: int, kv_heads: int) -> bool:
+    """vLLM's and SGLang's attention layers split the query heads over the engine's TP, and the key-value heads too
+    (or replicate them, where TP is a multiple of their count): vLLM's ModelConfig.verify_with_parallel_config and
+    QKVParallelLinear refuse any other TP as the engine starts."""
+    return heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0)
+
+
+def check_engine_heads(verl: ConfigView, llm: dict[str, Any]) -> None:
+    """The engine's TP over the model's attention heads (engine_tp_splits_heads), where the plan knows them."""
+    rollout = verl.actor_rollout_ref.rollout
+    tp, per_node = int(rollout.tensor_model_parallel_size), int(verl.trainer.n_gpus_per_node)
+    if llm.get("known") is False or rollout.get("name") not in ("vllm", "sglang", "trtllm"):
+        return
+    heads, kv_heads = int(llm["heads"]), int(llm["kv_heads"])
+    if engine_tp_splits_heads(tp, heads, kv_heads):
+        return
+    fitting = [size for size in range(1, max(per_node, tp) + 1) if engine_tp_splits_heads(size, heads, kv_heads)]
+    fitting = [size for size in fitting if per_node % size == 0 or size % per_node == 0] or fitting
+    split = f"{heads} attention heads" + ("" if heads % tp else f" and {kv_heads} key-value heads")
+    raise UserError(
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size ({tp}) does not split the model's {split} "
+        f"({llm.get('name', 'the model')}): {rollout.name} refuses it as the engine starts (each TP rank takes a whole "
+        f"share of the heads); choose one of {', '.join(map(str, fitting))}"
+    )
 
 
 def check_rollout_span(verl: ConfigView) -> None:

@@ -26,7 +26,13 @@ from launch.compose_once import Resolve
 from launch.errors import UserError
 from launch.facts import Facts
 from launch.job_software import job_software, skipped_engine_check
-from launch.layout_checks import ConfigView, check_megatron, check_ppo_batches
+from launch.layout_checks import (
+    ConfigView,
+    check_engine_heads,
+    check_megatron,
+    check_ppo_batches,
+    engine_tp_splits_heads,
+)
 from launch.lengths import TypicalLengths, typical_lengths
 from launch.megatron_memory import FIXES as MEGATRON_FIXES_TEXT
 from launch.megatron_memory import MegatronKnobs
@@ -189,7 +195,7 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
         fixes.append(Fix("offload the critic's parameters to host RAM", {"critic_param_offload": True}))
     if not knobs.param_offload:
         fixes.append(Fix("offload the parameters to host RAM between phases", {"param_offload": True}))
-    if knobs.rollout_tp * 2 <= knobs.gpus_per_node:
+    if knobs.rollout_tp * 2 <= knobs.gpus_per_node and engine_tp_fits(arch, knobs.rollout_tp * 2):
         fixes.append(Fix(f"raise rollout TP to {knobs.rollout_tp * 2}", {"rollout_tp": knobs.rollout_tp * 2}))
     chained = knobs
     for fix in fixes:
@@ -241,7 +247,12 @@ def smallest_gpu_count(
         tp = knobs.rollout_tp
         while tp <= per_node:
             candidate = with_changes(knobs, n_gpus=nodes * per_node, gpus_per_node=per_node, rollout_tp=tp)
-            if splits(candidate) and fits(arch, candidate, capacity) and host_fits(arch, candidate, host_gib_per_gpu):
+            if (
+                engine_tp_fits(arch, tp)
+                and splits(candidate)
+                and fits(arch, candidate, capacity)
+                and host_fits(arch, candidate, host_gib_per_gpu)
+            ):
                 return candidate
             tp *= 2
     return None
@@ -265,9 +276,14 @@ OFFLOADS = {  # cheapest first: the optimizer moves once per update, the paramet
 }
 
 
-def same_gpu_options(knobs: Knobs) -> list[tuple[str, dict[str, Any]]]:
+def engine_tp_fits(arch: Architecture, tp: int) -> bool:
+    """The engine can run at this TP: it splits the model's attention heads (layout_checks.engine_tp_splits_heads)."""
+    return engine_tp_splits_heads(tp, arch.heads, arch.kv_heads)
+
+
+def same_gpu_options(arch: Architecture, knobs: Knobs) -> list[tuple[str, dict[str, Any]]]:
     """Changes that keep the run's GPUs, cheapest first: offloading the trainer's states, then a larger rollout TP
-    (each TP that divides a node's GPUs), then both."""
+    (each TP that divides a node's GPUs and the model's heads), then both."""
     offloads = [
         (name, {key: value for key, value in changes.items() if getattr(knobs, key) != value})
         for name, changes in OFFLOADS.items()
@@ -275,7 +291,8 @@ def same_gpu_options(knobs: Knobs) -> list[tuple[str, dict[str, Any]]]:
     offloads = [(name, changes) for name, changes in offloads if changes]
     wider, tps = knobs.rollout_tp * 2, []
     while wider <= knobs.gpus_per_node and knobs.gpus_per_node % wider == 0:
-        tps.append((f"rollout TP {wider}", {"rollout_tp": wider}))
+        if engine_tp_fits(arch, wider):
+            tps.append((f"rollout TP {wider}", {"rollout_tp": wider}))
         wider *= 2
     both = [(f"{name} and {tp}", changes | tp_changes) for name, changes in offloads for tp, tp_changes in tps]
     return offloads + tps + both
@@ -291,7 +308,7 @@ def fitting_change(arch: Architecture, knobs: Knobs, capacity: float, host_gib_p
     Its `summary` says it in one line, e.g. "fits on 8 with param+optimizer offload (host RAM 1.1 TiB/node); without
     offload needs 32"."""
     mine: SameGpuChange | None = None
-    for name, changes in same_gpu_options(knobs):
+    for name, changes in same_gpu_options(arch, knobs):
         candidate = with_changes(knobs, **changes)
         if fits(arch, candidate, capacity) and host_fits(arch, candidate, host_gib_per_gpu):
             host = round(host_ram_per_node(arch, candidate), 1)
@@ -806,9 +823,10 @@ def megatron_layout_valid(verl: dict[str, Any], arch: Architecture) -> bool:
     view = ConfigView(verl)
     trainer, data = view.trainer, view.data
     n_gpus = trainer.nnodes * trainer.n_gpus_per_node
-    shape = {"layers": arch.layers, "heads": arch.heads, "kv_heads": arch.kv_heads}
+    shape = {"layers": arch.layers, "heads": arch.heads, "kv_heads": arch.kv_heads, "experts": arch.experts}
     try:
-        check_megatron(view, shape, arch.experts or None)
+        check_megatron(view, shape)
+        check_engine_heads(view, shape)
         check_ppo_batches(view, f"{n_gpus} GPUs", n_gpus, data.max_prompt_length + data.max_response_length)
     except UserError:
         return False

@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message, fork_value_message
-from launch.facts import EXPERT_KEYS, Facts, is_local_path
+from launch.facts import Facts, is_local_path
 from launch.job_software import skipped_engine_check
-from launch.layout_checks import ConfigView, check_batches, check_megatron, check_rollout_span
+from launch.layout_checks import ConfigView, check_batches, check_engine_heads, check_megatron, check_rollout_span
 from launch.overrides import holds_interpolation
 from launch.ranges import select
 from launch.readiness import executes, skipped
@@ -67,22 +67,6 @@ def check_model(cfg: DictConfig, facts: Facts) -> None:
             f"model path '{path}' has no config.json: point actor_rollout_ref.model.path at a HF model directory"
             f"{nodes_only}"
         )
-
-
-def expert_count(model_path: str) -> int | None:
-    """The routed experts the model's config.json states (a local directory, or the HF cache, offline); None for a
-    dense model or one whose config.json is not here (conf/llm/ tables hold no expert count)."""
-    import json
-
-    from launch.facts import cached_file, hub_cache_dir, is_local_path
-
-    local = Path(model_path).expanduser() / "config.json"
-    found = local if is_local_path(model_path) else cached_file(model_path, "config.json", hub_cache_dir(os.environ))
-    if found is None or not found.is_file():
-        return None
-    raw = json.loads(found.read_text())
-    raw = raw.get("text_config", raw) if "num_hidden_layers" not in raw else raw
-    return next((int(raw[key]) for key in EXPERT_KEYS if raw.get(key)), None)
 
 
 def check_placeholders(verl: dict[str, Any]) -> None:
@@ -387,8 +371,9 @@ def check_after_gpu_count(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     verl = ConfigView(plan.verl)
     check_rollout_engine(verl)
     if verl.actor_rollout_ref.actor.get("strategy") == "megatron":
-        check_megatron(verl, plan.llm, expert_count(str(verl.actor_rollout_ref.model.path)))
+        check_megatron(verl, plan.llm)
         check_rollout_span(verl)
+    check_engine_heads(verl, plan.llm)
     check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
     names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
     cache = str(cfg.launch.verl_check_cache)

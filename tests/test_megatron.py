@@ -21,7 +21,14 @@ from test_job import wait_for_state
 from tiny_assets import make_tiny_dataset, make_tiny_model
 
 from launch.errors import UserError
-from launch.layout_checks import ConfigView, check_megatron, check_rollout_span, pipeline_layers
+from launch.layout_checks import (
+    ConfigView,
+    check_engine_heads,
+    check_megatron,
+    check_rollout_span,
+    engine_tp_splits_heads,
+    pipeline_layers,
+)
 from launch.preflight import gate
 from launch.provenance import VERL_KEY
 from launch.rundir import VERL_CONFIG_NAME, Change, Plan
@@ -545,11 +552,43 @@ LLM = {"layers": 48, "heads": 32, "kv_heads": 4}
             LLM,
             "tensor_model_parallel_size (8) does not divide the model's 4 key-value heads",
         ),
+        # Megatron-core's parallel_state: an interleaved schedule (any VPP, 1 too) needs a pipeline
+        (
+            {"virtual_pipeline_model_parallel_size": 1},
+            None,
+            LLM,
+            "virtual_pipeline_model_parallel_size=1 with pipeline_model_parallel_size 1: Megatron-core refuses",
+        ),
+        # Megatron-core's TransformerConfig: no expert parallelism without experts
+        ({"expert_model_parallel_size": 2}, 0, LLM, "expert_model_parallel_size (2) on a dense model"),
+        # verl's own dynamic-CP refusals as the worker builds its engine (transformer_impl.py)
+        (
+            {
+                "dynamic_context_parallel": True,
+                "max_seqlen_per_dp_cp_rank": 4096,
+                "tensor_model_parallel_size": 4,
+                "pipeline_model_parallel_size": 2,
+            },
+            None,
+            LLM,
+            "dynamic_context_parallel=true over DP x CP = 1 rank(s)",
+        ),
+        (
+            {
+                "dynamic_context_parallel": True,
+                "max_seqlen_per_dp_cp_rank": 4096,
+                "pipeline_model_parallel_size": 2,
+                "virtual_pipeline_model_parallel_size": 2,
+            },
+            None,
+            LLM,
+            "dynamic_context_parallel=true with virtual_pipeline_model_parallel_size=2",
+        ),
     ],
 )
 def test_megatron_checks_name_what_does_not_divide(sizes, experts, llm, message):
     with pytest.raises(UserError, match=None) as raised:
-        check_megatron(megatron_view(**sizes), llm, experts)
+        check_megatron(megatron_view(**sizes), {**llm, "experts": experts})
     assert message in str(raised.value), str(raised.value)
 
 
@@ -565,9 +604,51 @@ def test_megatron_checks_pass_verls_own_layouts():
         megatron_view(
             tensor_model_parallel_size=4, pipeline_model_parallel_size=2, expert_model_parallel_size=4, nnodes=4
         ),
-        LLM,
-        128,
+        {**LLM, "experts": 128},
     )
+
+
+def test_dense_models_and_unknown_ones_pass_without_expert_parallelism():
+    check_megatron(megatron_view(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2), LLM)
+    # a model nothing here describes: its experts are not known, so EP is left to Megatron-core
+    check_megatron(megatron_view(expert_model_parallel_size=2), {**LLM, "known": False})
+    dynamic = {"dynamic_context_parallel": True, "max_seqlen_per_dp_cp_rank": 4096, "context_parallel_size": 2}
+    check_megatron(megatron_view(**dynamic), LLM)  # DP 4 x CP 2 = 8 ranks
+    view = megatron_view(**dynamic)
+    view["actor_rollout_ref"]["model"]["use_remove_padding"] = False
+    with pytest.raises(UserError, match=r"actor_rollout_ref.model.use_remove_padding=False: verl 0.9.1's Megatron"):
+        check_megatron(ConfigView(view), LLM)
+
+
+@pytest.mark.parametrize(
+    "tp, heads, kv_heads, splits",
+    [
+        (2, 14, 2, True),  # Qwen2.5-0.5B
+        (4, 14, 2, False),  # 14 % 4
+        (7, 14, 2, False),  # the query heads split, the 2 key-value heads neither split nor replicate evenly
+        (8, 28, 4, False),  # Qwen2.5-7B: 28 % 8
+        (4, 28, 4, True),
+        (8, 64, 8, True),  # Qwen2.5-72B
+        (8, 40, 8, True),  # Qwen2.5-32B
+        (16, 64, 8, True),  # the key-value heads replicated twice
+    ],
+)
+def test_the_engines_tp_must_split_the_attention_heads(tp, heads, kv_heads, splits):
+    assert engine_tp_splits_heads(tp, heads, kv_heads) is splits
+
+
+def test_an_engine_tp_that_splits_no_heads_is_refused_with_the_sizes_that_do(tmp_path):
+    view = megatron_view()
+    view["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"] = 4
+    llm = {"name": "qwen2_5_0_5b", "layers": 24, "heads": 14, "kv_heads": 2}
+    with pytest.raises(UserError) as refused:
+        check_engine_heads(ConfigView(view), llm)
+    assert str(refused.value) == (
+        "actor_rollout_ref.rollout.tensor_model_parallel_size (4) does not split the model's 14 attention heads "
+        "(qwen2_5_0_5b): vllm refuses it as the engine starts (each TP rank takes a whole share of the heads); "
+        "choose one of 1, 2"
+    )
+    check_engine_heads(ConfigView(view), {**llm, "known": False})  # nothing known: left to the engine
 
 
 def test_the_engines_tp_may_span_whole_nodes_only():

@@ -70,7 +70,7 @@ def unparsable_override_message(override: str) -> str:
         return f"{said}: write key=value (quote values with spaces or commas)"
     quoted = f"{key}=\"'{value}'\""
     if value.startswith("~"):
-        return f"{said}: Hydra takes no unquoted ~; write {key}=$HOME{value[1:]} (the shell expands it), or {quoted}"
+        return f"{said}: Hydra takes no unquoted ~; write {key}=$HOME{value[1:]} (the shell expands it; verl does not)"
     return f"{said}: quote the value for Hydra, as one shell word: {quoted}"
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from launch.errors import UserError
 from launch.gpu import DetectedGpus, detect_gpus
 from launch.schema import PROJECT_DIR
 from launch.snapshot import CodeSnapshot, read_checkout
@@ -131,7 +132,38 @@ def read_model_config(model_path: str) -> dict | None:
     config_file = Path(model_path).expanduser() / "config.json"
     if not config_file.is_file():
         return None
-    return architecture_of(json.loads(config_file.read_text()))
+    return architecture_read(config_file, model_path)
+
+
+# the config.json fields every plan reads (memory, layout checks); the rest have defaults where absent
+REQUIRED_ARCHITECTURE = ("layers", "hidden", "heads", "intermediate", "vocab")
+
+
+def architecture_read(config_file: Path, model_path: str) -> dict:
+    """architecture_of a model's config.json, refused in one line where verl's workers (transformers' AutoConfig)
+    could not read it either: not JSON, not an object, or without the fields a decoder's config has as integers."""
+    where = f"{config_file} (the config.json of actor_rollout_ref.model.path={model_path})"
+    try:
+        raw = json.loads(config_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(
+            f"{where} is not valid JSON ({error}): transformers cannot read it; fix or download it again"
+        ) from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{where} holds a JSON {type(raw).__name__}, not an object: fix or download it again")
+    language = raw.get("text_config", raw) if "num_hidden_layers" not in raw else raw
+    for theirs, ours in HF_ARCHITECTURE_KEYS.items():
+        value = language.get(theirs) if isinstance(language, dict) else None
+        required = ours in REQUIRED_ARCHITECTURE
+        if (required or value is not None) and ours in (*REQUIRED_ARCHITECTURE, "kv_heads", "head_dim"):
+            if type(value) is not int or value < 1:
+                found = (
+                    "is missing (a decoder's config.json states it)"
+                    if value is None
+                    else f"is {value!r}, not a positive integer"
+                )
+                raise UserError(f"{where}: {theirs} {found}: the model cannot be planned; fix or download it again")
+    return architecture_of(raw)
 
 
 def architecture_of(raw: dict) -> dict:
@@ -261,7 +293,7 @@ def find_model(model_path: str, hub_caches: Sequence[str]) -> tuple[dict | None,
     for cache_dir in hub_caches:
         config_file = cached_file(model_path, "config.json", cache_dir)
         if config_file is not None:
-            return architecture_of(json.loads(config_file.read_text())), f"HF cache {cache_dir}"
+            return architecture_read(config_file, model_path), f"HF cache {cache_dir}"
     option = llm_option_for(model_path)
     if option is not None:
         return option, f"conf/llm/{option['name']}.yaml"

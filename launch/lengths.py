@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -36,6 +37,11 @@ class PromptStats:
     p95: int
     max: int
     rows: int
+    lengths: tuple[int, ...] = ()  # every measured prompt's, ascending
+
+    def longer_than(self, limit: int) -> int:
+        """How many of the measured prompts are longer than `limit` tokens."""
+        return sum(1 for length in self.lengths if length > limit)
 
 
 def typical_lengths(
@@ -78,6 +84,30 @@ def load_cached_tokenizer(tokenizer_path: str) -> Any | None:
         return None
 
 
+JSON_SUFFIXES = (".json", ".jsonl")  # verl's RLHFDataset reads these with datasets' json loader, the rest as parquet
+
+
+@cache
+def json_records(path: str, _stamp: int) -> tuple[dict[str, Any], ...]:
+    """The rows of a .json / .jsonl data file as datasets' json loader reads them for verl: JSON lines, or one JSON
+    array of objects. Raises ValueError where neither holds. `_stamp`: the file's mtime (a rewritten file is read
+    again)."""
+    import json
+
+    text = Path(path).read_text()
+    if text.lstrip().startswith("["):
+        rows = json.loads(text)
+    else:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not all(isinstance(row, dict) for row in rows):
+        raise ValueError("its rows are not JSON objects")
+    return tuple(rows)
+
+
+def file_records(path: str) -> tuple[dict[str, Any], ...]:
+    return json_records(path, Path(path).stat().st_mtime_ns)
+
+
 def sample_prompts(files: list[str], prompt_key: str, sample_rows: int) -> list[Any]:
     """Up to `sample_rows` prompts, the first rows of each file in equal parts (only the prompt column is read)."""
     import pyarrow.parquet as pq
@@ -85,6 +115,9 @@ def sample_prompts(files: list[str], prompt_key: str, sample_rows: int) -> list[
     prompts: list[Any] = []
     per_file = max(1, -(-sample_rows // max(1, len(files))))
     for path in files:
+        if path.endswith(JSON_SUFFIXES):
+            prompts += [row[prompt_key] for row in file_records(path)[:per_file] if prompt_key in row]
+            continue
         parquet = pq.ParquetFile(path)
         if prompt_key not in parquet.schema_arrow.names:
             continue
@@ -151,4 +184,10 @@ def measure_prompt_lengths(
     if not lengths:
         return None
     ordered = sorted(lengths)
-    return PromptStats(p50=percentile(ordered, 0.5), p95=percentile(ordered, 0.95), max=ordered[-1], rows=len(ordered))
+    return PromptStats(
+        p50=percentile(ordered, 0.5),
+        p95=percentile(ordered, 0.95),
+        max=ordered[-1],
+        rows=len(ordered),
+        lengths=tuple(ordered),
+    )

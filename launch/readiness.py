@@ -38,7 +38,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from launch import snapshot
 from launch.errors import UserError
 from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path, variant_hint
-from launch.lengths import PromptStats, chat_prompts_without_template, measure_prompt_lengths
+from launch.lengths import (
+    JSON_SUFFIXES,
+    PromptStats,
+    chat_prompts_without_template,
+    file_records,
+    measure_prompt_lengths,
+)
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written
 from launch.ranges import check_ranges, select
@@ -70,9 +76,10 @@ class DataFile:
     key: str  # data.train_files or data.val_files
     path: str
     rows: int | None = None  # None: not read (remote, missing, unreadable)
-    sources: tuple[str, ...] = ()  # distinct values of data.reward_fn_key
+    sources: tuple[str, ...] = ()  # distinct values of the data_source column
     problem: str = ""
     note: str = ""
+    fix: str = ""  # where the path is right and its content is not: what to do instead of correcting the path
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,9 @@ def local_data_paths(path: str) -> list[str] | None:
     if glob.has_magic(path):
         matches = sorted(glob.glob(os.path.expanduser(path)))
         return [os.path.abspath(match) for match in matches] or None
-    if path.startswith("~") or os.path.isabs(path) or not os.path.isfile(path):
+    if path.startswith("~"):  # quoted past Hydra: verl would take it for a directory named ~
+        return [os.path.expanduser(path)]
+    if os.path.isabs(path) or not os.path.isfile(path):
         return None
     return [os.path.abspath(path)]
 
@@ -156,14 +165,17 @@ MODEL_PATH_KEYS = ("actor_rollout_ref.model.path",)
 
 def absolute_model_paths(cfg: DictConfig) -> list[str]:
     """A model path relative to where rlaunch was started becomes the directory rlaunch read its architecture from
-    (launch/facts.py is_local_path): in the job, verl would look for it in the snapshot, then take it for a hub id."""
+    (launch/facts.py is_local_path): in the job, verl would look for it in the snapshot, then take it for a hub id.
+    A path under ~ is expanded: verl does not expand it, and transformers refuses it as a hub id."""
     notes = []
     for key in MODEL_PATH_KEYS:
         path = OmegaConf.select(cfg, key)
-        if isinstance(path, str) and not path.startswith(("/", "~")) and is_local_path(path):
-            with open_dict(cfg):
-                OmegaConf.update(cfg, key, os.path.abspath(path), merge=False)
-            notes.append(f"resolved {key}: {path} -> {os.path.abspath(path)}")
+        if not isinstance(path, str) or path.startswith("/") or not is_local_path(path):
+            continue
+        absolute = os.path.expanduser(path) if path.startswith("~") else os.path.abspath(path)
+        with open_dict(cfg):
+            OmegaConf.update(cfg, key, absolute, merge=False)
+        notes.append(f"resolved {key}: {path} -> {absolute}")
     return notes
 
 
@@ -222,55 +234,128 @@ def skipped(cfg: DictConfig) -> list[str]:
 # --- data ----------------------------------------------------------------------------------------------------------
 
 
-def ground_truth_missing(schema: Any) -> bool:
-    """verl reads row['reward_model']['ground_truth']: a struct column must have that field."""
-    import pyarrow as pa
+# verl 0.9.1's RLHFDataset picks its reader by the file name's suffix, as written (rl_dataset.py), else raises
+VERL_DATA_SUFFIXES = (".parquet", *JSON_SUFFIXES)
+# verl 0.9.1's reward managers (experimental/reward_loop/reward_manager) read this column by name; data.reward_fn_key
+# is read only by its legacy managers, which main_ppo no longer builds
+DATA_SOURCE = "data_source"
+REWRITE = "write the files the way verl's examples/data_preprocess scripts do"
 
-    column = schema.field("reward_model").type
-    return pa.types.is_struct(column) and column.get_field_index("ground_truth") < 0
+
+def column_problems(
+    key: str, path: str, names: list[str], prompt_is_text: bool, reward_is_text: bool, columns: dict[str, str]
+) -> tuple[str, str]:
+    """What verl cannot use in a file's columns, and its fix: a missing one; prompts stored as plain text (verl
+    applies the chat template to a list of {role, content} messages and drops or fails on a string); reward_model
+    stored as text (verl reads reward_model['ground_truth'])."""
+    missing = [name if role == name else f"{role} '{name}'" for role, name in columns.items() if name not in names]
+    if missing:
+        prompt = columns["data.prompt_key"]
+        fix = REWRITE + (", or set data.prompt_key to the column you have" if prompt not in names else "")
+        return f"{key} file {path} lacks verl's column(s) {', '.join(missing)} (it has {', '.join(names)})", fix
+    if prompt_is_text:
+        return (
+            f"{key} file {path}: its prompts ({columns['data.prompt_key']}) are plain text; verl 0.9.1 applies the "
+            "chat template to a list of messages and would drop or fail on every row"
+        ), f'{REWRITE} ([{{"role": "user", "content": ...}}])'
+    if reward_is_text:
+        return (
+            f"{key} file {path}: its reward_model column holds text; verl reads reward_model['ground_truth']",
+            f"{REWRITE} (reward_model as a struct of style and ground_truth)",
+        )
+    return "", ""
 
 
-def read_file(key: str, path: str, columns: dict[str, str]) -> DataFile:
-    """One parquet file: metadata (rows, schema) and the distinct values of the reward_fn_key column only."""
-    if is_remote(path):
-        return DataFile(key, path, note=f"{path} is remote: not checked here (verl fetches it in the job)")
-    local = Path(path).expanduser()
-    if not local.is_file():
-        why = "matches no file" if glob.has_magic(path) else "does not exist"
-        return DataFile(key, path, problem=f"{key} file {path} {why}")
+def read_parquet(key: str, path: str, columns: dict[str, str]) -> DataFile:
+    """A parquet file's metadata (rows, schema) and the distinct values of its data_source column only."""
     # only for a file there is (pyarrow.compute alone takes ~0.2 s to import, a fifth of a plan's own time)
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
-        parquet = pq.ParquetFile(local)
+        parquet = pq.ParquetFile(Path(path).expanduser())
     except Exception as error:  # pyarrow raises ArrowInvalid, OSError, ... for a file that is not parquet
-        return DataFile(key, path, problem=f"{key} file {path} is not readable parquet ({error})")
-    schema = parquet.schema_arrow
-    missing = [f"{role} '{name}'" for role, name in columns.items() if name not in schema.names]
-    if not missing and ground_truth_missing(schema):
-        missing.append("reward_model.ground_truth")
-    if missing:
+        return DataFile(key, path, problem=f"{key} file {path} is not readable parquet ({error})", fix=REWRITE)
+    schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
+    names = list(schema.names)
+
+    def text(name: str) -> bool:
+        return name in names and (
+            pa.types.is_string(schema.field(name).type) or pa.types.is_large_string(schema.field(name).type)
+        )
+
+    problem, fix = column_problems(key, path, names, text(columns["data.prompt_key"]), text("reward_model"), columns)
+    if not problem and "reward_model" in names:
+        column = schema.field("reward_model").type
+        if pa.types.is_struct(column) and column.get_field_index("ground_truth") < 0:
+            problem, fix = (
+                f"{key} file {path} lacks verl's reward_model.ground_truth (it has {', '.join(names)})",
+                REWRITE,
+            )
+    if problem:
+        return DataFile(key, path, rows=rows, problem=problem, fix=fix)
+    source_column = parquet.read(columns=[DATA_SOURCE]).column(0)
+    sources = tuple(sorted(str(value) for value in pc.unique(source_column).to_pylist()))
+    return DataFile(key, path, rows=rows, sources=sources)
+
+
+def read_json(key: str, path: str, columns: dict[str, str]) -> DataFile:
+    """A .json / .jsonl file's rows (datasets' json loader reads it for verl): the columns any row has, and the
+    first value of each column, by which datasets types it."""
+    try:
+        records = file_records(str(Path(path).expanduser()))
+    except (ValueError, UnicodeDecodeError) as error:
+        return DataFile(
+            key, path, problem=f"{key} file {path} is not readable JSON or JSON lines ({error})", fix=REWRITE
+        )
+    names = list(dict.fromkeys(name for row in records for name in row))
+    first = {name: next((row[name] for row in records if row.get(name) is not None), None) for name in names}
+    prompt_is_text = isinstance(first.get(columns["data.prompt_key"]), str)
+    reward_is_text = isinstance(first.get("reward_model"), str)
+    problem, fix = column_problems(key, path, names, prompt_is_text, reward_is_text, columns)
+    if not problem and isinstance(first.get("reward_model"), dict) and "ground_truth" not in first["reward_model"]:
+        problem, fix = f"{key} file {path} lacks verl's reward_model.ground_truth (it has {', '.join(names)})", REWRITE
+    if problem:
+        return DataFile(key, path, rows=len(records), problem=problem, fix=fix)
+    sources = tuple(sorted({str(row.get(DATA_SOURCE)) for row in records}))
+    return DataFile(key, path, rows=len(records), sources=sources)
+
+
+def read_file(key: str, path: str, columns: dict[str, str]) -> DataFile:
+    """One data file, as far as this machine sees it, read as verl's RLHFDataset would by its suffix."""
+    if is_remote(path):
+        return DataFile(key, path, note=f"{path} is remote: not checked here (verl fetches it in the job)")
+    local = Path(path).expanduser()
+    if local.is_dir():
+        glob_fix = f"name its files, or a glob ({key}={path.rstrip('/')}/*.parquet)"
+        return DataFile(key, path, problem=f"{key} file {path} is a directory, which verl cannot read", fix=glob_fix)
+    if not local.is_file():
+        why = "matches no file" if glob.has_magic(path) else "does not exist"
+        return DataFile(key, path, problem=f"{key} file {path} {why}")
+    if not path.endswith(VERL_DATA_SUFFIXES):
         return DataFile(
             key,
             path,
-            rows=parquet.metadata.num_rows,
-            problem=f"{key} file {path} lacks verl's column(s) {', '.join(missing)} (it has {', '.join(schema.names)})",
+            problem=f"{key} file {path}: verl 0.9.1 reads only files named *.parquet, *.json or *.jsonl (by the name, "
+            "in lower case: rl_dataset.py raises 'Unsupported file format' for any other)",
+            fix="rename it, or convert it to parquet",
         )
-    source_column = parquet.read(columns=[columns["data.reward_fn_key"]]).column(0)
-    sources = tuple(sorted(str(value) for value in pc.unique(source_column).to_pylist()))
-    return DataFile(key, path, rows=parquet.metadata.num_rows, sources=sources)
+    return (read_json if path.endswith(JSON_SUFFIXES) else read_parquet)(key, path, columns)
 
 
 def read_data(cfg: DictConfig) -> DataReport:
     """Every train and val file, as far as this machine can see them."""
-    columns = {
-        "data.prompt_key": str(cfg.data.prompt_key),
-        "data.reward_fn_key": str(cfg.data.get("reward_fn_key") or "data_source"),
-        "reward_model": "reward_model",
-    }
+    columns = {"data.prompt_key": str(cfg.data.prompt_key), DATA_SOURCE: DATA_SOURCE, "reward_model": "reward_model"}
     files = [read_file(key, path, columns) for key in DATA_KEYS for path in file_list(OmegaConf.select(cfg, key))]
-    return DataReport(files=tuple(files))
+    reward_fn_key = cfg.data.get("reward_fn_key")
+    notes = ()
+    if reward_fn_key not in (None, DATA_SOURCE):
+        notes = (
+            f"data.reward_fn_key={reward_fn_key} is not read by verl 0.9.1's reward managers, which take each row's "
+            f"'{DATA_SOURCE}' column whatever it says: name the column {DATA_SOURCE}",
+        )
+    return DataReport(files=tuple(files), notes=notes)
 
 
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
@@ -291,16 +376,16 @@ def tokenizer_here(path: str) -> bool:
     return model_file_here(path, TOKENIZER_FILES)
 
 
-def train_files_read(report: DataReport) -> tuple[str, ...]:
-    """The train files whose rows were read here (the ones a prompt can be sampled from)."""
-    return tuple(file.path for file in report.files if file.key == "data.train_files" and file.rows)
+def train_files_read(report: DataReport, key: str = "data.train_files") -> tuple[str, ...]:
+    """The train (or `key`'s) files whose rows were read here (the ones a prompt can be sampled from)."""
+    return tuple(file.path for file in report.files if file.key == key and file.rows and not file.problem)
 
 
-def measure_prompts(cfg: DictConfig, report: DataReport) -> PromptStats | None:
-    """The prompts' lengths in tokens on a sample of the train files that were read, tokenized as verl does, when
-    the tokenizer is here (launch/lengths.py); None otherwise. Read once per files and tokenizer (a sweep's jobs
-    share them)."""
-    files = train_files_read(report)
+def measure_prompts(cfg: DictConfig, report: DataReport, key: str = "data.train_files") -> PromptStats | None:
+    """The prompts' lengths in tokens on a sample of the train (or `key`'s) files that were read, tokenized as verl
+    does, when the tokenizer is here (launch/lengths.py); None otherwise. Read once per files and tokenizer (a sweep's
+    jobs share them)."""
+    files = train_files_read(report, key)
     tokenizer = tokenizer_of(cfg)
     if not files or "data" in skipped(cfg) or not tokenizer_here(tokenizer):
         return None
@@ -427,20 +512,30 @@ def judge_data(
         if not bad:
             continue
         first = bad[0]
-        fix = (
+        fix = first.fix or (
             missing_file_fix(cfg, key, set_on_command_line or {})
             if first.rows is None
-            else "write the files the way verl's examples/data_preprocess scripts do, or set data.prompt_key / "
-            "data.reward_fn_key to the columns you have"
+            else f"{REWRITE}, or set data.prompt_key to the column you have"
         )
         count = f" ({len(bad)} of {len([f for f in report.files if f.key == key])} files)" if len(bad) > 1 else ""
         findings.problems.append(("data", f"{first.problem}{count}: {fix}"))
     findings.notes += [file.note for file in report.files if file.note]
     judge_chat_template(cfg, report, findings)
+    for key in DATA_KEYS:
+        if not file_list(OmegaConf.select(cfg, key)):
+            findings.problems.append(
+                (
+                    "data",
+                    f"{key} names no file: verl 0.9.1 builds its {'train' if key == DATA_KEYS[0] else 'validation'} "
+                    "dataset from it as the trainer starts, and fails on none; give one or more files",
+                )
+            )
     train_rows = report.rows("data.train_files")
     limit = int(cfg.data.get("train_max_samples") or -1)
     usable = min(train_rows, limit) if train_rows is not None and limit > 0 else train_rows
-    if usable is not None and usable < batch:
+    if usable == 0:
+        findings.problems.append(("data", f"data.train_files hold no rows: verl trains 0 steps; {REWRITE}"))
+    elif usable is not None and usable < batch:
         findings.problems.append(
             (
                 "data",
@@ -448,16 +543,28 @@ def judge_data(
                 f"drops the incomplete batch and trains 0 steps; lower data.train_batch_size to at most {usable}",
             )
         )
+    if report.rows("data.val_files") == 0:
+        findings.problems.append(
+            (
+                "data",
+                "data.val_files hold no rows: verl 0.9.1 builds its validation loader with a batch of every row (0), "
+                "which torch refuses as the trainer starts; give files with rows",
+            )
+        )
+    judge_overlong_filter(cfg, report, findings)
+    judged = (
+        report if validates(cfg) else replace(report, files=tuple(f for f in report.files if f.key != "data.val_files"))
+    )
     known = scored_domains(cfg)
     if known is None and not cfg.reward.custom_reward_function.get("path"):
-        judge_verl_default_reward(report, findings)
+        judge_verl_default_reward(judged, findings)
         return
     if known is None:
         if report.sources():
             findings.notes.append("data_source values not checked: the run uses its own reward function")
         return
     domains, domain_of = known
-    for file in report.files:
+    for file in judged.files:
         unknown = [source for source in file.sources if domain_of(source) not in domains]
         if unknown:
             shown = ", ".join(unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
@@ -469,6 +576,47 @@ def judge_data(
                     "reward.custom_reward_function.path to your own reward function",
                 )
             )
+
+
+def validates(cfg: DictConfig) -> bool:
+    """verl scores the validation files only where it validates: before training (trainer.val_before_train) or
+    every trainer.test_freq steps (ray_trainer/trainer_base: test_freq > 0)."""
+    return bool(cfg.trainer.get("val_before_train", True)) or int(cfg.trainer.get("test_freq") or -1) > 0
+
+
+def judge_overlong_filter(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
+    """data.filter_overlong_prompts: verl's RLHFDataset drops every prompt longer than data.max_prompt_length as it
+    loads (rl_dataset.py maybe_filter_out_long_prompts). Where the measured sample says too few remain (none, or
+    fewer than one batch when the sample is every row), the trainer fails or trains 0 steps: refused; a share dropped
+    is said."""
+    if not cfg.data.get("filter_overlong_prompts"):
+        return
+    limit, batch = int(cfg.data.max_prompt_length), int(cfg.data.train_batch_size)
+    for key in DATA_KEYS:
+        stats, rows = measure_prompts(cfg, report, key), report.rows(key)
+        if stats is None or not stats.lengths or rows is None:
+            continue
+        dropped = stats.longer_than(limit)
+        if not dropped:
+            continue
+        kept = round(rows * (stats.rows - dropped) / stats.rows)
+        said = (
+            f"{dropped} of {stats.rows} prompts sampled from {key} are longer than data.max_prompt_length={limit} "
+            f"tokens (p50 {stats.p50}, max {stats.max}), and verl's filter (data.filter_overlong_prompts=true) drops "
+            "them as it loads"
+        )
+        fix = f"raise data.max_prompt_length to {stats.max}, or set data.filter_overlong_prompts=false"
+        every_row = stats.rows == rows
+        if key == DATA_KEYS[0] and (dropped == stats.rows or (every_row and kept < batch)):
+            findings.problems.append(
+                ("data", f"{said}: {kept} rows remain, fewer than one batch ({batch}), and verl trains 0 steps; {fix}")
+            )
+        elif dropped == stats.rows:
+            findings.problems.append(
+                ("data", f"{said}: none remain, and verl's validation loader fails as the trainer starts; {fix}")
+            )
+        else:
+            findings.notes.append(f"{said}: about {kept} of {rows} rows remain")
 
 
 def judge_verl_default_reward(report: DataReport, findings: Findings) -> None:

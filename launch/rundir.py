@@ -118,7 +118,7 @@ class DataRead:
     key: str  # data.train_files or data.val_files
     path: str
     rows: int | None
-    data_sources: tuple[str, ...] = ()  # distinct values of data.reward_fn_key
+    data_sources: tuple[str, ...] = ()  # distinct values of the data_source column
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.logger=console,wandb",), "write a list in brackets (trainer.logger=[console,wandb])"),
     (
         ("data.train_files=~/data/train.parquet",),  # verl's examples write $HOME/data/...: Hydra refuses a bare ~
-        "Hydra takes no unquoted ~; write data.train_files=$HOME/data/train.parquet (the shell expands it), or data.",
+        "Hydra takes no unquoted ~; write data.train_files=$HOME/data/train.parquet (the shell expands it; verl does not)",
     ),
     (("~trainer.logger",), "~trainer.logger deletes 'trainer.logger', which the run reads: set a value instead"),
     (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),

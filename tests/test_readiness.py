@@ -75,6 +75,9 @@ def dry_run(tmp_path: Path, *overrides: str):
     return plan_job(cfg, list(overrides))
 
 
+CHAT = [{"role": "user", "content": "What is 1 plus 1?"}]
+
+
 def tiny_run(tmp_path: Path, domains: tuple[str, ...] = ("math", "logic"), per_source: int = 8) -> list[str]:
     """Overrides of a small, complete run: a local tiny model and GURU-shaped parquet files."""
     model = make_tiny_model(tmp_path / "model", weights=False)
@@ -206,13 +209,43 @@ def test_good_tiny_run_is_ready(tmp_path: Path):
         (lambda train: train.write_text("not parquet"), r"is not readable parquet"),
         (
             lambda train: pd.DataFrame({"data_source": ["math__x"], "prompt": ["p"]}).to_parquet(train),
-            r"lacks verl's column\(s\) reward_model 'reward_model'",
+            r"lacks verl's column\(s\) reward_model \(it has data_source, prompt\)",
         ),
         (
             lambda train: pd.DataFrame(
-                {"data_source": ["math__x"], "prompt": ["p"], "reward_model": [{"style": "rule"}]}
+                {"data_source": ["math__x"], "prompt": [CHAT], "reward_model": [{"style": "rule"}]}
             ).to_parquet(train),
-            r"lacks verl's column\(s\) reward_model.ground_truth",
+            r"lacks verl's reward_model.ground_truth",
+        ),
+        # verl templates a list of messages; a plain string is dropped by its filter or fails its agent loop
+        (
+            lambda train: pd.DataFrame(
+                {"data_source": ["math__x"], "prompt": ["p"], "reward_model": [{"ground_truth": "1"}]}
+            ).to_parquet(train),
+            r"its prompts \(prompt\) are plain text; verl 0.9.1 applies the chat template to a list of messages",
+        ),
+        # verl reads reward_model['ground_truth']: a JSON string in its place fails at the first reward
+        (
+            lambda train: pd.DataFrame(
+                {"data_source": ["math__x"], "prompt": [CHAT], "reward_model": ['{"ground_truth": "1"}']}
+            ).to_parquet(train),
+            r"its reward_model column holds text; verl reads reward_model\['ground_truth'\]",
+        ),
+        (
+            lambda train: pd.DataFrame(guru_rows(["math__x"], 8, "train")).iloc[:0].to_parquet(train),
+            r"data.train_files hold no rows: verl trains 0 steps",
+        ),
+        # guru_baseline filters prompts longer than data.max_prompt_length (256): verl's filter would keep none
+        (
+            lambda train: pd.DataFrame(
+                [
+                    row | {"prompt": [{"role": "user", "content": "plus " * 400}]}
+                    for row in guru_rows(["math__x"], 8, "t")
+                ]
+            ).to_parquet(train),
+            r"8 of 8 prompts sampled from data.train_files are longer than data.max_prompt_length=256 tokens .*0 rows "
+            r"remain, fewer than one batch \(8\), and verl trains 0 steps; raise data.max_prompt_length to \d+, or set "
+            r"data.filter_overlong_prompts=false",
         ),
         (
             lambda train: pd.DataFrame(guru_rows(["math__x"], 6, "train")).to_parquet(train),
@@ -223,7 +256,18 @@ def test_good_tiny_run_is_ready(tmp_path: Path):
             r"data_source mystery/set in .* maps to no reward domain rlaunch scores \(codegen, logic, math",
         ),
     ],
-    ids=["missing", "not-parquet", "no-reward_model", "no-ground_truth", "too-few-rows", "unknown-data_source"],
+    ids=[
+        "missing",
+        "not-parquet",
+        "no-reward_model",
+        "no-ground_truth",
+        "text-prompts",
+        "text-reward_model",
+        "no-rows",
+        "overlong-prompts-filtered",
+        "too-few-rows",
+        "unknown-data_source",
+    ],
 )
 def test_bad_data_is_refused_at_submission_and_shown_in_a_dry_run(tmp_path: Path, change, message):
     overrides = tiny_run(tmp_path)
@@ -232,6 +276,94 @@ def test_bad_data_is_refused_at_submission_and_shown_in_a_dry_run(tmp_path: Path
         submission(tmp_path, *overrides)
     plan = dry_run(tmp_path, *overrides)
     assert any(re.search(message, warning) for warning in plan.warnings)
+
+
+def test_data_files_are_read_as_verl_reads_them_by_their_suffix(tmp_path: Path):
+    """verl 0.9.1's RLHFDataset reads *.parquet, and *.json / *.jsonl with datasets' json loader; any other name (a
+    directory, an upper-case suffix) raises 'Unsupported file format' as the trainer starts."""
+    overrides = tiny_run(tmp_path)
+    train = tmp_path / "data" / "train.parquet"
+    rows = pd.read_parquet(train)
+    as_lines, as_array = tmp_path / "data" / "train.jsonl", tmp_path / "data" / "train.json"
+    rows.to_json(as_lines, orient="records", lines=True)
+    rows.to_json(as_array, orient="records")
+    for json_file in (as_lines, as_array):
+        plan = submission(tmp_path, *overrides, f"data.train_files={json_file}")
+        read = [file for file in plan.readiness.data if file.key == "data.train_files"]
+        assert read[0].rows == len(rows) and read[0].data_sources == ("logic__zebra_puzzle", "math__deepscaler"), read
+    upper = train.with_suffix(".PARQUET")
+    upper.write_bytes(train.read_bytes())
+    with pytest.raises(UserError, match=r"verl 0.9.1 reads only files named \*.parquet, \*.json or \*.jsonl"):
+        submission(tmp_path, *overrides, f"data.train_files={upper}")
+    with pytest.raises(UserError, match=r"is a directory, which verl cannot read: name its files, or a glob"):
+        submission(tmp_path, *overrides, f"data.train_files={tmp_path / 'data'}")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.train_files=null", r"data.train_files names no file: verl 0.9.1 builds its train dataset"),
+        ("data.val_files=[]", r"data.val_files names no file: verl 0.9.1 builds its validation dataset"),
+    ],
+)
+def test_no_data_file_is_refused(tmp_path: Path, override: str, message: str):
+    with pytest.raises(UserError, match=message):
+        submission(tmp_path, *tiny_run(tmp_path), override)
+
+
+def test_validation_files_verl_never_scores_are_not_judged_by_their_data_sources(tmp_path: Path):
+    overrides = tiny_run(tmp_path)
+    val = tmp_path / "data" / "val.parquet"
+    pd.DataFrame(guru_rows(["mystery/set"], 8, "test")).to_parquet(val)
+    with pytest.raises(UserError, match=r"data_source mystery/set in \S+val.parquet maps to no reward domain"):
+        submission(tmp_path, *overrides)
+    submission(tmp_path, *overrides, "trainer.test_freq=-1", "trainer.val_before_train=false")
+    empty = tmp_path / "data" / "empty.parquet"
+    pd.DataFrame(guru_rows(["math__x"], 8, "test")).iloc[:0].to_parquet(empty)
+    with pytest.raises(UserError, match=r"data.val_files hold no rows: verl 0.9.1 builds its validation loader"):
+        submission(tmp_path, *overrides, f"data.val_files={empty}")
+
+
+def test_paths_under_home_are_expanded_as_verl_does_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    overrides = tiny_run(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    home_paths = ["actor_rollout_ref.model.path='~/model'", "data.train_files='~/data/train.parquet'"]
+    plan = submission(tmp_path, *overrides, *home_paths)
+    assert plan.verl["actor_rollout_ref"]["model"]["path"] == str(tmp_path / "model")
+    assert plan.verl["data"]["train_files"] == [str(tmp_path / "data" / "train.parquet")]
+    assert f"resolved data.train_files: ~/data/train.parquet -> {tmp_path}/data/train.parquet" in plan.warnings
+
+
+def test_reward_fn_key_is_said_to_be_inert_and_the_data_source_column_is_read(tmp_path: Path):
+    """verl 0.9.1's reward managers (experimental/reward_loop) read the data_source column by name."""
+    overrides = tiny_run(tmp_path)
+    plan = submission(tmp_path, *overrides, "data.reward_fn_key=ability")
+    assert any("data.reward_fn_key=ability is not read by verl 0.9.1's reward managers" in w for w in plan.warnings)
+    train = tmp_path / "data" / "train.parquet"
+    pd.read_parquet(train).rename(columns={"data_source": "source"}).to_parquet(train)
+    with pytest.raises(UserError, match=r"lacks verl's column\(s\) data_source \(it has source"):
+        submission(tmp_path, *overrides, "data.reward_fn_key=source")
+
+
+@pytest.mark.parametrize(
+    ("config_json", "message"),
+    [
+        ('{"num_hidden_layers": 2,', r"config.json of actor_rollout_ref.model.path=\S+\) is not valid JSON"),
+        ("[]", r"holds a JSON list, not an object"),
+        ("{}", r"num_hidden_layers is missing \(a decoder's config.json states it\)"),
+        (None, r"num_hidden_layers is '2', not a positive integer"),
+    ],
+)
+def test_a_broken_config_json_is_one_line(tmp_path: Path, config_json: str | None, message: str):
+    overrides = tiny_run(tmp_path)
+    config = tmp_path / "model" / "config.json"
+    if config_json is None:
+        config_json = json.dumps(json.loads(config.read_text()) | {"num_hidden_layers": "2"})
+    config.write_text(config_json)
+    with pytest.raises(UserError, match=message):
+        submission(tmp_path, *overrides)
+    with pytest.raises(UserError, match=message):  # bad input: refused in a dry run too
+        dry_run(tmp_path, *overrides)
 
 
 def test_chat_prompts_for_a_base_models_tokenizer_without_a_chat_template_are_refused(tmp_path: Path):

@@ -1765,8 +1765,8 @@ def data_error_fix(log_text: str) -> tuple[str, Details] | None:
     verl = VERL_COLUMN_MISSING.search(log_text)
     if verl:
         column = verl.group("column")
-        # the two columns verl reads through a key of its own; the others are fixed names
-        named_by = {"prompt": "data.prompt_key", "data_source": "data.reward_fn_key"}.get(column)
+        # the one column verl 0.9.1 reads through a key of its own; its reward managers read data_source by name
+        named_by = {"prompt": "data.prompt_key"}.get(column)
         instead = f", or point {named_by} at the column that holds it" if named_by else ""
         return (
             f"a row of the data has no '{column}', a field verl reads: rewrite the parquet with verl's columns "

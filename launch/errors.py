@@ -87,7 +87,13 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
     """The one-line message for an error the user caused, or None for a bug. `key_explainers`: what the caller knows
     of an unknown key beyond its spelling (launch/run.py: the backend whose base has it, launch/verl_diff.py)."""
     from hydra.errors import MissingConfigException, OverrideParseException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
+    from omegaconf.errors import (
+        ConfigAttributeError,
+        ConfigKeyError,
+        InterpolationResolutionError,
+        MissingMandatoryValue,
+        ValidationError,
+    )
 
     if isinstance(exc, UserError):
         return str(exc)
@@ -108,6 +114,10 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
         if isinstance(cause, MissingMandatoryValue):
             key = getattr(cause, "full_key", "?")
             return f"{key} has no value: set it on the command line ({key}=...)"
+        if isinstance(cause, InterpolationResolutionError):
+            unresolved = _unresolved_interpolation(cause)
+            if unresolved:
+                return unresolved
         if isinstance(cause, ValidationError):
             key = getattr(cause, "full_key", "?")
             merging = re.search(r"Error merging override ([^=\s]+)=(\S*)", str(exc))
@@ -129,6 +139,22 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
     if type(exc).__name__ == "ConfigCompositionException":
         # Hydra's own lines after the first are its hint: kept, on the one line
         return f"{'; '.join(_lines(exc))}: check the command-line overrides"
+    return None
+
+
+def _unresolved_interpolation(cause: BaseException) -> str | None:
+    """A ${...} the user wrote that cannot resolve: an environment variable not set here (oc.env), or a key the
+    config does not have. Other resolution errors are left to the caller (a bug of ours keeps its traceback)."""
+    key = getattr(cause, "full_key", "?")
+    environment = re.search(r"Environment variable '([^']+)' not found", str(cause))
+    if environment:
+        return (
+            f"{key}: its value reads the environment variable {environment.group(1)}, which is not set here: export "
+            "it before running rlaunch, or give the value"
+        )
+    missing = re.search(r"Interpolation key '([^']+)' not found", str(cause))
+    if missing:
+        return f"{key}: its value refers to {missing.group(1)}, which the config does not have: name a key it has"
     return None
 
 

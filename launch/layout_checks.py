@@ -44,8 +44,8 @@ def check_global_micro_batches(verl: ConfigView, ranks: int) -> None:
             )
 
 
-# Where verl 0.9.1 stops on PPO batch arithmetic, at the first actor update (after the first rollout): its engine
-# workers are the only ones it has, and they assert where older verl's dp_actor split off a smaller last mini-batch
+# Where verl 0.9.1's legacy trainer (trainer.use_v1=false) stops on PPO batch arithmetic, at the first actor update
+# (after the first rollout): its engine workers assert where older verl's dp_actor split off a smaller last mini-batch
 VERL_MINI_BATCHES = (
     "verl 0.9.1 stops at the first actor update: TrainingWorker.train_mini_batch (verl/workers/engine_workers.py) "
     "cuts each rank's share of the batch with tensordict_utils.make_iterator, which asserts whole mini-batches "
@@ -77,11 +77,14 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
     Each refusal says where verl 0.9.1 would stop (the first update, after a whole rollout)."""
     data, actor, rollout = verl.data, verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
     batch, mini = data.train_batch_size, actor.ppo_mini_batch_size
-    if batch % mini:
+    # verl 0.9.1's v1 trainer (trainer.use_v1, its default) pads each batch with no-op samples to a multiple of the
+    # mini-batch and the data-parallel size (trainer_base.py _balance_batch); its legacy trainer does not
+    if batch % mini and not verl.trainer.get("use_v1", True):
         raise UserError(
             f"data.train_batch_size ({batch}) is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
             f"({mini}): {batch} % {mini} = {batch % mini}; make the batch a multiple of the mini-batch (e.g. "
-            f"ppo_mini_batch_size={neighbours(batch, mini)}); {VERL_MINI_BATCHES}"
+            f"ppo_mini_batch_size={neighbours(batch, mini)}), or use verl's v1 trainer (trainer.use_v1=true), which "
+            f"pads the batch; {VERL_MINI_BATCHES}"
         )
     sequences = mini * rollout.n
     if actor.get("strategy") == "megatron":  # its product already divides the GPUs (check_megatron)
@@ -106,21 +109,39 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
             f"split over {where}: {sequences} % {ranks} = {sequences % ranks}; change the mini-batch or the GPU count; "
             f"{VERL_MINI_OVER_RANKS}"
         )
+    roles = built_roles(verl)
+    if "critic" in roles:
+        critic_sequences = verl.critic.ppo_mini_batch_size * rollout.n
+        critic_ranks = data_parallel_ranks(verl.critic, n_gpus)
+        if critic_sequences % critic_ranks:
+            raise UserError(
+                f"a critic mini-batch of {critic_sequences} sequences (critic.ppo_mini_batch_size "
+                f"{verl.critic.ppo_mini_batch_size} x rollout.n {rollout.n}) does not split over its {critic_ranks} "
+                f"data-parallel ranks: {critic_sequences} % {critic_ranks} = {critic_sequences % critic_ranks}; change "
+                f"critic.ppo_mini_batch_size or the GPU count; {VERL_MINI_OVER_RANKS.replace('actor', 'critic')}"
+            )
+    # each role packs its own budget where its dynamic batching is on; verl asserts a budget holds the longest
+    # sequence (utils/seqlen_balancing.py) at that role's first pass
+    budgets = {}
     if actor.use_dynamic_bsz:
-        budgets = {
-            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": actor.ppo_max_token_len_per_gpu,
-            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": rollout.log_prob_max_token_len_per_gpu,
-        }
-        needed = -(-sequence_tokens // sp)  # a Ulysses group packs budget x SP tokens and splits each sequence
-        split = f", split over ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
-        for key, budget in budgets.items():
-            if budget < needed:
-                raise UserError(
-                    f"{key} ({budget}) cannot hold one sequence of data.max_prompt_length + max_response_length "
-                    f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}{split}); raise it "
-                    f"to at least {needed} or shorten the lengths"
-                )
-    else:
+        budgets["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] = actor.ppo_max_token_len_per_gpu
+        budgets["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"] = rollout.log_prob_max_token_len_per_gpu
+    ref = verl.actor_rollout_ref.get("ref") or {}
+    if "actor_rollout_ref.ref" in roles and ref.get("log_prob_use_dynamic_bsz"):
+        budgets["actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"] = ref["log_prob_max_token_len_per_gpu"]
+    if "critic" in roles and verl.critic.get("use_dynamic_bsz"):
+        budgets["critic.ppo_max_token_len_per_gpu"] = verl.critic.ppo_max_token_len_per_gpu
+        budgets["critic.forward_max_token_len_per_gpu"] = verl.critic.get("forward_max_token_len_per_gpu")
+    needed = -(-sequence_tokens // sp)  # a Ulysses group packs budget x SP tokens and splits each sequence
+    split = f", split over ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
+    for key, budget in budgets.items():
+        if budget is not None and budget < needed:
+            raise UserError(
+                f"{key} ({budget}) cannot hold one sequence of data.max_prompt_length + max_response_length "
+                f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}{split}); raise it "
+                f"to at least {needed} or shorten the lengths"
+            )
+    if not actor.use_dynamic_bsz:
         check_global_micro_batches(verl, ranks)
         micro = actor.ppo_micro_batch_size_per_gpu
         if micro is None:
@@ -137,6 +158,14 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
                 f"{share % micro}; pick a micro-batch that divides {share} (e.g. {neighbours(share, micro)}); "
                 f"{VERL_MICRO_BATCHES}"
             )
+
+
+def data_parallel_ranks(role: ConfigView, n_gpus: int) -> int:
+    """A training role's data-parallel ranks: the GPUs over its Megatron TP x PP x CP, or over its Ulysses group."""
+    if role.get("strategy") == "megatron":
+        sizes = megatron_sizes(role.megatron)
+        return max(1, n_gpus // (sizes["TP"] * sizes["PP"] * sizes["CP"]))
+    return max(1, n_gpus // int(role.get("ulysses_sequence_parallel_size") or 1))
 
 
 # Megatron's parallel sizes as verl's engine config names them (verl/trainer/config/engine/megatron.yaml), by the

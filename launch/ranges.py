@@ -95,6 +95,34 @@ DISCOUNT = Range(0, high=1, verl_does="verl 0.9.1 would run it, each token's ret
 # verl trains LoRA only for a rank > 0 (its engines' `lora_rank > 0`): a negative one quietly trains the whole model
 LORA_RANK = Range(0, verl_does="verl 0.9.1 would quietly train every parameter instead (LoRA only for a rank > 0)")
 
+# torch's clip_grad_norm_, which verl's engines call with optim.clip_grad: 0 scales every gradient to 0, a negative
+# norm turns every gradient around
+GRADIENT_CLIP = Range(
+    0, low_open=True, verl_does="verl 0.9.1 would run it: 0 zeroes every gradient, a negative one turns them around"
+)
+MIN_LR_RATIO = Range(
+    0,
+    high=1,
+    nullable=True,
+    verl_does="verl 0.9.1 asserts 0 <= min_lr_ratio <= 1 as the worker builds a cosine schedule",
+)
+# Megatron-core's parallel sizes (verl's McoreEngineConfig), per role: whole numbers of GPUs; ETP and VPP may be null
+MEGATRON_ROLES = ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
+MEGATRON_RANGES = {
+    f"{role}.megatron.{size}": SIZE
+    for role in MEGATRON_ROLES
+    for size in (
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "context_parallel_size",
+        "expert_model_parallel_size",
+    )
+} | {
+    f"{role}.megatron.{size}": OPTIONAL_SIZE
+    for role in MEGATRON_ROLES
+    for size in ("expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size")
+}
+
 # key -> the values it may hold. Sizes count prompts, sequences, tokens or GPUs: verl 0.9.1 compares some of them
 # (train_batch_size >= ppo_mini_batch_size) but checks none is positive, and our own arithmetic divides by them.
 RANGES: dict[str, Range] = {
@@ -115,8 +143,15 @@ RANGES: dict[str, Range] = {
     "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": Range(
         0, high=1, verl_does="verl 0.9.1 would warm up for longer than the run: the rate never reaches optim.lr"
     ),
+    "actor_rollout_ref.actor.optim.clip_grad": GRADIENT_CLIP,
+    "actor_rollout_ref.actor.optim.min_lr_ratio": MIN_LR_RATIO,
     "critic.optim.lr": LEARNING_RATE,
     "critic.optim.weight_decay": WEIGHT_DECAY,
+    "critic.optim.clip_grad": GRADIENT_CLIP,
+    "critic.optim.min_lr_ratio": MIN_LR_RATIO,
+    "critic.ppo_mini_batch_size": SIZE,
+    "critic.ppo_micro_batch_size_per_gpu": OPTIONAL_SIZE,
+    "critic.ppo_max_token_len_per_gpu": SIZE,
     "actor_rollout_ref.actor.clip_ratio": CLIP,
     "actor_rollout_ref.actor.clip_ratio_low": CLIP,
     "actor_rollout_ref.actor.clip_ratio_high": CLIP,
@@ -164,6 +199,7 @@ RANGES: dict[str, Range] = {
     "launch.calibrate_after_step": SIZE,
     "launch.hang.factor": Range(1, low_open=True),
     "launch.hang.floor_s": Range(0, low_open=True),
+    **MEGATRON_RANGES,
 }
 
 
@@ -305,13 +341,13 @@ def select(node: Any, key: str, default: Any = None) -> Any:
 # --- the check -----------------------------------------------------------------------------------------------------
 
 
-def shown(value: Any) -> str:
+def shown(value: Any, kind: str = "float") -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, float) and value.is_integer():  # a float field holds the user's `2` as 2.0: say it as typed
-        return str(int(value))
+    if isinstance(value, float) and value.is_integer() and kind != "int":
+        return str(int(value))  # a float field holds the user's `2` as 2.0: say it as typed
     return str(value)
 
 
@@ -341,4 +377,4 @@ def check_ranges(cfg: DictConfig) -> None:
         source = f" ({declared.source})" if declared.source else ""
         numeric = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         verl_does = f"; {allowed.verl_does}" if allowed.verl_does and numeric else ""
-        raise UserError(f"{key}={shown(value)}: must be {allowed.describe(kind)}{source}{verl_does}")
+        raise UserError(f"{key}={shown(value, kind)}: must be {allowed.describe(kind)}{source}{verl_does}")

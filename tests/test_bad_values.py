@@ -153,14 +153,40 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.logger=console,wandb",), "write a list in brackets (trainer.logger=[console,wandb])"),
     (
         ("data.train_files=~/data/train.parquet",),  # verl's examples write $HOME/data/...: Hydra refuses a bare ~
-        "Hydra takes no unquoted ~; write data.train_files=$HOME/data/train.parquet (the shell expands it; verl does not)",
+        "Hydra takes no unquoted ~; write data.train_files=$HOME/data/train.parquet (the shell expands it; verl does "
+        "not)",
     ),
     (("~trainer.logger",), "~trainer.logger deletes 'trainer.logger', which the run reads: set a value instead"),
     (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),
+    # a ${...} that cannot resolve is the user's: one line naming the key, not omegaconf's traceback
+    (("data.train_batch_size=${oc.env:RLAUNCH_TEST_UNSET}",), "reads the environment variable RLAUNCH_TEST_UNSET"),
+    (("data.max_response_length=${data.nope}",), "its value refers to data.nope, which the config does not have"),
+    (("actor_rollout_ref.actor.optim.clip_grad=-1",), "must be a number > 0 (verl's OptimizerConfig.clip_grad"),
+    (("actor_rollout_ref.actor.optim.min_lr_ratio=2",), "verl 0.9.1 asserts 0 <= min_lr_ratio <= 1"),
     (
-        ("data.train_batch_size=1024", "actor_rollout_ref.actor.ppo_mini_batch_size=80"),
-        "1024 % 80 = 64; make the batch a multiple of the mini-batch (e.g. ppo_mini_batch_size=64 or 128); verl 0.9.1 "
-        "stops at the first actor update: TrainingWorker.train_mini_batch",
+        ("backend=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=0"),
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=0: must be an integer >= 1",
+    ),
+    (
+        ("backend=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2.0"),
+        "tensor_model_parallel_size=2.0: must be an integer >= 1 (verl's McoreEngineConfig",
+    ),
+    (
+        ("actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=100"),
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu (100) cannot hold one sequence",
+    ),
+    (
+        ("algorithm.adv_estimator=gae", "critic.ppo_max_token_len_per_gpu=100"),
+        "critic.ppo_max_token_len_per_gpu (100) cannot hold one sequence",
+    ),
+    (
+        ("algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=100", "actor_rollout_ref.rollout.n=5"),
+        "a critic mini-batch of 500 sequences (critic.ppo_mini_batch_size 100 x rollout.n 5) does not split over",
+    ),
+    (
+        ("data.train_batch_size=1024", "actor_rollout_ref.actor.ppo_mini_batch_size=80", "trainer.use_v1=false"),
+        "1024 % 80 = 64; make the batch a multiple of the mini-batch (e.g. ppo_mini_batch_size=64 or 128), or use "
+        "verl's v1 trainer (trainer.use_v1=true), which pads the batch; verl 0.9.1 stops at the first actor update",
     ),
 ]
 
@@ -223,6 +249,9 @@ def test_values_at_the_edges_still_plan(cli, tmp_path: Path):
         "trainer.total_training_steps": None,
         "actor_rollout_ref.rollout.temperature": 0.0,  # greedy: with one response per prompt GRPO still learns
         "actor_rollout_ref.rollout.n": 1,
+        # verl 0.9.1's v1 trainer pads the batch to whole mini-batches (trainer_base.py _balance_batch)
+        "data.train_batch_size": 1000,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 256,
     }
     written = [f"{key}={'null' if value is None else value}" for key, value in edges.items()]
     result = cli(*written, "cluster.max_requeues=0", "launch.dry_run=json")

@@ -147,14 +147,17 @@ def _unresolved_interpolation(cause: BaseException) -> str | None:
     config does not have. Other resolution errors are left to the caller (a bug of ours keeps its traceback)."""
     key = getattr(cause, "full_key", "?")
     environment = re.search(r"Environment variable '([^']+)' not found", str(cause))
-    if environment:
+    if environment:  # only ${oc.env:NAME} without a default fails
         return (
-            f"{key}: its value reads the environment variable {environment.group(1)}, which is not set here: export "
-            "it before running rlaunch, or give the value"
+            f"{key}=${{oc.env:{environment.group(1)}}}: its value reads the environment variable "
+            f"{environment.group(1)}, which is not set here: export it before running rlaunch, or give the value"
         )
     missing = re.search(r"Interpolation key '([^']+)' not found", str(cause))
     if missing:
-        return f"{key}: its value refers to {missing.group(1)}, which the config does not have: name a key it has"
+        return (
+            f"{key}=${{{missing.group(1)}}}: its value refers to {missing.group(1)}, which the config does not have: "
+            "name a key it has"
+        )
     return None
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from launch import container, ray_cluster, snapshot
+from launch.errors import UserError
 from launch.manifest import Manifest, ManifestArray, ManifestRun
 from launch.rundir import Plan
 
@@ -124,10 +125,25 @@ def render_all(plans: list[Plan], limit: int | None = None) -> list[tuple[ShapeG
     return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(groups)]
 
 
+def sbatch_refusal(error: str, plan: Plan) -> str:
+    """sbatch's own reason (submitit's FailedJobError carries its stderr), with the keys that set what it judged."""
+    said = next(
+        (line.strip() for line in error.splitlines() if "sbatch: error" in line), error.strip().splitlines()[-1]
+    )
+    settings = plan.cluster_settings
+    keys = ", ".join(
+        f"cluster.{name}={getattr(settings, name, None)}"
+        for name in ("partition", "account", "qos")
+        if getattr(settings, name, None) is not None
+    )
+    return f"sbatch refused the job, nothing was queued: {said}; check {keys or 'cluster.partition / cluster.account'}"
+
+
 def submit(plans: list[Plan], max_requeues: int) -> Manifest:
     """Queue every plan, one array per shape (several where a shape exceeds MaxArraySize); write the sweep's manifest
     and return this submission's part of it. Returns as soon as sbatch answered."""
     import submitit
+    from submitit.core.utils import FailedJobError
 
     from launch.job import RunInAllocation
 
@@ -143,8 +159,13 @@ def submit(plans: list[Plan], max_requeues: int) -> Manifest:
             folder=submitit_folder(sweep_dir), max_num_timeout=max_requeues, python=job_python(group)
         )
         executor.update_parameters(job_name=job_name(group, index), **array_parameters(group))
-        with executor.batch():
-            jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]
+        try:
+            with executor.batch():
+                jobs = [executor.submit(RunInAllocation(plan.run_dir)) for plan in group.plans]
+        except FailedJobError as refused:
+            if manifest.arrays:  # arrays before this one are queued: their runs keep the sweep directory
+                raise
+            raise UserError(sbatch_refusal(str(refused), plans[0])) from None
         array_id = jobs[0].job_id.split("_")[0]
         manifest.arrays.append(ManifestArray(array_id, len(jobs), job_name(group, index), group.parameters))
         for task, (plan, job) in enumerate(zip(group.plans, jobs, strict=True)):

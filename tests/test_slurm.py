@@ -142,6 +142,40 @@ def test_bad_cluster_setting_is_refused_before_submission(slurm_env, tmp_path: P
     assert set(slurm(["squeue", "-h", "-o", "%i"], slurm_env).split()) <= set(before.split()), "nothing submitted"
 
 
+def test_sbatch_refusing_the_job_is_one_line_and_leaves_no_sweep_directory(slurm_env, tmp_path: Path):
+    """What sbatch itself refuses after every check passed (an account SLURM's accounting does not know, a QOS):
+    submitit's FailedJobError with sbatch's stderr becomes one line naming it. This dev cluster keeps no accounting,
+    so an sbatch that answers as an enforcing one does stands first on PATH; sinfo and the rest are the cluster's."""
+    refusing = tmp_path / "bin"
+    refusing.mkdir()
+    sbatch = refusing / "sbatch"
+    sbatch.write_text(
+        "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid account or account/partition "
+        "combination specified' >&2\nexit 1\n"
+    )
+    sbatch.chmod(0o755)
+    env = {**slurm_env, "PATH": f"{refusing}{os.pathsep}{slurm_env.get('PATH', os.environ['PATH'])}"}
+    runs = tmp_path / "runs"
+    result = run_cli(
+        "llm=qwen2_5_0_5b",
+        "mode=quick_test",
+        *SUBMIT,
+        "cluster.account=nope",
+        f"cluster.shared_dir={tmp_path}",
+        f"launch.runs_dir={runs}",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (
+        "rlaunch: error: sbatch refused the job, nothing was queued: sbatch: error: Batch job submission failed: "
+        "Invalid account or account/partition combination specified; check cluster.account=nope"
+    ), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert not list(runs.glob("2*")), "the sweep directory is removed"
+
+
 def partition(**changes) -> PartitionFacts:
     values = dict(
         name="gpu",

@@ -30,6 +30,7 @@ from launch.verl_diff import user_verl_overrides
 CORE_ALGOS = "trainer/ppo/core_algos.py"
 TRAINER = "trainer/ppo/v1/trainer_base.py"
 REWARD_MANAGERS = "experimental/reward_loop/reward_manager"
+DTYPES = "utils/torch_dtypes.py"
 
 
 @cache  # core_algos.py holds two of the sets; the trees are only read
@@ -125,6 +126,47 @@ def _compared(relative: str, attribute: str) -> list[str]:
     return words
 
 
+def _handled(relative: str, function: str, name: str) -> list[str]:
+    """The strings `name` (a variable, or `<...>.name`) is compared with in the `if` tests of one function whose
+    branch does something: a branch that only raises (kl_penalty_forward's "full") is no word verl runs."""
+    words = []
+    for node in ast.walk(_tree(relative)):
+        if not (isinstance(node, ast.FunctionDef) and node.name == function):
+            continue
+        for branch in ast.walk(node):
+            test = getattr(branch, "test", None)
+            if not (isinstance(branch, ast.If) and isinstance(test, ast.Compare)):
+                continue
+            left = test.left
+            if (getattr(left, "id", None) or getattr(left, "attr", None)) != name:
+                continue
+            if all(isinstance(statement, ast.Raise) for statement in branch.body):
+                continue
+            for comparator in test.comparators:
+                words += _strings(comparator)
+    return words
+
+
+def _kl_estimators() -> list[str]:
+    """kl_penalty_forward's estimators, each also with verl's '+' (straight-through gradient: core_algos.kl_penalty)."""
+    handled = sorted(set(_handled(CORE_ALGOS, "kl_penalty_forward", "kl_penalty")))
+    return handled + [f"{word}+" for word in handled]
+
+
+def _rollout_modes() -> list[str]:
+    """The modes of verl's rollout registry (workers/rollout/base.py _ROLLOUT_REGISTRY's (name, mode) keys)."""
+    for node in ast.walk(_tree("workers/rollout/base.py")):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_ROLLOUT_REGISTRY" for t in node.targets):
+            keys = getattr(node.value, "keys", [])
+            return sorted({key.elts[1].value for key in keys if isinstance(key, ast.Tuple) and len(key.elts) == 2})
+    return []
+
+
+def _precisions() -> list[str]:
+    """The precision words utils/torch_dtypes.py's PrecisionType knows (its HALF, FLOAT and BFLOAT lists)."""
+    return sorted({str(word) for name in ("HALF_LIST", "FLOAT_LIST", "BFLOAT_LIST") for word in _listed(DTYPES, name)})
+
+
 def _reward_managers() -> list[str]:
     return sorted(set(_registered(REWARD_MANAGERS, "register")))
 
@@ -146,6 +188,7 @@ class Words:
     where: str
     verl_does: str
     applies: Callable[[DictConfig], bool] = _everywhere
+    required: bool = False  # null is no word verl runs either
 
 
 CHOICES: dict[str, Words] = {
@@ -155,7 +198,43 @@ CHOICES: dict[str, Words] = {
         ),
         "verl's advantage estimators (core_algos.py)",
         "verl 0.9.1 would fail at the first step (get_adv_estimator_fn: Unknown advantage estimator)",
+        required=True,
     ),
+    "actor_rollout_ref.actor.kl_loss_type": Words(
+        _kl_estimators,
+        "verl's KL estimators (core_algos.kl_penalty_forward; '+' for the straight-through gradient)",
+        "verl 0.9.1 would fail at the first actor update (kl_penalty: NotImplementedError)",
+        lambda cfg: bool(OmegaConf.select(cfg, "actor_rollout_ref.actor.use_kl_loss")),
+        required=True,
+    ),
+    "algorithm.kl_penalty": Words(
+        _kl_estimators,
+        "verl's KL estimators (core_algos.kl_penalty_forward; '+' for the straight-through gradient)",
+        "verl 0.9.1 would fail at the first step (apply_kl_penalty: NotImplementedError)",
+        lambda cfg: bool(OmegaConf.select(cfg, "algorithm.use_kl_in_reward")),
+        required=True,
+    ),
+    "algorithm.kl_ctrl.type": Words(
+        lambda: sorted(set(_handled(CORE_ALGOS, "get_kl_controller", "type"))),
+        "verl's KL controllers (core_algos.get_kl_controller)",
+        "verl 0.9.1 would fail as the trainer starts (get_kl_controller: NotImplementedError)",
+        lambda cfg: bool(OmegaConf.select(cfg, "algorithm.use_kl_in_reward")),
+    ),
+    "actor_rollout_ref.rollout.mode": Words(
+        _rollout_modes,
+        "the rollout modes verl registers (workers/rollout/base.py)",
+        "verl 0.9.1 only warns as it reads the config, then fails as the workers start (get_rollout_class asserts)",
+        # the removed 'sync' verl's own RolloutConfig refuses, with its own advice (validate.py asks verl)
+        lambda cfg: OmegaConf.select(cfg, "actor_rollout_ref.rollout.mode") != "sync",
+    ),
+    **{
+        f"{section}.model_dtype": Words(
+            _precisions,
+            "verl's precisions (utils/torch_dtypes.py)",
+            "verl 0.9.1 would fail as the worker builds the model (PrecisionType.to_dtype: unexpected precision)",
+        )
+        for section in ("actor_rollout_ref.actor.fsdp_config", "actor_rollout_ref.ref.fsdp_config", "critic.fsdp")
+    },
     "actor_rollout_ref.actor.policy_loss.loss_mode": Words(
         lambda: sorted(_decorated_names(CORE_ALGOS, "register_policy_loss")),
         "verl's policy losses (core_algos.py)",
@@ -200,7 +279,13 @@ def check_words(cfg: DictConfig) -> None:
     """Every key of CHOICES the config holds; the first word verl does not know stops the run."""
     for key, words in CHOICES.items():
         value = OmegaConf.select(cfg, key, default=None)
-        if value is None or not words.applies(cfg):
+        if not words.applies(cfg):
+            continue
+        if value is None and words.required and allowed_words(key):
+            raise UserError(
+                f"{key}=null: choose one of {words.where}: {', '.join(allowed_words(key))}; {words.verl_does}"
+            )
+        if value is None:
             continue
         fork = fork_value_message(key, value)
         if fork is not None:  # a fork's word: say whose it is and what verl 0.9.1 has instead

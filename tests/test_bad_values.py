@@ -161,6 +161,15 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     ),
     (("~trainer.logger",), "~trainer.logger deletes 'trainer.logger', which the run reads: set a value instead"),
     (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),
+    # verl's words it only meets in the job (read from its source: core_algos, rollout registry, torch_dtypes)
+    (("actor_rollout_ref.rollout.mode=asyn",), "asyn is not one of the rollout modes verl registers"),
+    (
+        ("actor_rollout_ref.actor.kl_loss_type=low-var-kl", "actor_rollout_ref.actor.use_kl_loss=true"),
+        "low-var-kl is not one of verl's KL estimators",
+    ),
+    (("algorithm.kl_ctrl.type=adaptiv", "algorithm.use_kl_in_reward=true"), "adaptiv is not one of verl's KL"),
+    (("actor_rollout_ref.actor.fsdp_config.model_dtype=bf16x",), "bf16x is not one of verl's precisions"),
+    (("algorithm.adv_estimator=null",), "algorithm.adv_estimator=null: choose one of verl's advantage estimators"),
     # a ${...} that cannot resolve is the user's: one line naming the key, not omegaconf's traceback
     (("data.train_batch_size=${oc.env:RLAUNCH_TEST_UNSET}",), "reads the environment variable RLAUNCH_TEST_UNSET"),
     (("data.max_response_length=${data.nope}",), "its value refers to data.nope, which the config does not have"),

@@ -125,16 +125,14 @@ def render_all(plans: list[Plan], limit: int | None = None) -> list[tuple[ShapeG
     return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(groups)]
 
 
-def sbatch_refusal(error: str, plan: Plan) -> str:
-    """sbatch's own reason (submitit's FailedJobError carries its stderr), with the keys that set what it judged."""
+def sbatch_refusal(error: str, parameters: dict[str, Any]) -> str:
+    """sbatch's own reason (submitit's FailedJobError carries its stderr), with the cluster keys that set what it
+    judged (`parameters`: the array's sbatch parameters)."""
     said = next(
         (line.strip() for line in error.splitlines() if "sbatch: error" in line), error.strip().splitlines()[-1]
     )
-    settings = plan.cluster_settings
     keys = ", ".join(
-        f"cluster.{name}={getattr(settings, name, None)}"
-        for name in ("partition", "account", "qos")
-        if getattr(settings, name, None) is not None
+        f"cluster.{name}={parameters[name]}" for name in ("partition", "account", "qos") if name in parameters
     )
     return f"sbatch refused the job, nothing was queued: {said}; check {keys or 'cluster.partition / cluster.account'}"
 
@@ -165,7 +163,7 @@ def submit(plans: list[Plan], max_requeues: int) -> Manifest:
         except FailedJobError as refused:
             if manifest.arrays:  # arrays before this one are queued: their runs keep the sweep directory
                 raise
-            raise UserError(sbatch_refusal(str(refused), plans[0])) from None
+            raise UserError(sbatch_refusal(str(refused), group.parameters)) from None
         array_id = jobs[0].job_id.split("_")[0]
         manifest.arrays.append(ManifestArray(array_id, len(jobs), job_name(group, index), group.parameters))
         for task, (plan, job) in enumerate(zip(group.plans, jobs, strict=True)):

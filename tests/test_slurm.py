@@ -170,7 +170,8 @@ def test_sbatch_refusing_the_job_is_one_line_and_leaves_no_sweep_directory(slurm
     last = result.stderr.strip().splitlines()[-1]
     assert last == (
         "rlaunch: error: sbatch refused the job, nothing was queued: sbatch: error: Batch job submission failed: "
-        "Invalid account or account/partition combination specified; check cluster.account=nope"
+        "Invalid account or account/partition combination specified; check cluster.partition=debug, "
+        "cluster.account=nope"
     ), result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     assert not list(runs.glob("2*")), "the sweep directory is removed"

@@ -163,7 +163,7 @@ def submit(plans: list[Plan], max_requeues: int) -> Manifest:
         except FailedJobError as refused:
             if manifest.arrays:  # arrays before this one are queued: their runs keep the sweep directory
                 raise
-            raise UserError(sbatch_refusal(str(refused), group.parameters)) from None
+            raise UserError(sbatch_refusal(str(refused), group.parameters)) from None  # no manifest: no sweep
         array_id = jobs[0].job_id.split("_")[0]
         manifest.arrays.append(ManifestArray(array_id, len(jobs), job_name(group, index), group.parameters))
         for task, (plan, job) in enumerate(zip(group.plans, jobs, strict=True)):

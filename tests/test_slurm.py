@@ -142,10 +142,11 @@ def test_bad_cluster_setting_is_refused_before_submission(slurm_env, tmp_path: P
     assert set(slurm(["squeue", "-h", "-o", "%i"], slurm_env).split()) <= set(before.split()), "nothing submitted"
 
 
-def test_sbatch_refusing_the_job_is_one_line_and_leaves_no_sweep_directory(slurm_env, tmp_path: Path):
+def test_sbatch_refusing_the_job_is_one_line_and_writes_no_manifest(slurm_env, tmp_path: Path):
     """What sbatch itself refuses after every check passed (an account SLURM's accounting does not know, a QOS):
-    submitit's FailedJobError with sbatch's stderr becomes one line naming it. This dev cluster keeps no accounting,
-    so an sbatch that answers as an enforcing one does stands first on PATH; sinfo and the rest are the cluster's."""
+    submitit's FailedJobError with sbatch's stderr becomes one line naming it, and no manifest is written. This dev
+    cluster keeps no accounting, so an sbatch that answers as an enforcing one does stands first on PATH; sinfo and
+    the rest are the cluster's."""
     refusing = tmp_path / "bin"
     refusing.mkdir()
     sbatch = refusing / "sbatch"
@@ -174,7 +175,8 @@ def test_sbatch_refusing_the_job_is_one_line_and_leaves_no_sweep_directory(slurm
         "cluster.account=nope"
     ), result.stderr[-3000:]
     assert "Traceback" not in result.stderr
-    assert not list(runs.glob("2*")), "the sweep directory is removed"
+    # the plans stay (a run directory may be an earlier run's, resubmitted): no manifest, so no sweep to follow
+    assert not list(runs.rglob("manifest.json"))
 
 
 def partition(**changes) -> PartitionFacts:

@@ -375,11 +375,17 @@ def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: b
     sequence_tokens = data.max_prompt_length + data.max_response_length
     # first: lengths beyond the model would otherwise surface as token budgets too small for them
     if sequence_tokens > max_position_embeddings:
+        room = max_position_embeddings - data.max_prompt_length
+        shorter = (
+            f"data.max_response_length={room}"
+            if room >= 1
+            else f"data.max_prompt_length={max_position_embeddings // 2} "
+            f"data.max_response_length={max_position_embeddings - max_position_embeddings // 2}"
+        )
         raise UserError(
             f"data.max_prompt_length + max_response_length ({sequence_tokens}) exceeds the model's context "
             f"({max_position_embeddings} positions): shorten them to {max_position_embeddings} in all (e.g. "
-            f"data.max_response_length={max(1, max_position_embeddings - data.max_prompt_length)}), or pick a "
-            "longer-context llm"
+            f"{shorter}), or pick a longer-context llm"
         )
     if ppo_updates:
         check_ppo_batches(verl, gpus, n_gpus, sequence_tokens)

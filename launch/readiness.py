@@ -666,6 +666,16 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
                 "(actor_rollout_ref.model.path=/dir)",
             )
         )
+    tokenizer = tokenizer_of(cfg)
+    if is_local_path(tokenizer) and Path(tokenizer).expanduser().is_dir() and not tokenizer_here(tokenizer):
+        # transformers then builds an empty tokenizer from the directory's config alone: every prompt becomes []
+        findings.problems.append(
+            (
+                "model",
+                f"{tokenizer} has no tokenizer ({' or '.join(TOKENIZER_FILES)}), which verl's workers load from it: "
+                "copy the model's tokenizer files there, or set actor_rollout_ref.model.tokenizer_path",
+            )
+        )
     offline = job_environment(cfg).get("HF_HUB_OFFLINE", "").lower() in OFFLINE_VALUES
     snapshot = facts.hub_snapshot
     if offline and snapshot is not None and snapshot.missing and not is_local_path(path):
@@ -976,8 +986,24 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     job, package = JobDirectory.of(plan), verl_package_dir()
     problems = [file_problem(verl, key, job) or object_problem(verl, key, job) for key in MODULE_FILES]
     problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
-    problems.append(resume_checkpoint_problem(verl))
+    problems += [resume_checkpoint_problem(verl), checkpoint_dir_problem(verl)]
     findings.problems += [("files", problem) for problem in problems if problem is not None]
+
+
+def checkpoint_dir_problem(verl: dict[str, Any]) -> str | None:
+    """trainer.default_local_dir under a file: verl's checkpoint manager makes its global_step_<N> folders there
+    (os.makedirs) at the first save, after save_freq steps, and fails (NotADirectoryError)."""
+    trainer = verl["trainer"]
+    if int(trainer.get("save_freq") or -1) <= 0:
+        return None
+    directory = Path(str(trainer["default_local_dir"])).expanduser()
+    existing = next((parent for parent in (directory, *directory.parents) if parent.exists()), None)
+    if existing is None or existing.is_dir():
+        return None
+    return (
+        f"trainer.default_local_dir={directory} lies under {existing}, a file: verl's first checkpoint save "
+        f"(after trainer.save_freq={trainer['save_freq']} steps) cannot make its folder there; choose a directory"
+    )
 
 
 # one rank's shard of verl's FSDP checkpoint, named by the world size that wrote it (fsdp_checkpoint_manager.py)
@@ -997,8 +1023,11 @@ def resume_checkpoint_problem(verl: dict[str, Any]) -> str | None:
         expanded = Path(path).expanduser()
         return f"{key}: verl does not expand ~ (it joins the path to the job's working directory); write {expanded}"
     folder = Path(path)
-    if not folder.is_absolute():
-        return None  # verl joins it to the job's working directory, which this machine cannot see
+    if not folder.is_absolute():  # verl joins it to the job's working directory: the code snapshot rlaunch starts in
+        return (
+            f"{key} is relative: verl joins it to the job's working directory (the code snapshot), not the one you "
+            f"run rlaunch in; write it absolute (e.g. {os.path.abspath(path)})"
+        )
     if not folder.is_dir():
         return f"{key} does not exist: verl loads its actor/ as the trainer starts; fix the path"
     actor = folder / "actor"

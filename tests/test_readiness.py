@@ -366,6 +366,31 @@ def test_a_broken_config_json_is_one_line(tmp_path: Path, config_json: str | Non
         dry_run(tmp_path, *overrides)
 
 
+def test_files_verl_opens_later_are_judged_where_they_would_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A model directory without its tokenizer (transformers builds an empty one: every prompt []), a relative resume
+    path (verl joins it to the job's working directory, the code snapshot), checkpoints under a file (the first save
+    fails)."""
+    overrides = tiny_run(tmp_path)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text((tmp_path / "model" / "config.json").read_text())
+    with pytest.raises(UserError, match=r"bare has no tokenizer \(tokenizer_config.json or tokenizer.json\)"):
+        submission(tmp_path, *overrides, f"actor_rollout_ref.model.path={bare}")
+    submission(
+        tmp_path,
+        *overrides,
+        f"actor_rollout_ref.model.path={bare}",
+        f"actor_rollout_ref.model.tokenizer_path={tmp_path / 'model'}",
+    )
+    monkeypatch.chdir(tmp_path)
+    relative = ["trainer.resume_mode=resume_path", "trainer.resume_from_path=ckpt/global_step_10"]
+    with pytest.raises(UserError, match=rf"is relative: verl joins it .* \(e.g. {tmp_path}/ckpt/global_step_10\)"):
+        submission(tmp_path, *overrides, *relative)
+    under_file = [f"trainer.default_local_dir={tmp_path / 'data' / 'train.parquet' / 'ckpt'}", "trainer.save_freq=1"]
+    with pytest.raises(UserError, match=r"lies under \S+train.parquet, a file: verl's first checkpoint save"):
+        submission(tmp_path, *overrides, *under_file)
+
+
 def test_chat_prompts_for_a_base_models_tokenizer_without_a_chat_template_are_refused(tmp_path: Path):
     """verl applies the chat template to every prompt: with none (a base model's tokenizer), its dataset filter drops
     every prompt and its agent loop fails. A custom_chat_template is what verl sets on the tokenizer."""

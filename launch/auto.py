@@ -12,6 +12,7 @@ import hashlib
 import re
 import shlex
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from launch.verl_diff import BACKEND_BASES, base_config, leaves, option_keys_out
 
 # Flags after which Hydra expects no overrides to resolve (completion, help, info about the app itself).
 PASSIVE_FLAGS = ("-sc", "--shell-completion", "-h", "--help", "--hydra-help")
+MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
 # hydra-submitit-launcher's keys (its SlurmQueueConf) -> the rlaunch key that sets the same sbatch option, and what a
@@ -222,32 +224,40 @@ def _file_value(value: Any) -> str:
     return render_value(value)
 
 
-def without_fsdp_knobs(overrides: list[str]) -> list[str]:
+def without_fsdp_knobs(overrides: list[str], multirun: bool) -> list[str]:
     """Under backend=megatron, the gpu profile's FSDP knobs (its fsdp_config.* offload switches, torch's fused AdamW)
-    have no place in verl's Megatron config, which refuses them (McoreActorConfig takes no fsdp_config): each is
-    deleted after composition (`~key`). A value the user typed for one is refused instead of dropped silently."""
+    have no place in verl's Megatron config, which refuses them (McoreActorConfig takes no fsdp_config): a single run
+    deletes each after composition (`~key`, fsdp_knob_deletions). A sweep's jobs delete their own profile's as each
+    is planned (launch/run.py plan_job): Hydra composes a sweep's master config without the swept values (gpu=auto's
+    profile), where a `~key` that only the swept profiles set fails, and its sweeper hands a job `~key=null`, which
+    a run planned alone does not have. A value the user typed for a knob of any profile is refused instead of dropped
+    silently."""
     base = base_config(overrides)
-    if base == BACKEND_BASES["fsdp"]:
-        return overrides
     gpu = next((o for o in parse(overrides) if key_of(o) == "gpu"), None)
-    if gpu is None:
+    if base == BACKEND_BASES["fsdp"] or gpu is None:
         return overrides
     profiles = [str(v) for v in gpu.sweep_string_iterator()] if gpu.is_sweep_override() else [str(gpu.value())]
-    outside = [set(option_keys_outside("gpu", profile, base)) for profile in profiles]
-    every, some = set.intersection(*outside), set.union(*outside)
+    knobs = {key for profile in profiles for key in option_keys_outside("gpu", profile, base)}
     for override in parse(overrides):
-        typed = next((key for key in sorted(some) if overlap(key_of(override), key)), None)
+        typed = next((key for key in sorted(knobs) if overlap(key_of(override), key)), None)
         if typed is not None and not override.is_delete():
             raise UserError(
                 f"{key_of(override)} is an FSDP key, which verl's {base} has no place for: drop it (Megatron's own "
                 "knobs are actor_rollout_ref.actor.megatron.*, e.g. .param_offload, .optimizer_offload)"
             )
-    if some != every:
-        raise UserError(
-            f"gpu={','.join(profiles)} set different FSDP knobs ({', '.join(sorted(some - every))}), which verl's "
-            f"{base} has no place for: sweep these profiles in separate invocations"
-        )
-    return [*overrides, *(f"~{key}" for key in sorted(every))]
+    return overrides if multirun else [*overrides, *fsdp_knob_deletions(overrides)]
+
+
+def fsdp_knob_deletions(overrides: Sequence[str]) -> list[str]:
+    """`~key` for each FSDP knob of the run's gpu profile that `overrides` (one run's: a single gpu and backend) do
+    not delete already, under backend=megatron; none under FSDP. Sorted: a run planned alone and the same job of a
+    sweep list them alike (their run ids hash the overrides)."""
+    base = base_config(overrides)
+    gpu = value_in(list(overrides), "gpu")
+    if base == BACKEND_BASES["fsdp"] or gpu is None:
+        return []
+    deleted = {key_of(o) for o in parse(overrides) if o.is_delete()}
+    return [f"~{key}" for key in sorted(option_keys_outside("gpu", gpu, base)) if key not in deleted]
 
 
 def _replace(overrides: list[str], key: str, value: str) -> list[str]:
@@ -354,6 +364,6 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     elif gpu_values is not None and "auto" in gpu_values:
         detected = choose_gpu(overrides, cluster).profile
         overrides = _replace(overrides, "gpu", ",".join(detected if v == "auto" else v for v in gpu_values))
-    overrides = without_fsdp_knobs(overrides)
+    overrides = without_fsdp_knobs(overrides, multirun=any(flag in MULTIRUN_FLAGS for flag in flags))
     # overrides first: a flag with an optional value (--info [all|config|...]) would take the next override as its value
     return [*overrides, *flags]

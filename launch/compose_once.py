@@ -172,7 +172,7 @@ class ComposeOnce:
             self._resolved[id(cfg)] = ResolvedBase(cfg, working[1])
         cfg, before = working
         try:
-            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+            apply_value_overrides(values, cfg)
             yield cfg
         finally:
             try:
@@ -182,6 +182,12 @@ class ComposeOnce:
             if not restored:
                 del self._working[base_key]
                 del self._resolved[id(cfg)]
+
+
+def apply_value_overrides(overrides: Sequence[Override], cfg: DictConfig) -> None:
+    """Value overrides (`key=v`, `+`, `++`, `~key`) applied to a composed config, in order, by the very function
+    Hydra's loader applies the command line's with: the same results, and the same errors."""
+    ConfigLoaderImpl._apply_overrides_to_config(list(overrides), cfg)
 
 
 class ResolvedBase:

@@ -122,16 +122,15 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
             )
     # each role packs its own budget where its dynamic batching is on; verl asserts a budget holds the longest
     # sequence (utils/seqlen_balancing.py) at that role's first pass
-    budgets = {}
+    budgets: dict[str, int | None] = {}
     if actor.use_dynamic_bsz:
         budgets["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] = actor.ppo_max_token_len_per_gpu
         budgets["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"] = rollout.log_prob_max_token_len_per_gpu
     ref = verl.actor_rollout_ref.get("ref") or {}
     if "actor_rollout_ref.ref" in roles and ref.get("log_prob_use_dynamic_bsz"):
         budgets["actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"] = ref["log_prob_max_token_len_per_gpu"]
-    if "critic" in roles and verl.critic.get("use_dynamic_bsz"):
-        budgets["critic.ppo_max_token_len_per_gpu"] = verl.critic.ppo_max_token_len_per_gpu
-        budgets["critic.forward_max_token_len_per_gpu"] = verl.critic.get("forward_max_token_len_per_gpu")
+    if "critic" in roles:
+        budgets |= critic_budgets(verl)
     needed = -(-sequence_tokens // sp)  # a Ulysses group packs budget x SP tokens and splits each sequence
     split = f", split over ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
     for key, budget in budgets.items():
@@ -158,6 +157,25 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
                 f"{share % micro}; pick a micro-batch that divides {share} (e.g. {neighbours(share, micro)}); "
                 f"{VERL_MICRO_BATCHES}"
             )
+
+
+def critic_budgets(verl: ConfigView) -> dict[str, int | None]:
+    """The critic's token budgets where it packs by tokens. verl 0.9.1's v1 trainer (trainer.use_v1) gives its engine
+    critic.ppo_infer_max_token_len_per_gpu (CriticConfig's default 32768) for the value pass and the update alike,
+    packing as the engine's own use_dynamic_bsz says (true by default); its legacy trainer reads the critic's own
+    ppo_max_token_len_per_gpu and forward_max_token_len_per_gpu under critic.use_dynamic_bsz."""
+    critic = verl.critic
+    if verl.trainer.get("use_v1", True):
+        engine = critic.get("megatron" if critic.get("strategy") == "megatron" else "fsdp") or {}
+        if not engine.get("use_dynamic_bsz", True):
+            return {}
+        return {"critic.ppo_infer_max_token_len_per_gpu": critic.get("ppo_infer_max_token_len_per_gpu") or 32768}
+    if not critic.get("use_dynamic_bsz"):
+        return {}
+    return {
+        "critic.ppo_max_token_len_per_gpu": critic.get("ppo_max_token_len_per_gpu"),
+        "critic.forward_max_token_len_per_gpu": critic.get("forward_max_token_len_per_gpu"),
+    }
 
 
 def data_parallel_ranks(role: ConfigView, n_gpus: int) -> int:

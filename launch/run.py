@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -18,17 +19,25 @@ from typing import Any
 import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
 from launch import calibration, choices, errors, preflight, provenance, readiness, snapshot
-from launch.auto import launcher_aliases, resolve_auto_choices, submit_hint, verl_config_name
+from launch.auto import (
+    fsdp_knob_deletions,
+    launcher_aliases,
+    resolve_auto_choices,
+    submit_hint,
+    verl_config_name,
+)
 from launch.cli_help import register_help_resolver
-from launch.compose_once import Resolve, full_resolution
+from launch.compose_once import Resolve, apply_value_overrides, full_resolution
 from launch.cores import in_order
 from launch.facts import Facts, gather_facts
 from launch.lengths import TypicalLengths
 from launch.manifest import Manifest
+from launch.overrides import key_of, parse
 from launch.plan import checkpoint_dir, make_plan
 from launch.rejected import discard_rejected_invocation
 from launch.render import render
@@ -76,29 +85,61 @@ def plan_job(
     """words + repairs + data -> facts -> preflight (whose policy may change knobs, in cfg, before anything is
     planned) -> plan, made once -> validate -> readiness (model, data, files, time, disk: refused in dispatch when the
     run executes). `resolve`: how the job's config becomes plain data (a sweep's composer lends its quicker one,
-    launch/compose_once.py). cfg is not changed once the plan is made."""
-    choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
-    choices.check_booleans(cfg, overrides)
-    choices.check_strategies(cfg)
-    choices.check_resume_path(cfg)
-    repairs = readiness.prepare(cfg)
-    data = readiness.read_data(cfg)
-    readiness.apply_data_facts(cfg, data)
-    facts = gather(
-        str(cfg.actor_rollout_ref.model.path),
-        str(cfg.cluster.name),
-        cfg.cluster.get("partition"),
-        readiness.node_hub_cache(cfg),
-        snapshot=bool(cfg.cluster.get("snapshot")),
-        ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
-        ray_token_file=cfg.cluster.get("ray_auth_token_file"),
-        checkpoint_dir=checkpoint_dir(cfg, Path.cwd()),
-    )
-    records = calibration.records_for(cfg)
-    typical = calibration.typical_for(cfg, records, readiness.measure_prompts(cfg, data))
-    verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve, typical)
-    plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict, records, typical)
-    return readiness.judge(cfg, plan, facts, data, repairs)
+    launch/compose_once.py). cfg is not changed once the plan is made. A sweep's job deletes its own gpu profile's
+    FSDP knobs under backend=megatron first, as a single run's command line does (launch/auto.py
+    without_fsdp_knobs): its overrides, and so its plan and run id, are then the ones it would have alone."""
+    deletions = fsdp_knob_deletions(overrides)
+    overrides = [*overrides, *deletions]
+    with naming_the_job(overrides):
+        apply_value_overrides(parse(deletions), cfg)
+        choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
+        choices.check_booleans(cfg, overrides)
+        choices.check_strategies(cfg)
+        choices.check_resume_path(cfg)
+        repairs = readiness.prepare(cfg)
+        data = readiness.read_data(cfg)
+        readiness.apply_data_facts(cfg, data)
+        facts = gather(
+            str(cfg.actor_rollout_ref.model.path),
+            str(cfg.cluster.name),
+            cfg.cluster.get("partition"),
+            readiness.node_hub_cache(cfg),
+            snapshot=bool(cfg.cluster.get("snapshot")),
+            ray_address=cfg.cluster.address if cfg.cluster.name == "ray" else None,
+            ray_token_file=cfg.cluster.get("ray_auth_token_file"),
+            checkpoint_dir=checkpoint_dir(cfg, Path.cwd()),
+        )
+        records = calibration.records_for(cfg)
+        typical = calibration.typical_for(cfg, records, readiness.measure_prompts(cfg, data))
+        verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve, typical)
+        plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict, records, typical)
+        return readiness.judge(cfg, plan, facts, data, repairs)
+
+
+def swept_choices(overrides: Sequence[str]) -> list[str]:
+    """The job's own overrides, as given, of the keys its sweep varies (`llm=qwen2_5_3b`); none outside a sweep. The
+    sweep's command line is Hydra's record of this invocation (the launcher keeps it current while jobs plan)."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return []
+    # as typed: iterating the node would resolve a `${...}` inside an override string against the sweep's config
+    given = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+    swept = {key_of(override) for override in parse([str(o) for o in given]) if override.is_sweep_override()}
+    return [override.input_line or "" for override in parse(overrides) if key_of(override) in swept]
+
+
+@contextmanager
+def naming_the_job(overrides: Sequence[str]) -> Iterator[None]:
+    """A sweep stops at its first refused job, and its one line starts with what sets that job apart from the
+    others, `job llm=qwen2_5_0_5b: ...`: the message alone does not say which of the values to change. A single
+    run's message stays as it is; a bug keeps its traceback."""
+    varied = swept_choices(overrides)
+    try:
+        yield
+    except Exception as error:
+        message = errors.explain(error, key_explainers(overrides)) if varied else None
+        if message is None:
+            raise
+        raise errors.UserError(f"job {' '.join(varied)}: {message}") from error
 
 
 def checked_plan(
@@ -234,17 +275,24 @@ def run_here(plan: Plan) -> None:
     run_local(plan)
 
 
-def exit_with_message(error: Exception) -> None:
-    """The launcher's one-line exit (launch/errors.py); a refusal, or a bug, leaves no sweep directory behind."""
-    base = base_config(sys.argv[1:])  # main() rewrote argv: a pasted --config-name is backend=... in it
-    explainers = (
-        partial(errors.deleted_key_message, overrides=sys.argv[1:]),
+def key_explainers(overrides: Sequence[str]) -> tuple[errors.KeyExplainer, ...]:
+    """What rlaunch knows of an unknown key beyond its spelling, for the run `overrides` describe (launch/errors.py
+    explain): a ~key of theirs that deleted it, or verl's base (the backend they choose) that has it elsewhere."""
+    base = base_config(overrides)
+    return (
+        partial(errors.deleted_key_message, overrides=overrides),
         backend_key_message,
         partial(dtype_key_message, base=base),
         partial(moved_key_message, base=base),
         partial(retired_key_message, base=base),
         partial(missing_node_message, base=base),
     )
+
+
+def exit_with_message(error: Exception) -> None:
+    """The launcher's one-line exit (launch/errors.py); a refusal, or a bug, leaves no sweep directory behind."""
+    # main() rewrote argv: a pasted --config-name is backend=... in it
+    explainers = key_explainers(sys.argv[1:])
     errors.exit_with_message(error, cleanup=discard_rejected_invocation, key_explainers=explainers)
 
 

@@ -188,10 +188,6 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu (100) cannot hold one sequence",
     ),
     (
-        ("critic.ppo_max_token_len_per_gpu=100", "algorithm.adv_estimator=gae"),
-        "critic.ppo_max_token_len_per_gpu (100) cannot hold one sequence",
-    ),
-    (
         ("critic.ppo_mini_batch_size=100", "algorithm.adv_estimator=gae", "actor_rollout_ref.rollout.n=5"),
         "a critic mini-batch of 500 sequences (critic.ppo_mini_batch_size 100 x rollout.n 5) does not split over",
     ),
@@ -247,6 +243,17 @@ def test_the_real_cli_in_a_subprocess_says_the_same(cli, tmp_path: Path, overrid
     assert in_process.returncode == real.returncode == 2
     assert in_process.stderr == real.stderr
     assert left_behind(tmp_path) == ["subprocess"]
+
+
+def test_the_critic_budget_checked_is_the_one_verls_trainer_gives_its_engine(cli, tmp_path: Path):
+    """verl 0.9.1's v1 trainer gives the critic's engine critic.ppo_infer_max_token_len_per_gpu (trainer_base.py
+    init_workers); its legacy trainer reads critic.ppo_max_token_len_per_gpu."""
+    gae = ("algorithm.adv_estimator=gae", "launch.dry_run=true")
+    result = cli("+critic.ppo_infer_max_token_len_per_gpu=100", *gae)
+    assert result.returncode == 2 and "critic.ppo_infer_max_token_len_per_gpu (100) cannot hold" in result.stderr
+    assert cli("critic.ppo_max_token_len_per_gpu=100", *gae).returncode == 0  # v1: not the engine's budget
+    legacy = cli("critic.ppo_max_token_len_per_gpu=100", "trainer.use_v1=false", *gae)
+    assert legacy.returncode == 2 and "critic.ppo_max_token_len_per_gpu (100) cannot hold" in legacy.stderr
 
 
 def test_values_at_the_edges_still_plan(cli, tmp_path: Path):

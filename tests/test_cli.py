@@ -94,7 +94,7 @@ BAD_INPUTS = [
     (["gpu.usable_gb=40"], "unknown key 'gpu.usable_gb' (did you mean 'usable_gib'?)"),
     (["gpu.usable_gib=lots"], "bad value for gpu.usable_gib"),
     (
-        ["data.train_batch_size=500"],
+        ["data.train_batch_size=500", "trainer.use_v1=false"],  # verl's v1 trainer pads the batch instead
         "data.train_batch_size (500) is not a multiple of "
         "actor_rollout_ref.actor.ppo_mini_batch_size (64): 500 % 64 = 52",
     ),

@@ -100,7 +100,7 @@ def test_slurm_dry_run_without_slurm_renders_scripts_and_says_what_is_unknown(tm
 
 
 def test_a_rejected_invocation_leaves_nothing_behind(tmp_path: Path):
-    for args in (["data.train_batch_size=500"], ["data.train_batch_size=500,512", "-m"], ["gpu=a50"]):
+    for args in (["data.train_batch_size=0"], ["data.train_batch_size=0,512", "-m"], ["gpu=a50"]):
         result = run_cli(*args, cwd=tmp_path)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert not any(tmp_path.iterdir()), f"{args} left {[str(p) for p in tmp_path.rglob('*')]}"

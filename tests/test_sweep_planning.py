@@ -63,8 +63,8 @@ def test_every_job_of_a_sweep_is_planned_as_it_is_alone(tmp_path: Path):
 
 @pytest.mark.slow
 def test_a_job_verl_rejects_refuses_the_sweep_with_verls_own_words(tmp_path: Path):
-    """The rejected job is planned in a forked process; its message is the one planning it alone gives, and the
-    rejected invocation leaves nothing behind."""
+    """The rejected job is planned in a forked process; its message is the one planning it alone gives, after the
+    job's own values of what the sweep varies, and the rejected invocation leaves nothing behind."""
     sweep = run_cli(
         "actor_rollout_ref.rollout.mode=async,sync", "gpu=a40,h100", SWEEP_ID, "launch.dry_run=json", "-m",
         cwd=tmp_path, env=FORKED,
@@ -73,7 +73,8 @@ def test_a_job_verl_rejects_refuses_the_sweep_with_verls_own_words(tmp_path: Pat
     assert sweep.returncode == alone.returncode == 2
     message = alone.stderr.strip().splitlines()[-1]
     assert message.startswith("rlaunch: error: verl rejects the config: Rollout mode 'sync' has been removed")
-    assert sweep.stderr.strip().splitlines()[-1] == message
+    job = "job actor_rollout_ref.rollout.mode=sync gpu=a40: "
+    assert sweep.stderr.strip().splitlines()[-1] == message.replace("rlaunch: error: ", f"rlaunch: error: {job}", 1)
     assert sweep.stdout == ""
     assert not list(tmp_path.rglob(PLAN_FILE))
 

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -46,7 +47,7 @@ from launch.lengths import (
     measure_prompt_lengths,
 )
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
-from launch.overrides import as_written
+from launch.overrides import as_written, keys_of
 from launch.ranges import check_ranges, select
 from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem, gib_text
 from launch.schema import LaunchSettings, choices_of, verl_package_dir
@@ -210,13 +211,43 @@ def critic_from_actor(cfg: DictConfig) -> list[str]:
     ]
 
 
-def prepare(cfg: DictConfig) -> list[str]:
+def prepare(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[str]:
     """The repairs, applied to the composed config before it is planned; returns what the plan's warnings say. The
-    range table comes first: this is where planning first reads the values."""
+    range table comes first: this is where planning first reads the values. `overrides`: the job's own."""
     check_ranges(cfg)
     check_skip_names(cfg)
     absolute = absolute_model_paths(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
-    return absolute + ensure_file_logger(cfg) + critic_from_actor(cfg)
+    return absolute + ensure_file_logger(cfg) + critic_from_actor(cfg) + dynamic_batching_pair(cfg, overrides)
+
+
+# verl 0.9.1 asserts these equal as its actor-rollout workers start (engine_workers.py init_model); its yaml makes the
+# rollout's follow the actor's, which a gpu profile sets
+DYNAMIC_PAIR = ("actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz")
+
+
+def dynamic_batching_pair(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """The pair apart: where the user typed one of them, the other (a profile's, or verl's interpolation) takes the
+    user's value, said in the plan; where the user typed both apart, refused."""
+    values = {key: bool(OmegaConf.select(cfg, key)) for key in DYNAMIC_PAIR}
+    if len(set(values.values())) == 1:
+        return []
+    typed = [key for key in DYNAMIC_PAIR if key in keys_of(overrides)]
+    if len(typed) != 1:
+        actor, rollout = (f"{key}={str(values[key]).lower()}" for key in DYNAMIC_PAIR)
+        raise UserError(
+            f"{actor} and {rollout}: verl 0.9.1 asserts they are equal as its actor-rollout workers start "
+            "(engine_workers.py); set both to true or both to false"
+        )
+    mine = typed[0]
+    other = next(key for key in DYNAMIC_PAIR if key != mine)
+    value = values[mine]
+    with open_dict(cfg):
+        OmegaConf.update(cfg, other, value, merge=False)
+    word = str(value).lower()
+    return [
+        f"{mine}={word} is yours, and verl 0.9.1 asserts {other} equals it as its workers start (engine_workers.py): "
+        f"{other}={word} too (a gpu profile's value yields)"
+    ]
 
 
 def check_skip_names(cfg: DictConfig) -> None:

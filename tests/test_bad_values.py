@@ -170,6 +170,10 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("algorithm.kl_ctrl.type=adaptiv", "algorithm.use_kl_in_reward=true"), "adaptiv is not one of verl's KL"),
     (("actor_rollout_ref.actor.fsdp_config.model_dtype=bf16x",), "bf16x is not one of verl's precisions"),
     (("algorithm.adv_estimator=null",), "algorithm.adv_estimator=null: choose one of verl's advantage estimators"),
+    (
+        ("actor_rollout_ref.actor.use_dynamic_bsz=false", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true"),
+        "verl 0.9.1 asserts they are equal as its actor-rollout workers start",
+    ),
     # a ${...} that cannot resolve is the user's: one line naming the key, not omegaconf's traceback
     (("data.train_batch_size=${oc.env:RLAUNCH_TEST_UNSET}",), "reads the environment variable RLAUNCH_TEST_UNSET"),
     (("data.max_response_length=${data.nope}",), "its value refers to data.nope, which the config does not have"),
@@ -245,6 +249,17 @@ def test_the_real_cli_in_a_subprocess_says_the_same(cli, tmp_path: Path, overrid
     assert left_behind(tmp_path) == ["subprocess"]
 
 
+def test_a_pasted_rollout_dynamic_batching_switch_brings_the_actors_along(cli, tmp_path: Path):
+    """verl asserts actor.use_dynamic_bsz == rollout.log_prob_use_dynamic_bsz (engine_workers.py); the gpu profile
+    turns the actor's on, and a script that turns the rollout's off would die as its workers start."""
+    result = cli("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false", "launch.dry_run=json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    plan = json.loads(result.stdout)
+    arr = plan["verl"]["actor_rollout_ref"]
+    assert arr["actor"]["use_dynamic_bsz"] is False and arr["rollout"]["log_prob_use_dynamic_bsz"] is False
+    assert any("actor_rollout_ref.actor.use_dynamic_bsz=false too" in warning for warning in plan["warnings"])
+
+
 def test_the_critic_budget_checked_is_the_one_verls_trainer_gives_its_engine(cli, tmp_path: Path):
     """verl 0.9.1's v1 trainer gives the critic's engine critic.ppo_infer_max_token_len_per_gpu (trainer_base.py
     init_workers); its legacy trainer reads critic.ppo_max_token_len_per_gpu."""
@@ -289,7 +304,7 @@ def test_a_bug_keeps_its_traceback_and_removes_the_sweep_directory_it_created(
     """Not bad input: rlaunch itself failed. The traceback is for the bug report; the empty sweep directory Hydra
     created for the invocation goes all the same."""
 
-    def broken(cfg: object) -> list[str]:
+    def broken(cfg: object, overrides: object = ()) -> list[str]:
         raise RuntimeError("a bug in rlaunch")
 
     monkeypatch.setattr("launch.readiness.prepare", broken)

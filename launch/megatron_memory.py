@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launch.memory import (
@@ -225,30 +225,48 @@ class MegatronKnobs:
     grad_bytes: int = FP32_BYTES  # the DDP gradient buffer: fp32 main grads unless asked otherwise
     optimizer_bytes: float = 12.0  # per parameter: the fp32 master weight and Adam's two moments
     optimizer_cpu_fraction: float = 0.0  # the share Megatron's HybridDeviceOptimizer keeps on the CPU
-    critic: bool = False  # verl's need_critic: a Megatron critic is not modelled (said in the verdict)
+    critic: bool = False  # verl's need_critic
+    # a Megatron critic's own engine (its layout, offload and optimizer), counted with the actor's architecture: a
+    # value model is its base model with a one-wide head. None: no critic, or one not on Megatron (not modelled)
+    critic_engine: MegatronKnobs | None = None
 
     @classmethod
     def from_verl(cls, verl: Mapping[str, Any]) -> MegatronKnobs:
         arr, trainer = verl["actor_rollout_ref"], verl["trainer"]
         n_gpus = int(trainer["nnodes"]) * int(trainer["n_gpus_per_node"])
         actor, ref = arr["actor"]["megatron"], (arr.get("ref") or {}).get("megatron") or arr["actor"]["megatron"]
-        optim = arr["actor"].get("optim") or {}
-        settings = {**optim, **(optim.get("override_optimizer_config") or {})}  # verl lets the override win
+        critic = verl.get("critic") or {}
+        on_megatron = trains_critic(verl) and critic.get("strategy") == "megatron" and critic.get("megatron")
         return cls(
-            actor=Layout.from_megatron(actor, n_gpus),
+            **engine_knobs(actor, arr["actor"].get("optim") or {}, n_gpus),
             ref=Layout.from_megatron(ref, n_gpus),
-            recompute=Recompute.from_transformer(actor.get("override_transformer_config") or {}),
-            param_offload=bool(actor.get("param_offload")),
-            optimizer_offload=bool(actor.get("optimizer_offload")),
             ref_param_offload=bool(ref.get("param_offload")),
-            distributed_optimizer=bool(actor.get("use_distributed_optimizer", True)),
-            grad_bytes=main_grad_bytes(optim, actor.get("override_ddp_config") or {}),
-            optimizer_bytes=adam_bytes(settings),
-            optimizer_cpu_fraction=float(settings.get("optimizer_offload_fraction") or 0.0)
-            if settings.get("optimizer_cpu_offload")
-            else 0.0,
             critic=trains_critic(verl),
+            critic_engine=cls(
+                **engine_knobs(critic["megatron"], critic.get("optim") or {}, n_gpus),
+                ref=Layout.from_megatron(critic["megatron"], n_gpus),
+                ref_param_offload=True,  # a critic has no reference of its own
+            )
+            if on_megatron
+            else None,
         )
+
+
+def engine_knobs(megatron: Mapping[str, Any], optim: Mapping[str, Any], n_gpus: int) -> dict[str, Any]:
+    """One training engine's MegatronKnobs fields from its megatron block and its optim block."""
+    settings = {**optim, **(optim.get("override_optimizer_config") or {})}  # verl lets the override win
+    return {
+        "actor": Layout.from_megatron(megatron, n_gpus),
+        "recompute": Recompute.from_transformer(megatron.get("override_transformer_config") or {}),
+        "param_offload": bool(megatron.get("param_offload")),
+        "optimizer_offload": bool(megatron.get("optimizer_offload")),
+        "distributed_optimizer": bool(megatron.get("use_distributed_optimizer", True)),
+        "grad_bytes": main_grad_bytes(optim, megatron.get("override_ddp_config") or {}),
+        "optimizer_bytes": adam_bytes(settings),
+        "optimizer_cpu_fraction": float(settings.get("optimizer_offload_fraction") or 0.0)
+        if settings.get("optimizer_cpu_offload")
+        else 0.0,
+    }
 
 
 def dtype_bytes(name: Any) -> int:
@@ -561,11 +579,20 @@ def stage_note(stage: Stage, layout: Layout) -> str:
     return f"pipeline stage {stage.index + 1} of {layout.pp} ({kinds})"
 
 
-def training_phase(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, capacity_gib: float) -> Phase:
-    """The actor's update on its worst stage: every state on the card (training loads what is offloaded), the
-    in-flight micro-batches' activations, then the larger of one recomputed group's backward and, on the last
-    stage, the logits' backward."""
+def training_phase(
+    arch: Architecture,
+    knobs: Knobs,
+    megatron: MegatronKnobs,
+    capacity_gib: float,
+    name: str = "training",
+    beside: Mapping[str, float] | None = None,
+) -> Phase:
+    """The actor's update (or, with the critic's knobs, the critic's) on its worst stage: every state on the card
+    (training loads what is offloaded), the in-flight micro-batches' activations, then the larger of one recomputed
+    group's backward and, on the last stage, the logits' backward; `beside`: the other engines' resident states
+    (bytes)."""
     layout = megatron.actor
+    beside = dict(critic_beside(arch, knobs, megatron) if beside is None else beside)
     pack = packing(knobs, layout, knobs.train_tokens, knobs.mini_batch_sequences)
     candidates = []
     for stage, ref_stage in paired(arch, megatron):
@@ -578,6 +605,7 @@ def training_phase(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, ca
             "optimizer": held.optimizer,
             "ref params": resident(knobs, megatron, held)["ref params"],
             "activations": acts.saved,
+            **beside,
         }
         if acts.transient > sum(head.values()):
             values["recomputed layers" if megatron.recompute.granularity else "layer backward"] = acts.transient
@@ -594,7 +622,7 @@ def training_phase(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, ca
     _, stage, values, notes = max(candidates, key=lambda candidate: candidate[0])
     batches = f"{pack.micro_batches} micro-batches" if pack.known else "a mini-batch of unknown size: the pipeline full"
     lines = (stage_note(stage, layout), f"{pack.tokens} tokens per micro-batch on a rank, {batches}")
-    return with_margins("training", values, notes, outside(arch, knobs, layout), capacity_gib, *lines)
+    return with_margins(name, values, notes, outside(arch, knobs, layout), capacity_gib, *lines)
 
 
 def optimizer_note(megatron: MegatronKnobs, layout: Layout) -> str:
@@ -627,6 +655,7 @@ def logprob_phase(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, cap
             held = states(megatron, actor_stage, ref_stage)
             kept = resident(knobs, megatron, held)
             values = kept | ({"params": held.params} if role == "actor" else {"ref params": held.ref_params})
+            values |= critic_beside(arch, knobs, megatron)
             working = {"layer working set": forward_working_set(arch, layout, stage, pack.tokens)}
             if stage.index == layout.pp - 1:
                 head = logits(arch, knobs, layout, pack.tokens, backward=False)
@@ -645,9 +674,40 @@ def worst_resident(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) ->
     )
 
 
+def critic_resident(arch: Architecture, knobs: Knobs, critic: MegatronKnobs) -> float:
+    """Bytes of the critic's states left on the card outside its update (its own param/optimizer offload), on its
+    worst stage."""
+    return max(sum(resident(knobs, critic, states(critic, stage, stage)).values()) for stage, _ in paired(arch, critic))
+
+
+def critic_beside(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) -> dict[str, float]:
+    """The critic's resident states as a term of the actor's phases (none without a Megatron critic)."""
+    if megatron.critic_engine is None:
+        return {}
+    return {"critic states": critic_resident(arch, knobs, megatron.critic_engine)}
+
+
+def critic_phase(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, capacity_gib: float) -> Phase:
+    """The critic's update: training_phase at the critic's own layout and token budget (verl's v1 trainer gives its
+    engine critic.ppo_infer_max_token_len_per_gpu, memory.critic_knobs), beside the actor's resident states."""
+    critic = megatron.critic_engine
+    assert critic is not None
+    critic_knobs = replace(
+        knobs,
+        train_tokens=knobs.critic_tokens,
+        dynamic_bsz=knobs.critic_dynamic_bsz,
+        mini_batch_sequences=knobs.critic_mini_batch_sequences or knobs.mini_batch_sequences,
+        ref_model=False,
+    )
+    actor = {"actor states": worst_resident(arch, knobs, megatron)}
+    return training_phase(arch, critic_knobs, critic, capacity_gib, name="critic update", beside=actor)
+
+
 def engine_phase(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, capacity_gib: float) -> Phase:
-    """Generation: memory.py's engine arithmetic beside this trainer's resident state and communicators."""
-    beside = TrainerBeside(worst_resident(arch, knobs, megatron) / GIB, outside(arch, knobs, megatron.actor))
+    """Generation: memory.py's engine arithmetic beside this trainer's resident state (the critic's too) and
+    communicators."""
+    held = worst_resident(arch, knobs, megatron) + sum(critic_beside(arch, knobs, megatron).values())
+    beside = TrainerBeside(held / GIB, outside(arch, knobs, megatron.actor))
     return rollout_phase(arch, knobs, capacity_gib, beside)
 
 
@@ -655,8 +715,10 @@ def estimate(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, capacity
     """Every phase a Megatron GRPO step has on one GPU, in verl's order: the update, the log-prob passes, then
     generation. `knobs`: memory.Knobs.from_verl of the same config (the engine, lengths, batch and token knobs,
     the profile's NCCL figure); `megatron`: MegatronKnobs.from_verl."""
+    critic = [critic_phase(arch, knobs, megatron, capacity_gib)] if megatron.critic_engine is not None else []
     return [
         training_phase(arch, knobs, megatron, capacity_gib),
+        *critic,
         logprob_phase(arch, knobs, megatron, capacity_gib),
         engine_phase(arch, knobs, megatron, capacity_gib),
     ]
@@ -683,8 +745,8 @@ def host_ram_per_node(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs)
 def not_modelled(knobs: Knobs, megatron: MegatronKnobs) -> list[str]:
     """What a Megatron verdict leaves out entirely, said beside it."""
     missing = []
-    if megatron.critic:
-        missing.append("the critic's Megatron engine (its states and its update are not counted)")
+    if megatron.critic and megatron.critic_engine is None:
+        missing.append("the critic's engine (a critic not on Megatron beside a Megatron actor is not modelled)")
     if knobs.reward_model:
         missing.append("the colocated reward model's engine")
     return missing

@@ -427,7 +427,7 @@ VERL_CRITIC_TOKENS = 32768  # verl 0.9.1's CriticConfig.ppo_infer_max_token_len_
 
 def critic_knobs(verl: dict[str, Any], sequence: int) -> dict[str, Any]:
     """The critic's knobs as verl 0.9.1 runs it (trainer/ppo/v1/trainer_base.py init_workers): a TrainingWorker whose
-    engine is `critic.fsdp` (FSDPEngineConfig: use_dynamic_bsz true unless set there) with
+    engine is `critic.fsdp` or `critic.megatron` (EngineConfig: use_dynamic_bsz true unless set there) with
     `critic.ppo_infer_max_token_len_per_gpu` as its token budget for both the value pass and the update; the
     critic's own use_dynamic_bsz / ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu do not reach that
     engine. verl's need_critic (trains_critic) says whether there is one."""
@@ -435,7 +435,7 @@ def critic_knobs(verl: dict[str, Any], sequence: int) -> dict[str, Any]:
     if not trains_critic(verl):
         return {}
     critic = verl["critic"]
-    engine = critic.get("fsdp") or {}
+    engine = critic.get("megatron" if critic.get("strategy") == "megatron" else "fsdp") or {}
     model = critic.get("model") or {}
     dynamic = bool(engine.get("use_dynamic_bsz", True))
     budget = int(critic.get("ppo_infer_max_token_len_per_gpu") or VERL_CRITIC_TOKENS)

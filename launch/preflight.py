@@ -702,6 +702,8 @@ FULL_RECOMPUTE = {  # Megatron's full recomputation of every layer (override_tra
 # the reference's keys a fix moves with the actor's: its layout and its param offload (it has no optimizer, and a
 # forward-only pass recomputes nothing)
 REF_FOLLOWS = (*MEGATRON_SIZE_KEYS, "param_offload")
+MEGATRON_CRITIC = "critic.megatron"
+CRITIC_FOLLOWS = (*REF_FOLLOWS, "optimizer_offload", *FULL_RECOMPUTE)
 MEGATRON_WIDENING = (1, 2, 4)  # each parallel size is searched at x1, x2 and x4 of the run's own
 ENGINE_TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 MEGATRON_NARROWING = (2, 4)  # a training micro-batch that does not fit is searched at 1/2 and 1/4 of the run's own
@@ -741,14 +743,19 @@ def with_values(verl: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
 
 def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[str, Any]:
     """The actor's megatron.* values as verl keys, with the reference's same key (REF_FOLLOWS) where the reference
-    runs on Megatron and holds the actor's value now (verl's ref.megatron follows the actor's by default)."""
+    runs on Megatron and holds the actor's value now (verl's ref.megatron follows the actor's by default), and the
+    critic's (its layout and both offloads) where a Megatron critic holds the actor's value now: a critic is a copy
+    of the policy's model, colocated, and misses by the same layout."""
     values: dict[str, Any] = {}
     ref_on_megatron = (verl["actor_rollout_ref"].get("ref") or {}).get("strategy") == "megatron"
+    critic_on_megatron = trains_critic(verl) and (verl.get("critic") or {}).get("strategy") == "megatron"
     for name, value in actor_values.items():
         values[f"{MEGATRON_ACTOR}.{name}"] = value
-        ref_key, actor_key = f"{MEGATRON_REF}.{name}", f"{MEGATRON_ACTOR}.{name}"
+        ref_key, critic_key, actor_key = (f"{role}.{name}" for role in (MEGATRON_REF, MEGATRON_CRITIC, MEGATRON_ACTOR))
         if ref_on_megatron and name in REF_FOLLOWS and select(verl, ref_key) == select(verl, actor_key):
             values[ref_key] = value
+        if critic_on_megatron and name in CRITIC_FOLLOWS and select(verl, critic_key) == select(verl, actor_key):
+            values[critic_key] = value
     return values
 
 

@@ -429,10 +429,27 @@ def test_a_verdict_has_the_preflights_shape_and_says_where_it_is_rough():
     assert Verdict.from_dict(verdict.to_dict()) == verdict  # plan.json keeps it whole
 
 
-def test_a_megatron_critic_is_said_to_be_left_out():
+def test_a_megatron_critic_is_counted_beside_the_actor_and_in_its_own_update():
+    """verl colocates the critic's Megatron engine with the actor's: its states stay on the card through the actor's
+    phases (unless offloaded), and its update holds its own states and activations beside the actor's."""
     verl = case_config("qwen2_5_32b_8xh20")
     verl["algorithm"]["adv_estimator"] = "gae"
-    assert mm.not_modelled(Knobs.from_verl(verl), mm.MegatronKnobs.from_verl(verl))
+    verl["critic"]["enable"] = True
+    knobs, megatron = Knobs.from_verl(verl), mm.MegatronKnobs.from_verl(verl)
+    assert megatron.critic_engine is not None and not mm.not_modelled(knobs, megatron)
+    arch = architecture_of_case(case_named("qwen2_5_32b_8xh20"))
+    phases = {phase.name: phase for phase in mm.estimate(arch, knobs, megatron, 95.0)}
+    assert list(phases) == ["training", "critic update", "log-prob", "rollout"]
+    critic = megatron.critic_engine
+    held = mm.critic_resident(arch, knobs, critic) / GIB
+    # bf16 params + the fp32 gradient buffer + Adam's 12 B over the distributed optimizer's shards (a dense model),
+    # on the critic's worst stage
+    per_param = 2 + critic.grad_bytes + critic.optimizer_bytes / critic.actor.optimizer_shards
+    assert held == pytest.approx(max(stage.params for stage in mm.stages(arch, critic.actor)) * per_param / GIB)
+    terms = {term.name: term.gib for term in phases["training"].terms}
+    assert terms["critic states"] == pytest.approx(held, abs=0.1)
+    offloaded = replace(critic, param_offload=True, optimizer_offload=True)
+    assert mm.critic_resident(arch, knobs, offloaded) == 0.0
 
 
 # --- the fix search: launch.preflight=fix over Megatron's knobs -------------------------------------------------

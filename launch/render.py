@@ -53,7 +53,15 @@ def render_preflight(verdict: Verdict | None) -> list[str]:
         lines.append(f"  cheapest fix  {' '.join(verdict.first_fitting_fixes)}")
     if verdict.fits_with:
         lines.append(f"  what fits     {verdict.fits_with.summary}")
+    if not verdict.fits and not verdict.first_fitting_fixes and not verdict.fits_with:
+        lines.append(f"  no fix found  {beyond_the_search(verdict)}")
     return lines
+
+
+def beyond_the_search(verdict: Verdict) -> str:
+    """What to change when the preflight's search found no change that fits: Megatron's knobs in words (more GPUs,
+    parallelism, the hybrid CPU optimizer), or, for FSDP, the card and the lengths."""
+    return MEGATRON_FIXES if verdict.rough else "none fits: use a bigger card or shorter lengths"
 
 
 def render_tracking(plan: Plan) -> str:
@@ -230,9 +238,9 @@ def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:
     found = verdict.fits_with
     # the searched change when the cheapest-first chain finds none: on these GPUs, else the GPU count
     searched = (found.on_your_gpus or found.searched_count) if found is not None else None
-    # a Megatron misfit whose search found nothing on these GPUs: Megatron's knobs in words, beyond the search
-    unsearched = MEGATRON_FIXES if verdict.rough else "none fits: use a bigger card or shorter lengths"
-    fix_text = " ".join(verdict.first_fitting_fixes or (searched.overrides if searched else ())) or unsearched
+    fix_text = " ".join(verdict.first_fitting_fixes or (searched.overrides if searched else ())) or beyond_the_search(
+        verdict
+    )
     summary = f"; {found.summary}" if found is not None and found.summary else ""
     # a Megatron fix that touches a key the user set is advice only: launch.preflight=fix would not apply it
     or_fix = "" if verdict.rough and verdict.unfixable_without_your_keys else " (or launch.preflight=fix)"

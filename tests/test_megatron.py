@@ -777,3 +777,29 @@ def test_a_two_node_megatron_job_reaches_verls_gpu_check_on_the_dev_cluster(slur
     log = next(Path(tmp_path).rglob(f"{job_id}_0_log.err")).read_text()
     assert "Total available GPUs 0 is less than total desired GPUs 2" in log, log[-3000:]
     assert "rlaunch: Ray up on 2 node(s)" in next(Path(tmp_path).rglob(f"{job_id}_0_log.out")).read_text()
+
+
+def test_a_dry_run_of_a_misfit_no_searched_change_fixes_names_the_knobs_beyond_the_search(tmp_path: Path):
+    """Qwen2.5-72B at TP 8 x PP 2 on 16 H100s: 76 GiB of states a GPU before activations (DP 1 shards no optimizer
+    state); nothing in the search fits, and the plan says what would, as a refusal does."""
+    megatron = "actor_rollout_ref.actor.megatron"
+    result = run_cli(
+        "backend=megatron",
+        "algo=verl",
+        "algorithm.adv_estimator=grpo",
+        "gpu=h100",
+        "llm=qwen2_5_72b",
+        f"{megatron}.tensor_model_parallel_size=8",
+        f"{megatron}.pipeline_model_parallel_size=2",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=8",
+        "trainer.nnodes=2",
+        "data.train_batch_size=256",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+        "actor_rollout_ref.rollout.n=8",
+        "launch.skip_checks=[model,data,files]",
+        "launch.dry_run=true",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "DOES NOT FIT" in result.stdout
+    assert "  no fix found  more pipeline or tensor parallel ranks" in result.stdout, result.stdout[-3000:]

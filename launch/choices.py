@@ -21,11 +21,11 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from launch.errors import UserError, fork_value_message
-from launch.overrides import key_of
-from launch.ranges import declared_type, shown
+from launch.errors import UserError, deleted_key_message, fork_value_message
+from launch.overrides import key_of, parse
+from launch.ranges import declared_type, select, shown
 from launch.schema import verl_package_dir
-from launch.verl_diff import user_verl_overrides
+from launch.verl_diff import base_config, user_verl_overrides
 
 CORE_ALGOS = "trainer/ppo/core_algos.py"
 TRAINER = "trainer/ppo/v1/trainer_base.py"
@@ -299,6 +299,28 @@ def check_words(cfg: DictConfig) -> None:
             raise UserError(
                 f"{written}: {unknown[0]} is not one of {words.where}: {', '.join(allowed)}; {words.verl_does}"
             )
+
+
+def check_deletions(overrides: Sequence[str]) -> None:
+    """A `~key` of the user's that deletes a key of verl's own config (its generated ppo_trainer or
+    ppo_megatron_trainer): verl's code reads its config whole, and a deleted key fails (struct mode) where it is read,
+    as the trainer or its workers start, or at the first step."""
+    defaults = generated_defaults(base_config(overrides))
+    for override in parse(overrides):
+        key = key_of(override)
+        if override.is_delete() and select(defaults, key, _MISSING) is not _MISSING:
+            raise UserError(deleted_key_message(key, overrides) or f"~{key}: set a value instead")
+
+
+_MISSING = object()
+
+
+@cache
+def generated_defaults(base: str) -> dict[str, Any]:
+    """verl's whole default config for a base, flattened by verl into one file (trainer/config/_generated_*.yaml)."""
+    import yaml
+
+    return yaml.safe_load((verl_package_dir() / f"trainer/config/_generated_{base}.yaml").read_text()) or {}
 
 
 def check_resume_path(cfg: DictConfig) -> None:

@@ -92,6 +92,7 @@ def plan_job(
     overrides = [*overrides, *deletions]
     with naming_the_job(overrides):
         apply_value_overrides(parse(deletions), cfg)
+        choices.check_deletions(overrides)
         choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
         choices.check_booleans(cfg, overrides)
         choices.check_strategies(cfg)

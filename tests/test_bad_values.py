@@ -160,6 +160,9 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "not)",
     ),
     (("~trainer.logger",), "~trainer.logger deletes 'trainer.logger', which the run reads: set a value instead"),
+    # any key of verl's own config: verl reads it (struct mode) as it builds its datasets, its workers, ...
+    (("~data.val_files",), "~data.val_files deletes 'data.val_files', which the run reads: set a value instead"),
+    (("~actor_rollout_ref.rollout.name",), "deletes 'actor_rollout_ref.rollout.name', which the run reads"),
     (("data.train_files=a.parquet,b.parquet",), "add -m to sweep over a.parquet, b.parquet"),
     # verl's words it only meets in the job (read from its source: core_algos, rollout registry, torch_dtypes)
     (("actor_rollout_ref.rollout.mode=asyn",), "asyn is not one of the rollout modes verl registers"),

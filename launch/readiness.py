@@ -1021,6 +1021,18 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
 
+def critic_checks_left_to_the_job(verl: dict[str, Any]) -> list[str]:
+    """verl builds a critic's config from its model's files (launch/validate.py run_verl_validation): without them
+    here, verl's own critic checks (its batch sizes, loss aggregation, optimizer) run only in the job."""
+    path = str(verl["critic"]["model"]["path"])
+    if not trains_critic(verl) or model_file_here(path, ("config.json",)):
+        return []
+    return [
+        f"verl's own critic checks were left to the job: the critic's model ({path}) has no config.json here; "
+        "rlaunch's own checked its batch arithmetic and token budgets"
+    ]
+
+
 def checkpoint_dir_problem(verl: dict[str, Any]) -> str | None:
     """trainer.default_local_dir under a file: verl's checkpoint manager makes its global_step_<N> folders there
     (os.makedirs) at the first save, after save_freq steps, and fails (NotADirectoryError)."""
@@ -1252,6 +1264,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     judge_model(cfg, plan, facts, findings)
     judge_data(cfg, report, findings, as_written(plan.overrides))
     judge_files(plan, findings)
+    findings.notes += critic_checks_left_to_the_job(plan.verl)
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     judge_time(cfg, predicted, findings)
     disk = measure_disk(plan, facts, predicted) if "disk" not in skipped(cfg) else None

@@ -294,6 +294,14 @@ def check_megatron(verl: ConfigView, llm: dict[str, Any]) -> None:
         if not known:
             continue
         transformer = node["megatron"].get("override_transformer_config") or {}
+        uneven = [f"num_layers_in_{end}_pipeline_stage" for end in ("first", "last")]
+        standalone = [f"account_for_{part}_in_pipeline_split" for part in ("embedding", "loss")]
+        if any(transformer.get(name) is not None for name in uneven) and any(transformer.get(n) for n in standalone):
+            raise UserError(
+                f"{key}.override_transformer_config: {' / '.join(uneven)} with {' / '.join(standalone)}: Megatron-core "
+                "asserts against the two together as verl builds the model ('Does not support standalone embedding "
+                "stage and standalone loss stage with uneven pp'); keep one of them"
+            )
         layers, stages, counted = pipeline_layers(int(llm["layers"]), pp, vpp, transformer)
         if layers % stages:
             split = f"PP {pp}" + (f" x VPP {vpp}" if vpp > 1 and stages == pp * vpp else "")

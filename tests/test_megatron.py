@@ -559,6 +559,19 @@ LLM = {"layers": 48, "heads": 32, "kv_heads": 4}
             LLM,
             "virtual_pipeline_model_parallel_size=1 with pipeline_model_parallel_size 1: Megatron-core refuses",
         ),
+        # Megatron-core's layer split: stated first/last-stage layers exclude a standalone embedding or loss stage
+        (
+            {
+                "pipeline_model_parallel_size": 4,
+                "transformer": {
+                    "num_layers_in_first_pipeline_stage": 4,
+                    "account_for_embedding_in_pipeline_split": True,
+                },
+            },
+            None,
+            LLM,
+            "asserts against the two together as verl builds the model",
+        ),
         # Megatron-core's TransformerConfig: no expert parallelism without experts
         ({"expert_model_parallel_size": 2}, 0, LLM, "expert_model_parallel_size (2) on a dense model"),
         # verl's own dynamic-CP refusals as the worker builds its engine (transformer_impl.py)

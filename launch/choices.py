@@ -175,6 +175,14 @@ def _everywhere(cfg: DictConfig) -> bool:
     return True
 
 
+def _switched_on(key: str) -> Callable[[DictConfig], bool]:
+    """Words a key holds matter only where this switch of verl's turns their use on."""
+    return lambda cfg: bool(OmegaConf.select(cfg, key))
+
+
+KL_ESTIMATORS = "verl's KL estimators (core_algos.kl_penalty_forward; '+' for the straight-through gradient)"
+
+
 def _registered_reward_manager(cfg: DictConfig) -> bool:
     return OmegaConf.select(cfg, "reward.reward_manager.source", default="register") == "register"
 
@@ -202,23 +210,23 @@ CHOICES: dict[str, Words] = {
     ),
     "actor_rollout_ref.actor.kl_loss_type": Words(
         _kl_estimators,
-        "verl's KL estimators (core_algos.kl_penalty_forward; '+' for the straight-through gradient)",
+        KL_ESTIMATORS,
         "verl 0.9.1 would fail at the first actor update (kl_penalty: NotImplementedError)",
-        lambda cfg: bool(OmegaConf.select(cfg, "actor_rollout_ref.actor.use_kl_loss")),
+        _switched_on("actor_rollout_ref.actor.use_kl_loss"),
         required=True,
     ),
     "algorithm.kl_penalty": Words(
         _kl_estimators,
-        "verl's KL estimators (core_algos.kl_penalty_forward; '+' for the straight-through gradient)",
+        KL_ESTIMATORS,
         "verl 0.9.1 would fail at the first step (apply_kl_penalty: NotImplementedError)",
-        lambda cfg: bool(OmegaConf.select(cfg, "algorithm.use_kl_in_reward")),
+        _switched_on("algorithm.use_kl_in_reward"),
         required=True,
     ),
     "algorithm.kl_ctrl.type": Words(
         lambda: sorted(set(_handled(CORE_ALGOS, "get_kl_controller", "type"))),
         "verl's KL controllers (core_algos.get_kl_controller)",
         "verl 0.9.1 would fail as the trainer starts (get_kl_controller: NotImplementedError)",
-        lambda cfg: bool(OmegaConf.select(cfg, "algorithm.use_kl_in_reward")),
+        _switched_on("algorithm.use_kl_in_reward"),
     ),
     "actor_rollout_ref.rollout.mode": Words(
         _rollout_modes,

@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.errors import UserError, deleted_key_message, fork_value_message
+from launch.memory import trains_critic
 from launch.overrides import key_of, parse
 from launch.ranges import declared_type, select, shown
 from launch.schema import verl_package_dir
@@ -227,6 +228,13 @@ CHOICES: dict[str, Words] = {
         "verl's KL controllers (core_algos.get_kl_controller)",
         "verl 0.9.1 would fail as the trainer starts (get_kl_controller: NotImplementedError)",
         _switched_on("algorithm.use_kl_in_reward"),
+    ),
+    # verl's CriticConfig does not check it (ActorConfig does the actor's): a typo fails at the first critic update
+    "critic.loss_agg_mode": Words(
+        lambda: sorted(set(_handled(CORE_ALGOS, "agg_loss", "loss_agg_mode"))),
+        "verl's loss aggregations (core_algos.agg_loss)",
+        "verl 0.9.1 would fail at the first critic update (agg_loss: Invalid loss_agg_mode)",
+        lambda cfg: trains_critic(cfg),
     ),
     "actor_rollout_ref.rollout.mode": Words(
         _rollout_modes,

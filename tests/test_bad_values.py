@@ -76,11 +76,11 @@ def composed(*overrides: str) -> DictConfig:
 
 
 def base_config(key: str = "") -> DictConfig:
-    """The default composed config (Megatron's for a key of its own), a copy per use (composing verl's tree takes
-    ~1 s)."""
-    return copy.deepcopy(
-        composed(*(["backend=megatron", "algorithm.adv_estimator=gae"] if ".megatron." in key else []))
-    )
+    """The default composed config (Megatron's for a key of its own, with a critic for a critic's key), a copy per use
+    (composing verl's tree takes ~1 s)."""
+    megatron = ["backend=megatron"] if ".megatron." in key else []
+    critic = ["algorithm.adv_estimator=gae"] if key.startswith("critic.") or megatron else []
+    return copy.deepcopy(composed(*megatron, *critic))
 
 
 def left_behind(directory: Path) -> list[str]:
@@ -106,7 +106,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.actor.optim.lr=nan",), "must be a number > 0"),
     (("actor_rollout_ref.actor.clip_ratio=-0.2",), "clip range turned inside out"),
     (("actor_rollout_ref.actor.optim.weight_decay=-1",), "would fail as the worker builds its optimizer (torch's"),
-    (("critic.optim.lr=0",), "must be a number > 0 (verl's OptimizerConfig.lr is float)"),
+    (("critic.optim.lr=0", "algorithm.adv_estimator=gae"), "must be a number > 0 (verl's OptimizerConfig.lr is float)"),
     (("data.dataloader_num_workers=-1",), "would fail as the trainer builds its data loader (torch's DataLoader)"),
     (("actor_rollout_ref.actor.fsdp_config.fsdp_size=3",), "a device mesh of 8 GPUs // 3 x 3 as the worker starts"),
     (("actor_rollout_ref.actor.clip_ratio_c=1",), "asserts clip_ratio_c > 1.0"),
@@ -182,6 +182,10 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("data.max_response_length=${data.nope}",), "its value refers to data.nope, which the config does not have"),
     (("actor_rollout_ref.actor.optim.clip_grad=-1",), "must be a number > 0 (verl's OptimizerConfig.clip_grad"),
     (("actor_rollout_ref.actor.optim.min_lr_ratio=2",), "verl 0.9.1 asserts 0 <= min_lr_ratio <= 1"),
+    (
+        ("critic.loss_agg_mode=token_mean", "algorithm.adv_estimator=gae"),
+        "token_mean is not one of verl's loss aggregations (core_algos.agg_loss): seq-mean-token-mean",
+    ),
     (
         ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=0", "backend=megatron"),
         "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=0: must be an integer >= 1",
@@ -261,6 +265,11 @@ def test_a_pasted_rollout_dynamic_batching_switch_brings_the_actors_along(cli, t
     arr = plan["verl"]["actor_rollout_ref"]
     assert arr["actor"]["use_dynamic_bsz"] is False and arr["rollout"]["log_prob_use_dynamic_bsz"] is False
     assert any("actor_rollout_ref.actor.use_dynamic_bsz=false too" in warning for warning in plan["warnings"])
+
+
+def test_a_critic_verl_never_builds_is_not_judged(cli, tmp_path: Path):
+    """GRPO builds no critic (verl's need_critic): its values are never read, so they are not refused either."""
+    assert cli("critic.optim.lr=0", "critic.loss_agg_mode=whatever", "launch.dry_run=true").returncode == 0
 
 
 def test_the_critic_budget_checked_is_the_one_verls_trainer_gives_its_engine(cli, tmp_path: Path):

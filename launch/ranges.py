@@ -380,5 +380,6 @@ def check_ranges(cfg: DictConfig) -> None:
             continue
         source = f" ({declared.source})" if declared.source else ""
         numeric = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        verl_does = f"; {allowed.verl_does}" if allowed.verl_does and numeric else ""
+        # what verl does with a value outside the range (not with a wrong type inside it: 1.5 epochs)
+        verl_does = f"; {allowed.verl_does}" if allowed.verl_does and numeric and not allowed.holds(value) else ""
         raise UserError(f"{key}={shown(value, kind)}: must be {allowed.describe(kind)}{source}{verl_does}")

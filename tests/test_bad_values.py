@@ -267,6 +267,14 @@ def test_a_pasted_rollout_dynamic_batching_switch_brings_the_actors_along(cli, t
     assert any("actor_rollout_ref.actor.use_dynamic_bsz=false too" in warning for warning in plan["warnings"])
 
 
+def test_a_wrong_type_inside_the_range_is_not_given_the_fate_of_a_value_outside_it(cli, tmp_path: Path):
+    result = cli("trainer.total_epochs=1.5", "launch.dry_run=true")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "rlaunch: error: trainer.total_epochs=1.5: must be an integer >= 1 (verl's default is the int 30)"
+    ), "1.5 epochs is no run of 0 steps"
+
+
 def test_a_critic_verl_never_builds_is_not_judged(cli, tmp_path: Path):
     """GRPO builds no critic (verl's need_critic): its values are never read, so they are not refused either."""
     assert cli("critic.optim.lr=0", "critic.loss_agg_mode=whatever", "launch.dry_run=true").returncode == 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.errors import UserError
 from launch.memory import trains_critic
@@ -383,3 +383,23 @@ def check_ranges(cfg: DictConfig) -> None:
         # what verl does with a value outside the range (not with a wrong type inside it: 1.5 epochs)
         verl_does = f"; {allowed.verl_does}" if allowed.verl_does and numeric and not allowed.holds(value) else ""
         raise UserError(f"{key}={shown(value, kind)}: must be {allowed.describe(kind)}{source}{verl_does}")
+    check_betas(cfg, critic)
+
+
+# Adam's two decay rates: torch's AdamW refuses another shape, or a rate outside [0, 1), as verl builds the optimizer
+BETAS = ("actor_rollout_ref.actor.optim.betas", "critic.optim.betas")
+
+
+def check_betas(cfg: DictConfig, critic: bool) -> None:
+    for key in BETAS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is None or (key.startswith("critic.") and not critic):
+            continue
+        rates = list(value) if isinstance(value, ListConfig | list | tuple) else [value]
+        numbers = [rate for rate in rates if isinstance(rate, int | float) and not isinstance(rate, bool)]
+        if len(rates) != 2 or len(numbers) != 2 or not all(0 <= rate < 1 for rate in numbers):
+            written = "[" + ",".join(map(str, rates)) + "]" if len(rates) != 1 else str(rates[0])
+            raise UserError(
+                f"{key}={written}: must be two decay rates in [0, 1) (e.g. {key}=[0.9,0.999]); verl 0.9.1 would fail "
+                "as the worker builds its optimizer (torch's AdamW)"
+            )

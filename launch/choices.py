@@ -17,11 +17,12 @@ import ast
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from launch.errors import UserError, deleted_key_message, fork_value_message
+from launch.errors import UserError, closest, deleted_key_message, fork_value_message
 from launch.memory import trains_critic
 from launch.overrides import key_of, parse
 from launch.ranges import declared_type, select, shown
@@ -337,6 +338,56 @@ def generated_defaults(base: str) -> dict[str, Any]:
     import yaml
 
     return yaml.safe_load((verl_package_dir() / f"trainer/config/_generated_{base}.yaml").read_text()) or {}
+
+
+OPTIMIZERS = ("actor_rollout_ref.actor.optim", "critic.optim")
+
+
+def check_optimizers(cfg: DictConfig) -> None:
+    """optim.optimizer_impl / optim.optimizer: verl imports the module and takes the class from it as each worker
+    builds its optimizer (workers/config/optimizer.py build_optimizer). Read here from the module's source, not
+    imported (torch takes seconds): a name the installed module does not bind is refused; a module not installed
+    here is left to the job's environment."""
+    for key in OPTIMIZERS:
+        optim = OmegaConf.select(cfg, key, default=None)
+        if not isinstance(optim, DictConfig) or (key.startswith("critic.") and not trains_critic(cfg)):
+            continue
+        module, name = str(optim.get("optimizer_impl") or ""), str(optim.get("optimizer") or "")
+        names = module_names_bound(module)
+        if names and name not in names:
+            public = sorted(bound for bound in names if bound[:1].isupper())
+            raise UserError(
+                f"{key}.optimizer={name}: {module} has no such class{closest(name, public)}; verl 0.9.1 would fail "
+                "as the worker builds its optimizer (getattr on the module)"
+            )
+
+
+@cache
+def module_names_bound(module: str) -> frozenset[str]:
+    """The names a module's own source binds at its top level (classes, functions, assignments, imports), found by
+    its path without importing it; empty where it is not installed here or is no Python source."""
+    import importlib.util
+
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return frozenset()
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    base = Path(next(iter(spec.submodule_search_locations)), *rest)
+    source = next((path for path in (base / "__init__.py", base.with_suffix(".py")) if path.is_file()), None)
+    if source is None:
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+    return frozenset(names)
 
 
 def check_resume_path(cfg: DictConfig) -> None:

@@ -183,6 +183,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.actor.optim.clip_grad=-1",), "must be a number > 0 (verl's OptimizerConfig.clip_grad"),
     (("actor_rollout_ref.actor.optim.min_lr_ratio=2",), "verl 0.9.1 asserts 0 <= min_lr_ratio <= 1"),
     (("actor_rollout_ref.actor.optim.betas=0.9",), "must be two decay rates in [0, 1)"),
+    (("actor_rollout_ref.actor.optim.optimizer=AdamWW",), "torch.optim has no such class (did you mean 'AdamW'?)"),
     (("actor_rollout_ref.actor.optim.betas=[0.9,1.5]",), "must be two decay rates in [0, 1)"),
     (
         ("critic.loss_agg_mode=token_mean", "algorithm.adv_estimator=gae"),

@@ -387,6 +387,7 @@ def check_ranges(cfg: DictConfig) -> None:
 
 
 # Adam's two decay rates: torch's AdamW refuses another shape, or a rate outside [0, 1), as verl builds the optimizer
+# (only an Adam-like one gets them)
 BETAS = ("actor_rollout_ref.actor.optim.betas", "critic.optim.betas")
 
 
@@ -395,6 +396,9 @@ def check_betas(cfg: DictConfig, critic: bool) -> None:
         value = OmegaConf.select(cfg, key, default=None)
         if value is None or (key.startswith("critic.") and not critic):
             continue
+        optimizer = str(OmegaConf.select(cfg, key.replace(".betas", ".optimizer"), default="adamw")).lower()
+        if "adam" not in optimizer and "ademamix" not in optimizer:
+            continue  # verl passes betas to an Adam-like optimizer only (workers/config/optimizer.py)
         rates = list(value) if isinstance(value, ListConfig | list | tuple) else [value]
         numbers = [rate for rate in rates if isinstance(rate, int | float) and not isinstance(rate, bool)]
         if len(rates) != 2 or len(numbers) != 2 or not all(0 <= rate < 1 for rate in numbers):

@@ -364,9 +364,11 @@ def check_optimizers(cfg: DictConfig) -> None:
 
 @cache
 def module_names_bound(module: str) -> frozenset[str]:
-    """The names a module's own source binds at its top level (classes, functions, assignments, imports), found by
-    its path without importing it; empty where it is not installed here or is no Python source."""
+    """The names a module's own source binds at its top level (readiness.module_names), found by its path without
+    importing it; empty where it is not installed here, is no Python source, or binds names only at run time."""
     import importlib.util
+
+    from launch.readiness import module_names
 
     top, *rest = module.split(".")
     try:
@@ -377,17 +379,8 @@ def module_names_bound(module: str) -> frozenset[str]:
         return frozenset()
     base = Path(next(iter(spec.submodule_search_locations)), *rest)
     source = next((path for path in (base / "__init__.py", base.with_suffix(".py")) if path.is_file()), None)
-    if source is None:
-        return frozenset()
-    names: set[str] = set()
-    for node in ast.parse(source.read_text()).body:
-        if isinstance(node, ast.ClassDef | ast.FunctionDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.Assign):
-            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
-    return frozenset(names)
+    names = module_names(source.read_text()) if source is not None else None
+    return frozenset(names or ())
 
 
 def check_resume_path(cfg: DictConfig) -> None:

@@ -976,10 +976,21 @@ def module_names(source: str) -> set[str] | None:
             if any(alias.name == "*" for alias in node.names):
                 return None
             names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.If) and is_main_guard(node.test):
+            pending += node.orelse  # its body runs only as a script: verl imports the module
         elif isinstance(node, ast.If | ast.Try | ast.With):
             pending += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
             pending += [item for handler in getattr(node, "handlers", []) for item in handler.body]
     return None if "__getattr__" in names else names
+
+
+def is_main_guard(test: ast.expr) -> bool:
+    """`if __name__ == "__main__":`"""
+    return (
+        isinstance(test, ast.Compare)
+        and getattr(test.left, "id", "") == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | None:

@@ -497,6 +497,10 @@ def test_the_function_verl_takes_from_a_reward_file_must_be_in_it(tmp_path: Path
     broken.write_text("def compute_score(:\n")
     with pytest.raises(UserError, match=r"broken.py does not parse \(.*line 1\): verl imports it in the job"):
         submission(tmp_path, *overrides, f"{reward}.path={broken}", f"{reward}.name=compute_score")
+    script = tmp_path / "script.py"  # defined only when run as a script: verl imports the module
+    script.write_text('if __name__ == "__main__":\n    def compute_score(*a):\n        return 0.0\n')
+    with pytest.raises(UserError, match=r"script.py defines no compute_score"):
+        submission(tmp_path, *overrides, f"{reward}.path={script}", f"{reward}.name=compute_score")
     starred = tmp_path / "starred.py"
     starred.write_text("from my_rewards import *\n")  # what it defines is known only by running it
     plan = submission(tmp_path, *overrides, f"{reward}.path={starred}", f"{reward}.name=anything")

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from launch.errors import UserError, closest, deleted_key_message, fork_value_message
 from launch.memory import trains_critic
 from launch.overrides import key_of, parse
-from launch.ranges import declared_type, select, shown
+from launch.ranges import declared_type, select, shown, verl_defaults
 from launch.schema import verl_package_dir
 from launch.verl_diff import base_config, user_verl_overrides
 
@@ -322,7 +322,7 @@ def check_deletions(overrides: Sequence[str]) -> None:
     """A `~key` of the user's that deletes a key of verl's own config (its generated ppo_trainer or
     ppo_megatron_trainer): verl's code reads its config whole, and a deleted key fails (struct mode) where it is read,
     as the trainer or its workers start, or at the first step."""
-    defaults = generated_defaults(base_config(overrides))
+    defaults = verl_defaults(base_config(overrides))
     for override in parse(overrides):
         key = key_of(override)
         if override.is_delete() and select(defaults, key, _MISSING) is not _MISSING:
@@ -330,16 +330,6 @@ def check_deletions(overrides: Sequence[str]) -> None:
 
 
 _MISSING = object()
-
-
-@cache
-def generated_defaults(base: str) -> dict[str, Any]:
-    """verl's whole default config for a base, flattened by verl into one file (trainer/config/_generated_*.yaml)."""
-    import yaml
-
-    return yaml.safe_load((verl_package_dir() / f"trainer/config/_generated_{base}.yaml").read_text()) or {}
-
-
 OPTIMIZERS = ("actor_rollout_ref.actor.optim", "critic.optim")
 
 

@@ -276,9 +276,11 @@ def verl_field_type(target: str, name: str) -> tuple[str, tuple[str, bool]] | No
 
 
 @cache
-def verl_defaults() -> dict[str, Any]:
+def verl_defaults(base: str = "ppo_trainer") -> dict[str, Any]:
+    """verl's whole default config for a base (ppo_trainer, ppo_megatron_trainer), flattened by verl into one file."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load((verl_package_dir() / VERL_DEFAULTS_FILE).read_text(), Loader=loader) or {}
+    generated = VERL_DEFAULTS_FILE.replace("ppo_trainer", base)
+    return yaml.load((verl_package_dir() / generated).read_text(), Loader=loader) or {}
 
 
 def kind_of(value: Any) -> str:

@@ -373,6 +373,47 @@ def module_names_bound(module: str) -> frozenset[str]:
     return frozenset(names or ())
 
 
+LORA_MODELS = ("actor_rollout_ref.model", "critic.model")
+ALL_LINEAR = "all-linear"  # peft's shorthand (INCLUDE_LINEAR_LAYERS_SHORTHAND, compared case-blind)
+
+
+def check_lora_targets(cfg: DictConfig) -> None:
+    """model.target_modules under FSDP LoRA (lora_rank > 0). peft reads a string other than `all-linear` as a regex
+    that must match a module's whole dotted name (re.fullmatch: `model.layers.0.self_attn.q_proj`): a bare word such
+    as `all_linear` matches none, and peft raises "Target modules ... not found" as the actor is built; a regex that
+    does not compile raises re.error there. verl's SGLang server refuses any regex (sglang_lora_target_modules).
+    A list is matched by name suffix against the model's modules, which only the job's model holds: not judged."""
+    import re
+
+    for key in LORA_MODELS:
+        model = OmegaConf.select(cfg, key, default=None)
+        if not isinstance(model, DictConfig) or (key.startswith("critic.") and not trains_critic(cfg)):
+            continue
+        rank, targets = model.get("lora_rank"), model.get("target_modules")
+        if not isinstance(rank, int) or rank <= 0 or not isinstance(targets, str) or targets.lower() == ALL_LINEAR:
+            continue
+        where = f"{key}.target_modules={shown(targets)}"
+        lists = f"write {ALL_LINEAR} or a list of module names ({key}.target_modules=[q_proj,v_proj])"
+        try:
+            re.compile(targets)
+        except re.error as error:
+            raise UserError(
+                f"{where}: peft reads a string as a regular expression, and this one does not compile ({error}); "
+                f"{lists}"
+            ) from None
+        if re.fullmatch(r"[\w-]+", targets) and targets != "lm_head":
+            raise UserError(
+                f"{where}: peft reads a string as a regular expression over whole module names "
+                f"(model.layers.0.self_attn.q_proj), so a bare word matches no layer{closest(targets, [ALL_LINEAR])}; "
+                f"verl 0.9.1 would fail as the actor is built (peft: Target modules not found); {lists}"
+            )
+        if key.startswith("actor_rollout_ref.") and OmegaConf.select(cfg, "actor_rollout_ref.rollout.name") == "sglang":
+            raise UserError(
+                f"{where}: verl 0.9.1's SGLang server cannot serve LoRA on a regex target_modules and refuses it as "
+                f"it starts (sglang_lora_target_modules); {lists}"
+            )
+
+
 def check_resume_path(cfg: DictConfig) -> None:
     """resume_mode=resume_path: verl 0.9.1's trainer asserts, as it starts, a resume_from_path string naming a
     global_step_ folder (trainer_base.py _load_checkpoint)."""

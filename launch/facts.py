@@ -14,7 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
@@ -235,13 +235,30 @@ def hub_snapshot(repo_id: str, cache_dir: str) -> HubSnapshot:
     missing = [] if cached_file(repo_id, "config.json", cache_dir) else ["config.json"]
     if not any(cached_file(repo_id, name, cache_dir) for name in TOKENIZER_FILES):
         missing.append(f"a tokenizer ({' or '.join(TOKENIZER_FILES)})")
-    index = next((found for name in WEIGHT_INDEXES if (found := cached_file(repo_id, name, cache_dir))), None)
-    if index is not None:
-        shards = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
-        missing += [shard for shard in shards if cached_file(repo_id, shard, cache_dir) is None]
-    elif not any(cached_file(repo_id, name, cache_dir) for name in WEIGHT_FILES):
-        missing.append(f"weights ({' or '.join(WEIGHT_FILES + WEIGHT_INDEXES)})")
+    missing += missing_weights(lambda name: cached_file(repo_id, name, cache_dir))
     return HubSnapshot(cache_dir=cache_dir, missing=tuple(missing))
+
+
+def missing_weights(find: Callable[[str], Path | None]) -> list[str]:
+    """The weight files from_pretrained would fail to find: every shard an index names, else one whole file.
+    `find` looks a file of the model up by name (in a directory, or in an HF cache)."""
+    index = next((found for name in WEIGHT_INDEXES if (found := find(name))), None)
+    if index is None:
+        found = any(find(name) for name in WEIGHT_FILES)
+        return [] if found else [f"weights ({' or '.join(WEIGHT_FILES + WEIGHT_INDEXES)})"]
+    try:
+        shards = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
+    except (ValueError, AttributeError):  # not JSON, or not an object: from_pretrained fails on it too
+        return [f"{index.name} (not a valid weight index)"]
+    return [shard for shard in shards if find(shard) is None]
+
+
+def local_file(directory: str) -> Callable[[str], Path | None]:
+    def find(name: str) -> Path | None:
+        path = Path(directory).expanduser() / name
+        return path if path.is_file() else None
+
+    return find
 
 
 def llm_option_for(model_path: str) -> dict | None:

@@ -28,7 +28,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -38,7 +38,15 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from launch import snapshot
 from launch.errors import UserError
-from launch.facts import Facts, cached_file, hub_cache_dir, is_local_path, variant_hint
+from launch.facts import (
+    Facts,
+    cached_file,
+    hub_cache_dir,
+    is_local_path,
+    local_file,
+    missing_weights,
+    variant_hint,
+)
 from launch.lengths import (
     JSON_SUFFIXES,
     PromptStats,
@@ -707,6 +715,9 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
                 "copy the model's tokenizer files there, or set actor_rollout_ref.model.tokenizer_path",
             )
         )
+    weights = local_weights_problem(path, cfg.actor_rollout_ref.actor.get("megatron") or {})
+    if weights:
+        findings.problems.append(("model", weights))
     offline = job_environment(cfg).get("HF_HUB_OFFLINE", "").lower() in OFFLINE_VALUES
     snapshot = facts.hub_snapshot
     if offline and snapshot is not None and snapshot.missing and not is_local_path(path):
@@ -718,6 +729,20 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
                 f"({download_command(path, snapshot.cache_dir)}), or give a local path",
             )
         )
+
+
+def local_weights_problem(path: str, megatron: Mapping[str, Any]) -> str | None:
+    """A local model directory verl's workers would load no weights from: from_pretrained raises OSError as the actor
+    is built (a Megatron actor reading a dist checkpoint does not load them)."""
+    if not is_local_path(path) or not Path(path).expanduser().is_dir() or megatron.get("use_dist_checkpointing"):
+        return None
+    missing = missing_weights(local_file(path))
+    if not missing:
+        return None
+    return (
+        f"{path} lacks {', '.join(missing)}, which verl's workers load from it (from_pretrained fails as the actor is "
+        "built): copy the model's weight files there, or point actor_rollout_ref.model.path at the complete model"
+    )
 
 
 # --- time ----------------------------------------------------------------------------------------------------------

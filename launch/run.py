@@ -98,6 +98,7 @@ def plan_job(
         choices.check_strategies(cfg)
         choices.check_resume_path(cfg)
         choices.check_optimizers(cfg)
+        choices.check_lora_targets(cfg)
         repairs = readiness.prepare(cfg, overrides)
         data = readiness.read_data(cfg)
         readiness.apply_data_facts(cfg, data)

@@ -185,6 +185,23 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.actor.optim.betas=0.9",), "must be two decay rates in [0, 1)"),
     (("actor_rollout_ref.actor.optim.optimizer=AdamWW",), "torch.optim has no such class (did you mean 'AdamW'?)"),
     (("actor_rollout_ref.actor.optim.betas=[0.9,1.5]",), "must be two decay rates in [0, 1)"),
+    # peft reads a string target_modules as a regex over whole module names: a bare word matches no layer
+    (
+        ("actor_rollout_ref.model.target_modules=all_linear", "actor_rollout_ref.model.lora_rank=8"),
+        "a bare word matches no layer (did you mean 'all-linear'?)",
+    ),
+    (
+        ("actor_rollout_ref.model.target_modules='.*(q|v_proj'", "actor_rollout_ref.model.lora_rank=8"),
+        "peft reads a string as a regular expression, and this one does not compile",
+    ),
+    (
+        (
+            "actor_rollout_ref.model.target_modules='.*(q|v)_proj'",
+            "actor_rollout_ref.model.lora_rank=8",
+            "actor_rollout_ref.rollout.name=sglang",
+        ),
+        "SGLang server cannot serve LoRA on a regex target_modules",
+    ),
     (
         ("critic.loss_agg_mode=token_mean", "algorithm.adv_estimator=gae"),
         "token_mean is not one of verl's loss aggregations (core_algos.agg_loss): seq-mean-token-mean",
@@ -240,7 +257,7 @@ def test_bad_value_is_one_line_exit_2_and_leaves_nothing(cli, tmp_path: Path, ov
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("rlaunch: error: "), result.stderr[-3000:]
     key, _, value = overrides[0].partition("=")
-    assert key in lines[0] and value in lines[0], lines[0]
+    assert key in lines[0] and value.strip("'") in lines[0], lines[0]  # the value as verl would get it
     assert fragment in lines[0], lines[0]
     assert left_behind(tmp_path) == [], "a refusal leaves no directory behind (not even Hydra's .hydra/)"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import replace
@@ -80,7 +81,7 @@ CHAT = [{"role": "user", "content": "What is 1 plus 1?"}]
 
 def tiny_run(tmp_path: Path, domains: tuple[str, ...] = ("math", "logic"), per_source: int = 8) -> list[str]:
     """Overrides of a small, complete run: a local tiny model and GURU-shaped parquet files."""
-    model = make_tiny_model(tmp_path / "model", weights=False)
+    model = make_tiny_model(tmp_path / "model")
     train, val = make_tiny_dataset(tmp_path / "data", domains, per_source=per_source)
     return [*tiny_run_overrides(model, train, val), "data.max_response_length=256"]
 
@@ -373,7 +374,8 @@ def test_files_verl_opens_later_are_judged_where_they_would_fail(tmp_path: Path,
     overrides = tiny_run(tmp_path)
     bare = tmp_path / "bare"
     bare.mkdir()
-    (bare / "config.json").write_text((tmp_path / "model" / "config.json").read_text())
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tmp_path / "model" / name, bare / name)
     with pytest.raises(UserError, match=r"bare has no tokenizer \(tokenizer_config.json or tokenizer.json\)"):
         submission(tmp_path, *overrides, f"actor_rollout_ref.model.path={bare}")
     submission(
@@ -389,6 +391,36 @@ def test_files_verl_opens_later_are_judged_where_they_would_fail(tmp_path: Path,
     under_file = [f"trainer.default_local_dir={tmp_path / 'data' / 'train.parquet' / 'ckpt'}", "trainer.save_freq=1"]
     with pytest.raises(UserError, match=r"lies under \S+train.parquet, a file: verl's first checkpoint save"):
         submission(tmp_path, *overrides, *under_file)
+
+
+def test_a_model_directory_without_its_weights_is_refused(tmp_path: Path):
+    """verl's workers build the actor (and reference) with from_pretrained from the model's directory: with no weight
+    file, or an index naming a shard the directory lacks, that raises OSError in the job. A Megatron actor reading a
+    dist checkpoint (use_dist_checkpointing) loads no HF weights, so its directory needs none."""
+    overrides = tiny_run(tmp_path)
+    model = tmp_path / "model"
+    submission(tmp_path, *overrides)
+    (model / "model.safetensors").rename(tmp_path / "weights.safetensors")
+    lacks = r"model lacks weights \(model.safetensors or pytorch_model.bin or model.safetensors.index.json or "
+    with pytest.raises(UserError, match=lacks + r".*copy the model's weight files there"):
+        submission(tmp_path, *overrides)
+    index = {
+        "weight_map": {
+            "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+            "lm_head.weight": "model-00002-of-00002.safetensors",
+        }
+    }
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    (tmp_path / "weights.safetensors").rename(model / "model-00001-of-00002.safetensors")
+    with pytest.raises(UserError, match=r"model lacks model-00002-of-00002.safetensors, which verl's workers load"):
+        submission(tmp_path, *overrides)
+    plan = dry_run(tmp_path, *overrides)  # a dry run shows it
+    assert any("lacks model-00002-of-00002.safetensors" in warning for warning in plan.warnings)
+    (model / "model.safetensors.index.json").write_text("{not json")
+    with pytest.raises(UserError, match=r"model lacks model.safetensors.index.json \(not a valid weight index\)"):
+        submission(tmp_path, *overrides)
+    assert readiness.local_weights_problem(str(model), {"use_dist_checkpointing": True}) is None
+    assert "lacks" in (readiness.local_weights_problem(str(model), {"use_dist_checkpointing": False}) or "")
 
 
 def test_chat_prompts_for_a_base_models_tokenizer_without_a_chat_template_are_refused(tmp_path: Path):

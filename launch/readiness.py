@@ -825,6 +825,18 @@ def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findi
     if predicted is None or cfg.cluster.name != "slurm":
         return
     step_s, attempt_min = predicted.step_s, predicted.attempt_min
+    before_training = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
+    if predicted.time_limit_min - STARTUP_MIN - before_training < 1:  # the attempt ends before training starts
+        validating = f" and {before_training:.1f} min of validation before training" if before_training else ""
+        needed = STARTUP_MIN + before_training + min(predicted.first_checkpoint_min or math.inf, 60.0)
+        findings.problems.append(
+            (
+                "time",
+                f"mode.time_budget_min={cfg.mode.time_budget_min} leaves no time to train: the job's start-up takes "
+                f"{STARTUP_MIN} min{validating}; set mode.time_budget_min={math.ceil(needed) + 1} or more",
+            )
+        )
+        return
     judge_attempts(cfg, predicted, findings)
     first_min = predicted.first_checkpoint_min or predicted.first_checkpoint_step * step_s / 60
     # the save_freq a fix names: in time with steps as much slower as the model may err, where a step is that short
@@ -1328,8 +1340,9 @@ def refuse(plans: list[Plan]) -> None:
         if problems:
             first = problems[0]
             more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+            job = f"job {plan.job_name}: " if len(plans) > 1 else ""  # which of the sweep's jobs to change
             raise UserError(
-                f"{first.problem}{more} [check '{first.check}': launch.skip_checks=[{first.check}] turns it off]"
+                f"{job}{first.problem}{more} [check '{first.check}': launch.skip_checks=[{first.check}] turns it off]"
             )
     problem = sweep_disk_problem(plans)
     if problem:

@@ -399,11 +399,16 @@ def test_a_model_directory_without_its_weights_is_refused(tmp_path: Path):
     dist checkpoint (use_dist_checkpointing) loads no HF weights, so its directory needs none."""
     overrides = tiny_run(tmp_path)
     model = tmp_path / "model"
-    submission(tmp_path, *overrides)
+    complete = submission(tmp_path, *overrides)
     (model / "model.safetensors").rename(tmp_path / "weights.safetensors")
     lacks = r"model lacks weights \(model.safetensors or pytorch_model.bin or model.safetensors.index.json or "
     with pytest.raises(UserError, match=lacks + r".*copy the model's weight files there"):
         submission(tmp_path, *overrides)
+    # in a sweep, the line names the job to change
+    cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *overrides)
+    bare = replace(plan_job(cfg, list(overrides), gather=on_partition), job_name="h100,lr=2e-06")
+    with pytest.raises(UserError, match=r"^job h100,lr=2e-06: \S+model lacks weights"):
+        readiness.refuse([complete, bare])
     index = {
         "weight_map": {
             "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
@@ -639,6 +644,20 @@ def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_tha
     ):
         submission(tmp_path, *overrides)
     assert submission(tmp_path, *overrides[:-2], f"trainer.save_freq={fitting}", "launch.skip_checks=[hub_cache]")
+
+
+def test_a_budget_that_ends_before_training_starts_is_refused_with_one_that_does_not(tmp_path: Path):
+    """A --time below the job's start-up: the attempt would end before its first step, and every requeue again; the
+    plan had shown it as attempts of 1 minute."""
+    overrides = [*tiny_run(tmp_path), "mode.time_budget_min=4"]
+    with pytest.raises(
+        UserError,
+        match=r"time_budget_min=4 leaves no time to train: .* start-up takes 10 min; set mode.time_budget_min=\d+",
+    ) as refused:
+        submission(tmp_path, *overrides)
+    enough = re.search(r"time_budget_min=(\d+) or more", str(refused.value))
+    assert enough is not None
+    assert submission(tmp_path, *overrides, f"mode.time_budget_min={enough.group(1)}")
 
 
 def test_a_checkpoint_within_the_step_time_models_error_of_the_attempts_end_is_said_with_one_that_is_not(

@@ -343,6 +343,12 @@ def check_optimizers(cfg: DictConfig) -> None:
         if not isinstance(optim, DictConfig) or (key.startswith("critic.") and not trains_critic(cfg)):
             continue
         module, name = str(optim.get("optimizer_impl") or ""), str(optim.get("optimizer") or "")
+        missing = missing_submodule(module)
+        if missing:
+            raise UserError(
+                f"{key}.optimizer_impl={module}: {missing}; verl 0.9.1 would fail as the worker builds its optimizer "
+                "(importlib.import_module)"
+            )
         names = module_names_bound(module)
         if names and name not in names:
             public = sorted(bound for bound in names if bound[:1].isupper())
@@ -352,22 +358,47 @@ def check_optimizers(cfg: DictConfig) -> None:
             )
 
 
+def installed_package(top: str) -> Path | None:
+    """The directory of a top-level package installed here, found without importing it; None for a plain module or
+    one not installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def missing_submodule(module: str) -> str | None:
+    """Where a dotted module's package is installed here (the job's venv is this one) but the module is not: what is
+    missing, with the nearest of the package's modules. A package not installed here is left to the job."""
+    top, *rest = module.split(".")
+    package = installed_package(top)
+    for depth, part in enumerate(rest if package is not None else []):
+        if (package / part / "__init__.py").is_file() or (package / f"{part}.py").is_file():
+            package = package / part
+            continue
+        if (package / part).is_dir():  # a namespace package: anything may lie below
+            return None
+        siblings = [path.stem for path in package.iterdir() if path.suffix == ".py" or (path / "__init__.py").is_file()]
+        return f"{'.'.join([top, *rest[:depth]])} has no module {part}{closest(part, siblings)}"
+    return None
+
+
 @cache
 def module_names_bound(module: str) -> frozenset[str]:
     """The names a module's own source binds at its top level (readiness.module_names), found by its path without
     importing it; empty where it is not installed here, is no Python source, or binds names only at run time."""
-    import importlib.util
-
     from launch.readiness import module_names
 
     top, *rest = module.split(".")
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
+    package = installed_package(top)
+    if package is None:
         return frozenset()
-    if spec is None or not spec.submodule_search_locations:
-        return frozenset()
-    base = Path(next(iter(spec.submodule_search_locations)), *rest)
+    base = Path(package, *rest)
     source = next((path for path in (base / "__init__.py", base.with_suffix(".py")) if path.is_file()), None)
     names = module_names(source.read_text()) if source is not None else None
     return frozenset(names or ())

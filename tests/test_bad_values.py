@@ -185,6 +185,10 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.actor.optim.betas=0.9",), "must be two decay rates in [0, 1)"),
     (("actor_rollout_ref.actor.optim.optimizer=AdamWW",), "torch.optim has no such class (did you mean 'AdamW'?)"),
     (("actor_rollout_ref.actor.optim.betas=[0.9,1.5]",), "must be two decay rates in [0, 1)"),
+    (
+        ("actor_rollout_ref.actor.optim.optimizer_impl=torch.optimm",),
+        "torch has no module optimm (did you mean 'optim'?)",
+    ),
     # peft reads a string target_modules as a regex over whole module names: a bare word matches no layer
     (
         ("actor_rollout_ref.model.target_modules=all_linear", "actor_rollout_ref.model.lora_rank=8"),

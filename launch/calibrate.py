@@ -2,9 +2,10 @@
 
 Runs on: the login node (or any machine that sees the run directories). For each run directory (or every run of a
 sweep directory) it writes the run's calibration.json (predicted against measured, per phase) and appends one record
-to the store, <runs dir>/calibration.jsonl by default (the runs dir the run was planned in), which the next plan of
-the same shape reads (launch/calibration.py). The job does the same itself after step launch.calibrate_after_step
-and when an attempt ends; ingesting a run again replaces its earlier record in what the planner reads.
+to the store, <runs dir>/calibration.jsonl by default (the runs dir the run lives in: <runs dir>/<sweep>/<run>), which
+the next plan of the same shape reads (launch/calibration.py). The job does the same itself after step
+launch.calibrate_after_step and when an attempt ends; ingesting a run again replaces its earlier record in what the
+planner reads.
 """
 
 from __future__ import annotations
@@ -29,18 +30,24 @@ def run_dirs_of(path: Path) -> list[Path]:
     return found
 
 
-def summary(run_dir: Path, record: calibration.StoreRecord | None) -> str:
+def summary(run_dir: Path, record: calibration.StoreRecord | None, runs_dir: Path | None) -> str:
     if record is None:
         plan = load_plan(run_dir)
-        why = "its plan has no step time (planned before calibration, or algo=rft)" if plan.time is None else "no step"
-        return f"{run_dir.name}: nothing to ingest yet ({why} logged)"
+        why = "its plan has no step time (planned before calibration, or algo=rft)"
+        if plan.time is not None:
+            why = "no step after the first logged: the first of each attempt compiles and is left out"
+        return f"{run_dir.name}: nothing to ingest yet ({why})"
     parts = []
     for phase in PHASES:
         model, measured = record.model_s.get(phase, 0.0), record.measured_s.get(phase, 0.0)
+        if phase not in record.measured_s:
+            parts.append(f"{phase} not timed")
+            continue
         ratio = f"x{measured / model:.2f}" if model > 0 else "-"
         parts.append(f"{phase} {measured:g} s ({ratio} the model)")
     lengths = f"mean response {record.response_mean:.0f}" if record.response_mean is not None else "no lengths logged"
-    return f"{run_dir.name}: " + ", ".join(parts) + f"; {lengths}"
+    store = calibration.store_path(runs_dir or run_dir.parent.parent)
+    return f"{run_dir.name}: " + ", ".join(parts) + f"; {lengths}; appended to {store}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -51,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         for path in args.runs:
             for run_dir in run_dirs_of(path.expanduser().resolve()):
-                print(summary(run_dir, calibration.ingest(run_dir, args.runs_dir)))
+                print(summary(run_dir, calibration.ingest(run_dir, args.runs_dir), args.runs_dir))
     except UserError as error:
         print(f"calibrate: error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -38,8 +38,20 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.lengths import PromptStats, TypicalLengths, typical_lengths
 from launch.memory import Architecture, Knobs, trains_critic
-from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path, load_plan, read_history, read_records
+from launch.rundir import (
+    CALIBRATION_FILE,
+    STEP_TIME_METRIC,
+    Plan,
+    attempt_log_path,
+    is_finite_number,
+    load_plan,
+    read_history,
+    read_records,
+    steady_steps,
+    warmup_steps,
+)
 from launch.steptime import PHASES, Card, Lengths, StepTime, forecast
+from launch.verdict import predicted_torch_peaks
 
 STORE_FILE = "calibration.jsonl"
 STORE_VERSION = 1
@@ -51,6 +63,7 @@ PHASE_METRICS = {
     "update": ("timing_s/update_actor", "timing_s/update_critic"),
 }
 RATIO_BOUNDS = (0.25, 4.0)  # a record further off than this is a different shape, not a calibration
+BOUNDS_SAID = f"x{RATIO_BOUNDS[0]:g}-{RATIO_BOUNDS[1]:g}"
 NEAREST = 5  # records one plan is corrected by
 MAX_SIZE_RATIO = 2.0  # parameters within 2x: same architecture family and roughly the same size
 MAX_TOKENS_RATIO = 4.0  # tokens per GPU per step within 4x
@@ -79,16 +92,20 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def measure(history: dict[int, dict[str, Any]]) -> Measured | None:
-    """The run's measured figures from its merged metric history (launch/report/metrics.py); None before a step."""
-    steps = sorted(step for step, metrics in history.items() if "timing_s/step" in metrics)
-    if not steps:
+def measure(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()) -> Measured | None:
+    """The run's measured figures from its merged metric history (launch/report/metrics.py); None before a steady
+    step: the run's first step and each attempt's first (`warmup`) compile, capture CUDA graphs and warm the allocator.
+    A phase verl did not time on any steady step (no reference, no critic) is left out, never counted as 0 s."""
+    steps = sorted(step for step, metrics in history.items() if STEP_TIME_METRIC in metrics)
+    steady = steady_steps(history, warmup)
+    if not steady:
         return None
-    steady = steps[1:] or steps  # step 1 compiles, captures CUDA graphs and warms the allocator
     phases: dict[str, float] = {}
     for phase, names in PHASE_METRICS.items():
-        phases[phase] = _median([sum(float(history[s].get(name, 0.0)) for name in names) for s in steady]) or 0.0
-    step_s = _median([float(history[s]["timing_s/step"]) for s in steady]) or 0.0
+        timed = [sum(history[s].get(n, 0.0) for n in names) for s in steady if any(n in history[s] for n in names)]
+        if timed:
+            phases[phase] = statistics.median(timed)
+    step_s = statistics.median(history[s][STEP_TIME_METRIC] for s in steady)
     phases["other"] = max(0.0, step_s - sum(phases.values()))
 
     def last(name: str) -> float | None:
@@ -161,15 +178,19 @@ def error_pct(predicted: float, measured: float) -> float | None:
     return round(100 * (predicted - measured) / measured, 1) if measured > 0 else None
 
 
-def calibration_of(plan: Plan, history: dict[int, dict[str, Any]], attempt: int) -> dict[str, Any] | None:
+def calibration_of(
+    plan: Plan, history: dict[int, dict[str, Any]], attempt: int, warmup: frozenset[int] = frozenset()
+) -> dict[str, Any] | None:
     """The run's calibration.json: predicted against measured, per time phase and for memory, and the lengths."""
-    measured = measure(history)
+    measured = measure(history, warmup)
     if measured is None or plan.time is None:
         return None
     predicted = plan.time.phases_s
     raw = model_at(plan, measured_lengths(plan, measured))
     verdict = plan.preflight
-    torch_peak = max(verdict.peaks_gib.values(), default=None) if verdict is not None else None
+    # what torch's counters (verl's perf/max_memory_*) can see: the trainer's phases without the terms outside torch,
+    # never the rollout's, whose engine reservation they do not count
+    torch_peak = max(predicted_torch_peaks(verdict.phases).values(), default=None) if verdict is not None else None
     capacity = verdict.capacity_gib if verdict is not None and verdict.phases else None
     return {
         "run_id": plan.run_id,
@@ -210,7 +231,7 @@ def calibration_of(plan: Plan, history: dict[int, dict[str, Any]], attempt: int)
 def write_calibration(run_dir: Path, attempt: int) -> dict[str, Any] | None:
     """calibration.json for the run as it stands (written whole, then renamed: a reader never sees half a file)."""
     plan = load_plan(run_dir)
-    record = calibration_of(plan, read_history(run_dir), attempt)
+    record = calibration_of(plan, read_history(run_dir), attempt, warmup_steps(run_dir))
     if record is None:
         return None
     partial = run_dir / f".{CALIBRATION_FILE}.tmp"
@@ -245,14 +266,17 @@ class StoreRecord:
     memory: dict[str, float | None] = field(default_factory=dict)
     version: int = STORE_VERSION
     backend: str = "fsdp"  # the trainer's strategy: megatron's step is another model (a store before it held fsdp's)
+    trainer_mode: str = ""  # verl's trainer.v1.trainer_mode ("" in a store written before it was recorded)
 
 
 def store_path(runs_dir: str | Path) -> Path:
     return Path(runs_dir).expanduser() / STORE_FILE
 
 
-def store_record(plan: Plan, history: dict[int, dict[str, Any]]) -> StoreRecord | None:
-    measured = measure(history)
+def store_record(
+    plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()
+) -> StoreRecord | None:
+    measured = measure(history, warmup)
     if measured is None or plan.time is None:
         return None
     lengths = measured_lengths(plan, measured)
@@ -282,6 +306,7 @@ def store_record(plan: Plan, history: dict[int, dict[str, Any]]) -> StoreRecord 
         measured_s=measured.phases_s,
         memory={"allocated_gib": measured.memory_allocated_gib, "reserved_gib": measured.memory_reserved_gib},
         backend=backend_of(plan.verl),
+        trainer_mode=trainer_mode_of(plan.verl),
     )
 
 
@@ -289,9 +314,13 @@ def append(store: Path, record: StoreRecord) -> None:
     """One line, appended atomically against other jobs doing the same (module docstring)."""
     store.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(asdict(record), separators=(",", ":")) + "\n").encode()
-    descriptor = os.open(store, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    descriptor = os.open(store, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
+        # a line cut short (a writer killed mid-write, a full disk) must not swallow this one: start a line of its own
+        size = os.fstat(descriptor).st_size
+        if size and os.pread(descriptor, 1, size - 1) != b"\n":
+            line = b"\n" + line
         os.write(descriptor, line)
     finally:
         os.close(descriptor)  # closing releases the lock
@@ -308,10 +337,34 @@ def read_store(store: Path) -> tuple[list[StoreRecord], list[str]]:
             continue
         try:
             data = json.loads(line)
-            records.append(StoreRecord(**{key: value for key, value in data.items() if key in known}))
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}, not a record")
+            record = StoreRecord(**{key: value for key, value in data.items() if key in known})
+            problem = malformed(record)
+            if problem:
+                raise TypeError(problem)
+            records.append(record)
         except (ValueError, TypeError) as error:
             warnings.append(f"{store}:{number}: skipped a calibration record that does not parse ({error})")
     return records, warnings
+
+
+def malformed(record: StoreRecord) -> str | None:
+    """What makes a parsed record unusable (a hand edit, another version's writer), or None: every field the
+    planner reads is checked, so one bad line can only be skipped, never stop a plan."""
+    for name in ("model_s", "measured_s"):
+        seconds = getattr(record, name)
+        if not isinstance(seconds, dict) or not all(is_finite_number(value) for value in seconds.values()):
+            return f"{name} is not a table of finite seconds"
+    for name in ("params", "rollout_tp", "n_gpus", "tokens_per_gpu", "max_response_tokens"):
+        if not is_finite_number(getattr(record, name)):
+            return f"{name} is not a number"
+    for name in ("prompt_mean", "response_mean"):
+        if getattr(record, name) is not None and not is_finite_number(getattr(record, name)):
+            return f"{name} is not a number"
+    if not isinstance(record.train_files, list):
+        return "train_files is not a list"
+    return None
 
 
 @cache
@@ -351,9 +404,11 @@ def ingest(run_dir: Path, runs_dir: str | Path | None = None) -> StoreRecord | N
     history = read_history(run_dir)
     attempts = sorted(int(p.stem.split("-")[1]) for p in (run_dir / "metrics").glob("attempt-*.jsonl"))
     write_calibration(run_dir, attempts[-1] if attempts else 1)
-    record = store_record(plan, history)
+    record = store_record(plan, history, warmup_steps(run_dir))
     if record is not None:
-        append(store_path(runs_dir if runs_dir is not None else Path(plan.run_dir).parent.parent), record)
+        # the runs dir the run lives in (<runs_dir>/<sweep>/<run>) as this machine sees it, not the path it was
+        # planned at: a run directory copied from another cluster must not write that cluster's path here
+        append(store_path(runs_dir if runs_dir is not None else run_dir.parent.parent), record)
     return record
 
 
@@ -380,7 +435,8 @@ def follow(run_dir: Path, runs_dir: Path, attempt: int, after_step: int, stop: t
     def watch() -> None:
         log = attempt_log_path(run_dir, attempt)
         while not stop.wait(FOLLOW_POLL_S):
-            steps = [step for step, _ in read_records(log)] if log.exists() else []
+            # training steps: a validation-only record (before training, or at the resumed step) is no step
+            steps = [step for step, data in read_records(log) if STEP_TIME_METRIC in data] if log.exists() else []
             if len(steps) >= after_step:
                 ingest_quietly(run_dir, runs_dir)
                 return
@@ -405,6 +461,13 @@ class Shape:
     n_gpus: int
     tokens_per_gpu: float
     backend: str = "fsdp"
+    trainer_mode: str = ""
+
+
+def trainer_mode_of(verl: dict[str, Any]) -> str:
+    """verl's trainer mode: mtl_pcgrad's update is one forward/backward per domain plus its reduce, another step
+    than the plain trainer's, so the two never calibrate each other."""
+    return str(((verl.get("trainer") or {}).get("v1") or {}).get("trainer_mode") or "")
 
 
 def backend_of(verl: dict[str, Any]) -> str:
@@ -420,6 +483,8 @@ def distance(shape: Shape, record: StoreRecord) -> float | None:
         shape.engine,
         shape.backend,
     ):
+        return None
+    if record.trainer_mode and shape.trainer_mode and record.trainer_mode != shape.trainer_mode:
         return None
     size = abs(math.log(max(record.params, 1) / max(shape.params, 1)))
     tokens = abs(math.log(max(record.tokens_per_gpu, 1.0) / max(shape.tokens_per_gpu, 1.0)))
@@ -440,8 +505,25 @@ def nearest(shape: Shape, records: tuple[StoreRecord, ...]) -> list[StoreRecord]
     return [record for _, _, record in scored[:NEAREST]]
 
 
-def phase_ratios(records: list[StoreRecord]) -> dict[str, float]:
-    """Per phase, the median of measured / model over the records, bounded."""
+@dataclass(frozen=True)
+class PhaseRatio:
+    ratio: float  # the median of measured / model over the runs that calibrate this phase
+    runs: int
+    left_out: tuple[float, ...] = ()  # ratios beyond RATIO_BOUNDS: another shape (or a stalled run), not a calibration
+
+    def said(self) -> str:
+        off = ", ".join(f"x{ratio:.2f}" for ratio in self.left_out)
+        left_out = f"{len(self.left_out)} run(s) of this shape left out: measured {off} the model, beyond {BOUNDS_SAID}"
+        if not self.runs:
+            return f"model ({left_out})"
+        said = f"model x {self.ratio:.2f} from {self.runs} run(s) of this shape on this cluster"
+        return said + (f" ({left_out})" if self.left_out else "")
+
+
+def phase_ratios(records: list[StoreRecord]) -> dict[str, PhaseRatio]:
+    """Per phase, the median of measured / model over the records whose ratio lies within RATIO_BOUNDS. A record
+    further off is left out, and said: it times something else than this shape's step (a stalled or failing run,
+    another setting the shape does not see), and clamping it would pull the median as far as the bound allows."""
     low, high = RATIO_BOUNDS
     ratios = {}
     for phase in PHASES:
@@ -450,8 +532,12 @@ def phase_ratios(records: list[StoreRecord]) -> dict[str, float]:
             for record in records
             if record.model_s.get(phase, 0) > 0 and phase in record.measured_s
         ]
-        if values:
-            ratios[phase] = min(high, max(low, statistics.median(values)))
+        kept = [value for value in values if low <= value <= high]
+        left_out = tuple(value for value in values if not low <= value <= high)
+        if kept:
+            ratios[phase] = PhaseRatio(statistics.median(kept), len(kept), left_out)
+        elif left_out:
+            ratios[phase] = PhaseRatio(1.0, 0, left_out)  # the model as it is, and why no run corrected it
     return ratios
 
 
@@ -524,6 +610,7 @@ def shape_of(plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_pe
         n_gpus=knobs.n_gpus,
         tokens_per_gpu=tokens_per_gpu,
         backend=backend_of(plan_verl),
+        trainer_mode=trainer_mode_of(plan_verl),
     )
 
 
@@ -550,4 +637,5 @@ def planned_forecast(
     ratios = phase_ratios(close)
     if not ratios:
         return model
-    return model.scaled(ratios, f"from {len(close)} run(s) of this shape on this cluster")
+    runs = f"from {len(close)} run(s) of this shape on this cluster"
+    return model.scaled({phase: r.ratio for phase, r in ratios.items()}, runs, {p: r.said() for p, r in ratios.items()})

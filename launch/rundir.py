@@ -9,6 +9,7 @@ A run directory holds everything to reproduce and judge its run; a sweep directo
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -33,6 +34,7 @@ NOT_REQUEUED_FILE = "not_requeued.txt"  # why the job stopped requeueing its run
 HANG_FILE = "hang.json"  # the hang watchdog's record of the attempt it stopped (launch/watchdog.py)
 HANG_DIR = "hang"  # hang/attempt-<n>/: every process's stack, ray status and nvidia-smi when the watchdog fired
 CALIBRATION_FILE = "calibration.json"  # predicted against measured, per phase (launch/calibration.py)
+STEP_TIME_METRIC = "timing_s/step"  # verl logs it for every training step (a validation-only record has none)
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,9 @@ def load_plan(run_dir: str | Path) -> Plan:
     path = Path(run_dir) / PLAN_FILE
     try:
         return Plan.from_dict(json.loads(path.read_text()))
-    except (KeyError, TypeError) as error:
+    except json.JSONDecodeError as error:  # cut short (a full disk, a copy that stopped) or edited by hand
+        raise UserError(f"{path} is not valid JSON ({error}): plan the run again, or restore the file") from None
+    except (KeyError, TypeError, AttributeError) as error:
         raise UserError(
             f"{path} is not a plan this rlaunch can read ({error}): plan it again with this version"
         ) from None
@@ -310,16 +314,22 @@ def hang_records(run_dir: Path) -> list[dict[str, Any]]:
 
 def parse_records(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
     """(step, data) per line of verl's file logger; a line cut short by a kill (the last one of a preempted attempt)
-    is skipped."""
+    is skipped, and so is any value that is not a finite number: verl's file logger writes with orjson, which turns
+    NaN and inf into null (Python's json writes NaN), and no reader can add, compare or plot either."""
     records = []
     for line in lines:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(record, dict) and "step" in record and isinstance(record.get("data"), dict):
-            records.append((int(record["step"]), record["data"]))
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and isinstance(record.get("data"), dict):
+            numbers = {name: value for name, value in record["data"].items() if is_finite_number(value)}
+            records.append((record["step"], numbers))
     return records
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def read_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -343,6 +353,24 @@ def merge_attempts(attempt_records: Iterable[list[tuple[int, dict[str, Any]]]]) 
 def attempt_files(run_dir: Path) -> list[Path]:
     files = [path for path in (run_dir / METRICS_DIR).glob("attempt-*.jsonl") if ATTEMPT_METRICS.search(path.name)]
     return sorted(files, key=lambda path: int(ATTEMPT_METRICS.search(path.name).group(1)))  # type: ignore[union-attr]
+
+
+def steady_steps(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()) -> list[int]:
+    """The steps that time a steady step: every step verl timed but the run's first and each attempt's first
+    (`warmup`, from warmup_steps)."""
+    timed = sorted(step for step, metrics in history.items() if STEP_TIME_METRIC in metrics)
+    return [step for step in timed[1:] if step not in warmup]
+
+
+def warmup_steps(run_dir: Path) -> frozenset[int]:
+    """Each attempt's first training step (a resumed one's too): it compiles, captures CUDA graphs and warms the
+    allocator, so it says nothing about the steady step."""
+    firsts = set()
+    for path in attempt_files(run_dir):
+        trained = [step for step, data in read_records(path) if STEP_TIME_METRIC in data]
+        if trained:
+            firsts.add(min(trained))
+    return frozenset(firsts)
 
 
 def read_history(run_dir: Path) -> dict[int, dict[str, Any]]:

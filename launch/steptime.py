@@ -127,11 +127,15 @@ class StepTime:
     def from_dict(cls, data: dict[str, Any]) -> StepTime:
         return cls(**{**data, "lengths": Lengths(**data["lengths"])})
 
-    def scaled(self, ratios: dict[str, float], origin: str) -> StepTime:
-        """This forecast with each phase multiplied by its measured ratio (phases without one keep the model)."""
+    def scaled(self, ratios: dict[str, float], origin: str, said: dict[str, str] | None = None) -> StepTime:
+        """This forecast with each phase multiplied by its measured ratio (phases without one keep the model); `said`
+        replaces a phase's "model x R <origin>" where there is more to say."""
         phases = {phase: seconds * ratios.get(phase, 1.0) for phase, seconds in self.phases_s.items()}
+        said = said or {}
         sources = {
-            phase: f"model x {ratios[phase]:.2f} {origin}" if phase in ratios else self.sources.get(phase, "model")
+            phase: said.get(phase) or f"model x {ratios[phase]:.2f} {origin}"
+            if phase in ratios
+            else self.sources.get(phase, "model")
             for phase in self.phases_s
         }
         return StepTime(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from launch.memory import Architecture, Knobs, Phase, flops_per_token, predicted_mfu
+from launch.memory import OUTSIDE_TORCH_TERMS, Architecture, Knobs, Phase, flops_per_token, predicted_mfu
 
 if TYPE_CHECKING:
     from launch.job_software import JobSoftware
@@ -373,3 +373,17 @@ def recorded_knobs(recorded: Any) -> Knobs | None:
         return Knobs(**known_fields(Knobs, recorded))
     except TypeError:
         return None
+
+
+TRAINER_PHASES = ("training", "log-prob")  # the preflight's phases that run in verl's trainer processes
+
+
+def predicted_torch_peaks(phases: dict[str, PhasePeak]) -> dict[str, float]:
+    """The preflight's trainer-process phases (training, log-prob) as torch's counters see them, i.e. without the
+    terms outside torch (CUDA context, NCCL buffers); vLLM's reservation is not in the counters verl reports
+    either."""
+    return {
+        name: phases[name].peak_gib - sum(phases[name].terms.get(term, 0.0) for term in OUTSIDE_TORCH_TERMS)
+        for name in TRAINER_PHASES
+        if name in phases
+    }

@@ -36,13 +36,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.rundir import HANG_DIR, HANG_FILE, Plan, attempt_log_path, hang_records, parse_records
+from launch.rundir import HANG_DIR, HANG_FILE, STEP_TIME_METRIC, Plan, attempt_log_path, hang_records, parse_records
 
 DUMP_REQUEST = ".hang_dump-{tag}"  # in the run dir: the head asks every node for its stacks (content: the stacks dir)
 NODE_STACKS = "{node}.json"  # in the stacks dir: one node's processes, classified; written last, so it marks "done"
 RAY_STATUS_FILE = "ray_status.txt"
 SUMMARY_FILE = "summary.txt"
-STEP_TIME = "timing_s/step"  # verl's step timer: it includes checkpoint saves, not validation
+STEP_TIME = STEP_TIME_METRIC  # verl's step timer: it includes checkpoint saves, not validation
 # verl 0.9.1 times a validation among the steps apart from the step (trainer/ppo/ray_trainer.py; since verl#3117)
 TEST_TIME = "timing_s/testing"
 PY_SPY_TIMEOUT_S = 30.0

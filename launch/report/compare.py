@@ -145,6 +145,8 @@ def step_time_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[st
     def cell(time: dict[str, Any], phase: str) -> str:
         predicted, measured = time["predicted_s"].get(phase), time["measured_s"].get(phase)
         error = time["error_pct"].get(phase)
+        if measured is None:  # verl did not time it (no reference, no critic): no measurement, no error
+            return f"{predicted:g} / not timed"
         shown = f"{predicted:g} / {measured:g}"
         return f"{shown} ({error:+.0f} %)" if error is not None else shown
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from launch.calibration import response_trend
-from launch.rundir import Plan, is_run_dir, load_plan, read_history
+from launch.rundir import STEP_TIME_METRIC, Plan, is_run_dir, load_plan, read_history, steady_steps, warmup_steps
 from launch.steptime import STARTUP_MIN, spent_s, steps_within, verl_validations
 
 RECENT_STEPS = 10  # the measured step time: median of the last steps (step 1 left out: compilation, graph capture)
@@ -57,10 +57,11 @@ class Forecast:
         return ["forecast: " + "; ".join(parts), *(f"WARNING: {warning}" for warning in self.warnings)]
 
 
-def measured_step_s(history: dict[int, dict[str, Any]]) -> float | None:
-    steps = sorted(step for step, metrics in history.items() if "timing_s/step" in metrics)
-    steady = steps[1:] or steps
-    recent = [float(history[step]["timing_s/step"]) for step in steady[-RECENT_STEPS:]]
+def measured_step_s(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()) -> float | None:
+    """The median of the recent steady steps (rundir.steady_steps); with none yet, of the steps there are: a live
+    forecast from a compiling step beats none."""
+    steady = steady_steps(history, warmup) or sorted(s for s, metrics in history.items() if STEP_TIME_METRIC in metrics)
+    recent = [history[step][STEP_TIME_METRIC] for step in steady[-RECENT_STEPS:]]
     return statistics.median(recent) if recent else None
 
 
@@ -70,9 +71,9 @@ def measured_validation_s(history: dict[int, dict[str, Any]]) -> float | None:
     return statistics.median(measured) if measured else None
 
 
-def forecast(plan: Plan, history: dict[int, dict[str, Any]]) -> Forecast | None:
+def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()) -> Forecast | None:
     """None until a step is logged."""
-    step_s = measured_step_s(history)
+    step_s = measured_step_s(history, warmup)
     if step_s is None or step_s <= 0:
         return None
     step = max(history)
@@ -149,5 +150,5 @@ def forecast_lines(run_dir: Path, state: str) -> list[str]:
     measured so far, and the early warnings."""
     if not state.upper().startswith(("RUNNING", "REQUEUED", "PENDING")) or not is_run_dir(run_dir):
         return []
-    ahead = forecast(load_plan(run_dir), read_history(run_dir))
+    ahead = forecast(load_plan(run_dir), read_history(run_dir), warmup_steps(run_dir))
     return [f"{'':14}{line}" for line in ahead.lines()] if ahead is not None else []

@@ -16,17 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.memory import OUTSIDE_TORCH_TERMS
-from launch.rundir import Plan, attempts, is_run_dir, load_plan, read_history
-from launch.verdict import PhasePeak
+from launch.rundir import STEP_TIME_METRIC, Plan, attempts, is_run_dir, load_plan, read_history
+from launch.verdict import PhasePeak, predicted_torch_peaks
 
 # verl's metric names (verl/trainer/ppo/metric_utils.py, ray_trainer.py; docs/facts.md#verl)
 THROUGHPUT = "perf/throughput"  # tokens / s / GPU
 MFU = "perf/mfu/actor"
 MEMORY_ALLOCATED = "perf/max_memory_allocated_gb"
 MEMORY_RESERVED = "perf/max_memory_reserved_gb"
-STEP_TIME = "timing_s/step"
-TRAINER_PHASES = ("training", "log-prob")  # the preflight's phases that run in verl's trainer processes
+STEP_TIME = STEP_TIME_METRIC
 VALIDATION = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>reward|acc)/mean@(?P<n>\d+)$")
 
 
@@ -47,17 +45,6 @@ def validation_series(history: dict[int, dict[str, Any]]) -> dict[tuple[str, str
             if step not in found.setdefault(key, {}) or n > found[key][step][0]:
                 found[key][step] = (n, float(value))
     return {key: [(step, value) for step, (_, value) in sorted(by_step.items())] for key, by_step in found.items()}
-
-
-def predicted_torch_peaks(phases: dict[str, PhasePeak]) -> dict[str, float]:
-    """The preflight's trainer-process phases (training, log-prob) as torch's counters see them, i.e. without the
-    terms outside torch (CUDA context, NCCL buffers); vLLM's reservation is not in the counters verl reports
-    either."""
-    return {
-        name: phases[name].peak_gib - sum(phases[name].terms.get(term, 0.0) for term in OUTSIDE_TORCH_TERMS)
-        for name in TRAINER_PHASES
-        if name in phases
-    }
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from launch.manifest import MANIFEST, Manifest
 from launch.report import doctor, failures
 from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress, read_run
+from launch.rundir import attempts as run_attempts
 from launch.rundir import is_run_dir
 from launch.schema import PROJECT_DIR, LaunchSettings
 
@@ -83,53 +84,67 @@ def dry_run(manifest: Manifest) -> str:
     return "\n".join(lines)
 
 
+class SlurmSilent(Exception):
+    """squeue or sacct did not answer: not installed on this machine, or no controller (or accounting) reachable."""
+
+
+def ask_slurm(command: list[str]) -> str:
+    """The command's output; SlurmSilent with its own words when it is missing, fails or hangs."""
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    except FileNotFoundError:
+        raise SlurmSilent(f"{command[0]} is not installed here") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmSilent(f"{command[0]} did not answer within 30 s") from None
+    if result.returncode != 0:
+        said = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+        raise SlurmSilent(said if said.startswith(command[0]) else f"{command[0]}: {said}")
+    return result.stdout
+
+
 def sacct_attempts(job_ids: Sequence[str]) -> dict[str, list[dict[str, str]]]:
     """job id -> every attempt sacct knows (-D: a requeued job shows each run), oldest first."""
     fields = "JobID,State,ExitCode,Elapsed,NodeList,Start"
-    result = subprocess.run(
-        ["sacct", "-D", "-X", "-n", "-P", f"--format={fields}", "-j", ",".join(job_ids)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    output = ask_slurm(["sacct", "-D", "-X", "-n", "-P", f"--format={fields}", "-j", ",".join(job_ids)])
     attempts: dict[str, list[dict[str, str]]] = {}
-    for line in result.stdout.splitlines():
+    for line in output.splitlines():
         values = dict(zip(fields.split(","), line.split("|"), strict=False))
         attempts.setdefault(values["JobID"], []).append(values)
     return attempts
 
 
 def squeue_states(job_ids: Sequence[str]) -> dict[str, str]:
-    result = subprocess.run(
-        ["squeue", "-h", "-r", "-o", "%i|%T|%R", "-j", ",".join(job_ids)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    output = ask_slurm(["squeue", "-h", "-r", "-o", "%i|%T|%R", "-j", ",".join(job_ids)])
     states = {}
-    for line in result.stdout.splitlines():
+    for line in output.splitlines():
         job_id, state, reason = line.split("|", 2)
         states[job_id] = f"{state} {reason}" if state == "PENDING" else state
     return states
 
 
 def status(manifest: Manifest) -> str:
+    """One line per run: SLURM's state and every attempt sacct knows; where SLURM does not answer (a machine without
+    it, a controller down), the state the job's own records give (attempts.jsonl, the run's logs), said as such."""
     runs = manifest.runs
-    queued = squeue_states(manifest.array_ids)
-    accounted = sacct_attempts(manifest.array_ids)
     lines = [f"sweep {manifest.sweep_id}  ({len(runs)} runs in {len(manifest.arrays)} arrays)"]
+    try:
+        queued, accounted = squeue_states(manifest.array_ids), sacct_attempts(manifest.array_ids)
+    except SlurmSilent as silent:
+        queued, accounted = {}, {}
+        lines.append(f"  SLURM did not answer ({silent}): states from the runs' own records, as their jobs last wrote")
     for run in runs:
         # an array cancelled before its tasks started has one sacct line for all of them: 12_[0-3%4]
         job_id = str(run.job_id)
         pending_array = next((v for k, v in accounted.items() if k.startswith(f"{run.array_job_id}_[")), [])
         attempts = accounted.get(job_id, pending_array)
-        state = queued.get(job_id) or (attempts[-1]["State"] if attempts else "UNKNOWN")
+        recorded = run_attempts(Path(run.run_dir)) if is_run_dir(Path(run.run_dir)) else []
+        state = queued.get(job_id) or (attempts[-1]["State"] if attempts else None)
+        state = state or failures.run_state(Path(run.run_dir)) or "UNKNOWN"
         history = " > ".join(a["State"] for a in attempts) if len(attempts) > 1 else ""
         cause = failures.summary(failures.run_failures(Path(run.run_dir)))
         lines.append(
-            f"  {job_id:>10}  {state:<28} attempts {max(len(attempts), 1)}  {progress(Path(run.run_dir)):<12} "
+            f"  {job_id:>10}  {state:<28} attempts {max(len(attempts), len(recorded), 1)}  "
+            f"{progress(Path(run.run_dir)):<12} "
             f"{run.run_id}  {run.job_name}"
             + (f"  [{history}]" if history else "")
             + (f"  cause {cause}" if cause else "")
@@ -156,7 +171,10 @@ def logs(manifest: Manifest, run: str | None, lines: int) -> str:
 
 
 def cancel(manifest: Manifest) -> str:
-    subprocess.run(["scancel", *manifest.array_ids], check=False, timeout=30)
+    try:
+        ask_slurm(["scancel", *manifest.array_ids])
+    except SlurmSilent as silent:
+        raise UserError(f"could not cancel {', '.join(manifest.array_ids)}: {silent}") from None
     return f"cancelled {len(manifest.array_ids)} array(s): {', '.join(manifest.array_ids)}"
 
 

@@ -126,6 +126,15 @@ def test_a_submitted_sweep_is_found_by_id_and_path_and_its_code_is_written_once_
             assert re.search(rf"{run.job_id} +PENDING .*{run.run_id}", status.stdout), status.stdout
         missing = sweep_cli("status", manifest.sweep_id, slurm_env)  # not under the defaults: says where it looked
         assert missing.returncode == 2 and missing.stderr.startswith(f"sweep: error: no sweep {manifest.sweep_id}")
+        # a machine without SLURM's commands: the state the run's own records give, said as such; no traceback
+        without = {**slurm_env, "PATH": str(tmp_path / "no-slurm-here")}
+        status = sweep_cli("status", manifest.sweep_dir, without)
+        assert status.returncode == 0, status.stderr
+        assert "SLURM did not answer (squeue is not installed here): states from the runs' own records" in status.stdout
+        assert re.search(rf"{run.job_id} +PENDING +attempts 1 .*{run.run_id}", status.stdout), status.stdout
+        cancel = sweep_cli("cancel", manifest.sweep_dir, without)
+        assert cancel.returncode == 2 and cancel.stderr.count("\n") == 1, cancel.stderr
+        assert "could not cancel" in cancel.stderr and "scancel is not installed here" in cancel.stderr
     finally:
         slurm(["scancel", *(run.job_id for sweep in sweeps for run in sweep.runs)], slurm_env)
 

@@ -18,10 +18,14 @@ from conftest import PROJECT, compose_config, cpu_facts
 from metric_fixtures import StepProfile, make_plan_dir, run_records, step_metrics, write_attempt
 
 from launch import preflight
+from launch.calibration import model_inputs
+from launch.memory import with_changes
 from launch.plan import make_plan
 from launch.report import doctor
+from launch.report.compare import summarize
 from launch.report.metrics import RunMetrics, predicted_torch_peaks, read_run
 from launch.rundir import load_plan
+from launch.steptime import Lengths, forecast
 
 SWEEP = "doctor-sweep"
 GPU = "a100_80"
@@ -224,14 +228,16 @@ def test_reward_bound_counts_the_streamed_scoring_and_suggests_workers_and_proce
     )
 
 
-def test_generation_bound_suggests_engine_concurrency_then_rollout_tp(fixture_runs):
+def test_generation_bound_suggests_engine_concurrency_the_model_says_pays(fixture_runs):
     [found] = diagnoses_of(fixture_runs["generation_bound"])
     assert found.kind == "generation_bound"
-    # the KV cache holds 97 typical (half-length) sequences: tune's engine concurrency
-    assert found.overrides == [
-        "actor_rollout_ref.rollout.max_num_seqs=97",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-    ]
+    # the KV cache holds 97 typical (half-length) sequences: tune's engine concurrency, which the step-time model
+    # times at 2383 -> 2055 s; TP 2 it times at 3236 s (half the engines), so it is not suggested
+    assert found.overrides == ["actor_rollout_ref.rollout.max_num_seqs=97"]
+    assert "max_num_seqs 64 -> 97 (the KV cache holds them: generate 2383 -> 2055 s by the step-time model)" in (
+        found.headline
+    )
+    assert "rollout TP 1 ->" not in found.headline
     assert found.evidence == {
         "generation_share": 0.667,  # 120 / 180
         "gen_s": 120.0,
@@ -241,6 +247,72 @@ def test_generation_bound_suggests_engine_concurrency_then_rollout_tp(fixture_ru
         "gpu_memory_utilization": 0.6,
     }
     assert found.importance == 0.067
+
+
+def generation_bound_run(root: Path, gpu: str, *extra: str, lengths: tuple[float, float] | None = None) -> Path:
+    """guru_baseline whose generation takes 2/3 of the step, with verl's mean prompt and response lengths logged."""
+    run_dir = make_plan_dir(root / SWEEP, ALGO, gpu, *extra)
+    records = run_records(range(0, 11), StepProfile(gen_s=120.0), 0.0)
+    if lengths is not None:
+        records = with_metric(
+            with_metric(records, "prompt_length/mean", lengths[0]), "response_length/mean", lengths[1]
+        )
+    write_attempt(run_dir, 1, records)
+    return run_dir
+
+
+def model_generate_s(run_dir: Path, lengths: tuple[float, float], rollout_tp: int) -> float:
+    """steptime.forecast's generate phase for the run's plan at these lengths and engine TP (what the doctor must
+    follow)."""
+    plan = load_plan(run_dir)
+    arch, knobs, card, critic = model_inputs(plan)
+    at = Lengths(lengths[0], lengths[1], "measured")
+    return forecast(arch, with_changes(knobs, rollout_tp=rollout_tp), card, plan.verl, at, critic).phases_s["generate"]
+
+
+def test_rollout_tp_is_not_doubled_where_the_step_time_model_says_it_generates_slower(tmp_path):
+    """7B on h100 at the measured 190 + 2600 tokens: at TP 2 the 8 GPUs form 4 engines instead of 8, and the model
+    times generate at 825 s against 554 s now; the old rule (a wider engine decodes faster) suggested it anyway."""
+    lengths = (190.0, 2600.0)
+    run_dir = generation_bound_run(tmp_path, "h100", lengths=lengths)
+    assert model_generate_s(run_dir, lengths, 1) == 553.7 and model_generate_s(run_dir, lengths, 2) == 825.0
+    [found] = diagnoses_of(run_dir)
+    assert found.kind == "generation_bound"
+    assert not any("tensor_model_parallel_size" in item for item in found.overrides)
+    assert "rollout TP 1 ->" not in found.headline
+
+
+def test_rollout_tp_is_suggested_where_the_step_time_model_says_it_generates_faster(tmp_path):
+    """128 sequences a step: each engine has few to decode and the long tail dominates, where TP 2 decodes faster."""
+    run_dir = generation_bound_run(
+        tmp_path, GPU, "data.train_batch_size=16", "actor_rollout_ref.actor.ppo_mini_batch_size=16"
+    )
+    planned_lengths = (2048.0, 4096.0)  # no lengths logged: the plan's typical ones
+    now, wider = model_generate_s(run_dir, planned_lengths, 1), model_generate_s(run_dir, planned_lengths, 2)
+    assert wider < now
+    [found] = diagnoses_of(run_dir)
+    assert found.overrides == ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"]
+    assert f"rollout TP 1 -> 2 (the step-time model at the run's lengths: generate {now:.0f} -> {wider:.0f} s)" in (
+        found.headline
+    )
+    assert (found.evidence["model_generate_s"], found.evidence["model_generate_s_at_tp2"]) == (now, wider)
+
+
+def test_step_times_are_medians_so_one_stalled_step_does_not_move_them(tmp_path):
+    """A step that stalled 9 hours among normal ones: the doctor's step (and compare's s/step) is the median over the
+    steps after the first, the same statistic as the step-time table's, not a mean the stall drags to hours."""
+    run_dir = make_plan_dir(tmp_path / SWEEP, ALGO, GPU)
+    records = run_records(range(0, 7), StepProfile(gen_s=120.0), 0.0)
+    step, data = records[4]
+    records[4] = (step, data | {"timing_s/step": data["timing_s/step"] + 32400.0})
+    write_attempt(run_dir, 1, records)
+    run = read_run(run_dir)
+    times = doctor.step_times(run, doctor.load_thresholds())
+    assert times is not None and (times.step_s, times.gen_s) == (180.0, 120.0)
+    [found] = doctor.diagnose(run)
+    assert found.kind == "generation_bound" and "(120.0 of 180.0 s)" in found.headline
+    summary = summarize(run)
+    assert summary.step_s == summary.step_time["measured_s"]["step"] == 180.0
 
 
 def test_memory_far_above_the_prediction_is_a_calibration_signal(fixture_runs):
@@ -377,3 +449,15 @@ def test_bad_input_is_one_line_and_exit_2(fixture_runs, tmp_path, case):
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stderr.startswith("rlaunch: error: ") and expected in result.stderr
+
+
+def test_a_run_without_a_training_step_is_not_called_healthy(tmp_path):
+    """An attempt started (attempts.jsonl) and verl truncated its metrics file, but no step ended yet: no diagnosis
+    is not "nothing holds this run back", in the terminal or in diagnosis.md; a validation before training is no
+    training step either."""
+    run_dir = make_plan_dir(tmp_path / SWEEP, ALGO, GPU)
+    write_attempt(run_dir, 1, run_records(range(0, 1), StepProfile(), 0.0))  # the validation at step 0 only
+    [text] = doctor.doctor(run_dir, doctor.load_thresholds())
+    assert "no diagnosis: no training step logged yet" in text and "nothing holds" not in text
+    diagnosis = doctor.diagnosis_path(run_dir).read_text()
+    assert "No training step logged yet" in diagnosis and "Nothing holds" not in diagnosis

@@ -36,6 +36,7 @@ from launch.report.metrics import (
     run_dirs,
     validation_series,
 )
+from launch.rundir import warmup_steps
 from launch.steptime import PHASES
 from rewards.sources import domain_of
 
@@ -119,9 +120,11 @@ def summarize(run: RunMetrics) -> RunSummary:
         label=label_of(run),
         reward=scores(domain_curves(run, "reward")),
         accuracy=scores(domain_curves(run, "acc")),
-        throughput=run.mean(THROUGHPUT),
-        mfu=run.mean(MFU),
-        step_s=run.mean(STEP_TIME),
+        # medians over the steady steps, as the doctor and the step-time table take them: one stalled step must not
+        # move a run's s/step by its whole length
+        throughput=doctor.steady_median(run, THROUGHPUT),
+        mfu=doctor.steady_median(run, MFU),
+        step_s=doctor.steady_median(run, STEP_TIME),
         peak_gib=peak if peak is not None else run.peak(MEMORY_ALLOCATED),
         predicted_gib=run.predicted_torch_peak_gib,
         last_step=max(run.history) if run.history else None,
@@ -134,7 +137,8 @@ def step_time_of(run: RunMetrics) -> dict[str, Any] | None:
     """Predicted against measured per phase (launch/calibration.py); local runs only (W&B holds no plan)."""
     if run.plan is None or not run.history:
         return None
-    measured = calibration_of(run.plan, run.history, max(len(run.attempts), 1))
+    # the steps calibration.json measures on (each attempt's first left out), as the overview's s/step
+    measured = calibration_of(run.plan, run.history, max(len(run.attempts), 1), warmup_steps(run.run_dir))
     return measured["time"] if measured is not None else None
 
 
@@ -351,7 +355,8 @@ def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], 
     parts = [
         f"# {title}",
         "",
-        "Throughput, MFU and s/step are means over the logged steps after the first; peak memory is torch's "
+        "Throughput, MFU and s/step are medians over the logged training steps after the first (the same steps "
+        "and statistic as the doctor's and the step-time table's measured step); peak memory is torch's "
         "reserved peak (perf/max_memory_reserved_gb) beside the preflight's predicted trainer peak without its "
         "terms outside torch (CUDA context, NCCL buffers). A resumed run's steps come from the attempt that "
         "reached them last.",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -27,7 +28,9 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from launch.calibration import measure, measured_lengths, model_inputs
 from launch.errors import UserError, closest
+from launch.memory import with_changes
 from launch.overrides import as_override, as_overrides, key_of, keys_of, parse_one
 from launch.preflight import TUNE_HEADROOM, WhatIf
 from launch.report import failures
@@ -42,7 +45,8 @@ from launch.report.metrics import (
     run_dirs,
     series,
 )
-from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path, read_records
+from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path, read_records, steady_steps, warmup_steps
+from launch.steptime import Lengths, forecast
 
 THRESHOLDS_FILE = Path(__file__).resolve().parents[2] / "conf" / "doctor.yaml"
 DIAGNOSIS_FILE = "diagnosis.md"
@@ -70,7 +74,6 @@ KINDS = (
 class DoctorThresholds:
     """The schema of conf/doctor.yaml, the only source of the values (each commented there with its reason)."""
 
-    warmup_steps: int
     min_steps: int
     mfu_ratio_low: float
     memory_used_max: float
@@ -152,9 +155,11 @@ def expectation(run: RunMetrics) -> Expectation | None:
 
 @dataclass(frozen=True)
 class StepTimes:
-    """Mean seconds per training step after the warm-up."""
+    """Seconds per training step, each the median over the steady steps (`steady`): one stalled step (a
+    filesystem hiccup, a node that paused for hours) moves a mean by its whole length but a median not at all, and
+    compare.py's s/step and step-time table show the same statistic."""
 
-    steps: int  # training steps after the warm-up
+    steps: int  # steady training steps
     step_s: float
     gen_s: float
     reward_s: float  # timing_s/reward + the streamed scoring of the slowest sample
@@ -164,21 +169,42 @@ class StepTimes:
         return seconds / self.step_s if self.step_s > 0 else 0.0
 
 
+def training_steps(run: RunMetrics) -> list[int]:
+    """The steps verl timed as training steps (a validation-only record, before training or at a resumed step, has
+    no step time)."""
+    return [step for step, _ in series(run.history, STEP_TIME)]
+
+
+def steady(run: RunMetrics) -> set[int]:
+    """The steps that time a steady step, as launch/calibration.py measures a run's phases on them
+    (rundir.steady_steps): every training step but the run's first and each attempt's first, which compile, capture
+    CUDA graphs and warm the allocator. A run read from W&B has no attempt files: only its first is left out."""
+    warmup = warmup_steps(run.run_dir) if run.plan is not None else frozenset()
+    return set(steady_steps(run.history, warmup))
+
+
+def steady_median(run: RunMetrics, name: str) -> float | None:
+    """`name`'s median over the run's steady steps (None where verl logged it on none of them)."""
+    steps = steady(run)
+    values = [value for step, value in series(run.history, name) if step in steps]
+    return statistics.median(values) if values else None
+
+
 def step_times(run: RunMetrics, thresholds: DoctorThresholds) -> StepTimes | None:
-    """None when the run has too few training steps to say anything about its speed."""
-    steps = len(series(run.history, STEP_TIME)) - thresholds.warmup_steps
+    """None when the run has too few steady steps to say anything about its speed."""
+    steps = len(steady(run))
     if steps < thresholds.min_steps:
         return None
 
-    def mean(name: str) -> float:
-        return run.mean(name, skip_first=thresholds.warmup_steps) or 0.0
+    def median(name: str) -> float:
+        return steady_median(run, name) or 0.0
 
     return StepTimes(
         steps=steps,
-        step_s=mean(STEP_TIME),
-        gen_s=mean(GEN_TIME),
-        reward_s=mean(REWARD_TIME) + mean(STREAMED_REWARD_TIME),
-        update_s=mean(UPDATE_TIME),
+        step_s=median(STEP_TIME),
+        gen_s=median(GEN_TIME),
+        reward_s=median(REWARD_TIME) + median(STREAMED_REWARD_TIME),
+        update_s=median(UPDATE_TIME),
     )
 
 
@@ -193,7 +219,7 @@ def diagnose_low_mfu(
     run: RunMetrics, times: StepTimes, expected: Expectation, thresholds: DoctorThresholds
 ) -> Diagnosis | None:
     """MFU far below the prediction while the card has room: the micro-batch (or token budget) `tune` would choose."""
-    measured = run.mean(MFU, skip_first=thresholds.warmup_steps)
+    measured = steady_median(run, MFU)
     if measured is None or expected.mfu <= 0:
         return None
     ratio = measured / expected.mfu
@@ -261,7 +287,7 @@ def diagnose_reward_bound(run: RunMetrics, times: StepTimes, thresholds: DoctorT
     evidence: dict[str, float | int | str] = {
         "reward_share": rounded(share),
         "reward_s": rounded(times.reward_s, 2),
-        "streamed_reward_s": rounded(run.mean(STREAMED_REWARD_TIME, skip_first=thresholds.warmup_steps) or 0.0, 2),
+        "streamed_reward_s": rounded(steady_median(run, STREAMED_REWARD_TIME) or 0.0, 2),
         "step_s": rounded(times.step_s, 2),
         "reward_workers": workers,
         "procs_per_worker": "null" if procs is None else int(procs),
@@ -275,10 +301,60 @@ def diagnose_reward_bound(run: RunMetrics, times: StepTimes, thresholds: DoctorT
     return Diagnosis("reward_bound", headline, evidence, overrides, rounded(importance))
 
 
+def run_lengths(run: RunMetrics) -> Lengths | None:
+    """The run's typical prompt and response as calibration.json takes them (verl's means over the steady steps, the
+    plan's typical ones where verl logged none); None for a plan without a step-time forecast."""
+    planned = run.local_plan.time
+    if planned is None:
+        return None
+    measured = measure(run.history, warmup_steps(run.run_dir))
+    return measured_lengths(run.local_plan, measured) if measured is not None else planned.lengths
+
+
+def modelled_generate_s(run: RunMetrics, lengths: Lengths, changes: dict[str, Any]) -> float | None:
+    """The step-time model's generate seconds for this run's plan with these Knobs changes, at `lengths`; None for a
+    plan the model cannot time (no forecast recorded, an unknown architecture)."""
+    inputs = model_inputs(run.local_plan)
+    if inputs is None:
+        return None
+    arch, knobs, card, critic = inputs
+    return forecast(arch, with_changes(knobs, **changes), card, run.local_plan.verl, lengths, critic).phases_s[
+        "generate"
+    ]
+
+
+def model_verdict(run: RunMetrics, changes: dict[str, Any]) -> tuple[float, float] | None:
+    """(model's generate s now, with `changes`) at the run's lengths; None where the model cannot time the plan."""
+    lengths = run_lengths(run)
+    if lengths is None:
+        return None
+    now, then = modelled_generate_s(run, lengths, {}), modelled_generate_s(run, lengths, changes)
+    return (now, then) if now is not None and then is not None else None
+
+
+def faster_rollout_tp(run: RunMetrics, what_if: WhatIf) -> tuple[int, float, float] | None:
+    """(TP, model's generate s now, with it): the engine TP (half or double the run's, one that fits and divides a
+    node) for which the step-time model predicts the shortest generate phase at the run's lengths, where that is
+    shorter than now. A wider engine decodes each sequence faster but the GPUs form fewer engines, each with more
+    sequences to decode: which wins depends on the model, the card and the lengths, so the model decides."""
+    tp = what_if.knobs.rollout_tp
+    timed = [
+        (verdict[1], verdict[0], other)
+        for other in (tp * 2, tp // 2)
+        if 1 <= other != tp and what_if.knobs.gpus_per_node % other == 0 and what_if.fits({"rollout_tp": other})
+        if (verdict := model_verdict(run, {"rollout_tp": other})) is not None and verdict[1] < verdict[0]
+    ]
+    if not timed:
+        return None
+    then, now, best = min(timed)
+    return best, now, then
+
+
 def diagnose_generation_bound(
     run: RunMetrics, times: StepTimes, expected: Expectation | None, thresholds: DoctorThresholds
 ) -> Diagnosis | None:
-    """Generation dominating the step: the engine concurrency the KV cache allows, then a larger rollout TP."""
+    """Generation dominating the step: the engine concurrency the KV cache allows, then the rollout TP the step-time
+    model predicts generates faster."""
     share = times.share(times.gen_s)
     if share <= thresholds.generation_share_high:
         return None
@@ -298,18 +374,31 @@ def diagnose_generation_bound(
         knobs = what_if.knobs
         # only the engine's concurrency here
         concurrency = what_if.more_engine_sequences()
-        if concurrency:
+        wanted = concurrency.knobs.max_num_seqs if concurrency else knobs.max_num_seqs
+        # more sequences in flight make each decode step longer as well as fewer: only where the model says it pays
+        # (a plan the model cannot time keeps the preflight's word: the KV cache holds them)
+        timed = model_verdict(run, {"max_num_seqs": wanted}) if concurrency else None
+        if concurrency and (timed is None or timed[1] < timed[0]):
             overrides += as_overrides(concurrency.overrides)
-            wanted = concurrency.knobs.max_num_seqs
-            remedies.append(f"max_num_seqs {knobs.max_num_seqs} -> {wanted} (the KV cache holds them)")
-        wider = {"rollout_tp": knobs.rollout_tp * 2}
-        if wider["rollout_tp"] <= knobs.gpus_per_node and what_if.fits(wider):
-            overrides += as_overrides(what_if.overrides(wider))
+            said = (
+                f"generate {timed[0]:.0f} -> {timed[1]:.0f} s by the step-time model" if timed else "by the preflight"
+            )
+            remedies.append(f"max_num_seqs {knobs.max_num_seqs} -> {wanted} (the KV cache holds them: {said})")
+        faster = faster_rollout_tp(run, what_if)
+        if faster is not None:
+            tp, now_s, then_s = faster
+            overrides += as_overrides(what_if.overrides({"rollout_tp": tp}))
+            evidence["model_generate_s"] = rounded(now_s, 1)
+            evidence[f"model_generate_s_at_tp{tp}"] = rounded(then_s, 1)
             remedies.append(
-                f"rollout TP {knobs.rollout_tp} -> {wider['rollout_tp']} (each sequence decodes faster: the long tail)"
+                f"rollout TP {knobs.rollout_tp} -> {tp} (the step-time model at the run's lengths: generate "
+                f"{now_s:.0f} -> {then_s:.0f} s)"
             )
     headline = f"generation takes {share:.0%} of the step ({times.gen_s:.1f} of {times.step_s:.1f} s)" + (
-        f": {'; '.join(remedies)}" if remedies else ": the preflight finds no engine setting that fits better"
+        f": {'; '.join(remedies)}"
+        if remedies
+        else ": by the step-time model no engine setting that fits generates faster (more max_num_seqs, rollout TP "
+        "x2 or /2)"
     )
     importance = share - thresholds.generation_share_high
     return Diagnosis("generation_bound", headline, evidence, overrides, rounded(importance))
@@ -460,6 +549,14 @@ def retry_command(run: RunMetrics, item: Diagnosis) -> str:
     return " ".join(["python launch/run.py", *run.local_plan.overrides, *item.overrides])
 
 
+def nothing_found(run: RunMetrics) -> str:
+    """What an empty diagnosis means: a run with no training step yet was not judged at all (its attempts started,
+    verl has not finished a step), which is not the same as a run the thresholds found healthy."""
+    if not training_steps(run):
+        return "no training step logged yet, so nothing to judge (verl logs its first once step 1 ends)"
+    return "nothing holds this run back by the doctor's thresholds (conf/doctor.yaml)"
+
+
 def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequence[failures.Failure] = ()) -> str:
     lines = [
         f"# Diagnosis of run {run.run_id}",
@@ -473,7 +570,7 @@ def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequenc
         ]
         lines += ["", "```", *item.evidence, "```", "", f"Fix: {item.fix}", ""]
     if not diagnoses and not failed:
-        lines.append("Nothing holds this run back by the doctor's thresholds (conf/doctor.yaml).")
+        lines.append(nothing_found(run).capitalize() + ".")
     for number, item in enumerate(diagnoses, start=1):
         lines += [f"## {number}. {item.kind} (importance {item.importance:.3f})", "", item.headline, ""]
         lines += ["| evidence | value |", "|---|---|"]
@@ -501,7 +598,7 @@ def render_text(
             "  failed " + line if number == 0 else "  " + line for number, line in enumerate(failures.render(item))
         ]
     if not diagnoses and not failed:
-        lines.append("  no diagnosis: nothing holds this run back by the doctor's thresholds")
+        lines.append(f"  no diagnosis: {nothing_found(run)}")
     for number, item in enumerate(diagnoses, start=1):
         lines.append(f"  {number}. [{item.kind}] {item.headline}")
         lines.append("     evidence: " + ", ".join(f"{name} {value}" for name, value in item.evidence.items()))

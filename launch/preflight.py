@@ -1004,12 +1004,14 @@ def settle(
 def gate(plans: list[Plan], policy: str) -> list[str]:
     """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit (one
     UserError, the cheapest fix first), `warn` returns the same message for each as a warning; `fix` and `tune` have
-    already changed the config before it was planned (settle), `off` judged nothing."""
+    already changed the config before it was planned (settle) and refuse what still does not fit, `off` judged
+    nothing."""
     judged = [(plan.job_name, plan.preflight) for plan in plans if plan.preflight is not None]
     # a Megatron misfit within its estimate's margin is not called: queued with a warning, whatever the policy
     undecided = [too_close(verdict, job) for job, verdict in judged if verdict.too_close_to_call]
     misfits = [(job, verdict) for job, verdict in judged if not verdict.fits and not verdict.too_close_to_call]
-    if policy == "fail" and misfits:
+    # fix and tune have changed what they could: a misfit left (every fix touches a key the user set) is refused too
+    if policy in ("fail", "fix", "tune") and misfits:
         job, verdict = misfits[0]
         raise UserError(refusal(verdict, job))
     if policy == "warn":

@@ -55,7 +55,22 @@ def render_preflight(verdict: Verdict | None) -> list[str]:
         lines.append(f"  what fits     {verdict.fits_with.summary}")
     if not verdict.fits and not verdict.first_fitting_fixes and not verdict.fits_with:
         lines.append(f"  no fix found  {beyond_the_search(verdict)}")
+    elif not verdict.fits and verdict.policy in ("fix", "tune") and verdict.unfixable_without_your_keys:
+        lines.append(f"  not fixed     {not_fixed(verdict)}")
     return lines
+
+
+def not_fixed(verdict: Verdict) -> str:
+    """Why launch.preflight=fix (or tune) leaves a misfit as it is: every fix that fits changes a key the user set."""
+    theirs = {key for fix in verdict.fixes for key in fix.you_set}
+    cheapest = [override.split("=", 1)[0].lstrip("+") for override in verdict.first_fitting_fixes]
+    yours = [key for key in cheapest if key in theirs] or sorted(theirs)
+    named = f" ({', '.join(yours)})" if yours else ""
+    return (
+        f"the cheapest fix that fits changes a key you set{named}, and so does every other, which launch.preflight=fix "
+        "never does: change it yourself "
+        "or leave it out"
+    )
 
 
 def beyond_the_search(verdict: Verdict) -> str:
@@ -242,9 +257,17 @@ def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:
         verdict
     )
     summary = f"; {found.summary}" if found is not None and found.summary else ""
-    # a Megatron fix that touches a key the user set is advice only: launch.preflight=fix would not apply it
-    or_fix = "" if verdict.rough and verdict.unfixable_without_your_keys else " (or launch.preflight=fix)"
-    lines = [f"preflight {verb} {job}: {verdict.misfit_arithmetic}; cheapest fix: {fix_text}{or_fix}{summary}"]
+    # a fix that touches a key the user set is advice only: launch.preflight=fix would not apply it
+    or_fix = f"; {not_fixed(verdict)}" if verdict.unfixable_without_your_keys else " (or launch.preflight=fix)"
+    worst = ""
+    if verdict.typical is not None and verdict.typical.fits:
+        usual = verdict.typical
+        worst = (
+            f"; this is the worst case, every sequence at full length: at {usual.prompt_tokens} + "
+            f"{usual.response_tokens} tokens ({usual.source}) it fits, so where the run's sequences stay near those, "
+            "launch.preflight=warn queues it as it is (launch.expect.prompt_tokens/response_tokens say the lengths)"
+        )
+    lines = [f"preflight {verb} {job}: {verdict.misfit_arithmetic}; cheapest fix: {fix_text}{or_fix}{summary}{worst}"]
     lines += [f"  {line}" for line in verdict.arithmetic]
     for fix in verdict.fixes:
         state = "fits" if fix.fits else "still too big"

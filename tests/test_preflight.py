@@ -17,6 +17,7 @@ from omegaconf import open_dict
 
 from bench.preflight_accuracy import load_cases
 from launch import memory, preflight
+from launch.errors import UserError
 from launch.gpu import load_profiles
 from launch.memory import GIB, Architecture, Knobs
 from launch.plan import host_memory_gb, make_plan
@@ -515,6 +516,58 @@ def test_fix_policy_produces_a_plan_that_fits_and_dry_run_never_refuses(tmp_path
     plan = json.loads(fixed.stdout)
     assert plan["preflight"]["fits"] is True and plan["preflight"]["changed"]
     assert plan["verl"]["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"] == 0.8  # the user's value stays
+
+
+# verl's examples/sglang_multiturn/geo3k/run_qwen2.5-3b_geo3k_multiturn.sh ("run on 8xH100"), its language model
+# planned as llm=qwen2_5_3b, with the micro-batches, offloads and TP it sets by hand and fused kernels off
+GEO3K_BY_HAND = (
+    "algo=verl",
+    "gpu=h100",
+    "llm=qwen2_5_3b",
+    "data.train_batch_size=256",
+    "data.max_prompt_length=2048",
+    "data.max_response_length=2048",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=256",
+    "actor_rollout_ref.actor.use_dynamic_bsz=false",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
+    "actor_rollout_ref.model.use_fused_kernels=false",
+    "actor_rollout_ref.actor.fsdp_config.param_offload=false",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=false",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+    "actor_rollout_ref.rollout.n=16",
+    "trainer.n_gpus_per_node=8",
+)
+
+
+def test_fix_refuses_what_it_cannot_fix_without_your_keys_and_a_worst_case_misfit_says_the_typical_fits():
+    """launch.preflight=fix changes no key the user set: where every fitting fix does, the run is refused as under
+    fail (it had been queued to die), naming the key. The verdict is the worst case (32 sequences of 4096 tokens in
+    one micro-batch); at the typical lengths it fits, and the refusal says so, with the switch that queues it."""
+    from launch.render import render_preflight
+    from launch.rundir import Plan
+
+    cfg = compose_config(*GEO3K_BY_HAND, "launch.preflight=fix")
+    plan = make_plan(cfg, cpu_facts(), list(GEO3K_BY_HAND), Path("/tmp"), "python")
+    verdict, changes = preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, {})
+    assert not verdict.fits and not changes and verdict.unfixable_without_your_keys
+    assert verdict.typical is not None and verdict.typical.fits
+    job = replace(Plan.from_dict(plan.to_dict()), preflight=verdict, job_name="geo3k")
+    with pytest.raises(UserError) as refused:
+        preflight.gate([job], "fix")
+    first = str(refused.value).splitlines()[0]
+    assert first.startswith("preflight refuses geo3k: ") and "(or launch.preflight=fix)" not in first
+    assert (
+        "cheapest fix: actor_rollout_ref.model.use_fused_kernels=true; the cheapest fix that fits changes a key "
+        "you set (actor_rollout_ref.model.use_fused_kernels)" in first
+    )
+    assert "this is the worst case, every sequence at full length: at 1024 + 1024 tokens" in first
+    assert "launch.preflight=warn queues it as it is" in first
+    shown = "\n".join(render_preflight(verdict))
+    assert (
+        "  not fixed     the cheapest fix that fits changes a key you set (actor_rollout_ref.model.use_fused" in shown
+    )
 
 
 # --- the shipped profiles ------------------------------------------------------------------------------------------

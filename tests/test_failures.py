@@ -184,14 +184,57 @@ def plan_fix(run_dir: Path, kind: str, name: str, steps_reached: dict[int, int] 
     return failures.with_plan_fix(failure, context, text)
 
 
-def test_cuda_oom_fix_names_the_phase_the_prediction_and_the_preflights_next_fix(planned: Path):
+def test_cuda_oom_fix_far_off_the_prediction_names_no_small_fix_as_the_cure(planned: Path):
+    """84.2 GiB needed where the preflight predicted 12.4 for log-prob (6.8x): a fix that frees a GiB or two by the
+    preflight's model was offered as the fix; the gap is past what any single fix of a model that far off covers."""
     predicted = read_run(planned).preflight_phases["log-prob"].peak_gib
     failure = plan_fix(planned, "cuda_oom", "verl-2828-entropy-logprob")
     needed = 70.25 + 13.91
     assert failure.fix.startswith("log-prob phase ran out of GPU memory")
     assert f"at least {needed:.1f} GiB where the preflight predicted {predicted:.1f} GiB for log-prob" in failure.fix
     assert f"({needed / predicted:.2f}x)" in failure.fix
-    assert "the preflight's next fix for it: " in failure.fix and "=" in failure.fix.split("next fix for it: ")[1]
+    assert "no single preflight fix covers a gap that large" in failure.fix
+    assert f"the preflight's prediction for log-prob was {needed - predicted:.1f} GiB short" in failure.fix
+    assert "the biggest lever the preflight knows for log-prob: " in failure.fix and "next fix" not in failure.fix
+
+
+OOM_IN_UPDATE = (
+    "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor() (pid=4242, "
+    "ip=10.0.0.6)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.64 GiB. GPU 3 has a total capacity of 79.19 GiB "
+    "of which 2.10 GiB is free. Including non-PyTorch memory, this process has 77.08 GiB memory in use. Of the "
+    "allocated memory 70.20 GiB is allocated by PyTorch, and 5.01 GiB is reserved by PyTorch but unallocated.\n"
+)
+
+
+def oom_with_fixes(run_dir: Path, fixes: list[tuple[str, float]]) -> failures.Failure:
+    """The OOM above (2.54 GiB short: 4.64 asked, 2.10 free) against a prediction of 75 GiB for training (close),
+    with these preflight fixes for training, cheapest first."""
+    from launch.report.failures.fixes import PhaseFix
+
+    context = failures.FixContext(
+        plan=read_run(run_dir).local_plan,
+        predicted_peaks_gib={"training": 75.0},
+        phase_fixes={"training": [PhaseFix([override], saves) for override, saves in fixes]},
+    )
+    return failures.with_plan_fix(failures.classify(OOM_IN_UPDATE, attempt=1), context, OOM_IN_UPDATE)
+
+
+def test_cuda_oom_fix_is_the_cheapest_that_frees_what_the_attempt_lacked(planned: Path):
+    """The cheapest fix frees 2.0 GiB of the 2.54 the card lacked: the next one, which frees 6.0, is the fix."""
+    nvls, halve = "cluster.env.NCCL_NVLS_ENABLE='0'", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192"
+    failure = oom_with_fixes(planned, [(nvls, 2.0), (halve, 6.0)])
+    assert failure.details["short_gib"] == 2.54
+    assert f"the preflight's cheapest fix that frees the 2.5 GiB it lacked: {halve} (frees 6.0 GiB" in failure.fix
+    assert nvls not in failure.fix
+
+
+def test_cuda_oom_fix_says_when_no_single_fix_frees_what_the_attempt_lacked(planned: Path):
+    nvls, offload = "cluster.env.NCCL_NVLS_ENABLE='0'", "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true"
+    failure = oom_with_fixes(planned, [(nvls, 2.0), (offload, 0.5)])
+    assert "no single preflight fix frees the 2.5 GiB it lacked" in failure.fix
+    assert f"the biggest lever the preflight knows for training: {nvls} (frees 2.0 GiB" in failure.fix
+    assert "launch.preflight=fix applies several together" in failure.fix
 
 
 def test_engine_memory_fix_moves_the_engine_fraction_the_way_the_error_asks(planned: Path):

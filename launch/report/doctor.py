@@ -32,8 +32,9 @@ from launch.calibration import measure, measured_lengths, model_inputs
 from launch.errors import UserError, closest
 from launch.memory import with_changes
 from launch.overrides import as_override, as_overrides, key_of, keys_of, parse_one
-from launch.preflight import TUNE_HEADROOM, WhatIf
+from launch.preflight import TUNE_HEADROOM, WhatIf, candidate_fixes
 from launch.report import failures
+from launch.report.failures.fixes import PhaseFix
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
@@ -513,17 +514,30 @@ def diagnose(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> lis
 # --- failed attempts -------------------------------------------------------------------------------------------------
 
 
+def phase_fixes(what_if: WhatIf) -> dict[str, list[PhaseFix]]:
+    """phase -> every preflight fix that lowers its predicted peak, cheapest first, with how much: an OOM's fix must
+    free what the attempt lacked, and the cheapest fix that lowers the peak at all may free far less."""
+    now = what_if.peaks()
+    found: dict[str, list[PhaseFix]] = {}
+    for fix in candidate_fixes(what_if.arch, what_if.knobs, what_if.capacity_gib):
+        overrides = as_overrides(what_if.overrides(fix.changes))
+        for name, peak in what_if.peaks(fix.changes).items():
+            if peak < now[name] - 0.01:
+                found.setdefault(name, []).append(PhaseFix(overrides, round(now[name] - peak, 2), fix.description))
+    return found
+
+
 def failure_context(run: RunMetrics, thresholds: DoctorThresholds) -> failures.FixContext:
-    """The plan's numbers a failure's fix quotes: predicted peaks, the preflight's next fixes, each attempt's reach."""
+    """The plan's numbers a failure's fix quotes: predicted peaks, the preflight's fixes per phase, each attempt's
+    reach."""
     phases = run.preflight_phases
     expected = expectation(run) if phases else None
     starts = [int(attempt.get("checkpointed_step") or 0) for attempt in run.attempts]
     reached = steps_reached(run, starts) if starts else []
-    next_fixes = expected.what_if.cheapest_fix_per_phase() if expected is not None else {}
     return failures.FixContext(
         plan=run.local_plan,
         predicted_peaks_gib={name: float(phase.peak_gib) for name, phase in phases.items()},
-        next_fixes={phase: as_overrides(keys) for phase, keys in next_fixes.items()},
+        phase_fixes=phase_fixes(expected.what_if) if expected is not None else {},
         steps_reached=dict(enumerate(reached, start=1)),
         checkpointed_step=dict(enumerate(starts, start=1)),
         saves_per_attempt=thresholds.saves_per_attempt,

@@ -2294,12 +2294,22 @@ def generic_fix(failure: Failure, log_text: str = "") -> str:
 
 
 @dataclass(frozen=True)
+class PhaseFix:
+    """One of the preflight's fixes for a phase: its overrides and how much it lowers that phase's predicted peak."""
+
+    overrides: list[str]
+    saves_gib: float  # the predicted peak now less with the fix (the preflight's own model)
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class FixContext:
     """What the plan and the run's files say, for fixes with numbers (launch/report/doctor.py builds it)."""
 
     plan: Plan
     predicted_peaks_gib: dict[str, float] = field(default_factory=dict)  # phase -> the preflight's predicted peak
-    next_fixes: dict[str, list[str]] = field(default_factory=dict)  # phase -> the preflight's next fix (overrides)
+    # phase -> every preflight fix that lowers its predicted peak, cheapest first (preflight.candidate_fixes' order)
+    phase_fixes: dict[str, list[PhaseFix]] = field(default_factory=dict)
     steps_reached: dict[int, int] = field(default_factory=dict)  # attempt -> training steps it logged past its start
     checkpointed_step: dict[int, int] = field(default_factory=dict)  # attempt -> the checkpoint it started from
     saves_per_attempt: int = 2
@@ -2319,6 +2329,44 @@ def verl_value(plan: Plan, dotted: str) -> Any:
     return node
 
 
+# Beyond this ratio of measured need to predicted peak the preflight's memory model misses a term for this run (its
+# tested error is within 15 %): the savings it predicts for its fixes are then sizes in a model that was 2x off, and
+# no single one can be trusted to close the gap it did not foresee.
+PREDICTION_FAR_OFF = 2.0
+
+
+def oom_remedy(phase: str, fixes: list[PhaseFix], needed: float, predicted: float | None, short: float | None) -> str:
+    """Which of the preflight's fixes for `phase` covers what the attempt lacked: the cheapest whose predicted saving
+    frees the measured shortfall (the allocation torch could not place, beyond the card), else why none does and the
+    biggest lever."""
+    biggest = max(fixes, key=lambda fix: fix.saves_gib) if fixes else None
+    lever = (
+        f"the biggest lever the preflight knows for {phase}: {' '.join(biggest.overrides)} (frees "
+        f"{biggest.saves_gib:.1f} GiB by its model)"
+        if biggest
+        else "halve the micro-batch or token budget per GPU, or offload (launch.preflight=fix)"
+    )
+    if predicted and needed / predicted > PREDICTION_FAR_OFF:
+        return (
+            f"no single preflight fix covers a gap that large: the preflight's prediction for {phase} was "
+            f"{needed - predicted:.1f} GiB short, so the savings it predicts are sizes in a model that does not "
+            f"describe this run; find what it misses first (the run's memory against the plan: doctor's "
+            f"memory_calibration, bench/gpu_memory.py); {lever}"
+        )
+    if short is None or biggest is None:
+        return f"the preflight's next fix for it: {' '.join(fixes[0].overrides)}" if fixes else lever
+    covering = next((fix for fix in fixes if fix.saves_gib >= short), None)
+    if covering is not None:
+        return (
+            f"the preflight's cheapest fix that frees the {short:.1f} GiB it lacked: {' '.join(covering.overrides)} "
+            f"(frees {covering.saves_gib:.1f} GiB by its model)"
+        )
+    return (
+        f"no single preflight fix frees the {short:.1f} GiB it lacked; {lever}, and launch.preflight=fix applies "
+        "several together"
+    )
+
+
 def fix_cuda_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
     phase = phase_of(log_text)
     peaks = context.predicted_peaks_gib
@@ -2326,8 +2374,9 @@ def fix_cuda_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[
     phase_or_peak = phase or (max(peaks, key=peaks.__getitem__) if peaks else None)
     found: Details = {"phase": phase or "?"}
     parts = [f"{phase} phase ran out of GPU memory" if phase else "a GPU ran out of memory (no verl phase in the log)"]
-    needed = float(failure.details.get("in_use_gib", failure.details.get("torch_allocated_gib", 0.0))) + float(
-        failure.details.get("tried_gib", 0.0)
+    details = failure.details
+    needed = float(details.get("in_use_gib", details.get("torch_allocated_gib", 0.0))) + float(
+        details.get("tried_gib", 0.0)
     )
     predicted = peaks.get(phase_or_peak) if phase_or_peak else None
     if predicted and needed > 0:
@@ -2336,11 +2385,20 @@ def fix_cuda_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[
             f"it needed at least {needed:.1f} GiB where the preflight predicted {predicted:.1f} GiB "
             f"for {phase_or_peak} ({needed / predicted:.2f}x)"
         )
-    overrides = context.next_fixes.get(phase_or_peak) if phase_or_peak else None
-    if overrides:
-        parts.append("the preflight's next fix for it: " + " ".join(overrides))
-    else:
+    # what the card lacked: the allocation beyond what was free (torch prints both), else the need beyond the card
+    short: float | None = None
+    if "tried_gib" in details and "free_gib" in details:
+        short = float(details["tried_gib"]) - float(details["free_gib"])
+    elif needed > 0 and "capacity_gib" in details:
+        short = needed - float(details["capacity_gib"])
+    if short is not None:
+        short = max(0.0, short)
+        found["short_gib"] = round(short, 2)
+    fixes = context.phase_fixes.get(phase_or_peak, []) if phase_or_peak else []
+    if phase_or_peak is None:
         parts.append("halve the micro-batch or token budget per GPU, or offload (launch.preflight=fix)")
+    else:
+        parts.append(oom_remedy(phase_or_peak, fixes, needed, predicted if needed > 0 else None, short))
     return "; ".join(parts), found
 
 

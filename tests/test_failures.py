@@ -311,6 +311,41 @@ def test_doctor_log_splits_a_real_requeued_jobs_stderr_with_its_stdout():
     result = run_doctor("--log", str(job / "3_0_log.err"), "--json")
     assert result.returncode == 0, result.stderr[-2000:]
     record = json.loads(result.stdout)
-    assert (record["failure"]["kind"], record["failure"]["attempt"]) == ("preempted", 1)
-    assert "attempts" not in record  # the second attempt has no failure
-    assert record["failure"]["node"] == "c1"  # slurmstepd-c1 names the node (submitit says hostname=vm)
+    # the job completed: no failure of the job's, attempt 1's cause under attempts
+    assert (record["outcome"], record["failure"]) == ("completed", None)
+    [preempted] = record["attempts"]
+    assert (preempted["kind"], preempted["attempt"]) == ("preempted", 1)
+    assert preempted["node"] == "c1"  # slurmstepd-c1 names the node (submitit says hostname=vm)
+    text = run_doctor("--log", str(job / "3_0_log.err")).stdout
+    assert text.startswith("[preempted] (attempt 1, node c1)")
+    assert text.rstrip().endswith(
+        "then attempt 2 completed: the job's log ends with submitit's 'Job completed successfully'"
+    )
+
+
+def test_doctor_log_on_an_empty_log_or_one_with_no_end_yet_says_so(tmp_path: Path):
+    """An empty log is no completed job; a log whose attempt started and has neither an error nor an end line is a
+    job still running (or killed without a word), not an `unknown` failure."""
+    empty = tmp_path / "7_0_log.err"
+    empty.write_text("")
+    assert doctor_log(empty) == "the log is empty: the job has not written to it yet, or this is not its log"
+    assert json.loads(doctor_log(empty, "--json")) == {"outcome": "empty", "failure": None}
+    running = tmp_path / "8_0_log.out"
+    running.write_text(
+        "submitit INFO (2026-11-20 10:00:01,101) - Starting with JobEnvironment(job_id=8, hostname=gpu-h04, "
+        "local_rank=0(1), node=0(1), global_rank=0(1))\n"
+        "rlaunch: Ray up on 1 node(s) 21.4 s after the job started (10.0.0.5:6379)\n"
+        "step:1 - timing_s/gen:210.0 - timing_s/step:400.0\n"
+    )
+    assert doctor_log(running).startswith("no end yet: the log has no error and no submitit end line")
+    assert json.loads(doctor_log(running, "--json")) == {"outcome": "running", "failure": None}
+    # the same attempt with an error it stopped on, and still no end line: that error is the failure
+    running.write_text(running.read_text() + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    record = json.loads(doctor_log(running, "--json"))
+    assert (record["outcome"], record["failure"]["kind"]) == ("failed", "cuda_oom")
+
+
+def doctor_log(path: Path, *flags: str) -> str:
+    result = run_doctor("--log", str(path), *flags)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()

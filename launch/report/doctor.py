@@ -7,7 +7,7 @@ not_requeued.txt), and says what holds each run back, most important first, each
 it. A run whose attempts failed gets the cause of each (failures/: kind, evidence, fix from the plan) before
 anything else. Writes <run_dir>/diagnosis.md, which the sweep's comparison report links to (`diagnosis_path`).
 
-    python launch/report/doctor.py --log FILE [--json]   classifies one bare log file (no run directory needed)
+    python launch/report/doctor.py --log FILE [--json]   how one bare log file's job ended, each failed attempt's cause
 
 Importance orders the diagnoses: the share of a step's time the problem stands for beyond what a healthy run spends
 there (a run that makes no progress at all: 1.0; a calibration signal, which costs no time itself: 0.0). Thresholds
@@ -35,6 +35,7 @@ from launch.overrides import as_override, as_overrides, key_of, keys_of, parse_o
 from launch.preflight import TUNE_HEADROOM, WhatIf, candidate_fixes
 from launch.report import failures
 from launch.report.failures.fixes import PhaseFix
+from launch.report.failures.logs import Attempt
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
@@ -660,28 +661,58 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
     return out
 
 
+# what a bare log says when no attempt in it failed
+EMPTY_LOG = "the log is empty: the job has not written to it yet, or this is not its log"
+NO_END_YET = (
+    "no end yet: the log has no error and no submitit end line ('Job completed successfully', an exception, a "
+    "preemption or time limit): the job is still running, or it was killed without a word (look at sacct's state)"
+)
+
+
+def log_outcome(attempts: list[Attempt]) -> tuple[str, list[failures.Failure]]:
+    """(the job's outcome as its log shows it, the cause of each attempt that did not complete): the outcome is the
+    last attempt's ending ('completed', 'failed', 'interrupted'), 'running' for a last attempt with neither an end
+    line nor an error line, 'empty' for no text at all. An attempt with no end line that shows an error failed."""
+    if not attempts:
+        return "empty", []
+    numbered = len(attempts) > 1
+    found = []
+    outcome = attempts[-1].ended
+    for attempt in attempts:
+        if attempt.ended == "completed":
+            continue
+        failure = failures.classify(attempt.text, attempt.number if numbered else None, attempt.host)
+        if attempt.ended == "running" and attempt is attempts[-1]:
+            if failure.kind == "unknown" and not failure.evidence:
+                continue  # nothing went wrong yet: the attempt has not ended
+            outcome = "failed"  # no end line, but an error the attempt stopped on
+        found.append(failures.with_plan_fix(failure, None, attempt.text))
+    return outcome, found
+
+
 def classify_log(path: Path, as_json: bool) -> str:
-    """--log FILE: the cause of a log's failure (each attempt's, for a requeued job's submitit log: its stdout,
-    which holds the attempt starts, is read beside a stderr file)."""
+    """--log FILE: the job's outcome and the cause of each attempt that failed (each attempt's, for a requeued job's
+    submitit log: its stdout, which holds the attempt starts, is read beside a stderr file)."""
     if not path.is_file():
         raise UserError(f"no such log file: {path}: give the path of a job's log (e.g. submitit's <job>_0_log.err)")
     attempts = failures.attempts_in(failures.log_with_sibling(path))
-    numbered = len(attempts) > 1
-    found = [
-        failures.with_plan_fix(
-            failures.classify(attempt.text, attempt.number if numbered else None, attempt.host), None, attempt.text
-        )
-        for attempt in attempts
-        if attempt.ended != "completed"
-    ]
+    outcome, found = log_outcome(attempts)
+    # the job's failure is its last attempt's; a job that then completed or is still running has none
+    failed = found[-1] if found and outcome in ("failed", "interrupted") else None
     if as_json:
-        record: dict[str, Any] = {"failure": found[-1].to_json() if found else None}
-        if len(found) > 1:
+        record: dict[str, Any] = {"outcome": outcome, "failure": failed.to_json() if failed else None}
+        if len(found) > 1 or (found and failed is None):
             record["attempts"] = [item.to_json() for item in found]
         return json.dumps(record, indent=2)
-    if not found:
-        return "no failure: the job's log ends with submitit's 'Job completed successfully'"
-    return "\n".join(line for item in found for line in failures.render(item))
+    lines = [line for item in found for line in failures.render(item)]
+    if outcome == "empty":
+        lines.append(EMPTY_LOG)
+    elif outcome == "running":
+        lines.append(NO_END_YET)
+    elif outcome == "completed":
+        then = f"then attempt {len(attempts)} completed: " if found else "no failure: "
+        lines.append(then + "the job's log ends with submitit's 'Job completed successfully'")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -56,9 +56,9 @@ from launch.lengths import (
 )
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written, keys_of
-from launch.ranges import check_ranges, select
+from launch.ranges import check_ranges, select, shown
 from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem, gib_text
-from launch.schema import LaunchSettings, choices_of, verl_package_dir
+from launch.schema import RLAUNCH_ROOTS, LaunchSettings, choices_of, verl_package_dir
 from launch.steptime import (
     STARTUP_MIN,
     STEP_TIME_MARGIN,
@@ -225,7 +225,24 @@ def prepare(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[str]:
     check_ranges(cfg)
     check_skip_names(cfg)
     absolute = absolute_model_paths(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
-    return absolute + ensure_file_logger(cfg) + critic_from_actor(cfg) + dynamic_batching_pair(cfg, overrides)
+    repairs = ensure_file_logger(cfg) + critic_from_actor(cfg) + dynamic_batching_pair(cfg, overrides)
+    return absolute + repairs + environment_read_here(cfg, overrides)
+
+
+def environment_read_here(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """A value of the user's that reads an environment variable (${oc.env:X}) is resolved here, as the run is
+    planned, and verl gets the value (what was validated): verl alone would read the job's environment. Said, with
+    what it became, so that `${oc.env:SLURM_JOB_ID,local}` turning into `local` is seen."""
+    said = []
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if "${oc.env:" in value and key.split(".")[0] not in RLAUNCH_ROOTS:
+            became = OmegaConf.select(cfg, key, default=None)
+            said.append(
+                f"{key}={value} read this machine's environment as the run was planned: verl gets {shown(became)} "
+                "(the job's environment is not read again; export the variable before planning, or write the value)"
+            )
+    return said
 
 
 # verl 0.9.1 asserts these equal as its actor-rollout workers start (engine_workers.py init_model); its yaml makes the

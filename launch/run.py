@@ -177,8 +177,22 @@ def write_run_dir(plan: Plan, cfg: DictConfig) -> None:
     (run_dir / RLAUNCH_CONFIG_FILE).write_text(yaml.dump(ours, Dumper=YAML_DUMPER, sort_keys=False))
     record = provenance.write_planned(plan)
     # verl passes its whole config to wandb.init: the record rides along under one key verl does not read
-    verl_config = {**plan.verl, provenance.VERL_KEY: record}
+    verl_config = as_literals({**plan.verl, provenance.VERL_KEY: record})
     (run_dir / f"{VERL_CONFIG_NAME}.yaml").write_text(yaml.dump(verl_config, Dumper=YAML_DUMPER, sort_keys=False))
+
+
+def as_literals(tree: Any) -> Any:
+    r"""The resolved config with every `${` kept literal through what verl does to it: main_ppo resolves the whole
+    config in place (OmegaConf.resolve, which turns an escaped `\${` into a bare `${`), and the trainer then reads it
+    resolved again (to_container(resolve=True) for the trackers). A string that holds `${` (the command line in the
+    provenance record, a value the user escaped) would be resolved the second time against the node's environment: a
+    variable only the login node had stops the job as it starts. Written as `\\\${`: the first resolution leaves
+    `\${`, every later one reads the literal `${`."""
+    if isinstance(tree, dict):
+        return {key: as_literals(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [as_literals(value) for value in tree]
+    return tree.replace("${", "\\\\\\${") if isinstance(tree, str) else tree
 
 
 def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:

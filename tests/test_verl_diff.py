@@ -444,3 +444,33 @@ def test_a_dtype_set_where_verl_has_none_lists_verls_dtypes_per_role(tmp_path):
     # verl's own keys are no unknown ones; a name verl has no dtype under is left to the other messages
     assert dtype_key_message("actor_rollout_ref.rollout.dtype", "ppo_trainer") is None
     assert dtype_key_message("actor_rollout_ref.model.path_dtypes", "ppo_trainer") is None
+
+
+def test_an_environment_value_is_read_once_when_planned_and_verl_never_resolves_it_again(tmp_path: Path):
+    """A pasted `${oc.env:X}` is resolved as the run is planned (verl gets what was validated), and the plan says
+    what it became. verl resolves the whole config it reads (main_ppo's OmegaConf.resolve): the command line that
+    rlaunch's provenance record keeps must not carry the interpolation into the job, where a node without X would
+    stop verl as it starts."""
+    result = run_cli(
+        "algo=verl",
+        "gpu=h100",
+        "llm=qwen2_5_0_5b",
+        "trainer.experiment_name=run-${oc.env:RLAUNCH_PLANNED_NAME}",
+        "launch.skip_checks=[model,data]",
+        f"launch.runs_dir={tmp_path}",
+        "launch.dry_run=json",
+        cwd=tmp_path,
+        env={"RLAUNCH_PLANNED_NAME": "abc"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    plan = json.loads(result.stdout)
+    said = [w for w in plan["warnings"] if "read this machine's environment as the run was planned" in w]
+    assert said and "verl gets run-abc" in said[0], plan["warnings"]
+    dumped = OmegaConf.load(Path(plan["run_dir"]) / f"{VERL_CONFIG_NAME}.yaml")
+    # as verl does (main_ppo, then the trainer's trackers), here where RLAUNCH_PLANNED_NAME is not set
+    OmegaConf.to_container(dumped, resolve=True)
+    OmegaConf.resolve(dumped)
+    tracked = OmegaConf.to_container(dumped, resolve=True)
+    assert dumped.trainer.experiment_name == tracked["trainer"]["experiment_name"] == "run-abc"
+    command = "trainer.experiment_name=run-${oc.env:RLAUNCH_PLANNED_NAME}"
+    assert command in dumped[VERL_KEY].command and command in tracked[VERL_KEY]["command"]

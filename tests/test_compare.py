@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT
-from metric_fixtures import DOMAINS, make_fixture_sweep, validation_reward
+from metric_fixtures import DOMAINS, SWEEP_ID, make_fixture_sweep, make_run, validation_reward
 from PIL import Image
 
-from launch.report.compare import compare, summarize
+from launch.report import failures
+from launch.report.compare import against_baseline, compare, step_time_rows, summarize
 from launch.report.metrics import read_run, run_dirs
+from launch.steptime import PHASES
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +110,42 @@ def test_step_time_per_phase_planned_against_measured_with_the_error(sweep: Path
     assert time["error_pct"]["update"] == pytest.approx(100 * (plan.time.phases_s["update"] - 40) / 40, abs=0.1)
     text = report.read_text()
     assert "## Step time: the plan against the measurement" in text and " / not timed" in text
-    generate = f"{plan.time.phases_s['generate']:g} / 40 ({time['error_pct']['generate']:+.0f} %)"
-    assert generate in text
+    generate = plan.time.phases_s["generate"]
+    assert f"{generate:g} / 40 (x{40 / generate:.3g})" in text  # the measurement as a multiple of the plan
     with Image.open(report.parent / "step_time.png") as image:
         assert image.format == "PNG"
     assert "![step time](step_time.png)" in text
+
+
+def test_a_plan_far_short_reads_as_a_multiple_not_a_percentage_capped_at_minus_100(sweep: Path):
+    """A phase measured at 17.3x its plan: (plan - measured) / measured showed -94 %, which reads like a near miss;
+    the cell shows the multiple."""
+    summary = summaries_by_label(sweep)["guru_baseline · a40"]
+    planned = {"predicted_s": {phase: 10.0 for phase in (*PHASES, "step")}}
+    summary.step_time = planned | {
+        "measured_s": {phase: 173.0 for phase in (*PHASES, "step")},
+        "predicted_source": "model",
+    }
+    [row] = step_time_rows([summary])[1]
+    assert row[1] == "10 / 173 (x17.3)" and "%" not in " ".join(row)
+
+
+def test_the_state_cell_shows_the_cause_without_the_logs_timestamp_cut_at_a_word(sweep: Path):
+    summary = summaries_by_label(sweep)["guru_baseline · a40"]
+    line = "submitit WARNING (2026-11-20 10:41:00,960) - Caught signal SIGUSR2 on gpu-a02: this job is preempted."
+    summary.state, summary.failed = "COMPLETED", [failures.Failure("preempted", [line], attempt=1)]
+    assert summary.state_cell == "COMPLETED (preempted: Caught signal SIGUSR2 on gpu-a02: this…)"
+
+
+def test_a_reward_validated_only_before_training_is_not_called_final(tmp_path: Path):
+    """A run whose only validation is verl's before training (step 0) shows the base model's reward: the cell says
+    so, and it is not set against the baseline."""
+    sweep_dir = tmp_path / SWEEP_ID
+    make_run(sweep_dir, "guru_baseline", "a40", last_step=10)
+    make_run(sweep_dir, "mtl_pcgrad", "a40", last_step=0)
+    summaries = {summary.run.algo: summary for summary in (summarize(read_run(d)) for d in run_dirs(sweep_dir))}
+    against_baseline(list(summaries.values()))
+    untrained = summaries["mtl_pcgrad"]
+    assert untrained.final_reward_cell == f"{untrained.mean_final_reward:.3f} (step 0, before training)"
+    assert untrained.reward_vs_baseline is None
+    assert "before training" not in summaries["guru_baseline"].final_reward_cell

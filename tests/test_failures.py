@@ -299,7 +299,7 @@ def test_a_failed_run_without_metrics_gets_its_cause_in_doctor_and_compare(tmp_p
     diagnosis = (run_dir / "diagnosis.md").read_text()
     assert "## Attempt 1 failed: gpu_unavailable" in diagnosis and "Nothing holds" not in diagnosis
     report = compare(str(run_dir.parent), None, "rlaunch", None).read_text()
-    assert "| FAILED (gpu_unavailable: ValueError: Total available GPUs 8.0 is ) |" in report
+    assert "| FAILED (gpu_unavailable: ValueError: Total available GPUs 8.0 is…) |" in report
     assert "## Failed runs" in report and "fix: verl wanted 16 GPUs" in report
     assert failures.run_state(run_dir) == "FAILED"
 

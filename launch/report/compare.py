@@ -24,6 +24,7 @@ from typing import Any
 from launch.calibration import calibration_of
 from launch.errors import UserError
 from launch.report import doctor, failures
+from launch.report.failures.classify import causes
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
@@ -62,13 +63,14 @@ class DomainScore:
     final: float
     best: float
     best_step: int
+    final_step: int  # 0: the only validation is verl's before training (val_before_train): the base model's score
 
 
 def scores(curves: dict[str, list[tuple[int, float]]]) -> dict[str, DomainScore]:
     result = {}
     for domain, points in curves.items():
         best_step, best = max(points, key=lambda point: (point[1], -point[0]))
-        result[domain] = DomainScore(final=points[-1][1], best=best, best_step=best_step)
+        result[domain] = DomainScore(final=points[-1][1], best=best, best_step=best_step, final_step=points[-1][0])
     return result
 
 
@@ -94,13 +96,23 @@ class RunSummary:
 
     @property
     def state_cell(self) -> str:
-        cause = failures.summary(self.failed, chars=40)
+        cause = causes(self.failed, chars=40)
         return " ".join(part for part in (self.state or "—", cause and f"({cause})") if part)
 
     @property
     def mean_final_reward(self) -> float | None:
         finals = [score.final for score in self.reward.values()]
         return sum(finals) / len(finals) if finals else None
+
+    @property
+    def validated_before_training_only(self) -> bool:
+        """Every domain's last validation is the one before training (step 0): its reward is the base model's."""
+        return bool(self.reward) and all(score.final_step == 0 for score in self.reward.values())
+
+    @property
+    def final_reward_cell(self) -> str:
+        shown = number(self.mean_final_reward, ".3f")
+        return f"{shown} (step 0, before training)" if self.validated_before_training_only else shown
 
 
 def label_of(run: RunMetrics) -> str:
@@ -143,16 +155,16 @@ def step_time_of(run: RunMetrics) -> dict[str, Any] | None:
 
 
 def step_time_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str]]]:
-    """One row per run: each phase's planned / measured seconds and the plan's error."""
+    """One row per run: each phase's planned / measured seconds and the measurement as a multiple of the plan (a
+    ratio reads both ways: a plan 17x short shows x17.3, where (plan - measured) / measured stops at -100 %)."""
     header = ["run", *PHASES, "step", "plan from"]
 
     def cell(time: dict[str, Any], phase: str) -> str:
         predicted, measured = time["predicted_s"].get(phase), time["measured_s"].get(phase)
-        error = time["error_pct"].get(phase)
-        if measured is None:  # verl did not time it (no reference, no critic): no measurement, no error
+        if measured is None:  # verl did not time it (no reference, no critic): no measurement, no ratio
             return f"{predicted:g} / not timed"
         shown = f"{predicted:g} / {measured:g}"
-        return f"{shown} ({error:+.0f} %)" if error is not None else shown
+        return f"{shown} (x{measured / predicted:.3g})" if predicted else shown
 
     rows = [
         [s.label, *[cell(s.step_time, phase) for phase in (*PHASES, "step")], s.step_time["predicted_source"]]
@@ -164,11 +176,17 @@ def step_time_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[st
 
 def against_baseline(summaries: list[RunSummary]) -> None:
     """Each non-baseline run's mean final reward minus the baseline's on the same GPU profile (when there is one)."""
-    baselines = {s.run.gpu: s.mean_final_reward for s in summaries if s.run.algo == BASELINE_ALGO}
+    # a reward validated only before training is the base model's, on either side: it says nothing of the algorithm
+    baselines = {
+        s.run.gpu: s.mean_final_reward
+        for s in summaries
+        if s.run.algo == BASELINE_ALGO and not s.validated_before_training_only
+    }
     for summary in summaries:
         baseline = baselines.get(summary.run.gpu)
-        if summary.run.algo != BASELINE_ALGO and baseline is not None and summary.mean_final_reward is not None:
-            summary.reward_vs_baseline = summary.mean_final_reward - baseline
+        trained = summary.mean_final_reward is not None and not summary.validated_before_training_only
+        if summary.run.algo != BASELINE_ALGO and baseline is not None and trained:
+            summary.reward_vs_baseline = summary.mean_final_reward - baseline  # type: ignore[operator]
 
 
 def diagnose_local(summary: RunSummary) -> None:
@@ -280,7 +298,7 @@ def overview_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str
             number(s.mfu, ".1%"),
             number(s.step_s, ".1f"),
             memory_cell(s),
-            number(s.mean_final_reward, ".3f"),
+            s.final_reward_cell,
             number(s.reward_vs_baseline, "+.3f"),
             ", ".join([*(f.kind for f in s.failed), *s.diagnoses]) or ("healthy" if s.diagnosis_file else "—"),
         ]
@@ -324,7 +342,7 @@ def print_tables(summaries: list[RunSummary]) -> None:
     for title, (header, rows) in (
         ("runs", overview_rows(summaries)),
         ("validation per domain: final / best", domain_rows(summaries)),
-        ("step time, seconds: planned / measured (plan's error)", step_time_rows(summaries)),
+        ("step time, seconds: planned / measured (x measured / planned)", step_time_rows(summaries)),
     ):
         if not rows:
             continue
@@ -355,11 +373,11 @@ def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], 
     parts = [
         f"# {title}",
         "",
-        "Throughput, MFU and s/step are medians over the logged training steps after the first (the same steps "
-        "and statistic as the doctor's and the step-time table's measured step); peak memory is torch's "
-        "reserved peak (perf/max_memory_reserved_gb) beside the preflight's predicted trainer peak without its "
-        "terms outside torch (CUDA context, NCCL buffers). A resumed run's steps come from the attempt that "
-        "reached them last.",
+        "Throughput, MFU and s/step are medians over the steady steps (the run's first and each attempt's first "
+        "left out: the same steps and statistic as the doctor's and the step-time table's measured step); peak "
+        "memory is torch's reserved peak (perf/max_memory_reserved_gb) beside the preflight's predicted trainer "
+        "peak without its terms outside torch (CUDA context, NCCL buffers). A resumed run's steps come from the "
+        "attempt that reached them last.",
         "",
         markdown_table(header, rows),
         "",
@@ -384,8 +402,9 @@ def step_time_section(summaries: list[RunSummary], out_dir: Path) -> list[str]:
     return [
         "## Step time: the plan against the measurement",
         "",
-        "Seconds per phase, planned / measured (the plan's error); measured is the median over the steps after "
-        "the first (launch/calibration.py). `python launch/calibrate.py <sweep dir>` feeds them to the next plans.",
+        "Seconds per phase, planned / measured (x the measurement as a multiple of the plan: x2 took twice the plan, "
+        "x0.5 half); measured is the median over the steady steps (launch/calibration.py). "
+        "`python launch/calibrate.py <sweep dir>` feeds them to the next plans.",
         "",
         markdown_table(header, rows),
         "",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -248,6 +249,37 @@ def without_fsdp_knobs(overrides: list[str], multirun: bool) -> list[str]:
     return overrides if multirun else [*overrides, *fsdp_knob_deletions(overrides)]
 
 
+def whole_values_replace_the_profiles(overrides: list[str]) -> list[str]:
+    """A value the user gives a key of verl's whose sub-keys only the gpu profile sets (a40's
+    `override_optimizer_config: {fused: true}` where verl's default is null) replaces the profile's, as it replaces
+    verl's null in verl's own composition. Hydra would merge a dict into the profile's instead, and refuse a key the
+    profile's dict lacks (`{foreach: false}`: "Could not override"), or, with `++`, keep the profile's keys beside the
+    user's (`{fused: true, foreach: true}`, which torch's AdamW refuses). So the profile's sub-keys are deleted first
+    and the user's value merged into what is left, said in a note. FSDP runs with one profile only: under Megatron
+    these knobs are deleted anyway (without_fsdp_knobs), and a sweep's profiles differ in what they set."""
+    base = base_config(overrides)
+    gpu = next((o for o in parse(overrides) if key_of(o) == "gpu"), None)
+    if base != BACKEND_BASES["fsdp"] or gpu is None or gpu.is_sweep_override():
+        return overrides
+    profile = str(gpu.value())
+    theirs = option_keys_outside("gpu", profile, base)
+    rewritten: list[str] = []
+    for override, parsed in zip(overrides, parse(overrides), strict=True):
+        key = key_of(parsed)
+        under = [leaf for leaf in theirs if leaf.startswith(key + ".")]
+        if not under or parsed.is_delete() or parsed.is_add() or parsed.is_sweep_override():
+            rewritten.append(override)
+            continue
+        value = override.split("=", 1)[1]
+        print(
+            f"rlaunch: note: {key}={value} replaces gpu={profile}'s {', '.join(under)} (as it replaces verl's "
+            f"default): the profile's value is dropped, not merged",
+            file=sys.stderr,
+        )
+        rewritten += [*(f"~{leaf}" for leaf in under), f"++{key}={value}"]
+    return rewritten
+
+
 def fsdp_knob_deletions(overrides: Sequence[str]) -> list[str]:
     """`~key` for each FSDP knob of the run's gpu profile that `overrides` (one run's: a single gpu and backend) do
     not delete already, under backend=megatron; none under FSDP. Sorted: a run planned alone and the same job of a
@@ -364,6 +396,7 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     elif gpu_values is not None and "auto" in gpu_values:
         detected = choose_gpu(overrides, cluster).profile
         overrides = _replace(overrides, "gpu", ",".join(detected if v == "auto" else v for v in gpu_values))
+    overrides = whole_values_replace_the_profiles(overrides)
     overrides = without_fsdp_knobs(overrides, multirun=any(flag in MULTIRUN_FLAGS for flag in flags))
     # overrides first: a flag with an optional value (--info [all|config|...]) would take the next override as its value
     return [*overrides, *flags]

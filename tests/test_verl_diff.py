@@ -474,3 +474,26 @@ def test_an_environment_value_is_read_once_when_planned_and_verl_never_resolves_
     assert dumped.trainer.experiment_name == tracked["trainer"]["experiment_name"] == "run-abc"
     command = "trainer.experiment_name=run-${oc.env:RLAUNCH_PLANNED_NAME}"
     assert command in dumped[VERL_KEY].command and command in tracked[VERL_KEY]["command"]
+
+
+@pytest.mark.parametrize("prefix", ["", "++"])
+def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(tmp_path: Path, prefix: str):
+    """gpu=a40 sets override_optimizer_config to {fused: true} where verl's default is null. A pasted dict for it is
+    the user's whole value, as in verl's own composition: Hydra had refused the plain one ("unknown key") and merged
+    the `++` one into {fused: true, foreach: true}, which torch's AdamW refuses as the worker builds it."""
+    key = "actor_rollout_ref.actor.optim.override_optimizer_config"
+    result = run_cli(
+        "algo=verl",
+        "gpu=a40",
+        "llm=qwen2_5_0_5b",
+        f"{prefix}{key}={{foreach:true}}",
+        "launch.skip_checks=[model,data]",
+        f"launch.runs_dir={tmp_path}",
+        "launch.dry_run=json",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    plan = json.loads(result.stdout)
+    assert plan["verl"]["actor_rollout_ref"]["actor"]["optim"]["override_optimizer_config"] == {"foreach": True}
+    assert not [change for change in plan["changed_from_verl"] if change["key"].startswith(key)]
+    assert f"rlaunch: note: {key}={{foreach:true}} replaces gpu=a40's {key}.fused" in result.stderr

@@ -179,6 +179,10 @@ def absolute_model_paths(cfg: DictConfig) -> list[str]:
     notes = []
     for key in MODEL_PATH_KEYS:
         path = OmegaConf.select(cfg, key)
+        if isinstance(path, str) and not path.strip():  # is_local_path("") is the working directory
+            raise UserError(
+                f"{key} is empty (a shell variable the script never set?): give the model's hub id or directory"
+            )
         if not isinstance(path, str) or path.startswith("/") or not is_local_path(path):
             continue
         absolute = os.path.expanduser(path) if path.startswith("~") else os.path.abspath(path)

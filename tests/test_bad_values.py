@@ -189,6 +189,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         ("actor_rollout_ref.actor.optim.optimizer_impl=torch.optimm",),
         "torch has no module optimm (did you mean 'optim'?)",
     ),
+    (("actor_rollout_ref.model.path=",), "is empty (a shell variable the script never set?)"),
     # peft reads a string target_modules as a regex over whole module names: a bare word matches no layer
     (
         ("actor_rollout_ref.model.target_modules=all_linear", "actor_rollout_ref.model.lora_rank=8"),

@@ -404,10 +404,16 @@ def _config_yaml() -> dict[str, Any]:
     return {key: value for key, value in content.items() if key not in ("defaults", "hydra", *RLAUNCH_ROOTS)}
 
 
-def _layer_of(key: str, cfg: DictConfig, user_keys: set[str], base: str, depth: int = 0) -> str:
+def _layer_of(
+    key: str, cfg: DictConfig, user_keys: set[str], base: str, depth: int = 0, typed: dict[str, str] | None = None
+) -> str:
     """The layer that set `key`: conf/config.yaml's own keys last, then the groups in reverse defaults order; a key
-    verl makes follow another is credited to the layer that set that one."""
+    verl makes follow another, or the user made follow another (`key=${other}`), is credited to the layer that set
+    that one."""
     if any(overlap(key, user) for user in user_keys):
+        follows = _FOLLOWS.match((typed or {}).get(key, ""))
+        if follows is not None and depth < 4:  # the user's own interpolation: what moved is what it reads
+            return _layer_of(follows.group(1), cfg, user_keys - {key}, base, depth + 1, typed)
         # the user set it and a later stage changed it: one of the planner's own keys
         return _planner_reason(key) or "rlaunch"
     layers = [(CONFIG_YAML, _config_yaml())]
@@ -427,7 +433,7 @@ def _layer_of(key: str, cfg: DictConfig, user_keys: set[str], base: str, depth: 
         return name
     followed = _followed(key, base)
     if followed is not None and depth < 4:
-        return _layer_of(followed, cfg, user_keys, base, depth + 1)
+        return _layer_of(followed, cfg, user_keys, base, depth + 1, typed)
     return _planner_reason(key) or "rlaunch"
 
 
@@ -444,10 +450,11 @@ def changed_from_verl(cfg: DictConfig, overrides: Sequence[str], verl: dict[str,
     """Every key of `verl` (the planned config, exactly as verl will read it) that differs from verl's own
     composition of the user's verl keys, with the layer that set it; sorted by layer, then key."""
     theirs = verl_composition(overrides)
+    typed = {key_of(o): str(o.value()) for o in user_verl_overrides(overrides) if not o.is_delete()}
     user_keys = {key_of(o) for o in user_verl_overrides(overrides)}
     base = base_config(overrides)
     return by_layer(
-        Change(key=key, verl=old, value=new, by=_layer_of(key, cfg, user_keys, base))
+        Change(key=key, verl=old, value=new, by=_layer_of(key, cfg, user_keys, base, typed=typed))
         for key, old, new in differences(theirs, verl)
     )
 

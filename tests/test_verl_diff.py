@@ -497,3 +497,22 @@ def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(tmp_pa
     assert plan["verl"]["actor_rollout_ref"]["actor"]["optim"]["override_optimizer_config"] == {"foreach": True}
     assert not [change for change in plan["changed_from_verl"] if change["key"].startswith(key)]
     assert f"rlaunch: note: {key}={{foreach:true}} replaces gpu=a40's {key}.fused" in result.stderr
+
+
+def test_a_key_the_user_made_follow_another_is_credited_to_the_layer_that_moved_that_one(tmp_path: Path):
+    """`max_model_len=${...max_num_batched_tokens}`: the value changed because gpu=h100 set the one it reads, as with
+    verl's own interpolations (critic.use_dynamic_bsz follows the actor's)."""
+    result = run_cli(
+        "algo=verl",
+        "gpu=h100",
+        "llm=qwen2_5_0_5b",
+        "actor_rollout_ref.rollout.max_model_len=${actor_rollout_ref.rollout.max_num_batched_tokens}",
+        "launch.skip_checks=[model,data]",
+        f"launch.runs_dir={tmp_path}",
+        "launch.dry_run=json",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    changes = {change["key"]: change for change in json.loads(result.stdout)["changed_from_verl"]}
+    followed = changes["actor_rollout_ref.rollout.max_num_batched_tokens"]
+    assert changes["actor_rollout_ref.rollout.max_model_len"]["by"] == followed["by"] == "gpu=h100"

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from launch.errors import UserError
 from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
-from launch.overrides import hydra_quoted, key_of, parse, render_value, value_in, without
+from launch.overrides import find, hydra_quoted, key_of, parse, render_value, value_in, without
 from launch.schema import verl_package_dir
 from launch.secret_guard import refuse_secret_overrides
 from launch.verl_diff import BACKEND_BASES, base_config, leaves, option_keys_outside, overlap
@@ -234,7 +234,7 @@ def without_fsdp_knobs(overrides: list[str], multirun: bool) -> list[str]:
     a run planned alone does not have. A value the user typed for a knob of any profile is refused instead of dropped
     silently."""
     base = base_config(overrides)
-    gpu = next((o for o in parse(overrides) if key_of(o) == "gpu"), None)
+    gpu = find(overrides, "gpu")
     if base == BACKEND_BASES["fsdp"] or gpu is None:
         return overrides
     profiles = [str(v) for v in gpu.sweep_string_iterator()] if gpu.is_sweep_override() else [str(gpu.value())]
@@ -258,7 +258,7 @@ def whole_values_replace_the_profiles(overrides: list[str]) -> list[str]:
     and the user's value merged into what is left, said in a note. FSDP runs with one profile only: under Megatron
     these knobs are deleted anyway (without_fsdp_knobs), and a sweep's profiles differ in what they set."""
     base = base_config(overrides)
-    gpu = next((o for o in parse(overrides) if key_of(o) == "gpu"), None)
+    gpu = find(overrides, "gpu")
     if base != BACKEND_BASES["fsdp"] or gpu is None or gpu.is_sweep_override():
         return overrides
     profile = str(gpu.value())

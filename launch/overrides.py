@@ -94,16 +94,18 @@ def as_written(overrides: Sequence[str]) -> dict[str, str]:
 
 
 def find(arguments: Sequence[str], key: str) -> Override | None:
-    """The first override among `arguments` that sets or deletes `key` (with any prefix); flags are passed over."""
+    """The override among `arguments` that sets or deletes `key` (with any prefix) and that Hydra applies: the last
+    of them (`gpu=h100 ... gpu=a40` composes a40); flags are passed over."""
+    found = None
     for argument in arguments:
         parsed = parse_one(argument)
         if parsed is not None and key_of(parsed) == key:
-            return parsed
-    return None
+            found = parsed
+    return found
 
 
 def value_in(arguments: Sequence[str], key: str) -> str | None:
-    """value_text of the first override of `key` among `arguments`; None where none sets it."""
+    """value_text of the override of `key` Hydra applies (find); None where none sets it."""
     override = find(arguments, key)
     return None if override is None else value_text(override)
 

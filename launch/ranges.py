@@ -354,6 +354,14 @@ def shown(value: Any, kind: str = "float") -> str:
     return str(value)
 
 
+def reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def value_problem(value: Any, kind: str, allowed: Range) -> bool:
     """True when `value` is not of `kind` (an int where a float is declared is fine) or outside `allowed`."""
     if value is None:
@@ -384,6 +392,11 @@ def check_ranges(cfg: DictConfig) -> None:
         numeric = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         # what verl does with a value outside the range (not with a wrong type inside it: 1.5 epochs)
         verl_does = f"; {allowed.verl_does}" if allowed.verl_does and numeric and not allowed.holds(value) else ""
+        if isinstance(value, str) and reads_as_number(value):  # '8' from ${oc.env:N,8}, or a quoted "'15'"
+            verl_does += (
+                f"; it is the string {value!r}: ${{oc.env:...}} gives strings (write "
+                f"{key}=\"'${{oc.decode:${{oc.env:...}}}}'\" for the number), and a quoted value stays one"
+            )
         raise UserError(f"{key}={shown(value, kind)}: must be {allowed.describe(kind)}{source}{verl_does}")
     check_betas(cfg, critic)
 

@@ -190,6 +190,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "torch has no module optimm (did you mean 'optim'?)",
     ),
     (("actor_rollout_ref.model.path=",), "is empty (a shell variable the script never set?)"),
+    (("trainer.total_epochs='15'",), "it is the string '15': ${oc.env:...} gives strings"),
     # peft reads a string target_modules as a regex over whole module names: a bare word matches no layer
     (
         ("actor_rollout_ref.model.target_modules=all_linear", "actor_rollout_ref.model.lora_rank=8"),

@@ -1098,13 +1098,3 @@ class WhatIf:
         if not changes:
             return None
         return Tuning(self.overrides(changes), with_changes(self.knobs, **changes))
-
-    def cheapest_fix_per_phase(self) -> dict[str, dict[str, Any]]:
-        """phase -> the verl keys of the cheapest fix (candidate_fixes' order) that lowers its predicted peak."""
-        now = self.peaks()
-        found: dict[str, dict[str, Any]] = {}
-        for fix in candidate_fixes(self.arch, self.knobs, self.capacity_gib):
-            for name, peak in self.peaks(fix.changes).items():
-                if name not in found and peak < now[name] - 0.01:
-                    found[name] = self.overrides(fix.changes)
-        return found

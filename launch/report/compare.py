@@ -24,7 +24,6 @@ from typing import Any
 from launch.calibration import calibration_of
 from launch.errors import UserError
 from launch.report import doctor, failures
-from launch.report.failures.classify import causes
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
@@ -96,7 +95,7 @@ class RunSummary:
 
     @property
     def state_cell(self) -> str:
-        cause = causes(self.failed, chars=40)
+        cause = failures.summary(self.failed, chars=40)
         return " ".join(part for part in (self.state or "—", cause and f"({cause})") if part)
 
     @property

@@ -50,31 +50,6 @@ def evidence_line(line: str) -> str:
     return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 3] + "..."
 
 
-# what a log line carries before what it says: submitit's `submitit WARNING (2026-11-20 10:41:00,960) - `, slurmstepd's
-# `slurmstepd-c1: error: `, a bare leading timestamp with its level
-LOG_HEADER = re.compile(
-    r"^(?:submitit \w+ \([^)]*\) - |slurmstepd(?:-\S+)?: (?:error: )?|"
-    r"\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*(?:(?:INFO|WARNING|ERROR|CRITICAL)\b\s*)?[-:]?\s*)"
-)
-
-
-def reason(failure: Failure, chars: int) -> str:
-    """kind: what its first evidence line says, without the log's own header (a timestamp is no reason), cut at a
-    word boundary within `chars`: a table cell (compare.py's state column)."""
-    text = LOG_HEADER.sub("", strip_prefix(failure.evidence[0])).strip() if failure.evidence else ""
-    if len(text) > chars:
-        cut = text[: chars + 1].rsplit(" ", 1)[0] if " " in text[:chars] else text[:chars]
-        text = cut.rstrip(" ,;:-") + "…"
-    return f"{failure.label}: {text}" if text else failure.label
-
-
-def causes(failures: list[Failure], chars: int = 60) -> str:
-    """Each failed attempt's kind in order, the last one's with its reason: 'preempted > cuda_oom: CUDA out of ...'."""
-    if not failures:
-        return ""
-    return " > ".join([*(failure.kind for failure in failures[:-1]), reason(failures[-1], chars)])
-
-
 def node_of(lines: Iterable[str]) -> str | None:
     """The first node named, host names (rlaunch's, SLURM's) before Ray's IP addresses: NODE_PATTERNS' order."""
     lines = list(lines)

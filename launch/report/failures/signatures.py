@@ -491,13 +491,24 @@ class Failure:
         return f"{self.kind}?" if "likeness" in self.details else self.kind
 
     def short(self, chars: int = 60) -> str:
-        """kind: the start of the evidence, for a table cell."""
-        text = self.evidence[0].strip() if self.evidence else ""
-        text = strip_prefix(text)
-        return f"{self.label}: {text[:chars]}" if text else self.label
+        """kind: what its first evidence line says, without the log's own header (a timestamp is no reason), cut at a
+        word boundary within `chars`: a table cell (status, compare's state column)."""
+        text = LOG_HEADER.sub("", strip_prefix(self.evidence[0])).strip() if self.evidence else ""
+        if len(text) > chars:
+            cut = text[: chars + 1].rsplit(" ", 1)[0] if " " in text[:chars] else text[:chars]
+            text = cut.rstrip(" ,;:-") + "…"
+        return f"{self.label}: {text}" if text else self.label
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value not in (None, {}, "")}
+
+
+# what a log line carries before what it says: submitit's `submitit WARNING (2026-11-20 10:41:00,960) - `, slurmstepd's
+# `slurmstepd-c1: error: `, a bare leading timestamp with its level
+LOG_HEADER = re.compile(
+    r"^(?:submitit \w+ \([^)]*\) - |slurmstepd(?:-\S+)?: (?:error: )?|"
+    r"\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*(?:(?:INFO|WARNING|ERROR|CRITICAL)\b\s*)?[-:]?\s*)"
+)
 
 
 def strip_prefix(line: str) -> str:

@@ -85,6 +85,28 @@ FIXES = (
     "full recompute (override_transformer_config.recompute_granularity=full), or a smaller training micro-batch "
     "(actor_rollout_ref.actor.ppo_max_token_len_per_gpu, or ppo_micro_batch_size_per_gpu without use_dynamic_bsz)"
 )
+
+
+def fixes_beyond(knobs: MegatronKnobs) -> str:
+    """FIXES for this run: what it has already set left out, and more GPUs, which the search does not try (a larger
+    data-parallel group holds a smaller share of the distributed optimizer and its gradient buffer)."""
+    offloads = [name for name in ("param_offload", "optimizer_offload") if not getattr(knobs, name)]
+    parts = [
+        "more pipeline or tensor parallel ranks (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size / "
+        "tensor_model_parallel_size; expert_model_parallel_size for experts)",
+        "more GPUs (trainer.nnodes: each data-parallel rank holds a smaller share of the distributed optimizer)",
+    ]
+    if offloads:
+        parts.append(f"actor_rollout_ref.actor.megatron.{'/'.join(offloads)}=true")
+    if knobs.recompute.granularity != "full":
+        parts.append("full recompute (override_transformer_config.recompute_granularity=full)")
+    parts.append(
+        "a smaller training micro-batch (actor_rollout_ref.actor.ppo_max_token_len_per_gpu, or "
+        "ppo_micro_batch_size_per_gpu without use_dynamic_bsz)"
+    )
+    return ", ".join(parts[:-1]) + ", or " + parts[-1]
+
+
 # What this model does not see, said with every Megatron verdict
 ROUGH = (
     "Megatron preflight, first order: activations are counted from the tensors Megatron keeps per layer "

@@ -35,7 +35,7 @@ from launch.layout_checks import (
 )
 from launch.lengths import TypicalLengths, typical_lengths
 from launch.megatron_memory import FIXES as MEGATRON_FIXES_TEXT
-from launch.megatron_memory import MegatronKnobs
+from launch.megatron_memory import MegatronKnobs, fixes_beyond
 from launch.megatron_memory import estimate as megatron_estimate
 from launch.megatron_memory import summarize as megatron_summary
 from launch.memory import (
@@ -951,7 +951,8 @@ def megatron_verdict(
         if policy == "tune"
         else ()
     )
-    return replace(verdict, typical=usual, rough=(*verdict.rough, *untuned)), proposed
+    beyond = fixes_beyond(megatron) if not verdict.fits else ""
+    return replace(verdict, typical=usual, rough=(*verdict.rough, *untuned), beyond=beyond), proposed
 
 
 def check_plan(cfg: Any, plan: Any, packages: dict[str, str], lengths: TypicalLengths | None = None) -> Verdict:
@@ -1021,7 +1022,7 @@ def gate(plans: list[Plan], policy: str) -> list[str]:
 
 def too_close(verdict: Verdict, job: str) -> str:
     peaks = ", ".join(f"{name} {verdict.phases[name].peak_gib:.1f}" for name in verdict.at_the_edge)
-    fix = " ".join(verdict.first_fitting_fixes) or MEGATRON_FIXES_TEXT
+    fix = " ".join(verdict.first_fitting_fixes) or verdict.beyond or MEGATRON_FIXES_TEXT
     return (
         f"preflight cannot call {job}: {peaks} of {verdict.capacity_gib:.1f} GiB, within Megatron's first-order "
         f"margin of the card: queued; if it runs out of memory: {fix}"

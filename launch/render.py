@@ -76,7 +76,7 @@ def not_fixed(verdict: Verdict) -> str:
 def beyond_the_search(verdict: Verdict) -> str:
     """What to change when the preflight's search found no change that fits: Megatron's knobs in words (more GPUs,
     parallelism, the hybrid CPU optimizer), or, for FSDP, the card and the lengths."""
-    return MEGATRON_FIXES if verdict.rough else "none fits: use a bigger card or shorter lengths"
+    return verdict.beyond or (MEGATRON_FIXES if verdict.rough else "none fits: use a bigger card or shorter lengths")
 
 
 def render_tracking(plan: Plan) -> str:

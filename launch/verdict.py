@@ -258,6 +258,7 @@ class Verdict:
     # gate warns on them instead of refusing), and where that estimate is rougher than FSDP's
     at_the_edge: tuple[str, ...] = ()
     rough: tuple[str, ...] = ()
+    beyond: str = ""  # a misfit the search found no fix for: the knobs beyond the search, for this run ("": generic)
 
     @classmethod
     def of(

@@ -691,7 +691,7 @@ def test_a_megatron_run_clearly_too_big_is_refused_with_megatrons_fixes_and_one_
     verdict = too_big["preflight"]
     assert first.startswith("preflight refuses ") and " ".join(verdict["first_fitting_fixes"]) in first
     assert verdict["first_fitting_fixes"] and verdict["unfixable_without_your_keys"]
-    assert "launch.preflight=fix" not in first
+    assert "(or launch.preflight=fix)" not in first and "which launch.preflight=fix never does" in first
 
 
 def test_a_clear_megatron_misfits_cheapest_fix_applied_fits(tmp_path):

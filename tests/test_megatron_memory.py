@@ -522,3 +522,17 @@ def test_a_megatron_misfit_within_the_margin_is_not_changed_by_fix():
     overrides = ("backend=megatron", "gpu=h100", "llm=qwen3_30b_a3b", "algo=verl", *QWEN3_30B_A3B)
     as_written, fixed = settled(*overrides)
     assert as_written.too_close_to_call and not fixed.changed
+
+
+def test_the_knobs_beyond_the_search_leave_out_what_the_run_has_set_and_name_more_gpus():
+    """A misfit the search cannot fix names what is left to try: never an offload or recompute already on, always
+    more GPUs (a larger data-parallel group holds a smaller share of the distributed optimizer)."""
+    eight = layout(n_gpus=8, tp=8)
+    bare = mm.fixes_beyond(megatron(eight))
+    assert "param_offload/optimizer_offload=true" in bare and "recompute_granularity=full" in bare
+    assert "more GPUs (trainer.nnodes" in bare
+    full = mm.Recompute(granularity="full", method="uniform")
+    done = mm.fixes_beyond(replace(megatron(eight, param_offload=True, optimizer_offload=True), recompute=full))
+    assert "offload" not in done and "recompute_granularity" not in done and "more GPUs" in done
+    half = mm.fixes_beyond(megatron(eight, param_offload=True))
+    assert "actor_rollout_ref.actor.megatron.optimizer_offload=true" in half and "param_offload" not in half

@@ -285,13 +285,29 @@ def llm_options_like(model_path: str) -> list[str]:
     return [str(table["name"]) for table in _llm_tables() if model_family_name(str(table.get("path", ""))) == family]
 
 
+def language_model_options(model_path: str) -> list[str]:
+    """For a vision-language model (Qwen2.5-VL-3B), the conf/llm/ options of its language model's family (Qwen2.5-3B):
+    the decoder the preflight counts, without the vision encoder."""
+    family = model_family_name(model_path)
+    if "-vl-" not in family:
+        return []
+    text = family.replace("-vl-", "-")
+    return [str(table["name"]) for table in _llm_tables() if model_family_name(str(table.get("path", ""))) == text]
+
+
 def variant_hint(model_path: str) -> str:
     """' (llm=qwen2_5_7b describes Qwen/Qwen2.5-7B-Instruct, ...)' for a path llm_options_like knows, else ''."""
     options = {str(table["name"]): str(table["path"]) for table in _llm_tables()}
     like = [f"llm={name} describes {options[name]}" for name in llm_options_like(model_path)]
-    if not like:
-        return ""
-    return f" ({'; '.join(like)}: the same model or a variant of it; name it if that is its architecture)"
+    if like:
+        return f" ({'; '.join(like)}: the same model or a variant of it; name it if that is its architecture)"
+    decoder = [f"llm={name} describes {options[name]}" for name in language_model_options(model_path)]
+    if decoder:
+        return (
+            f" ({'; '.join(decoder)}, the language model of this vision-language model: name it to plan the "
+            "decoder; its vision encoder and image tokens are then not counted)"
+        )
+    return ""
 
 
 @cache  # read once per process: a sweep asks for every job, and conf/ does not change while it plans

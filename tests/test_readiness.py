@@ -134,6 +134,15 @@ def test_an_unknown_variant_of_a_known_model_is_pointed_at_its_llm_option_never_
         submission(tmp_path, *tiny_run(tmp_path), "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B")
 
 
+def test_a_vision_language_model_is_pointed_at_its_language_models_option(tmp_path: Path):
+    """verl's VLM examples (geo3k: Qwen/Qwen2.5-VL-3B-Instruct): the decoder is Qwen2.5-3B's; the plan offers its
+    option for the decoder and says what it then leaves out."""
+    plan = dry_run(tmp_path, "actor_rollout_ref.model.path=Qwen/Qwen2.5-VL-3B-Instruct")
+    assert plan.llm["known"] is False and plan.preflight is None
+    said = "(llm=qwen2_5_3b describes Qwen/Qwen2.5-3B-Instruct, the language model of this vision-language model"
+    assert said in render(plan) and "its vision encoder and image tokens are then not counted" in render(plan)
+
+
 def test_verl_examples_default_model_has_its_llm_option(tmp_path: Path):
     """deepseek-ai/deepseek-llm-7b-chat, the model most of verl's example scripts train, is judged without a cache."""
     model = "actor_rollout_ref.model.path=deepseek-ai/deepseek-llm-7b-chat"

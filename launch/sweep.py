@@ -96,7 +96,8 @@ def ask_slurm(command: list[str]) -> str:
         raise SlurmSilent(f"{command[0]} is not installed here") from None
     except subprocess.TimeoutExpired:
         raise SlurmSilent(f"{command[0]} did not answer within 30 s") from None
-    if result.returncode != 0:
+    # squeue -j with ids no longer queued exits 1 saying so: an answer (none of them is queued), not silence
+    if result.returncode != 0 and "Invalid job id specified" not in result.stderr:
         said = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
         raise SlurmSilent(said if said.startswith(command[0]) else f"{command[0]}: {said}")
     return result.stdout

@@ -43,7 +43,9 @@ class Forecast:
         total = f"/{self.total_steps}" if self.total_steps else ""
         planned = ""
         if self.planned_step_s:
-            planned = f" (plan {self.planned_step_s:g} s, {self.measured_step_s / self.planned_step_s:.1f}x)"
+            ratio = self.measured_step_s / self.planned_step_s
+            shown = f"{ratio:.1f}" if ratio >= 0.1 else f"{ratio:.2g}"  # 0.0077x, not 0.0x
+            planned = f" (plan {self.planned_step_s:g} s, {shown}x)"
         parts = [f"step {self.step}{total} at {self.measured_step_s:.0f} s/step{planned}"]
         if self.eta_h is not None:
             parts.append(f"ETA {self.eta_h:.1f} h")

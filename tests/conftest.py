@@ -3,19 +3,25 @@ CLI in a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import os
+import runpy
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from launch.compose_once import SharedConfigCache
@@ -86,6 +92,46 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
 @pytest.fixture
 def compose_cfg():
     return compose_config
+
+
+RUN_PY = str(PROJECT / "launch" / "run.py")
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """launch/run.py with these arguments, run as __main__ in this process from the test's own directory: what
+    `python launch/run.py` runs, without the ~2-4 s of interpreter and import start-up a subprocess costs per case.
+    Environment variables a case needs are set with monkeypatch first."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("SLURM_CONF", "RLAUNCH_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # run.py sets it: restored after the test
+
+    def run(*args: str) -> Result:
+        monkeypatch.setattr(sys, "argv", [RUN_PY, *args])
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(RUN_PY, run_name="__main__")
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+            except Exception:  # a bug: its traceback, as the interpreter would print it
+                traceback.print_exc(file=err)
+                code = 1
+            finally:  # the next invocation composes afresh, as a new process would
+                GlobalHydra.instance().clear()
+                HydraConfig.instance().cfg = None  # type: ignore[assignment]
+        return Result(code, out.getvalue(), err.getvalue())
+
+    return run
 
 
 # Under pytest-xdist (`-n 3 --dist worksteal`, pyproject.toml) each worker starts with a share of the tests and an idle

@@ -9,65 +9,20 @@ as a real subprocess, to show the two agree.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 import re
-import runpy
-import sys
-import traceback
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, compose_config, run_cli
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
+from conftest import compose_config, run_cli
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 from test_readiness import dry_run, submission, tiny_run
 
 from launch import choices, ranges, readiness
 from launch.errors import UserError
-
-RUN_PY = str(PROJECT / "launch" / "run.py")
-
-
-@dataclass(frozen=True)
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """launch/run.py with these arguments, run as __main__ in this process from the test's own directory."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("SLURM_CONF", "RLAUNCH_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # run.py sets it: restored after the test
-
-    def run(*args: str) -> Result:
-        monkeypatch.setattr(sys, "argv", [RUN_PY, *args])
-        out, err = io.StringIO(), io.StringIO()
-        code = 0
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                runpy.run_path(RUN_PY, run_name="__main__")
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else 1
-            except Exception:  # a bug: its traceback, as the interpreter would print it
-                traceback.print_exc(file=err)
-                code = 1
-            finally:  # the next invocation composes afresh, as a new process would
-                GlobalHydra.instance().clear()
-                HydraConfig.instance().cfg = None  # type: ignore[assignment]
-        return Result(code, out.getvalue(), err.getvalue())
-
-    return run
 
 
 @cache

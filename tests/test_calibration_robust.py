@@ -5,19 +5,20 @@ value or record is left out, and said; it never stops a plan nor poisons the nex
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import shutil
-import subprocess
-import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT
+from conftest import Result
 from test_calibration import SHAPE, data, planned, record, run_dir_of, write_metrics
 
 from launch import calibration
+from launch.calibrate import main as calibrate_main
 from launch.calibration import append, read_store, store_path
 from launch.errors import UserError
 from launch.render import render
@@ -29,9 +30,15 @@ def write_lines(path: Path, records: list[dict]) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in records))
 
 
-def calibrate(*run_dirs: str | Path, cwd: Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(PROJECT / "launch" / "calibrate.py"), *map(str, run_dirs)]
-    return subprocess.run(command, capture_output=True, text=True, cwd=cwd)
+def calibrate(*run_dirs: str | Path, cwd: Path) -> Result:
+    """launch/calibrate.py's main in this process (test_calibration runs the script itself as a user would)."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            calibrate_main([str(run_dir) for run_dir in run_dirs])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return Result(code, out.getvalue(), err.getvalue())
 
 
 def test_values_verl_could_not_encode_are_dropped_as_the_metrics_are_read():

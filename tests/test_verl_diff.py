@@ -446,12 +446,15 @@ def test_a_dtype_set_where_verl_has_none_lists_verls_dtypes_per_role(tmp_path):
     assert dtype_key_message("actor_rollout_ref.model.path_dtypes", "ppo_trainer") is None
 
 
-def test_an_environment_value_is_read_once_when_planned_and_verl_never_resolves_it_again(tmp_path: Path):
+def test_an_environment_value_is_read_once_when_planned_and_verl_never_resolves_it_again(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """A pasted `${oc.env:X}` is resolved as the run is planned (verl gets what was validated), and the plan says
     what it became. verl resolves the whole config it reads (main_ppo's OmegaConf.resolve): the command line that
     rlaunch's provenance record keeps must not carry the interpolation into the job, where a node without X would
     stop verl as it starts."""
-    result = run_cli(
+    monkeypatch.setenv("RLAUNCH_PLANNED_NAME", "abc")
+    result = cli(
         "algo=verl",
         "gpu=h100",
         "llm=qwen2_5_0_5b",
@@ -459,9 +462,8 @@ def test_an_environment_value_is_read_once_when_planned_and_verl_never_resolves_
         "launch.skip_checks=[model,data]",
         f"launch.runs_dir={tmp_path}",
         "launch.dry_run=json",
-        cwd=tmp_path,
-        env={"RLAUNCH_PLANNED_NAME": "abc"},
     )
+    monkeypatch.delenv("RLAUNCH_PLANNED_NAME")  # the job's node: the variable is not there
     assert result.returncode == 0, result.stderr[-2000:]
     plan = json.loads(result.stdout)
     said = [w for w in plan["warnings"] if "read this machine's environment as the run was planned" in w]
@@ -477,12 +479,12 @@ def test_an_environment_value_is_read_once_when_planned_and_verl_never_resolves_
 
 
 @pytest.mark.parametrize("prefix", ["", "++"])
-def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(tmp_path: Path, prefix: str):
+def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(cli, tmp_path: Path, prefix: str):
     """gpu=a40 sets override_optimizer_config to {fused: true} where verl's default is null. A pasted dict for it is
     the user's whole value, as in verl's own composition: Hydra had refused the plain one ("unknown key") and merged
     the `++` one into {fused: true, foreach: true}, which torch's AdamW refuses as the worker builds it."""
     key = "actor_rollout_ref.actor.optim.override_optimizer_config"
-    result = run_cli(
+    result = cli(
         "algo=verl",
         "gpu=a40",
         "llm=qwen2_5_0_5b",
@@ -490,7 +492,6 @@ def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(tmp_pa
         "launch.skip_checks=[model,data]",
         f"launch.runs_dir={tmp_path}",
         "launch.dry_run=json",
-        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     plan = json.loads(result.stdout)
@@ -499,10 +500,10 @@ def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(tmp_pa
     assert f"rlaunch: note: {key}={{foreach:true}} replaces gpu=a40's {key}.fused" in result.stderr
 
 
-def test_a_key_the_user_made_follow_another_is_credited_to_the_layer_that_moved_that_one(tmp_path: Path):
+def test_a_key_the_user_made_follow_another_is_credited_to_the_layer_that_moved_that_one(cli, tmp_path: Path):
     """`max_model_len=${...max_num_batched_tokens}`: the value changed because gpu=h100 set the one it reads, as with
     verl's own interpolations (critic.use_dynamic_bsz follows the actor's)."""
-    result = run_cli(
+    result = cli(
         "algo=verl",
         "gpu=h100",
         "llm=qwen2_5_0_5b",
@@ -510,7 +511,6 @@ def test_a_key_the_user_made_follow_another_is_credited_to_the_layer_that_moved_
         "launch.skip_checks=[model,data]",
         f"launch.runs_dir={tmp_path}",
         "launch.dry_run=json",
-        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     changes = {change["key"]: change for change in json.loads(result.stdout)["changed_from_verl"]}

@@ -104,20 +104,21 @@ class Result:
     stderr: str
 
 
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
-    """launch/run.py with these arguments, run as __main__ in this process from the test's own directory: what
-    `python launch/run.py` runs, without the ~2-4 s of interpreter and import start-up a subprocess costs per case.
-    Environment variables a case needs are set with monkeypatch first."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("SLURM_CONF", "RLAUNCH_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # run.py sets it: restored after the test
-
-    def run(*args: str) -> Result:
-        monkeypatch.setattr(sys, "argv", [RUN_PY, *args])
-        out, err = io.StringIO(), io.StringIO()
-        code = 0
+def run_here(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """launch/run.py as run_cli runs it (the same environment: no SLURM_CONF, no terminal size), but as __main__ in
+    this process: a subprocess costs ~2-4 s of interpreter and import start-up per case, several times that while
+    the suite's workers share two cores. The working directory and the environment are restored afterwards, and the
+    next invocation composes afresh, as a new process would."""
+    dropped = ("SLURM_CONF", "RLAUNCH_DEBUG", "COLUMNS", "LINES")
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, Path.cwd()
+    for name in dropped:
+        os.environ.pop(name, None)
+    os.environ.update(env or {})
+    sys.argv = [RUN_PY, *args]
+    os.chdir(cwd)
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 runpy.run_path(RUN_PY, run_name="__main__")
@@ -126,10 +127,22 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result
             except Exception:  # a bug: its traceback, as the interpreter would print it
                 traceback.print_exc(file=err)
                 code = 1
-            finally:  # the next invocation composes afresh, as a new process would
-                GlobalHydra.instance().clear()
-                HydraConfig.instance().cfg = None  # type: ignore[assignment]
-        return Result(code, out.getvalue(), err.getvalue())
+    finally:
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+        os.chdir(saved_cwd)
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Callable[..., Result]:
+    """run_here in the test's own directory."""
+
+    def run(*args: str) -> Result:
+        return run_here(*args, cwd=tmp_path)
 
     return run
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
-from conftest import PROJECT, compose_config, run_cli
+from conftest import PROJECT, compose_config, run_cli, run_here
 
 from launch.cli_help import KEY_COLUMN, PIPED_WIDTH, SECTIONS, field_docs
 from launch.errors import UserError
@@ -101,7 +101,7 @@ def test_slurm_dry_run_without_slurm_renders_scripts_and_says_what_is_unknown(tm
 
 def test_a_rejected_invocation_leaves_nothing_behind(tmp_path: Path):
     for args in (["data.train_batch_size=0"], ["data.train_batch_size=0,512", "-m"], ["gpu=a50"]):
-        result = run_cli(*args, cwd=tmp_path)
+        result = run_here(*args, cwd=tmp_path)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert not any(tmp_path.iterdir()), f"{args} left {[str(p) for p in tmp_path.rglob('*')]}"
 

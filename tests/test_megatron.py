@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import compose_config, run_cli
+from conftest import compose_config, run_cli, run_here
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_job import wait_for_state
@@ -344,7 +344,7 @@ def verl_own_megatron_config(overrides: list[str]) -> dict[str, Any]:
 
 def planned(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(plan.json, verl_config.yaml as verl loads it, stderr) of one dry run through the CLI."""
-    result = run_cli(*args, "launch.dry_run=json", cwd=tmp_path)
+    result = run_here(*args, "launch.dry_run=json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     dumped = OmegaConf.to_container(OmegaConf.load(Path(plan["run_dir"]) / f"{VERL_CONFIG_NAME}.yaml"))
@@ -432,7 +432,7 @@ def test_model_engine_dp_is_fsdp_and_an_engine_rlaunch_does_not_model_is_one_lin
     assert plan["verl"]["actor_rollout_ref"]["actor"]["strategy"] == "fsdp"
     elsewhere = tmp_path / "veomni"
     elsewhere.mkdir()
-    result = run_cli("model_engine=veomni", "gpu=h100", "launch.dry_run=json", cwd=elsewhere)
+    result = run_here("model_engine=veomni", "gpu=h100", "launch.dry_run=json", cwd=elsewhere)
     assert result.returncode == 2 and not list(elsewhere.rglob("*.json"))
     assert (
         result.stderr.strip()
@@ -451,7 +451,7 @@ def test_backend_fsdp_composes_exactly_what_ppo_trainer_at_the_root_did():
 
 
 def test_a_megatron_key_under_fsdp_names_backend_megatron(tmp_path):
-    result = run_cli(
+    result = run_here(
         "gpu=h100", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", "launch.dry_run=json", cwd=tmp_path
     )
     assert result.returncode == 2
@@ -463,7 +463,7 @@ def test_a_megatron_key_under_fsdp_names_backend_megatron(tmp_path):
 
 
 def test_an_fsdp_key_under_megatron_is_refused_not_dropped(tmp_path):
-    result = run_cli(
+    result = run_here(
         "backend=megatron", "gpu=h100", "actor_rollout_ref.actor.fsdp_config.param_offload=true", cwd=tmp_path
     )
     assert result.returncode == 2
@@ -491,7 +491,7 @@ def test_an_fsdp_key_under_megatron_is_refused_not_dropped(tmp_path):
 )
 def test_wrong_parallel_sizes_give_one_line_naming_the_product(tmp_path, changes, expected):
     args = ("backend=megatron", *QWEN2_7B, "gpu=h100", "algo=verl", *changes, "launch.dry_run=json")
-    result = run_cli(*args, cwd=tmp_path)
+    result = run_here(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"rlaunch: error: {expected}"), last
@@ -796,7 +796,7 @@ def test_a_dry_run_of_a_misfit_no_searched_change_fixes_names_the_knobs_beyond_t
     """Qwen2.5-72B at TP 8 x PP 2 on 16 H100s: 76 GiB of states a GPU before activations (DP 1 shards no optimizer
     state); nothing in the search fits, and the plan says what would, as a refusal does."""
     megatron = "actor_rollout_ref.actor.megatron"
-    result = run_cli(
+    result = run_here(
         "backend=megatron",
         "algo=verl",
         "algorithm.adv_estimator=grpo",

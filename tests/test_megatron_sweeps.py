@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_here
 from test_sweep_planning import FORKED, SWEEP_ID, run_files
 
 from launch.auto import fsdp_knob_deletions, without_fsdp_knobs
@@ -68,7 +68,7 @@ def test_every_job_of_a_megatron_sweep_is_planned_as_it_is_alone(tmp_path: Path,
     for run_id, (line, files) in in_sweep.items():
         # the user's own choices for this job, as typed (not the job's overrides, which hold the deletions)
         mine = [next(o for o in line["overrides"] if o.startswith(arg.split("=")[0] + "=")) for arg in swept]
-        alone = run_cli(*backend, *mine, *common, cwd=tmp_path)
+        alone = run_here(*backend, *mine, *common, cwd=tmp_path)
         assert alone.returncode == 0, alone.stderr[-3000:]
         plan = json.loads(alone.stdout)
         assert plan["run_id"] == run_id, (mine, plan["overrides"], line["overrides"])
@@ -107,7 +107,7 @@ def test_a_sweeps_refusal_names_the_job_it_refuses_and_the_message_alone_is_unch
     assert refused.returncode == 2 and refused.stdout == "", refused.stderr[-3000:]
     assert not any(tmp_path.iterdir()), [str(p) for p in tmp_path.rglob("*")]  # nothing written, the sweep's dir gone
     alone_args = [arg for arg in sweep if arg.split("=")[0] not in swept_keys]
-    alone = run_cli(*alone_args, *job, *common, cwd=tmp_path)
+    alone = run_here(*alone_args, *job, *common, cwd=tmp_path)
     assert alone.returncode == 2
     said = last_line(alone.stderr).removeprefix("rlaunch: error: ")
     assert said != last_line(alone.stderr) and not said.startswith("job ")

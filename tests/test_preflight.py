@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROJECT, compose_config, cpu_facts, run_cli
+from conftest import PROJECT, compose_config, cpu_facts, run_cli, run_here
 from omegaconf import open_dict
 
 from bench.preflight_accuracy import load_cases
@@ -467,7 +467,7 @@ def test_tune_on_a40_raises_the_engine_fraction_the_issue_saw_idle():
 def test_tuned_plan_passes_verls_checks(tmp_path: Path):
     """The tuned micro-batches go through the same validation (ours and verl's) as any plan."""
     for dynamic in ("true", "false"):
-        result = run_cli(
+        result = run_here(
             "gpu=a100_80",
             "llm=qwen2_5_1_5b",
             f"actor_rollout_ref.actor.use_dynamic_bsz={dynamic}",
@@ -510,9 +510,9 @@ def test_fix_policy_produces_a_plan_that_fits_and_dry_run_never_refuses(tmp_path
         "trainer.n_gpus_per_node=1",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.8",
     ]
-    dry = run_cli(*misfit, "launch.dry_run=json", cwd=tmp_path)
+    dry = run_here(*misfit, "launch.dry_run=json", cwd=tmp_path)
     assert dry.returncode == 0 and json.loads(dry.stdout)["preflight"]["fits"] is False
-    fixed = run_cli(*misfit, "launch.preflight=fix", "launch.dry_run=json", cwd=tmp_path)
+    fixed = run_here(*misfit, "launch.preflight=fix", "launch.dry_run=json", cwd=tmp_path)
     plan = json.loads(fixed.stdout)
     assert plan["preflight"]["fits"] is True and plan["preflight"]["changed"]
     assert plan["verl"]["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"] == 0.8  # the user's value stays

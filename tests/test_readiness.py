@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import compose_config, run_cli
+from conftest import compose_config, run_cli, run_here
 from tiny_assets import (
     guru_rows,
     hf_config,
@@ -708,7 +708,7 @@ def test_pasted_logger_without_file_gets_file_back(tmp_path: Path):
 
 def test_verl_instantiation_error_is_one_line_exit_2(tmp_path: Path):
     """Reasoning360's scripts set rollout.mode=sync; verl 0.9.1 raises inside Hydra's instantiate (75 lines)."""
-    result = run_cli("gpu=a100_80", "cluster=local", "actor_rollout_ref.rollout.mode=sync", cwd=tmp_path)
+    result = run_here("gpu=a100_80", "cluster=local", "actor_rollout_ref.rollout.mode=sync", cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
         "rlaunch: error: verl rejects the config: Rollout mode 'sync' has been removed. Please set "
@@ -813,7 +813,7 @@ def test_verl_example_script_plans_with_the_model_it_names(tmp_path: Path, hf_ca
             pd.DataFrame(guru_rows([source], rows, split)).to_parquet(path)
             files.setdefault(split, []).append(str(path))
     pasted = VERL_EXAMPLE.format(train=f"[{','.join(files['train'])}]", val=f"[{','.join(files['test'])}]").split()
-    result = run_cli(*pasted, "launch.dry_run=json", cwd=tmp_path, env={"HF_HUB_CACHE": str(hf_cache)})
+    result = run_here(*pasted, "launch.dry_run=json", cwd=tmp_path, env={"HF_HUB_CACHE": str(hf_cache)})
     assert result.returncode == 0, result.stderr[-3000:]
     plan = json.loads(result.stdout)
     assert plan["llm"]["path"] == "Qwen/Qwen2-7B-Instruct" and plan["llm"]["source"] == f"HF cache {hf_cache}"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import run_here
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -183,7 +183,7 @@ def verl_own_config(overrides: list[str]) -> dict[str, Any]:
 
 def planned(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(plan.json, verl_config.yaml as verl loads it) of one dry run through the CLI."""
-    result = run_cli(*args, "launch.dry_run=json", cwd=tmp_path)
+    result = run_here(*args, "launch.dry_run=json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     dumped = OmegaConf.to_container(OmegaConf.load(Path(plan["run_dir"]) / f"{VERL_CONFIG_NAME}.yaml"))
@@ -350,11 +350,11 @@ def test_a_config_of_ones_own_that_rlaunch_cannot_read_is_one_line(tmp_path):
         ),
         (["--config-name=gsm8k_multiturn_grpo"], "--config-name=gsm8k_multiturn_grpo: rlaunch composes one of verl's"),
     ]:
-        result = run_cli(*flags, "gpu=h100", "launch.dry_run=json", cwd=tmp_path)
+        result = run_here(*flags, "gpu=h100", "launch.dry_run=json", cwd=tmp_path)
         assert result.returncode == 2 and not (tmp_path / "runs").exists(), result.stderr
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith(f"rlaunch: error: {expected}"), line
-    relative = run_cli("--config-path=config", "--config-name=gsm8k_multiturn_grpo", "gpu=h100", cwd=tmp_path)
+    relative = run_here("--config-path=config", "--config-name=gsm8k_multiturn_grpo", "gpu=h100", cwd=tmp_path)
     assert "trainer/config/gsm8k_multiturn_grpo.yaml does not exist (a relative --config-path is read against" in (
         relative.stderr
     )
@@ -390,7 +390,7 @@ def test_a_key_that_did_not_move_is_not_said_to_have(key):
 
 
 def test_an_older_verl_scripts_key_is_one_line_naming_where_verl_has_it_now(tmp_path):
-    result = run_cli("algo=verl", "gpu=h100", "critic.model.fsdp_config.param_offload=False", cwd=tmp_path)
+    result = run_here("algo=verl", "gpu=h100", "critic.model.fsdp_config.param_offload=False", cwd=tmp_path)
     assert result.returncode == 2 and not (tmp_path / "runs").exists()
     (line,) = result.stderr.strip().splitlines()
     assert "write critic.fsdp.param_offload=..." in line
@@ -415,7 +415,7 @@ def test_a_key_under_a_node_verl_lacks_names_the_node_and_where_verl_has_one_of_
     data.sampler.class_name: verl 0.9.1 has no data.sampler (its sampler is trainer.v1.sampler), and class_name is a
     word verl's code uses, so neither the moved nor the retired message applied and the line said "fix the
     spelling"."""
-    result = run_cli("algo=verl", "gpu=h100", "data.sampler.class_name=RandomCurriculumSampler", cwd=tmp_path)
+    result = run_here("algo=verl", "gpu=h100", "data.sampler.class_name=RandomCurriculumSampler", cwd=tmp_path)
     assert result.returncode == 2 and not (tmp_path / "runs").exists()
     (line,) = result.stderr.strip().splitlines()
     assert (
@@ -434,7 +434,7 @@ def test_a_dtype_set_where_verl_has_none_lists_verls_dtypes_per_role(tmp_path):
     """verl's own CISPO example (cispo_trainer/run_cispo_qwen2_5_0_5b_gsm8k.sh) sets
     actor_rollout_ref.model.torch_dtype, which verl 0.9.1 refuses: the line names the dtypes verl has, with what each
     sets and its default."""
-    result = run_cli("algo=verl", "gpu=h100", "actor_rollout_ref.model.torch_dtype=bfloat16", cwd=tmp_path)
+    result = run_here("algo=verl", "gpu=h100", "actor_rollout_ref.model.torch_dtype=bfloat16", cwd=tmp_path)
     assert result.returncode == 2 and not (tmp_path / "runs").exists()
     (line,) = result.stderr.strip().splitlines()
     assert "unknown key 'actor_rollout_ref.model.torch_dtype': verl 0.9.1 sets no dtype there" in line

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -144,8 +145,8 @@ def make_slurm_parameters(
         # the job's own processes (the verl driver) see cluster.env too, not only verl's Ray workers
         "setup": (snapshot.job_setup(code_dir) if code_dir else [])
         + container_setup_lines(container)
-        + [str(line) for line in cluster.get("setup") or []]
-        + [f"export {key}={shlex.quote(str(value))}" for key, value in (cluster.get("env") or {}).items()],
+        + [guarded_setup_line(index, str(line)) for index, line in enumerate(cluster.get("setup") or [])]
+        + [env_line(str(key), str(value), code_dir) for key, value in (cluster.get("env") or {}).items()],
         "additional_parameters": extra,
     }
     optional = {"partition": resources.partition, **{key: cluster.get(key) for key in ("account", "qos", "constraint")}}
@@ -201,6 +202,22 @@ def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
     ]
 
 
+def guarded_setup_line(index: int, line: str) -> str:
+    """A cluster.setup line that stops the job when it fails (a `module load` of a module the site lacks, a venv
+    that is not there), saying which line: the job would otherwise go on and fail later for a reason nothing points
+    back to. End a line with `|| true` where its failure is harmless."""
+    said = shlex.quote(f"rlaunch: error: cluster.setup[{index}] failed (exit ")
+    shown = shlex.quote(f"): {line}")
+    return f'{line} || {{ code=$?; echo {said}"$code"{shown} >&2; exit 1; }}'
+
+
+def env_line(name: str, value: str, code_dir: str | None) -> str:
+    """`export NAME=value` for cluster.env; a PYTHONPATH keeps the code snapshot first (launch/snapshot.py)."""
+    if name == "PYTHONPATH" and code_dir:
+        return f"export PYTHONPATH={shlex.quote(code_dir)}:{shlex.quote(value)}"
+    return f"export {name}={shlex.quote(value)}"
+
+
 def make_worker_env(cfg: DictConfig) -> dict[str, str]:
     """What code inside verl's Ray workers must read: Ray workers see neither the job shell's variables nor its cwd
     (docs/facts.md#ray), so it travels in Ray's runtime env."""
@@ -210,6 +227,13 @@ def make_worker_env(cfg: DictConfig) -> dict[str, str]:
 
     env = {str(key): str(value) for key, value in (cfg.cluster.get("env") or {}).items()}
     refuse_secret_env(env)
+    for name in env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UserError(
+                f"cluster.env.{name}: not a shell variable name (letters, digits and _, not starting with a digit): "
+                f"the job's `export` would refuse it and go on without it; write "
+                f"cluster.env.{re.sub(r'[^A-Za-z0-9_]', '_', name)}=..."
+            )
     pcgrad = cfg.algo.pcgrad
     trainer_mode = cfg.trainer.v1.trainer_mode
     if bool(pcgrad.enabled) != (trainer_mode == "mtl_pcgrad"):

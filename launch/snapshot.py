@@ -155,4 +155,12 @@ def job_setup(directory: str) -> list[str]:
     `python -m ...`) and the first PYTHONPATH entry (inherited by srun's tasks, `ray start`, its raylets and verl's
     workers)."""
     quoted = shlex.quote(directory)
-    return [f"cd {quoted}", f"export PYTHONPATH={quoted}" + "${PYTHONPATH:+:$PYTHONPATH}"]
+    # a snapshot removed while the job waited: stop, rather than run whatever code the shell's directory holds
+    gone = shlex.quote(
+        f"rlaunch: error: the code snapshot {directory} is gone (cd failed): the job would not run the submitted "
+        "code; resubmit (a new snapshot is written)"
+    )
+    return [
+        f"cd {quoted} || {{ echo {gone} >&2; exit 1; }}",
+        f"export PYTHONPATH={quoted}" + "${PYTHONPATH:+:$PYTHONPATH}",
+    ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from conftest import PROJECT
 from test_job import JOBS, ray_processes_of, submit, wait_for_state
 
+from launch.plan import env_line
 from launch.report import doctor, failures
 from launch.report.metrics import read_run
 from launch.rundir import attempt_log_path, read_records
@@ -65,6 +66,33 @@ def test_time_limit_before_the_first_checkpoint_says_which_save_freq_fits(slurm_
     assert logs[0].endswith("cause:") and logs[1].startswith("[time_limit] (attempt 1") and "stderr:" not in logs[1]
     assert any(line.startswith("  fix: ") and "trainer.save_freq=" in line for line in logs[:6])
     assert failures.run_state(run_dir) == failures.FAILED_STATE  # not requeued (not_requeued.txt)
+
+
+def test_a_failing_setup_line_stops_the_job_at_once_naming_it(slurm_env, tmp_path: Path):
+    """A cluster.setup line that fails on the node (a module or file the site lacks) stops the job there, with its
+    index and text; it had gone on and failed later, for a reason nothing pointed back to. A PYTHONPATH in cluster.env
+    keeps a code snapshot first."""
+    venv = Path(sys.executable).parent.parent
+    plan, job_id = submit(
+        slurm_env,
+        tmp_path,
+        [DRIVER, "steps"],
+        "trainer.n_gpus_per_node=1",
+        f"cluster.setup=[source {venv}/bin/activate,source /nonexistent/site_modules.sh]",
+        "+cluster.env.PYTHONPATH=/opt/site/lib",
+    )
+    assert "export PYTHONPATH=/opt/site/lib" in next(tmp_path.rglob("*_submission.sh")).read_text()  # no snapshot
+    assert env_line("PYTHONPATH", "/opt/site/lib", "/runs/code/abc") == "export PYTHONPATH=/runs/code/abc:/opt/site/lib"
+    assert wait_for_state(job_id, slurm_env, {"FAILED", "COMPLETED", "CANCELLED", "TIMEOUT"}, 120) == "FAILED"
+    run_dir = Path(plan.run_dir)
+    found = failures.run_failures(run_dir)
+    assert [f.kind for f in found] == ["config_error"], found
+    assert "cluster.setup[1] (source /nonexistent/site_modules.sh) failed with exit 1" in found[0].fix
+    assert not (run_dir / "ray_ready.jsonl").exists()  # stopped before Ray
+    assert re.search(
+        rf"{job_id} .* cause config_error: rlaunch: error: cluster.setup\[1\] failed",
+        sweep_cli("status", run_dir.parent, slurm_env),
+    )
 
 
 def kill_raylet(job_id: str, rank: int) -> int:

@@ -92,7 +92,10 @@ def test_slurm_plan_runs_from_the_snapshot_and_says_so(tmp_path: Path):
     plan = make_plan(cfg, facts, [], tmp_path, "python")
     code_dir = str(tmp_path / "rlaunch" / "code" / facts.code.digest)  # under the runs dir: shared by sweeps
     assert plan.code_dir == code_dir
-    assert plan.slurm["setup"][:2] == [f"cd {code_dir}", f"export PYTHONPATH={code_dir}${{PYTHONPATH:+:$PYTHONPATH}}"]
+    first, second = plan.slurm["setup"][:2]
+    assert second == f"export PYTHONPATH={code_dir}${{PYTHONPATH:+:$PYTHONPATH}}"
+    # a snapshot removed while the job waited stops it, rather than run the checkout's code
+    assert first.startswith(f"cd {code_dir} || {{ echo 'rlaunch: error: the code snapshot {code_dir} is gone")
     reward_file = plan.verl["reward"]["custom_reward_function"]["path"]
     assert reward_file == f"{code_dir}/rewards/verl_entry.py"
     local = make_plan(compose_config("cluster=local"), facts, [], tmp_path, "python")

@@ -17,7 +17,7 @@
 #SBATCH --wckey=submitit
 
 # setup
-cd /shared/alice/rlaunch/code/0123456789abcdef
+cd /shared/alice/rlaunch/code/0123456789abcdef || { echo 'rlaunch: error: the code snapshot /shared/alice/rlaunch/code/0123456789abcdef is gone (cd failed): the job would not run the submitted code; resubmit (a new snapshot is written)' >&2; exit 1; }
 export PYTHONPATH=/shared/alice/rlaunch/code/0123456789abcdef${PYTHONPATH:+:$PYTHONPATH}
 export HF_HOME=/root/.cache/huggingface
 export HF_HUB_OFFLINE=1

@@ -848,8 +848,28 @@ NOT_IN_STRUCT = re.compile(r"Key '(?P<key>[^']+)' is not in struct")
 FULL_KEY = re.compile(r"full_key: (?P<key>\S+)")
 
 
+SETUP_FAILED = re.compile(
+    r"rlaunch: error: cluster\.setup\[(?P<index>\d+)\] failed \(exit (?P<code>\d+)\): (?P<line>.+)"
+)
+SNAPSHOT_GONE = re.compile(r"rlaunch: error: the code snapshot (?P<dir>\S+) is gone")
+
+
 def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
-    """The key verl's config refused, and what to do with its override."""
+    """The key verl's config refused, and what to do with its override; or the job script's own stop."""
+    setup = SETUP_FAILED.search(log_text)
+    if setup:
+        line = setup.group("line").strip()
+        return (
+            f"the job stopped at its setup: cluster.setup[{setup.group('index')}] ({line}) failed with exit "
+            f"{setup.group('code')} on the node: fix or drop that line (a module or file the node lacks), or end it "
+            "with `|| true` where its failure is harmless"
+        ), {"config_key": "cluster.setup"}
+    gone = SNAPSHOT_GONE.search(log_text)
+    if gone:
+        return (
+            f"the code snapshot {gone.group('dir')} was removed while the job waited, so it stopped rather than run "
+            "other code: resubmit (the submission writes a new snapshot), and keep <runs dir>/code while jobs queue"
+        ), {"config_key": "cluster.snapshot"}
     refused = OVERRIDE_REFUSED.search(log_text)
     if refused:
         key = refused.group("key")

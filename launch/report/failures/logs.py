@@ -13,11 +13,12 @@ from pathlib import Path
 
 from launch.manifest import MANIFEST, ManifestRun
 from launch.manifest import read as read_manifest
-from launch.report.failures.signatures import COMPILED, match_kind
+from launch.report.failures.signatures import COMPILED, SCRIPT_STOPPED, match_kind
 from launch.rundir import NOT_REQUEUED_FILE
 
 # submitit logs this (on stdout) when an attempt starts; with open-mode=append a requeued job's attempts follow each
 # other in the same files.
+STOPPED_BEFORE_PYTHON = re.compile(SCRIPT_STOPPED)  # the job script's setup stopped it: no submitit line follows
 ATTEMPT_START = re.compile(r"submitit INFO \([^)]*\) - Starting with JobEnvironment\((?P<env>[^)]*)\)")
 MAX_LOG_BYTES = 4 << 20  # a log's tail this large holds the cause; Ray's logs can grow to gigabytes
 
@@ -63,6 +64,7 @@ def ending(text: str) -> str:
         return "interrupted"
     if (
         "Submitted job triggered an exception" in text
+        or STOPPED_BEFORE_PYTHON.search(text)
         or TASK_DIED.search(text)
         or match_kind("host_oom", text.splitlines())
     ):

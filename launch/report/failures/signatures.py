@@ -57,6 +57,9 @@ SAVED_DATASET_INCOMPLETE = re.compile(
     r"Directory (?P<dir>\S+) is neither a `Dataset` directory nor a `DatasetDict` directory"
 )  # a count above zero: a request of 0 GPUs is no GPU shortage
 
+# the job script's own stop before any Python ran (launch/plan.py guarded_setup_line, launch/snapshot.py job_setup)
+SCRIPT_STOPPED = r"rlaunch: error: (?:cluster\.setup\[\d+\] failed|the code snapshot \S+ is gone)"
+
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "preempted": (
         r"DUE TO PREEMPTION",
@@ -316,6 +319,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"(?:missing \d+ required|got an unexpected keyword argument|got multiple values for argument|takes \d+)",
     ),
     "config_error": (
+        SCRIPT_STOPPED,
         r"omegaconf\.errors\.\w+",
         r"ConfigAttributeError|ConfigKeyError|MissingMandatoryValue",
         r"Key '[^']+' is not in struct",

@@ -393,6 +393,9 @@ def test_a_trainers_count_of_too_few_gpus_is_a_gpu_shortage_with_both_numbers(li
     failure = failures.classify(line)
     assert failure.kind == "gpu_unavailable"
     assert (failure.details["gpus_requested"], failure.details["gpus_available"]) == (asked, had)
+    if had == 0:  # no count fits none: where the GPUs went is the question (verl on a CPU machine ends here too)
+        assert f"the run asks for {asked} GPUs and Ray saw none on any node: SLURM gave the job none" in failure.fix
+        return
     assert (
         f"the run asks for {asked} GPUs and its cluster has {had}: lower trainer.nnodes x trainer.n_gpus_per_node"
         in (failure.fix)

@@ -2136,10 +2136,22 @@ def gpu_count_fix(log_text: str, fork: str | None) -> tuple[str, Details] | None
         return None
     asked, had = counted
     keys = FORKS[fork][1]["gpus"] if fork else GPU_COUNT_KEYS
+    if had == 0:
+        return no_gpu_registered(asked)
     return (
         f"the run asks for {asked:g} GPUs and its cluster has {had:g}: lower {keys} to fit {had:g}, or give the job "
         "more GPUs (--gres, more nodes; every node's GPUs registered with Ray: `ray status`)"
     ), {"gpus_requested": asked, "gpus_available": had}
+
+
+def no_gpu_registered(asked: float) -> tuple[str, Details]:
+    """No GPU count fits 0: nothing registered a GPU with Ray."""
+    return (
+        f"the run asks for {asked:g} GPUs and Ray saw none on any node: SLURM gave the job none (set "
+        "cluster.partition to a GPU partition; rlaunch asks --gres=gpu:<n>), or the node's GPUs were not visible to "
+        "the job (CUDA_VISIBLE_DEVICES empty, the NVIDIA driver down: run nvidia-smi on the node); no smaller GPU "
+        "count or memory setting can help (on a machine without GPUs this is where every CPU run ends)"
+    ), {"gpus_requested": asked, "gpus_available": 0}
 
 
 def no_driver_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
@@ -2289,6 +2301,8 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         counts = re.search(r"Total available GPUs (\S+) is less than total desired GPUs (\S+)", log_text)
         if counts:
             have, want = counts.group(1), counts.group(2)
+            if float(have) == 0:
+                return no_gpu_registered(float(want))
             return (
                 f"verl wanted {want} GPUs (trainer.nnodes x trainer.n_gpus_per_node) and Ray had {have}: lower "
                 f"trainer.n_gpus_per_node or trainer.nnodes to fit {have}, or request more (--gres, nodes)"

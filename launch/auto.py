@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
 
 from launch.errors import UserError
 from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
 from launch.overrides import find, hydra_quoted, key_of, parse, render_value, value_in, without
-from launch.schema import verl_package_dir
+from launch.schema import PROJECT_DIR, verl_package_dir
 from launch.secret_guard import refuse_secret_overrides
 from launch.verl_diff import BACKEND_BASES, base_config, leaves, option_keys_outside, overlap
 
@@ -250,34 +251,51 @@ def without_fsdp_knobs(overrides: list[str], multirun: bool) -> list[str]:
 
 
 def whole_values_replace_the_profiles(overrides: list[str]) -> list[str]:
-    """A value the user gives a key of verl's whose sub-keys only the gpu profile sets (a40's
-    `override_optimizer_config: {fused: true}` where verl's default is null) replaces the profile's, as it replaces
-    verl's null in verl's own composition. Hydra would merge a dict into the profile's instead, and refuse a key the
-    profile's dict lacks (`{foreach: false}`: "Could not override"), or, with `++`, keep the profile's keys beside the
-    user's (`{fused: true, foreach: true}`, which torch's AdamW refuses). So the profile's sub-keys are deleted first
-    and the user's value merged into what is left, said in a note. FSDP runs with one profile only: under Megatron
-    these knobs are deleted anyway (without_fsdp_knobs), and a sweep's profiles differ in what they set."""
+    """A value the user gives a key of verl's whose sub-keys only one of our layers sets (a40's
+    `override_optimizer_config: {fused: true}` where verl's default is null; guru_baseline's reward_kwargs where
+    verl's is {}) replaces the layer's, as it replaces verl's default in verl's own composition. Hydra would merge a
+    dict into the layer's instead, and refuse a key the layer's dict lacks (`{foreach: false}`: "Could not
+    override"), or keep the layer's keys beside the user's (`{fused: true, foreach: true}`, which torch's AdamW
+    refuses; `reward_kwargs={}` leaving GURU's in place). So the layer's sub-keys are deleted first and the user's
+    value merged into what is left, said in a note. FSDP runs with one choice of each group only: under Megatron the
+    profile's knobs are deleted anyway (without_fsdp_knobs), and a sweep's choices differ in what they set."""
     base = base_config(overrides)
-    gpu = find(overrides, "gpu")
-    if base != BACKEND_BASES["fsdp"] or gpu is None or gpu.is_sweep_override():
+    if base != BACKEND_BASES["fsdp"]:
         return overrides
-    profile = str(gpu.value())
-    theirs = option_keys_outside("gpu", profile, base)
+    theirs: list[tuple[str, str]] = []  # (the layer, a key it sets that verl's base has no place for)
+    for group in ("gpu", "algo"):
+        choice = find(overrides, group)
+        if choice is not None and choice.is_sweep_override():
+            continue
+        option = str(choice.value()) if choice is not None else config_default(group)
+        if option and option != "auto":
+            theirs += [(f"{group}={option}", key) for key in option_keys_outside(group, option, base)]
     rewritten: list[str] = []
     for override, parsed in zip(overrides, parse(overrides), strict=True):
-        key = key_of(parsed)
-        under = [leaf for leaf in theirs if leaf.startswith(key + ".")]
+        key, value = key_of(parsed), override.split("=", 1)[-1]
+        # the layer's dict itself, given a dict (Hydra merges the two), or keys the layer set under the user's key
+        under = [
+            (layer, leaf)
+            for layer, leaf in theirs
+            if leaf.startswith(key + ".") or (leaf == key and value.lstrip().startswith("{"))
+        ]
         if not under or parsed.is_delete() or parsed.is_add() or parsed.is_sweep_override():
             rewritten.append(override)
             continue
-        value = override.split("=", 1)[1]
+        layers = sorted({layer for layer, _ in under})
         print(
-            f"rlaunch: note: {key}={value} replaces gpu={profile}'s {', '.join(under)} (as it replaces verl's "
-            f"default): the profile's value is dropped, not merged",
+            f"rlaunch: note: {key}={value} replaces what {' and '.join(layers)} set there "
+            f"({', '.join(leaf for _, leaf in under)}), as it replaces verl's default: not merged with it",
             file=sys.stderr,
         )
-        rewritten += [*(f"~{leaf}" for leaf in under), f"++{key}={value}"]
+        rewritten += [*(f"~{leaf}" for _, leaf in under), f"++{key}={value}"]
     return rewritten
+
+
+def config_default(group: str) -> str | None:
+    """conf/config.yaml's default option of a group (algo: guru_baseline)."""
+    defaults = yaml.safe_load((PROJECT_DIR / "conf" / "config.yaml").read_text()).get("defaults") or []
+    return next((str(entry[group]) for entry in defaults if isinstance(entry, dict) and group in entry), None)
 
 
 def fsdp_knob_deletions(overrides: Sequence[str]) -> list[str]:

@@ -1078,6 +1078,42 @@ def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | N
     )
 
 
+REWARD_FUNCTIONS = ("reward.custom_reward_function", "custom_reward_function")
+
+
+def reward_kwargs_problem(verl: dict[str, Any], root: str, job: JobDirectory) -> str | None:
+    """verl merges custom_reward_function.reward_kwargs into every call of the function (trainer/ppo/reward.py
+    get_custom_reward_fn): a function whose signature takes neither those names nor **kwargs fails with TypeError at
+    the first reward, after a whole rollout. algo=guru_baseline sets GURU's (procs, timeout_s, ...) for its own
+    scorer; a pasted verl-style compute_score takes none of them. Read from the file's source: a function the file
+    imports from elsewhere is left to the job."""
+    kwargs, path, name = (select(verl, f"{root}.{key}") for key in ("reward_kwargs", "path", "name"))
+    if not kwargs or not path or not name or str(path).startswith("pkg://"):
+        return None
+    written = Path(str(path).removeprefix("file://"))
+    found = written if written.is_absolute() else job.readable(written)
+    try:
+        tree = ast.parse(found.read_text(errors="replace")) if found.is_file() else None
+    except SyntaxError:
+        return None  # object_problem says so
+    function = next(
+        (node for node in (tree.body if tree else []) if isinstance(node, ast.FunctionDef) and node.name == name),
+        None,
+    )
+    if function is None or function.args.kwarg is not None:
+        return None
+    takes = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+    unknown = [str(key) for key in kwargs if str(key) not in takes]
+    if not unknown:
+        return None
+    listed = ", ".join(unknown[:4]) + (f" (and {len(unknown) - 4} more)" if len(unknown) > 4 else "")
+    return (
+        f"{root}.reward_kwargs sets {listed}, which {name}() in {path} does not take: verl passes "
+        f"reward_kwargs to every call, so the first reward would fail (TypeError) after a whole rollout; add **kwargs "
+        f"to its signature, or set {root}.reward_kwargs={{}} (algo=guru_baseline sets them for rlaunch's own scorer)"
+    )
+
+
 def judge_files(plan: Plan, findings: Findings) -> None:
     """The files the job's verl opens by path, and what it takes out of each module. Before a submission writes the
     code snapshot, a path into it is read at the checkout file it will copy (an untracked reward file keeps its
@@ -1087,6 +1123,7 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     problems = [file_problem(verl, key, job) or object_problem(verl, key, job) for key in MODULE_FILES]
     problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
     problems += [resume_checkpoint_problem(verl), checkpoint_dir_problem(verl)]
+    problems += [reward_kwargs_problem(verl, root, job) for root in REWARD_FUNCTIONS]
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
 

@@ -498,7 +498,7 @@ def algo_suggestion(cfg: DictConfig, overrides: Sequence[str], changes: Sequence
         return []
     layer = f"algo={cfg.algo.name}"
     tree = _option_tree("algo", str(cfg.algo.name))
-    typed = sorted(key for key in map(key_of, user_verl_overrides(overrides)) if select(tree, key) is not None)
+    typed = sorted({key for key in map(key_of, user_verl_overrides(overrides)) if select(tree, key) is not None})
     changed = [change.key for change in changes if change.by == layer]
     if not typed or not changed:
         return []

@@ -437,6 +437,37 @@ def test_a_model_directory_without_its_weights_is_refused(tmp_path: Path):
     assert "lacks" in (readiness.local_weights_problem(str(model), {"use_dist_checkpointing": False}) or "")
 
 
+def test_a_reward_function_that_takes_none_of_the_reward_kwargs_is_refused_and_an_empty_dict_replaces_them(
+    tmp_path: Path,
+):
+    """verl merges custom_reward_function.reward_kwargs into every call; algo=guru_baseline sets GURU's for rlaunch's
+    own scorer. A verl-style compute_score pasted under it would fail at the first reward (TypeError), after a whole
+    rollout. `reward_kwargs={}` on the command line replaces GURU's (Hydra would have merged it), as algo=verl has
+    none; a signature with **kwargs takes them."""
+    overrides = tiny_run(tmp_path)
+    scorer = tmp_path / "my_reward.py"
+    scorer.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
+    mine = [
+        *overrides,
+        f"reward.custom_reward_function.path={scorer}",
+        "reward.custom_reward_function.name=compute_score",
+    ]
+    with pytest.raises(
+        UserError, match=r"reward_kwargs sets procs, timeout_s, math_verify_timeout_s, cache_size \(and"
+    ):
+        submission(tmp_path, *mine)
+    result = run_here(*mine, "reward.custom_reward_function.reward_kwargs={}", "launch.dry_run=json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    plan = json.loads(result.stdout)
+    assert plan["verl"]["reward"]["custom_reward_function"]["reward_kwargs"] == {}
+    assert not [w for w in plan["warnings"] if "does not take" in w]
+    assert "replaces what algo=guru_baseline set there" in result.stderr
+    scorer.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n  return 0\n"
+    )
+    submission(tmp_path, *mine)
+
+
 def test_chat_prompts_for_a_base_models_tokenizer_without_a_chat_template_are_refused(tmp_path: Path):
     """verl applies the chat template to every prompt: with none (a base model's tokenizer), its dataset filter drops
     every prompt and its agent loop fails. A custom_chat_template is what verl sets on the tokenizer."""

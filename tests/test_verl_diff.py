@@ -497,7 +497,7 @@ def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(cli, t
     plan = json.loads(result.stdout)
     assert plan["verl"]["actor_rollout_ref"]["actor"]["optim"]["override_optimizer_config"] == {"foreach": True}
     assert not [change for change in plan["changed_from_verl"] if change["key"].startswith(key)]
-    assert f"rlaunch: note: {key}={{foreach:true}} replaces gpu=a40's {key}.fused" in result.stderr
+    assert f"rlaunch: note: {key}={{foreach:true}} replaces what gpu=a40 set there ({key}.fused)" in result.stderr
 
 
 def test_a_key_the_user_made_follow_another_is_credited_to_the_layer_that_moved_that_one(cli, tmp_path: Path):

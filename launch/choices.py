@@ -329,6 +329,22 @@ def check_deletions(overrides: Sequence[str]) -> None:
             raise UserError(deleted_key_message(key, overrides) or f"~{key}: set a value instead")
 
 
+OUR_GROUPS = ("gpu", "llm", "mode", "algo", "dataset", "cluster", "backend")
+
+
+def check_group_names(overrides: Sequence[str]) -> None:
+    """`<group>.name` is the chosen option's own name (cluster.name=slurm under cluster=local would say slurm while
+    the local option's settings are loaded): an option is chosen with `<group>=<option>`."""
+    for override in parse(overrides):
+        key = key_of(override)
+        group, _, leaf = key.partition(".")
+        if group in OUR_GROUPS and leaf == "name" and not override.is_delete():
+            raise UserError(
+                f"{key}={override.value()}: {key} is the name of the {group} option chosen, not a setting; choose "
+                f"the option with {group}=<option> (python launch/run.py --help lists them)"
+            )
+
+
 _MISSING = object()
 OPTIMIZERS = ("actor_rollout_ref.actor.optim", "critic.optim")
 

@@ -11,6 +11,7 @@ import difflib
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 
 # Keys (and values) of verl forks that scripts written for them carry, and what verl 0.9.1 has instead. A pasted
@@ -83,6 +84,20 @@ def deleted_key_message(full_key: str, overrides: Sequence[str]) -> str | None:
     return None
 
 
+def _unmade_directory(cause: BaseException) -> str | None:
+    """A directory that could not be made (Hydra's output directory, a run directory: both under launch.runs_dir):
+    the runs dir is not somewhere this user can write."""
+    if not isinstance(cause, OSError) or not cause.filename:
+        return None
+    frames = traceback.extract_tb(cause.__traceback__)
+    if not frames or frames[-1].name not in ("mkdir", "makedirs"):
+        return None
+    return (
+        f"cannot create {cause.filename} ({cause.strerror}): launch.runs_dir (by default <cluster.shared_dir>/rlaunch) "
+        "must be a directory this user can write"
+    )
+
+
 def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> str | None:
     """The one-line message for an error the user caused, or None for a bug. `key_explainers`: what the caller knows
     of an unknown key beyond its spelling (launch/run.py: the backend whose base has it, launch/verl_diff.py)."""
@@ -109,6 +124,9 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
 
     causes = list(_causes(exc))
     for cause in causes:
+        made = _unmade_directory(cause)
+        if made:
+            return made
         if isinstance(cause, ConfigKeyError | ConfigAttributeError):
             return _explain_unknown_key(exc, cause, key_explainers)
         if isinstance(cause, MissingMandatoryValue):

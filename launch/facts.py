@@ -516,6 +516,14 @@ def ray_cluster_facts(address: str, token_file: str | None) -> PartitionFacts:
     GPUs, the count of nodes with GPUs (all nodes when none has any), the GPU type from Ray's accelerator_type."""
     from launch.ray_api import alive_node_totals
 
+    if not address or str(address) == "None":
+        raise UserError("cluster=ray needs cluster.address=http://<head>:8265, the head's dashboard (Ray's job API)")
+    if not str(address).startswith(("http://", "https://")):
+        # Ray's clients would wait ~30-40 s on a GCS or client address before saying anything useful
+        raise UserError(
+            f"cluster.address={address}: Ray's job API is the head's dashboard URL, http://<head>:8265 (not the GCS "
+            "port 6379, nor ray://<head>:10001)"
+        )
     totals = alive_node_totals(address, token_file)
     gpu_nodes = [total for total in totals if total.get("GPU", 0) > 0]
     types = sorted(

@@ -18,10 +18,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from launch import preflight
+from launch.errors import UserError, exit_with_message
 from launch.facts import Facts, package_versions
 from launch.gpu import load_profiles
-from launch.overrides import as_overrides
+from launch.overrides import as_overrides, find
 from launch.plan import make_plan
+from launch.ranges import check_ranges
 from launch.schema import PROJECT_DIR, register_schemas
 
 GPU_COUNTS = (1, 2, 4, 8, 16)
@@ -34,6 +36,7 @@ def rows(overrides: list[str], gpu_counts: tuple[int, ...] = GPU_COUNTS) -> list
     with initialize_config_dir(config_dir=str(PROJECT_DIR / "conf"), version_base="1.3"):
         for gpu in sorted(load_profiles()):
             cfg = compose("config", overrides=[f"gpu={gpu}", "cluster=local", "launch.preflight=tune", *overrides])
+            check_ranges(cfg)  # as run.py: a mistyped number is one line, before any arithmetic reads it
             for count in gpu_counts:
                 with open_dict(cfg):
                     cfg.trainer.n_gpus_per_node = min(count, 8)
@@ -90,7 +93,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="config overrides, e.g. llm=qwen2_5_1_5b algo=mtl_pcgrad")
     parser.add_argument("--json", action="store_true", help="one JSON array on stdout")
     args = parser.parse_args(argv)
-    table = rows(args.overrides)
+    try:
+        if find(args.overrides, "gpu") is not None:  # each row is its own profile: a gpu= would relabel them all
+            raise UserError("fit_table.py plans every gpu profile in its rows: drop gpu=... (run.py plans one)")
+        table = rows(args.overrides)
+    except Exception as error:  # bad input: one line, exit 2 (a bug keeps its traceback)
+        exit_with_message(error)
     if args.json:
         print(json.dumps(table))
     else:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from launch.errors import UserError
 from launch.rundir import Plan
 
 MANIFEST = "manifest.json"
@@ -96,7 +97,7 @@ class Manifest:
         chosen = [r for r in self.runs if run in (None, r.run_id, r.job_id)]
         if not chosen:
             known = ", ".join(f"{r.job_id or '-'} ({r.run_id})" for r in self.runs)
-            raise SystemExit(f"sweep: no run {run} in this sweep: choose one of {known}")
+            raise UserError(f"no run {run} in this sweep: choose one of {known} (--run takes a run id or a job id)")
         return chosen
 
     def merged_into(self, previous: Manifest) -> Manifest:

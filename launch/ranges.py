@@ -195,6 +195,14 @@ RANGES: dict[str, Range] = {
     "mode.time_budget_min": Range(0, low_open=True),
     "mode.checkpoint_every_min": OPTIONAL_SIZE,
     "cluster.max_requeues": NON_NEGATIVE,
+    # sbatch's own numbers: --mem and --cpus-per-task of 0 or less, a negative margin or signal delay, are no request
+    # SLURM can honour (null derives them from the profile)
+    "cluster.mem_gb": OPTIONAL_SIZE,
+    "cluster.cpus_per_task": OPTIONAL_SIZE,
+    "cluster.time_margin_min": NON_NEGATIVE,
+    "cluster.signal_delay_s": NON_NEGATIVE,
+    "cluster.ray_timeout_s": Range(0, low_open=True),
+    "cluster.array_parallelism": OPTIONAL_SIZE,
     "launch.expect.response_tokens": OPTIONAL_SIZE,
     "launch.expect.prompt_tokens": OPTIONAL_SIZE,
     "launch.calibrate_after_step": SIZE,

@@ -18,7 +18,7 @@ from launch.plan import sync_command
 from launch.rundir import Change, Plan, gib_text
 from launch.steptime import StepTime
 from launch.verdict import Verdict
-from launch.watchdog import Validations, predicted_step_s, window_text
+from launch.watchdog import Validations, predicted_step_s, watch_off_reason, window_text
 
 SHOWN_VALUE_CHARS = 40  # a value longer than this (a file list, the worker env) is cut in the text; plan.json has it
 
@@ -175,8 +175,9 @@ def render_changes(changes: list[Change], run_dir: str) -> list[str]:
 def render_hang_watch(plan: Plan) -> list[str]:
     """The hang watchdog's window as the job will start it (launch/watchdog.py; measured steps replace the plan's)."""
     settings = plan.cluster_settings
-    if not settings.hang_enabled:
-        return ["  hang watch    off (launch.hang.enabled=false)"]
+    off = watch_off_reason(plan)
+    if off:
+        return [f"  hang watch    off ({off})"]
     validations = Validations.of(plan)
     window = window_text(
         predicted_step_s(plan), settings.hang_factor, settings.hang_floor_s, validations, validations.predicted_s

@@ -37,13 +37,13 @@ from launch.cores import in_order
 from launch.facts import Facts, gather_facts
 from launch.lengths import TypicalLengths
 from launch.manifest import Manifest
-from launch.overrides import key_of, parse
+from launch.overrides import key_of, parse, value_in
 from launch.plan import checkpoint_dir, make_plan
 from launch.rejected import discard_rejected_invocation
 from launch.render import render
 from launch.rundir import METRICS_DIR, PLAN_TEXT_FILE, RLAUNCH_CONFIG_FILE, VERL_CONFIG_NAME, Plan, save_plan
 from launch.schema import RLAUNCH_ROOTS, register_schemas
-from launch.validate import validate
+from launch.validate import check_sweep_id, validate
 from launch.verdict import Verdict
 from launch.verl_diff import (
     backend_key_message,
@@ -93,6 +93,7 @@ def plan_job(
     with naming_the_job(overrides):
         apply_value_overrides(parse(deletions), cfg)
         choices.check_deletions(overrides)
+        choices.check_group_names(overrides)
         choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
         choices.check_booleans(cfg, overrides)
         choices.check_strategies(cfg)
@@ -334,6 +335,15 @@ def main() -> None:
     register_schemas()
     register_help_resolver()
     try:
+        inspecting = {"--info", "-i", "--cfg", "-c", "--shell-completion", "-sc", "--run", "-r"} & set(sys.argv[1:])
+        if inspecting and {"-m", "--multirun"} & set(sys.argv[1:]):
+            raise errors.UserError(
+                f"{sorted(inspecting)[0]} shows one run's config and -m sweeps: drop -m and give one value per key "
+                "(gpu=a40, not gpu=a40,h100); launch.dry_run=true -m shows every job of a sweep"
+            )
+        typed_id = value_in(sys.argv[1:], "launch.sweep_id")
+        if typed_id is not None:
+            check_sweep_id(typed_id)
         argv, notes = launcher_aliases(sys.argv[1:])
         argv, config_notes = verl_config_name(argv)  # a pasted `--config-name=ppo_megatron_trainer`
         notes += config_notes

@@ -200,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("-n", "--lines", type=int, default=20, help="logs: lines per file")
     args = parser.parse_args(argv)
     try:
+        if args.lines < 1:  # a tail of 0 or fewer lines ([-0:] is the whole file)
+            raise UserError(f"-n {args.lines}: give the lines per file as a whole number >= 1")
         manifest = read_sweep(find_sweep(args.sweep, args.runs_dir))
         print(answer(args.command, manifest, args.run, args.lines))
     except UserError as error:  # not found, or the Ray cluster is gone or refuses: one line

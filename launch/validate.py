@@ -11,6 +11,7 @@ import copy
 import gc
 import io
 import os
+import re
 import warnings
 from collections.abc import Callable
 from functools import cache
@@ -44,6 +45,22 @@ def check_launch_settings(cfg: DictConfig) -> None:
         # launch.dry_run=true arrives as a YAML boolean: compared as the text it was written as
         if (str(value).lower() if name == "dry_run" else value) not in allowed:
             raise UserError(f"launch.{name}={value} is not one of {', '.join(allowed)}")
+    # the run directory is <launch.runs_dir>/<launch.sweep_id>/<run id>: an id with a path in it, or an empty directory
+    # (cluster.shared_dir='' makes the default runs dir /rlaunch), would put it somewhere else than the runs dir
+    check_sweep_id(str(cfg.launch.sweep_id))
+    for key in ("cluster.shared_dir", "launch.runs_dir"):
+        if not str(OmegaConf.select(cfg, key) or "").strip():
+            raise UserError(f"{key} is empty: give the directory (on the shared filesystem for SLURM) where runs go")
+
+
+def check_sweep_id(sweep_id: str) -> None:
+    """A sweep id names <launch.runs_dir>/<sweep id>, which Hydra creates as it starts: checked on the command line
+    first (launch/run.py main), so that a path in it creates nothing."""
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", sweep_id):
+        raise UserError(
+            f"launch.sweep_id={sweep_id}: a sweep id is one directory name (letters, digits, _ . -, not starting "
+            "with . or -): it names <launch.runs_dir>/<sweep id>"
+        )
 
 
 def check_model(cfg: DictConfig, facts: Facts) -> None:

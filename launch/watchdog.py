@@ -848,6 +848,17 @@ def answer_dump_request(run_dir: Path, attempt_tag: str, node: str, ray_root: in
     return True
 
 
+def watch_off_reason(plan: Plan) -> str:
+    """Why the job starts no hang watch ("" where it does): the plan says the same (launch/render.py)."""
+    if not getattr(plan.cluster_settings, "hang_enabled", False):
+        return "launch.hang.enabled=false"
+    if plan.driver != "ppo":
+        return f"the {plan.driver} pipeline logs no training steps to watch"
+    if "file" not in (plan.verl.get("trainer", {}).get("logger") or []):
+        return "trainer.logger has no 'file': verl's per-step metrics are what it watches"
+    return ""
+
+
 def watch_for(
     plan: Plan,
     attempt: int,
@@ -862,13 +873,7 @@ def watch_for(
     """The watch over this attempt, or None with the reason printed (off in the plan, or no per-step progress to
     read)."""
     settings = plan.cluster_settings
-    reason = ""
-    if not getattr(settings, "hang_enabled", False):
-        reason = "launch.hang.enabled=false"
-    elif plan.driver != "ppo":
-        reason = f"the {plan.driver} pipeline logs no training steps to watch"
-    elif "file" not in (plan.verl.get("trainer", {}).get("logger") or []):
-        reason = "trainer.logger has no 'file': verl's per-step metrics are what it watches"
+    reason = watch_off_reason(plan)
     if reason:
         print(f"rlaunch: hang watchdog off: {reason}", flush=True)
         return None

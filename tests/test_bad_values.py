@@ -146,6 +146,16 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     ),
     (("actor_rollout_ref.model.path=",), "is empty (a shell variable the script never set?)"),
     (("trainer.total_epochs='15'",), "it is the string '15': ${oc.env:...} gives strings"),
+    # sbatch's numbers, the run directory's place, the option names, Ray's address
+    (("cluster.mem_gb=-1", "cluster=slurm"), "must be an integer >= 1 or null"),
+    (("cluster.signal_delay_s=-1", "cluster=slurm"), "must be an integer >= 0"),
+    (("cluster.time_margin_min=-5", "cluster=slurm"), "must be an integer >= 0"),
+    (("launch.sweep_id=../../etc",), "a sweep id is one directory name"),
+    (("cluster.shared_dir=''",), "is empty: give the directory"),
+    (("launch.runs_dir=/proc/nope",), "cannot create /proc/nope (No such file or directory)"),
+    (("cluster.name=slurm", "cluster=local"), "is the name of the cluster option chosen, not a setting"),
+    (("cluster=ray",), "cluster=ray needs cluster.address=http://<head>:8265"),
+    (("cluster.address=ray://127.0.0.1:10001", "cluster=ray"), "Ray's job API is the head's dashboard URL"),
     # peft reads a string target_modules as a regex over whole module names: a bare word matches no layer
     (
         ("actor_rollout_ref.model.target_modules=all_linear", "actor_rollout_ref.model.lora_rank=8"),

@@ -854,3 +854,27 @@ def test_nvls_buffers_are_a_searched_fix_on_cards_whose_nccl_opens_them():
     h800 = verdict_for("gpu=h800", *TUNING_2_H800, on_card)
     assert not h800.fits and h800.fixes and not [fix for fix in h800.fixes if "SHARP" in fix.fix]
     assert [fix for fix in verdict_for("gpu=h100", *TUNING_2_H800, on_card).fixes if "SHARP" in fix.fix]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["llm=foo"], "unknown llm 'foo'"),
+        (["actor_rollout_ref.rollout.n=five"], "actor_rollout_ref.rollout.n=five: must be an integer >= 1"),
+        (["gpu=a40"], "fit_table.py plans every gpu profile in its rows: drop gpu="),
+    ],
+)
+def test_fit_table_refuses_bad_input_in_one_line(args: list[str], said: str, capsys: pytest.CaptureFixture[str]):
+    """As run.py does: one line, exit 2 (a gpu= had relabelled every row with one profile's capacity)."""
+    from launch.fit_table import main as fit_table
+
+    with pytest.raises(SystemExit) as ended:
+        fit_table(args)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err.count("\n") == 1 and said in err, err
+
+
+def test_inspecting_a_sweep_is_one_line(tmp_path: Path):
+    result = run_here("gpu=a40,h100", "-m", "--info", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--info shows one run's config and -m sweeps: drop -m" in result.stderr

@@ -345,6 +345,30 @@ def check_group_names(overrides: Sequence[str]) -> None:
             )
 
 
+def check_our_additions(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """`+launch.dryrun=true`: Hydra adds a key to rlaunch's typed settings, where nothing reads it (the typo that the
+    plain form refuses). Our open tables (cluster.env, cluster.sbatch_extra, cluster.gres_types) take new keys."""
+    import dataclasses
+
+    from launch.schema import RLAUNCH_ROOTS
+
+    for override in parse(overrides):
+        key = key_of(override)
+        if not override.is_add() or key.split(".", 1)[0] not in RLAUNCH_ROOTS or "." not in key:
+            continue
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None)
+        typed = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if typed is None or not dataclasses.is_dataclass(typed):
+            continue
+        names = [item.name for item in dataclasses.fields(typed)]
+        if leaf not in names:
+            raise UserError(
+                f"{override.input_line}: {parent} has no setting {leaf}{closest(leaf, names)}, and nothing reads a new "
+                f"one (python launch/run.py --help lists {parent}'s)"
+            )
+
+
 _MISSING = object()
 OPTIMIZERS = ("actor_rollout_ref.actor.optim", "critic.optim")
 

@@ -191,6 +191,12 @@ def _explain_unknown_key(exc: BaseException, cause: BaseException, key_explainer
     parent = getattr(cause, "parent_node", None)
     siblings = [str(key) for key in parent.keys()] if parent is not None and hasattr(parent, "keys") else []
     hint = closest(str(missing), siblings) if missing is not None else ""
+    from launch.schema import RLAUNCH_ROOTS
+
+    if full_key.split(".", 1)[0] in RLAUNCH_ROOTS:  # rlaunch's own keys are typed: a new one would do nothing
+        match = difflib.get_close_matches(str(missing), siblings, n=1, cutoff=0.6)
+        meant = f" (did you mean '{full_key.rpartition('.')[0]}.{match[0]}'?)" if match else ""
+        return f"unknown key '{full_key}'{meant}: rlaunch has no such setting (python launch/run.py --help lists them)"
     return f"unknown key '{full_key}'{hint}: fix the spelling, or add a new key on purpose with +{full_key}=..."
 
 

@@ -94,6 +94,7 @@ def plan_job(
         apply_value_overrides(parse(deletions), cfg)
         choices.check_deletions(overrides)
         choices.check_group_names(overrides)
+        choices.check_our_additions(cfg, overrides)
         choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
         choices.check_booleans(cfg, overrides)
         choices.check_strategies(cfg)

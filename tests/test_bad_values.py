@@ -155,6 +155,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("launch.runs_dir=/proc/nope",), "cannot create /proc/nope (No such file or directory)"),
     (("cluster.name=slurm", "cluster=local"), "is the name of the cluster option chosen, not a setting"),
     (("cluster=ray",), "cluster=ray needs cluster.address=http://<head>:8265"),
+    (("+launch.dryrun=true",), "launch has no setting dryrun (did you mean 'dry_run'?), and nothing reads a new one"),
     (("cluster.address=ray://127.0.0.1:10001", "cluster=ray"), "Ray's job API is the head's dashboard URL"),
     # peft reads a string target_modules as a regex over whole module names: a bare word matches no layer
     (

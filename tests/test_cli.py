@@ -91,7 +91,7 @@ BAD_INPUTS = [
         "unknown key 'actor_rollout_ref.actor.ppo_micro_batch_sise_per_gpu' "
         "(did you mean 'ppo_micro_batch_size_per_gpu'?)",
     ),
-    (["gpu.usable_gb=40"], "unknown key 'gpu.usable_gb' (did you mean 'usable_gib'?)"),
+    (["gpu.usable_gb=40"], "unknown key 'gpu.usable_gb' (did you mean 'gpu.usable_gib'?): rlaunch has no such setting"),
     (["gpu.usable_gib=lots"], "bad value for gpu.usable_gib"),
     (
         ["data.train_batch_size=500", "trainer.use_v1=false"],  # verl's v1 trainer pads the batch instead

@@ -489,7 +489,8 @@ def test_own_reward_function_takes_any_data_source_and_remote_files_pass_with_a_
     overrides = tiny_run(tmp_path)
     pd.DataFrame(guru_rows(["mystery/set"], 8, "train")).to_parquet(tmp_path / "data" / "train.parquet")
     reward = tmp_path / "my_reward.py"
-    reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
+    # **kwargs: guru_baseline passes its reward_kwargs to every call (a signature without them fails: refused below)
+    reward.write_text("def compute_score(data_source, solution_str, ground_truth, **kwargs):\n    return 0.0\n")
     plan = submission(tmp_path, *overrides, f"reward.custom_reward_function.path={reward}")
     assert plan.readiness.problems == ()
     make_tiny_dataset(tmp_path / "data", ["math"], per_source=8)

@@ -17,16 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import OmegaConf
 
 from launch.errors import UserError
 from launch.facts import query_partition, ray_cluster_facts, sinfo_answers
 from launch.gpu import ProfileChoice, choose_profile, detect_gpus, load_profiles, profile_for_gres_type
 from launch.overrides import find, hydra_quoted, key_of, parse, render_value, value_in, without
-from launch.schema import PROJECT_DIR, verl_package_dir
+from launch.schema import verl_package_dir
 from launch.secret_guard import refuse_secret_overrides
-from launch.verl_diff import BACKEND_BASES, base_config, leaves, option_keys_outside, overlap
+from launch.verl_diff import BACKEND_BASES, base_config, config_default, leaves, option_keys_outside, overlap
 
 # Flags after which Hydra expects no overrides to resolve (completion, help, info about the app itself).
 PASSIVE_FLAGS = ("-sc", "--shell-completion", "-h", "--help", "--hydra-help")
@@ -290,12 +289,6 @@ def whole_values_replace_the_profiles(overrides: list[str]) -> list[str]:
         )
         rewritten += [*(f"~{leaf}" for _, leaf in under), f"++{key}={value}"]
     return rewritten
-
-
-def config_default(group: str) -> str | None:
-    """conf/config.yaml's default option of a group (algo: guru_baseline)."""
-    defaults = yaml.safe_load((PROJECT_DIR / "conf" / "config.yaml").read_text()).get("defaults") or []
-    return next((str(entry[group]) for entry in defaults if isinstance(entry, dict) and group in entry), None)
 
 
 def fsdp_knob_deletions(overrides: Sequence[str]) -> list[str]:

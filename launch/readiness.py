@@ -1051,6 +1051,14 @@ def is_main_guard(test: ast.expr) -> bool:
     )
 
 
+def module_file(path: str, job: JobDirectory) -> Path | None:
+    """The file a module path names, where file_problem found it (an absolute path, or under the job's directory);
+    None where it is missing."""
+    written = Path(path.removeprefix("file://"))
+    found = written if written.is_absolute() else job.readable(written)
+    return found if found.is_file() else None
+
+
 def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | None:
     """The function or class verl takes from a module file it will find: a name the file does not define, or a file
     Python cannot parse, fails the job as verl imports it."""
@@ -1060,9 +1068,8 @@ def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | N
         return None
     if key == "reward.reward_manager.module.path" and select(verl, "reward.reward_manager.source") != "importlib":
         return None
-    written = Path(str(path).removeprefix("file://"))
-    found = written if written.is_absolute() else job.readable(written)  # where file_problem found it
-    if not found.is_file():
+    found = module_file(str(path), job)
+    if found is None:
         return None  # file_problem says where it is missing
     try:
         names = module_names(found.read_text(errors="replace"))
@@ -1090,10 +1097,9 @@ def reward_kwargs_problem(verl: dict[str, Any], root: str, job: JobDirectory) ->
     kwargs, path, name = (select(verl, f"{root}.{key}") for key in ("reward_kwargs", "path", "name"))
     if not kwargs or not path or not name or str(path).startswith("pkg://"):
         return None
-    written = Path(str(path).removeprefix("file://"))
-    found = written if written.is_absolute() else job.readable(written)
+    found = module_file(str(path), job)
     try:
-        tree = ast.parse(found.read_text(errors="replace")) if found.is_file() else None
+        tree = ast.parse(found.read_text(errors="replace")) if found is not None else None
     except SyntaxError:
         return None  # object_problem says so
     function = next(

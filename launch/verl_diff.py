@@ -399,9 +399,19 @@ def _has(tree: dict[str, Any], key: str) -> bool:
 
 
 @lru_cache(maxsize=1)
+def _config_file() -> dict[str, Any]:
+    return yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}
+
+
 def _config_yaml() -> dict[str, Any]:
-    content = yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}
-    return {key: value for key, value in content.items() if key not in ("defaults", "hydra", *RLAUNCH_ROOTS)}
+    """conf/config.yaml's own keys of verl's tree."""
+    return {key: value for key, value in _config_file().items() if key not in ("defaults", "hydra", *RLAUNCH_ROOTS)}
+
+
+def config_default(group: str) -> str | None:
+    """conf/config.yaml's default option of a group (algo: guru_baseline)."""
+    defaults = _config_file().get("defaults") or []
+    return next((str(entry[group]) for entry in defaults if isinstance(entry, dict) and group in entry), None)
 
 
 def _layer_of(

@@ -73,11 +73,14 @@ def cpu_facts(**changes: object) -> Facts:
     return Facts(**values)
 
 
+# what a user's shell would not hand launch/run.py: the dev cluster's SLURM_CONF, a debug switch, the test runner's
+# terminal size (pytest-xdist's workers have one set; a user's pipe has none)
+NOT_INHERITED = ("SLURM_CONF", "RLAUNCH_DEBUG", "COLUMNS", "LINES")
+
+
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """launch/run.py as a user runs it, in a directory of the test's own (run dirs land there)."""
-    # COLUMNS/LINES are the test runner's terminal (pytest-xdist's workers have one set): a user's pipe has none
-    dropped = ("SLURM_CONF", "RLAUNCH_DEBUG", "COLUMNS", "LINES")
-    inherited = {k: v for k, v in os.environ.items() if k not in dropped}
+    inherited = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
     full_env = {**inherited, **(env or {})}
     return subprocess.run(
         [sys.executable, str(PROJECT / "launch" / "run.py"), *args],
@@ -109,9 +112,8 @@ def run_here(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result
     this process: a subprocess costs ~2-4 s of interpreter and import start-up per case, several times that while
     the suite's workers share two cores. The working directory and the environment are restored afterwards, and the
     next invocation composes afresh, as a new process would."""
-    dropped = ("SLURM_CONF", "RLAUNCH_DEBUG", "COLUMNS", "LINES")
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, Path.cwd()
-    for name in dropped:
+    for name in NOT_INHERITED:
         os.environ.pop(name, None)
     os.environ.update(env or {})
     sys.argv = [RUN_PY, *args]

@@ -7,7 +7,9 @@ Runs on: the job head (after step `launch.calibrate_after_step` and when an atte
   `timing_s/*` medians, step 1 left out: it compiles and captures graphs) and the error; the memory the plan
   predicted against verl's `perf/max_memory_*_gb`; and the response lengths with their trend.
 - The store is one append-only JSON-lines file per cluster, `<runs_dir>/calibration.jsonl` (the runs dir lives on
-  the cluster's shared filesystem). Each line is one measured run: the GPU profile, the model's architecture, the
+  the cluster's shared filesystem). Each line is one measured run: the cluster it ran on (`cluster_identity`: a
+  store copied from another cluster, or a runs dir two clusters share, must not time this one), the GPU profile, the
+  model's architecture, the
   knobs that matter, and for each phase the raw model's seconds *at the run's measured lengths* beside the measured
   seconds. Their ratio is therefore the model's own error, not a length guess's.
 - A new plan takes the nearest records (same profile, architecture family and engine; similar size and tokens per
@@ -25,6 +27,8 @@ import fcntl
 import json
 import math
 import os
+import re
+import socket
 import statistics
 import sys
 import threading
@@ -267,6 +271,7 @@ class StoreRecord:
     version: int = STORE_VERSION
     backend: str = "fsdp"  # the trainer's strategy: megatron's step is another model (a store before it held fsdp's)
     trainer_mode: str = ""  # verl's trainer.v1.trainer_mode ("" in a store written before it was recorded)
+    cluster: str = ""  # cluster_identity of the cluster the run ran on ("" in a store written before it was recorded)
 
 
 def store_path(runs_dir: str | Path) -> Path:
@@ -307,6 +312,7 @@ def store_record(
         memory={"allocated_gib": measured.memory_allocated_gib, "reserved_gib": measured.memory_reserved_gib},
         backend=backend_of(plan.verl),
         trainer_mode=trainer_mode_of(plan.verl),
+        cluster=plan.cluster_identity,
     )
 
 
@@ -449,6 +455,34 @@ def follow(run_dir: Path, runs_dir: Path, attempt: int, after_step: int, stop: t
 # --- planning: the nearest records correct the model ---------------------------------------------------------------
 
 
+SLURM_CONF_DEFAULT = "/etc/slurm/slurm.conf"  # where SLURM's commands read it when SLURM_CONF is unset
+CLUSTER_NAME_LINE = re.compile(r"(?im)^\s*ClusterName\s*=\s*(\S+)")
+
+
+def cluster_identity(cfg: DictConfig) -> str:
+    """The cluster a run is planned for, recorded in its plan and thus in its store record: SLURM's ClusterName, the
+    Ray head's address, or this host for cluster=local. "" when SLURM's configuration is not readable here."""
+    kind = str(cfg.cluster.name)
+    if kind == "ray":
+        return f"ray {cfg.cluster.address}"
+    if kind == "local":
+        return f"local {socket.gethostname()}"
+    return slurm_cluster_name(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_CONF"))
+
+
+@cache
+def slurm_cluster_name(in_allocation: str | None, slurm_conf: str | None) -> str:
+    """Inside an allocation SLURM says the name; elsewhere slurm.conf does. Read from the file, not asked of
+    scontrol: planning must not wait on a controller that does not answer."""
+    if in_allocation:
+        return f"slurm {in_allocation.lower()}"
+    try:
+        found = CLUSTER_NAME_LINE.search(Path(slurm_conf or SLURM_CONF_DEFAULT).read_text(errors="replace"))
+    except OSError:
+        return ""
+    return f"slurm {found.group(1).lower()}" if found else ""  # SLURM lower-cases the name it keeps
+
+
 @dataclass(frozen=True)
 class Shape:
     """What a plan is matched on."""
@@ -462,6 +496,7 @@ class Shape:
     tokens_per_gpu: float
     backend: str = "fsdp"
     trainer_mode: str = ""
+    cluster: str = ""  # cluster_identity; "" where it is not known here
 
 
 def trainer_mode_of(verl: dict[str, Any]) -> str:
@@ -486,11 +521,40 @@ def distance(shape: Shape, record: StoreRecord) -> float | None:
         return None
     if record.trainer_mode and shape.trainer_mode and record.trainer_mode != shape.trainer_mode:
         return None
+    if another_cluster(shape, record):
+        return None
     size = abs(math.log(max(record.params, 1) / max(shape.params, 1)))
     tokens = abs(math.log(max(record.tokens_per_gpu, 1.0) / max(shape.tokens_per_gpu, 1.0)))
     if size > math.log(MAX_SIZE_RATIO) or tokens > math.log(MAX_TOKENS_RATIO):
         return None
     return size + 0.5 * tokens + 0.3 * (record.rollout_tp != shape.rollout_tp) + 0.2 * (record.n_gpus != shape.n_gpus)
+
+
+def another_cluster(shape: Shape, record: StoreRecord) -> bool:
+    """Both clusters known and not the same: its step times are another network's, another filesystem's."""
+    return bool(record.cluster and shape.cluster and record.cluster != shape.cluster)
+
+
+def where_measured(shape: Shape, close: list[StoreRecord]) -> str:
+    """Where the calibrating runs ran, as far as their records say: the plan says "this cluster" only when it is."""
+    clusters = {record.cluster for record in close}
+    if shape.cluster and clusters == {shape.cluster}:
+        return "this cluster"
+    if "" in clusters:
+        return "a cluster its records do not name"
+    return "cluster " + ", ".join(sorted(clusters))
+
+
+def other_clusters(shape: Shape, records: tuple[StoreRecord, ...]) -> str:
+    """What the store holds of this shape from other clusters and the plan leaves out, said; "" for none."""
+    names = sorted(
+        {
+            record.cluster
+            for record in latest_per_run(records)
+            if another_cluster(shape, record) and distance(replace(shape, cluster=record.cluster), record) is not None
+        }
+    )
+    return f"runs of this shape on {', '.join(names)} not used: another cluster" if names else ""
 
 
 def latest_per_run(records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
@@ -510,17 +574,18 @@ class PhaseRatio:
     ratio: float  # the median of measured / model over the runs that calibrate this phase
     runs: int
     left_out: tuple[float, ...] = ()  # ratios beyond RATIO_BOUNDS: another shape (or a stalled run), not a calibration
+    where: str = "this cluster"  # where_measured
 
     def said(self) -> str:
         off = ", ".join(f"x{ratio:.2f}" for ratio in self.left_out)
         left_out = f"{len(self.left_out)} run(s) of this shape left out: measured {off} the model, beyond {BOUNDS_SAID}"
         if not self.runs:
             return f"model ({left_out})"
-        said = f"model x {self.ratio:.2f} from {self.runs} run(s) of this shape on this cluster"
+        said = f"model x {self.ratio:.2f} from {self.runs} run(s) of this shape on {self.where}"
         return said + (f" ({left_out})" if self.left_out else "")
 
 
-def phase_ratios(records: list[StoreRecord]) -> dict[str, PhaseRatio]:
+def phase_ratios(records: list[StoreRecord], where: str = "this cluster") -> dict[str, PhaseRatio]:
     """Per phase, the median of measured / model over the records whose ratio lies within RATIO_BOUNDS. A record
     further off is left out, and said: it times something else than this shape's step (a stalled or failing run,
     another setting the shape does not see), and clamping it would pull the median as far as the bound allows."""
@@ -535,9 +600,9 @@ def phase_ratios(records: list[StoreRecord]) -> dict[str, PhaseRatio]:
         kept = [value for value in values if low <= value <= high]
         left_out = tuple(value for value in values if not low <= value <= high)
         if kept:
-            ratios[phase] = PhaseRatio(statistics.median(kept), len(kept), left_out)
+            ratios[phase] = PhaseRatio(statistics.median(kept), len(kept), left_out, where)
         elif left_out:
-            ratios[phase] = PhaseRatio(1.0, 0, left_out)  # the model as it is, and why no run corrected it
+            ratios[phase] = PhaseRatio(1.0, 0, left_out, where)  # the model as it is, and why no run corrected it
     return ratios
 
 
@@ -599,7 +664,9 @@ def warn(lines: tuple[str, ...]) -> None:
         print(f"rlaunch: warning: {line}", file=sys.stderr)
 
 
-def shape_of(plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_per_gpu: float) -> Shape:
+def shape_of(
+    plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_per_gpu: float, cluster: str = ""
+) -> Shape:
     knobs = Knobs.from_verl(plan_verl)
     return Shape(
         gpu=gpu,
@@ -611,6 +678,7 @@ def shape_of(plan_verl: dict[str, Any], llm: dict[str, Any], gpu: str, tokens_pe
         tokens_per_gpu=tokens_per_gpu,
         backend=backend_of(plan_verl),
         trainer_mode=trainer_mode_of(plan_verl),
+        cluster=cluster,
     )
 
 
@@ -633,9 +701,12 @@ def planned_forecast(
     lengths = Lengths(float(typical.prompt_tokens), float(typical.response_tokens), typical.source)
     model = forecast(arch, knobs, card, verl, lengths, critic)
     model = replace(model, inputs={**model.inputs, "card": asdict(card), "critic": critic})
-    close = nearest(shape_of(verl, llm, str(cfg.gpu.name), model.inputs["tokens"] / knobs.n_gpus), records)
-    ratios = phase_ratios(close)
+    shape = shape_of(verl, llm, str(cfg.gpu.name), model.inputs["tokens"] / knobs.n_gpus, cluster_identity(cfg))
+    close = nearest(shape, records)
+    elsewhere = other_clusters(shape, records)
+    ratios = phase_ratios(close, where_measured(shape, close))
     if not ratios:
-        return model
-    runs = f"from {len(close)} run(s) of this shape on this cluster"
+        return replace(model, source=f"{model.source} ({elsewhere})") if elsewhere else model
+    runs = f"from {len(close)} run(s) of this shape on {where_measured(shape, close)}"
+    runs += f" ({elsewhere})" if elsewhere else ""
     return model.scaled({phase: r.ratio for phase, r in ratios.items()}, runs, {p: r.said() for p, r in ratios.items()})

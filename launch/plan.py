@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
 from launch import snapshot
-from launch.calibration import StoreRecord, planned_forecast
+from launch.calibration import StoreRecord, cluster_identity, planned_forecast
 from launch.compose_once import full_resolution
 from launch.container import resolve as resolve_container
 from launch.container import setup_lines as container_setup_lines
@@ -481,4 +481,5 @@ def make_plan(
         changed_from_verl=changes,
         preflight=verdict,
         time=time,
+        cluster_identity=cluster_identity(cfg),
     )

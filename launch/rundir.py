@@ -224,6 +224,8 @@ class Plan:
     changed_from_verl: list[Change] = field(default_factory=list)
     # one step's predicted seconds per phase at the typical lengths, calibrated where runs of this shape were measured
     time: StepTime | None = None
+    # the cluster it runs on (calibration.cluster_identity): its measured steps calibrate that cluster's plans only
+    cluster_identity: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl

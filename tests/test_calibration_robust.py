@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from conftest import Result
+from conftest import Result, compose_config
 from test_calibration import SHAPE, data, planned, record, run_dir_of, write_metrics
 
 from launch import calibration
@@ -186,3 +186,43 @@ def test_a_plan_json_cut_short_is_one_line(tmp_path: Path):
         load_plan(plan.run_dir)
     result = calibrate(plan.run_dir, cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is not valid JSON" in result.stderr
+
+
+def test_a_store_from_another_cluster_never_times_this_one_and_the_plan_says_whose_runs_it_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The store is per runs dir: one copied from another cluster, or a runs dir two clusters share, had been quoted
+    as "this cluster". Each record names its cluster (SLURM's ClusterName, read from slurm.conf, never asked of a
+    controller), and another cluster's runs are left out, and said."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("SlurmctldHost=head\n  clustername = Alpha  # the site's name\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    monkeypatch.delenv("SLURM_CLUSTER_NAME", raising=False)
+    runs = []
+    for index in range(3):
+        plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), f"launch.sweep_id=c{index}")
+        write_metrics(plan, response_mean=800.0, factor=2.0)
+        runs.append(plan.run_dir)
+    assert calibrate(*runs, cwd=tmp_path).returncode == 0
+    store = store_path(tmp_path / "rlaunch")
+    recorded = {json.loads(line)["cluster"] for line in store.read_text().splitlines()}
+    assert len(recorded) == 1 and recorded.pop().startswith("local ")
+
+    on_alpha = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=next", cluster="slurm")
+    assert on_alpha.cluster_identity == "slurm alpha"
+    assert on_alpha.time.source.startswith("model") and "not used: another cluster" in on_alpha.time.source
+    assert "not used: another cluster" in render(on_alpha)
+
+    def recorded_on(cluster: str) -> None:
+        lines = [json.loads(line) | {"cluster": cluster} for line in store.read_text().splitlines()]
+        write_lines(store, lines)
+
+    recorded_on("slurm alpha")
+    same = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=same", cluster="slurm")
+    assert same.time.sources["generate"] == "model x 2.00 from 3 run(s) of this shape on this cluster"
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "alpha")  # inside an allocation SLURM says it: the same identity
+    assert calibration.cluster_identity(compose_config("cluster=slurm")) == "slurm alpha"
+
+    recorded_on("")  # a store written before records named their cluster
+    unnamed = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=old", cluster="slurm")
+    assert unnamed.time.sources["generate"].endswith("on a cluster its records do not name")

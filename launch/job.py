@@ -244,6 +244,7 @@ def run_head(
         ray_cluster.copy_logs(topology, 0, run_dir, token_path)
         if head is not None:
             ray_cluster.stop_node(head.process)
+        ray_cluster.remove_temp_dir(topology, 0)
         stop_measuring.set()
         if calibrating:  # the attempt's end, however it ended: what it measured goes to the store
             calibration.ingest_quietly(run_dir, runs_dir_of(plan))
@@ -295,6 +296,7 @@ def run_worker(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> 
     finally:
         ray_cluster.copy_logs(topology, rank, run_dir, token_path)
         ray_cluster.stop_node(worker.process)
+        ray_cluster.remove_temp_dir(topology, rank)
     return 0
 
 

@@ -558,6 +558,12 @@ def copy_logs(topology: Topology, rank: int, run_dir: Path, token_path: Path) ->
         copy_redacted(source, target, sorted(masked, key=len, reverse=True))
 
 
+def remove_temp_dir(topology: Topology, rank: int) -> None:
+    """The node's Ray session (its logs already copied, spilled objects, sockets) off the node-local /tmp, once the
+    node's Ray has stopped: every job left one behind, hundreds per node over a few weeks of runs."""
+    shutil.rmtree(topology.temp_dir(rank), ignore_errors=True)
+
+
 def token_values(token_path: Path) -> list[str]:
     try:
         token = token_path.read_text().strip()

@@ -86,6 +86,8 @@ def test_two_node_job_brings_ray_up_pins_a_task_to_each_node_and_leaves_nothing(
     assert probe["gpus"] == 0  # fake GRES: NVML sees none, and Ray is told so (never CUDA_VISIBLE_DEVICES)
     assert sorted(p.name for p in (run_dir / "ray_logs").iterdir()) == ["c1-0", "c2-1"]
     assert not ray_processes_of(job_id), "no Ray process of the job survives it"
+    sessions = [f"/tmp/rl{job_id}-{rank}-{node_address(node, slurm_env)}" for rank, node in enumerate(["c1", "c2"])]
+    assert not [path for path in sessions if os.path.exists(path)], "nor its Ray session on the nodes' /tmp"
 
 
 def worker_task_pids(job_id: str) -> list[int]:

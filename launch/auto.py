@@ -256,8 +256,9 @@ def whole_values_replace_the_profiles(overrides: list[str]) -> list[str]:
     dict into the layer's instead, and refuse a key the layer's dict lacks (`{foreach: false}`: "Could not
     override"), or keep the layer's keys beside the user's (`{fused: true, foreach: true}`, which torch's AdamW
     refuses; `reward_kwargs={}` leaving GURU's in place). So the layer's sub-keys are deleted first and the user's
-    value merged into what is left, said in a note. FSDP runs with one choice of each group only: under Megatron the
-    profile's knobs are deleted anyway (without_fsdp_knobs), and a sweep's choices differ in what they set."""
+    value merged into what is left, said in a note. FSDP only: under Megatron the profile's knobs are deleted anyway
+    (without_fsdp_knobs). A group the command line sweeps is skipped here; each job of the sweep is rewritten with
+    its own choice as the launcher plans it."""
     base = base_config(overrides)
     if base != BACKEND_BASES["fsdp"]:
         return overrides
@@ -270,13 +271,15 @@ def whole_values_replace_the_profiles(overrides: list[str]) -> list[str]:
         if option and option != "auto":
             theirs += [(f"{group}={option}", key) for key in option_keys_outside(group, option, base)]
     rewritten: list[str] = []
+    # a sweep's job is rewritten again with its own choices (hydra_plugins' launcher): what is deleted already was
+    deleted = {key_of(parsed) for parsed in parse(overrides) if parsed.is_delete()}
     for override, parsed in zip(overrides, parse(overrides), strict=True):
         key, value = key_of(parsed), override.split("=", 1)[-1]
         # the layer's dict itself, given a dict (Hydra merges the two), or keys the layer set under the user's key
         under = [
             (layer, leaf)
             for layer, leaf in theirs
-            if leaf.startswith(key + ".") or (leaf == key and value.lstrip().startswith("{"))
+            if (leaf.startswith(key + ".") or (leaf == key and value.lstrip().startswith("{"))) and leaf not in deleted
         ]
         if not under or parsed.is_delete() or parsed.is_add() or parsed.is_sweep_override():
             rewritten.append(override)

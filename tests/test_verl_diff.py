@@ -500,6 +500,37 @@ def test_a_whole_value_replaces_the_profiles_as_it_replaces_verls_default(cli, t
     assert f"rlaunch: note: {key}={{foreach:true}} replaces what gpu=a40 set there ({key}.fused)" in result.stderr
 
 
+def test_a_whole_value_replaces_the_profile_of_each_job_of_a_gpu_sweep(cli, tmp_path: Path):
+    """In a sweep over gpu= each job has its own profile: a40's job had died in Hydra ("Key 'foreach' is not in
+    struct", said as an unknown key) where the same run planned alone was right."""
+    key = "actor_rollout_ref.actor.optim.override_optimizer_config"
+    result = cli(
+        "-m",
+        "algo=verl",
+        "gpu=h100,a40",
+        "llm=qwen2_5_0_5b",
+        f"{key}={{foreach:false}}",
+        "launch.skip_checks=[model,data]",
+        f"launch.runs_dir={tmp_path}",
+        "launch.dry_run=json",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    plans = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [plan["gpu_profile"] for plan in plans] == ["h100", "a40"]
+    for plan in plans:
+        assert plan["verl"]["actor_rollout_ref"]["actor"]["optim"]["override_optimizer_config"] == {"foreach": False}
+        assert not [change for change in plan["changed_from_verl"] if change["key"].startswith(key)]
+    assert result.stderr.count("replaces what gpu=a40 set there") == 1 and "gpu=h100 set" not in result.stderr
+
+    kwargs = "reward.custom_reward_function.reward_kwargs"  # the algo's: rewritten once, before the sweep splits
+    guru = cli("-m", "gpu=h100,a40", f"{kwargs}={{}}", "launch.skip_checks=[model,data]", "launch.dry_run=json")
+    assert guru.returncode == 0, guru.stderr[-2000:]
+    assert [
+        json.loads(line)["verl"]["reward"]["custom_reward_function"]["reward_kwargs"]
+        for line in guru.stdout.splitlines()
+    ] == [{}, {}]
+
+
 def test_a_key_the_user_made_follow_another_is_credited_to_the_layer_that_moved_that_one(cli, tmp_path: Path):
     """`max_model_len=${...max_num_batched_tokens}`: the value changed because gpu=h100 set the one it reads, as with
     verl's own interpolations (critic.use_dynamic_bsz follows the actor's)."""

@@ -42,6 +42,7 @@ class RlaunchSlurmLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from launch.auto import whole_values_replace_the_profiles
         from launch.compose_once import ComposeOnce, detached_roots
         from launch.cores import in_order
         from launch.overrides import job_name, swept_keys
@@ -57,6 +58,9 @@ class RlaunchSlurmLauncher(Launcher):
         swept = swept_keys(job_overrides)
 
         def plan_one(overrides: Sequence[str]) -> tuple[Plan, DictConfig]:
+            # a job's own gpu and algo choice: its layer's dict under a user's whole value is replaced, as a run
+            # planned alone has it (launch/auto.py), where the sweep's command line had several choices
+            overrides = whole_values_replace_the_profiles(list(overrides))
             with composer.job_config(overrides) as cfg:
                 name = job_name(str(cfg.gpu.name), overrides, swept, composer.groups(overrides))
                 plan = plan_job(cfg, list(overrides), name, resolve=composer.resolve)

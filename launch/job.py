@@ -21,7 +21,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,21 @@ def measure_against_plan(plan: Plan, attempt: int, stop: threading.Event) -> boo
     return True
 
 
+@contextmanager
+def sigterm_handler_kept() -> Iterator[None]:
+    """SIGTERM handled as before, whatever the body does to it. ray.init (wait_for_nodes connects to count the nodes)
+    puts Ray's own SIGTERM handling in place, and ray.shutdown leaves it: a failure handler that kills the process at
+    once, its finally blocks unrun. scancel and SLURM's time limit send SIGTERM, then SIGKILL KillWait later; under
+    Ray's handler the head died at the SIGTERM without copying the job's Ray logs into the run directory. submitit's
+    own handler logs the signal and lets the head end the attempt (the driver, signalled with it, exits)."""
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, before)
+
+
 def run_head(
     plan: Plan, topology: ray_cluster.Topology, timeout_s: float, requeue: Callable[[], None] | None = None
 ) -> int:
@@ -218,7 +234,8 @@ def run_head(
         head_log = run_dir / f"ray_start-{topology.nodes[0]}-0.log"
         head = ray_cluster.start_head(topology, head_log, token_path, timeout_s)
         ray_cluster.publish_head_port(topology, run_dir)  # the workers start once the head has
-        ray_cluster.wait_for_nodes(topology, head, run_dir, token_path, timeout_s)
+        with sigterm_handler_kept():
+            ray_cluster.wait_for_nodes(topology, head, run_dir, token_path, timeout_s)
         ready = time.monotonic() - JOB_STARTED
         print(
             f"rlaunch: Ray up on {len(topology.nodes)} node(s) {ready:.1f} s after the job started "

@@ -8,7 +8,10 @@ same `worker_env` verl's own ray.init passes; Ray merges the two), and its entry
 directories live under `cluster.shared_dir`, which the cluster's nodes must see at the same path (verl writes
 checkpoints there, and the entrypoint reads the plan there). Ray jobs are never requeued: a failed job stays FAILED;
 submitting the same overrides again with the same `launch.sweep_id` gives the same run id, run directory and W&B
-run, and verl resumes from the last checkpoint. Afterwards: launch/ray_status.py (status, logs, cancel).
+run, and verl resumes from the last checkpoint. The job's output goes to Ray's log on the head and, as it is written,
+to <run_dir>/ray_job.log with a last line saying how the entrypoint ended (its exit code, or a stop): the reports read
+the run's cause there, also once the cluster is gone. Afterwards: launch/sweep.py (status, logs, cancel; Ray's job
+API through launch/ray_status.py) and launch/report/.
 
 Resources come from what the cluster reports (Ray's state API over the dashboard: CPUs, GPUs, memory per alive
 node), as a `PartitionFacts` (launch/facts.py), so the plan's caps, the checks and the preflight's host-RAM verdict
@@ -34,9 +37,24 @@ from launch.ray_api import connect
 from launch.ray_entry import ENTRY_MODULE, RUN_ID_VARIABLE
 from launch.rundir import Plan
 
+# the job's output, copied into the run directory as it is written: Ray keeps its own copy on the head, which a
+# cluster that is gone (or restarted) takes with it, and the reports name a failed run's cause from this one
+RAY_JOB_LOG = "ray_job.log"
+# the entrypoint's last line in it (launch/report/failures/logs.py reads how the attempt ended from them)
+ENTRY_EXITED = "rlaunch: the Ray job's entrypoint exited with code"
+ENTRY_STOPPED = "rlaunch: the Ray job was stopped (SIGTERM: sweep.py cancel, ray job stop, or the cluster ending it)"
+# Ray runs the entrypoint with /bin/sh, which need not know pipefail (dash): bash keeps the entrypoint's exit code
+# through tee. Ray stops a job by signalling every process of it: the trap writes the stop once the pipeline is gone.
+COPIED_OUTPUT = (
+    f'trap \'echo "{ENTRY_STOPPED}" >> "$1"; exit 143\' TERM; set -o pipefail; "${{@:2}}" 2>&1 | tee -a "$1"; '
+    f'code=$?; echo "{ENTRY_EXITED} $code" | tee -a "$1"; exit $code'
+)
+
 
 def entrypoint(python: str, run_dir: str) -> str:
-    return shlex.join([python, "-m", ENTRY_MODULE, run_dir])
+    """The Ray job's command: launch/ray_entry.py on the run, its output also appended to the run's RAY_JOB_LOG."""
+    log = str(Path(run_dir) / RAY_JOB_LOG)
+    return shlex.join(["bash", "-c", COPIED_OUTPUT, "rlaunch-ray-job", log, python, "-m", ENTRY_MODULE, run_dir])
 
 
 def job_request(plan: Plan, python: str) -> dict[str, Any]:

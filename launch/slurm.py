@@ -6,7 +6,8 @@ per launch, hydra#2874, and it blocks until jobs end, hydra#692). A shape with m
 MaxArraySize (`scontrol show config`) becomes several arrays; `cluster.array_parallelism` throttles each (%N).
 A manifest in the sweep directory (launch/manifest.py) records run ids, job ids, arrays and overrides for
 `launch/sweep.py status|logs|cancel`. The code snapshot the jobs import is written here, just before they are queued
-(never by a dry run).
+(never by a dry run). Afterwards SLURM's own commands answer for the jobs (`ask_slurm`: squeue, sacct -D with every
+attempt of a requeued job, scancel), for sweep.py and the reports (launch/report/failures/logs.py job_records).
 """
 
 from __future__ import annotations
@@ -123,6 +124,47 @@ def render_all(plans: list[Plan], limit: int | None = None) -> list[tuple[ShapeG
     sweep_dir = sweep_dir_of(plans)
     groups = arrays_of(plans, limit)
     return [(group, render_sbatch(group, index, sweep_dir)) for index, group in enumerate(groups)]
+
+
+class SlurmSilent(Exception):
+    """squeue, sacct or scancel did not answer: not installed on this machine, or no controller (or accounting)
+    reachable."""
+
+
+def ask_slurm(command: list[str]) -> str:
+    """The command's output; SlurmSilent with its own words when it is missing, fails or hangs."""
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    except FileNotFoundError:
+        raise SlurmSilent(f"{command[0]} is not installed here") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmSilent(f"{command[0]} did not answer within 30 s") from None
+    # squeue -j with ids no longer queued exits 1 saying so: an answer (none of them is queued), not silence
+    if result.returncode != 0 and "Invalid job id specified" not in result.stderr:
+        said = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+        raise SlurmSilent(said if said.startswith(command[0]) else f"{command[0]}: {said}")
+    return result.stdout
+
+
+def sacct_attempts(job_ids: list[str]) -> dict[str, list[dict[str, str]]]:
+    """job id -> every attempt sacct knows (-D: a requeued job shows each run), oldest first."""
+    fields = "JobID,State,ExitCode,Elapsed,NodeList,Start"
+    output = ask_slurm(["sacct", "-D", "-X", "-n", "-P", f"--format={fields}", "-j", ",".join(job_ids)])
+    attempts: dict[str, list[dict[str, str]]] = {}
+    for line in output.splitlines():
+        values = dict(zip(fields.split(","), line.split("|"), strict=False))
+        attempts.setdefault(values["JobID"], []).append(values)
+    return attempts
+
+
+def squeue_states(job_ids: list[str]) -> dict[str, str]:
+    """job id -> its state while SLURM still queues it (a pending one with its reason: 'PENDING (BeginTime)')."""
+    output = ask_slurm(["squeue", "-h", "-r", "-o", "%i|%T|%R", "-j", ",".join(job_ids)])
+    states = {}
+    for line in output.splitlines():
+        job_id, state, reason = line.split("|", 2)
+        states[job_id] = f"{state} {reason}" if state == "PENDING" else state
+    return states
 
 
 def sbatch_refusal(error: str, parameters: dict[str, Any]) -> str:

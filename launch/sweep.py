@@ -1,17 +1,18 @@
 """Sweep commands: python launch/sweep.py {status,logs,cancel} <sweep dir | run dir | sweep id> [--runs-dir DIR]
 
 Runs on: the login node. Reads the sweep's manifest (launch/manifest.py); asks squeue/sacct (every attempt of a
-requeued job included) and scancel. A sweep id is looked up in --runs-dir and in every runs directory a plan made here
-could have used by default (launch.runs_dir over each conf/cluster/*.yaml's shared_dir: ./runs/rlaunch for local,
-~/rlaunch/rlaunch for slurm and ray). A dry run's manifest lists what was planned and says that nothing was
-submitted. `status` names the cause of each failed or interrupted attempt and `logs` shows its evidence and fix
-before the tail (launch/report/failures/, through the doctor for the plan's numbers).
+requeued job included) and scancel (launch/slurm.py), or Ray's job API for cluster=ray (launch/ray_status.py); where
+neither answers, `status` and `logs` show what the runs' own records say. A sweep id is looked up in --runs-dir and
+in every runs directory a plan made here could have used by default (launch.runs_dir over each conf/cluster/*.yaml's
+shared_dir: ./runs/rlaunch for local, ~/rlaunch/rlaunch for slurm and ray). A dry run's manifest lists what was
+planned and says that nothing was submitted. `status` names the cause of each failed or interrupted attempt and
+`logs` shows its evidence and fix before the tail (launch/report/failures/, through the doctor for the plan's
+numbers).
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,12 +23,14 @@ from omegaconf.errors import OmegaConfBaseException
 from launch import manifest as manifests
 from launch.errors import UserError
 from launch.manifest import MANIFEST, Manifest
+from launch.ray_submit import RAY_JOB_LOG
 from launch.report import doctor, failures
 from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress, read_run
 from launch.rundir import attempts as run_attempts
 from launch.rundir import is_run_dir
 from launch.schema import PROJECT_DIR, LaunchSettings
+from launch.slurm import SlurmSilent, ask_slurm
 
 
 def default_runs_dirs() -> list[Path]:
@@ -84,94 +87,69 @@ def dry_run(manifest: Manifest) -> str:
     return "\n".join(lines)
 
 
-class SlurmSilent(Exception):
-    """squeue or sacct did not answer: not installed on this machine, or no controller (or accounting) reachable."""
-
-
-def ask_slurm(command: list[str]) -> str:
-    """The command's output; SlurmSilent with its own words when it is missing, fails or hangs."""
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
-    except FileNotFoundError:
-        raise SlurmSilent(f"{command[0]} is not installed here") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmSilent(f"{command[0]} did not answer within 30 s") from None
-    # squeue -j with ids no longer queued exits 1 saying so: an answer (none of them is queued), not silence
-    if result.returncode != 0 and "Invalid job id specified" not in result.stderr:
-        said = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
-        raise SlurmSilent(said if said.startswith(command[0]) else f"{command[0]}: {said}")
-    return result.stdout
-
-
-def sacct_attempts(job_ids: Sequence[str]) -> dict[str, list[dict[str, str]]]:
-    """job id -> every attempt sacct knows (-D: a requeued job shows each run), oldest first."""
-    fields = "JobID,State,ExitCode,Elapsed,NodeList,Start"
-    output = ask_slurm(["sacct", "-D", "-X", "-n", "-P", f"--format={fields}", "-j", ",".join(job_ids)])
-    attempts: dict[str, list[dict[str, str]]] = {}
-    for line in output.splitlines():
-        values = dict(zip(fields.split(","), line.split("|"), strict=False))
-        attempts.setdefault(values["JobID"], []).append(values)
-    return attempts
-
-
-def squeue_states(job_ids: Sequence[str]) -> dict[str, str]:
-    output = ask_slurm(["squeue", "-h", "-r", "-o", "%i|%T|%R", "-j", ",".join(job_ids)])
-    states = {}
-    for line in output.splitlines():
-        job_id, state, reason = line.split("|", 2)
-        states[job_id] = f"{state} {reason}" if state == "PENDING" else state
-    return states
-
-
 def status(manifest: Manifest) -> str:
-    """One line per run: SLURM's state and every attempt sacct knows; where SLURM does not answer (a machine without
-    it, a controller down), the state the job's own records give (attempts.jsonl, the run's logs), said as such."""
+    """One line per run: the state its scheduler gives it (SLURM's, every attempt sacct knows; Ray's, with its
+    message) and the cause of each failed attempt; where the scheduler does not answer (a machine without SLURM, a
+    controller down, a Ray cluster gone), the state the job's own records give (attempts.jsonl, the run's logs), said
+    as such."""
     runs = manifest.runs
-    lines = [f"sweep {manifest.sweep_id}  ({len(runs)} runs in {len(manifest.arrays)} arrays)"]
-    try:
-        queued, accounted = squeue_states(manifest.array_ids), sacct_attempts(manifest.array_ids)
-    except SlurmSilent as silent:
-        queued, accounted = {}, {}
-        lines.append(f"  SLURM did not answer ({silent}): states from the runs' own records, as their jobs last wrote")
+    records = failures.job_records(manifest)
+    where = f"on {manifest.address}" if manifest.cluster == "ray" else f"in {len(manifest.arrays)} arrays"
+    lines = [f"sweep {manifest.sweep_id}  ({len(runs)} runs {where})"]
+    if records.silent:
+        lines.append(f"  {records.silent}: states from the runs' own records, as their jobs last wrote")
+    width = max([10, *(len(str(run.job_id)) for run in runs)])
     for run in runs:
-        # an array cancelled before its tasks started has one sacct line for all of them: 12_[0-3%4]
-        job_id = str(run.job_id)
-        pending_array = next((v for k, v in accounted.items() if k.startswith(f"{run.array_job_id}_[")), [])
-        attempts = accounted.get(job_id, pending_array)
-        recorded = run_attempts(Path(run.run_dir)) if is_run_dir(Path(run.run_dir)) else []
-        state = queued.get(job_id) or (attempts[-1]["State"] if attempts else None)
-        state = state or failures.run_state(Path(run.run_dir)) or "UNKNOWN"
-        history = " > ".join(a["State"] for a in attempts) if len(attempts) > 1 else ""
-        cause = failures.summary(failures.run_failures(Path(run.run_dir)))
+        run_dir = Path(run.run_dir)
+        record = records.by_run.get(run.run_id)
+        attempts = record.attempts if record is not None else ()
+        recorded = run_attempts(run_dir) if is_run_dir(run_dir) else []
+        state = failures.run_state(run_dir, record) or "UNKNOWN"
+        history = " > ".join(attempts) if len(attempts) > 1 else ""
+        cause = failures.summary(failures.run_failures(run_dir, record=record))
+        message = f"  ({record.message})" if record is not None and record.message else ""
         lines.append(
-            f"  {job_id:>10}  {state:<28} attempts {max(len(attempts), len(recorded), 1)}  "
-            f"{progress(Path(run.run_dir)):<12} "
+            f"  {run.job_id!s:>{width}}  {state:<28} attempts {max(len(attempts), len(recorded), 1)}  "
+            f"{progress(run_dir):<12} "
             f"{run.run_id}  {run.job_name}"
             + (f"  [{history}]" if history else "")
+            + message
             + (f"  cause {cause}" if cause else "")
         )
-        lines += forecast_lines(Path(run.run_dir), state)
+        lines += forecast_lines(run_dir, state)
     return "\n".join(lines)
 
 
 def logs(manifest: Manifest, run: str | None, lines: int) -> str:
+    """Each run's cause (evidence and fix, from its plan) above the tails of its job's log files: submitit's stdout
+    and stderr, or a Ray job's output as the run directory holds it."""
+    records = failures.job_records(manifest)
     out = []
-    for record in manifest.select(run):
-        run_dir = Path(record.run_dir)
-        found = doctor.run_failures(read_run(run_dir)) if is_run_dir(run_dir) else []
+    for entry in manifest.select(run):
+        run_dir = Path(entry.run_dir)
+        record = records.by_run.get(entry.run_id)
+        found = doctor.run_failures(read_run(run_dir), record=record) if is_run_dir(run_dir) else []
         if found:  # the lines that show the cause first: they sit far above the tail
-            out.append(f"==> {record.job_id} {record.run_id} cause:")
+            out.append(f"==> {entry.job_id} {entry.run_id} cause:")
             out.extend(line for failure in found for line in failures.render(failure))
-        for stream, written in (("stdout", record.stdout), ("stderr", record.stderr)):
+        if manifest.cluster == "ray":
+            written_logs = [("output", str(run_dir / RAY_JOB_LOG))]
+        else:
+            written_logs = [("stdout", entry.stdout), ("stderr", entry.stderr)]
+        for stream, written in written_logs:
             path = Path(written or "")
             shown = written is not None and path.exists()
             text = path.read_text(errors="replace").splitlines()[-lines:] if shown else ["(not written yet)"]
-            out.append(f"==> {record.job_id} {record.run_id} {stream}: {path}")
+            out.append(f"==> {entry.job_id} {entry.run_id} {stream}: {path}")
             out.extend(text)
     return "\n".join(out)
 
 
 def cancel(manifest: Manifest) -> str:
+    if manifest.cluster == "ray":  # through Ray's job API
+        from launch import ray_status
+
+        return ray_status.cancel(manifest)
     try:
         ask_slurm(["scancel", *manifest.array_ids])
     except SlurmSilent as silent:
@@ -182,10 +160,6 @@ def cancel(manifest: Manifest) -> str:
 def answer(command: str, manifest: Manifest, run: str | None, lines: int) -> str:
     if manifest.dry_run:
         return f"sweep {manifest.sweep_id}: dry run: nothing to cancel" if command == "cancel" else dry_run(manifest)
-    if manifest.cluster == "ray":  # Ray jobs: the same commands through Ray's job API
-        from launch import ray_status
-
-        return ray_status.logs(manifest, run, lines) if command == "logs" else getattr(ray_status, command)(manifest)
     if command == "logs":
         return logs(manifest, run, lines)
     return status(manifest) if command == "status" else cancel(manifest)

@@ -6,9 +6,11 @@ validation reward and accuracy (final and best), throughput (tokens/s/GPU), MFU,
 memory peak beside the preflight's prediction; per PCGrad run, the change in mean final reward against the GURU
 baseline on the same GPU profile. Output: a terminal table (rich), <out>/report.md, and <out>/reward_<domain>.png
 (each run's validation reward curve, baseline and PCGrad overlaid). Each run's diagnosis (launch/report/doctor.py) is
-written next to it and linked from the report. Each run's state (COMPLETED / FAILED / RUNNING / REQUEUED, from its
-job log; W&B's run state for a W&B group) carries the cause of its failed attempts, and the failed runs are listed
-with their evidence and fix (launch/report/failures/).
+written next to it and linked from the report. Each run's state (what its scheduler says where it answers: SLURM's
+sacct and squeue, as sweep.py status asks them, e.g. TIMEOUT, CANCELLED by 1000; Ray's job API for cluster=ray;
+else COMPLETED / FAILED / RUNNING / REQUEUED from its job log, with a line saying so; W&B's run state for a W&B group)
+carries the cause of its failed attempts, and the failed runs are listed with their evidence and fix
+(launch/report/failures/).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class RunSummary:
     diagnoses: list[str] = field(default_factory=list)
     diagnosis_file: Path | None = None
     reward_vs_baseline: float | None = None
-    state: str | None = None  # COMPLETED / FAILED / RUNNING / REQUEUED / PENDING; None when nothing says
+    state: str | None = None  # the scheduler's (TIMEOUT, CANCELLED by 1000), else the log's; None when nothing says
     failed: list[failures.Failure] = field(default_factory=list)  # each failed or interrupted attempt's cause
     # calibration.json's figures for the run: the plan's seconds per phase against verl's measured ones
     step_time: dict[str, Any] | None = None
@@ -188,9 +190,11 @@ def against_baseline(summaries: list[RunSummary]) -> None:
             summary.reward_vs_baseline = summary.mean_final_reward - baseline  # type: ignore[operator]
 
 
-def diagnose_local(summary: RunSummary) -> None:
-    summary.state = failures.run_state(summary.run.run_dir)
-    summary.failed = doctor.run_failures(summary.run)
+def diagnose_local(summary: RunSummary, record: failures.JobRecord | None) -> None:
+    """The run's state and the causes of its failed attempts, with what its scheduler says of it (`record`) where
+    it answered."""
+    summary.state = failures.run_state(summary.run.run_dir, record)
+    summary.failed = doctor.run_failures(summary.run, record=record)
     if not summary.run.history and not summary.failed:
         return
     diagnoses = doctor.diagnose(summary.run) if summary.run.history else []
@@ -363,7 +367,9 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], out_dir: Path) -> str:
+def markdown_report(
+    title: str, summaries: list[RunSummary], plots: list[Path], out_dir: Path, silent: str | None = None
+) -> str:
     header, rows = overview_rows(summaries)
     for summary, row in zip(summaries, rows, strict=True):
         if summary.diagnosis_file is not None:
@@ -378,6 +384,7 @@ def markdown_report(title: str, summaries: list[RunSummary], plots: list[Path], 
         "peak without its terms outside torch (CUDA context, NCCL buffers). A resumed run's steps come from the "
         "attempt that reached them last.",
         "",
+        *([f"{silent}: the states are the runs' own records.", ""] if silent else []),
         markdown_table(header, rows),
         "",
         *(["## Failed runs", "", "```", *failed_runs(summaries), "```", ""] if failed_runs(summaries) else []),
@@ -488,16 +495,19 @@ def compare(target: str, out_dir: Path | None, project: str, entity: str | None)
     summaries = [summarize(run) for run in runs]
     summaries.sort(key=lambda s: (s.run.gpu, s.run.algo != BASELINE_ALGO, s.label))
     against_baseline(summaries)
+    said = failures.records_of(summary.run.run_dir for summary in summaries) if local else failures.JobRecords()
     if local:
         for summary in summaries:
-            diagnose_local(summary)
+            diagnose_local(summary, said.by_run.get(summary.run.run_id))
     out_dir = out_dir or (Path(target) / "report" if local else Path(f"report-{target}"))
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = plot_rewards(summaries, out_dir)
     plot_step_times(summaries, out_dir)
     title = f"Sweep {Path(target).name if local else target}: {len(summaries)} runs"
     report = out_dir / "report.md"
-    report.write_text(markdown_report(title, summaries, plots, out_dir))
+    report.write_text(markdown_report(title, summaries, plots, out_dir, said.silent))
+    if said.silent:
+        print(f"{said.silent}: the states are the runs' own records", flush=True)
     print_tables(summaries)
     print(f"report: {report} ({len(plots)} plot(s))", flush=True)
     return report

@@ -545,10 +545,13 @@ def failure_context(run: RunMetrics, thresholds: DoctorThresholds) -> failures.F
     )
 
 
-def run_failures(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> list[failures.Failure]:
-    """The cause of each failed or interrupted attempt of the run, with fixes from its plan."""
+def run_failures(
+    run: RunMetrics, thresholds: DoctorThresholds | None = None, record: failures.JobRecord | None = None
+) -> list[failures.Failure]:
+    """The cause of each failed or interrupted attempt of the run, with fixes from its plan; `record`: what the
+    scheduler says of its job, where it answered (failures.job_records)."""
     context = failure_context(run, thresholds or load_thresholds())
-    return failures.run_failures(run.run_dir, context)
+    return failures.run_failures(run.run_dir, context, record)
 
 
 # --- output ----------------------------------------------------------------------------------------------------------
@@ -644,13 +647,14 @@ def runs_under(path: Path) -> list[Path]:
 def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
     """Diagnose every run under `path`, write each diagnosis.md; the text to print."""
     runs = [read_run(run_dir) for run_dir in runs_under(path)]
-    failed = {run.run_id: run_failures(run, thresholds) for run in runs}
+    said = failures.records_of(run.run_dir for run in runs)  # a cancel is only in the scheduler's record
+    failed = {run.run_id: run_failures(run, thresholds, said.by_run.get(run.run_id)) for run in runs}
     if not any(has_metrics(run) or failed[run.run_id] for run in runs):
         raise UserError(
             f"no metrics under {path} and no failed attempt: verl's file logger writes "
             "<run_dir>/metrics/attempt-<n>.jsonl once the run has started (trainer.logger must include file)"
         )
-    out = []
+    out = [f"{said.silent}: causes from the runs' own logs"] if said.silent else []
     for run in runs:
         if not has_metrics(run) and not failed[run.run_id]:
             out.append(f"run {run.run_id}  ({run.run_dir}): no metrics yet, skipped")
@@ -671,8 +675,9 @@ NO_END_YET = (
 
 def log_outcome(attempts: list[Attempt]) -> tuple[str, list[failures.Failure]]:
     """(the job's outcome as its log shows it, the cause of each attempt that did not complete): the outcome is the
-    last attempt's ending ('completed', 'failed', 'interrupted'), 'running' for a last attempt with neither an end
-    line nor an error line, 'empty' for no text at all. An attempt with no end line that shows an error failed."""
+    last attempt's ending ('completed', 'failed', 'interrupted', 'cancelled': a Ray job's stop line), 'running' for a
+    last attempt with neither an end line nor an error line, 'empty' for no text at all. An attempt with no end line
+    that shows an error failed."""
     if not attempts:
         return "empty", []
     numbered = len(attempts) > 1
@@ -680,6 +685,9 @@ def log_outcome(attempts: list[Attempt]) -> tuple[str, list[failures.Failure]]:
     outcome = attempts[-1].ended
     for attempt in attempts:
         if attempt.ended == "completed":
+            continue
+        if attempt.ended == "cancelled":  # a Ray job's own stop line
+            found.append(failures.cancel_failure(attempt, None, None))
             continue
         failure = failures.classify(attempt.text, attempt.number if numbered else None, attempt.host)
         if attempt.ended == "running" and attempt is attempts[-1]:
@@ -698,7 +706,7 @@ def classify_log(path: Path, as_json: bool) -> str:
     attempts = failures.attempts_in(failures.log_with_sibling(path))
     outcome, found = log_outcome(attempts)
     # the job's failure is its last attempt's; a job that then completed or is still running has none
-    failed = found[-1] if found and outcome in ("failed", "interrupted") else None
+    failed = found[-1] if found and outcome in ("failed", "interrupted", "cancelled") else None
     if as_json:
         record: dict[str, Any] = {"outcome": outcome, "failure": failed.to_json() if failed else None}
         if len(found) > 1 or (found and failed is None):

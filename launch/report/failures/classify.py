@@ -17,9 +17,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from launch.report.failures.fixes import GENERIC_FIXES, FixContext, generic_fix, with_plan_fix
+from launch.ray_submit import ENTRY_STOPPED
+from launch.report.failures.fixes import (
+    BARE_CANCEL,
+    GENERIC_FIXES,
+    FixContext,
+    cancelled_fix,
+    generic_fix,
+    with_plan_fix,
+)
 from launch.report.failures.likeness import likeness
-from launch.report.failures.logs import ray_texts, read_attempts
+from launch.report.failures.logs import Attempt, JobRecord, ray_texts, read_attempts
 from launch.report.failures.signatures import (
     EXCEPTION_LINE,
     INTERRUPTIONS,
@@ -177,15 +185,21 @@ def parse_details(kind: str, hits: list[str]) -> dict[str, float | str]:
     return details
 
 
-def run_failures(run_dir: Path, context: FixContext | None = None) -> list[Failure]:
+def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRecord | None = None) -> list[Failure]:
     """One Failure per attempt that did not complete and is over (a running attempt has no cause yet). An attempt the
-    hang watchdog stopped is a `hang`, whatever its log shows after the stop (the kill, the time limit)."""
+    hang watchdog stopped is a `hang`, whatever its log shows after the stop (the kill, the time limit). `record`: what
+    the scheduler says of the job (logs.job_records), where it answered: a cancel is only there, and an attempt it
+    holds again was requeued."""
     attempts = read_attempts(run_dir)
-    hangs = {record.attempt: record for record in read_hang_records(run_dir)}
+    hangs = {hung.attempt: hung for hung in read_hang_records(run_dir)}
+    cancelled = record is not None and record.cancelled
     failures = []
     for attempt in attempts:
         if attempt.number in hangs and attempt.ended != "completed":
             failures.append(hang_failure(hangs.pop(attempt.number), run_dir, attempt.host))
+            continue
+        if attempt is attempts[-1] and (attempt.ended == "cancelled" or cancelled and attempt.ended != "completed"):
+            failures.append(cancel_failure(attempt, record, run_dir.parent.name))
             continue
         if attempt.ended in ("completed", "running"):
             continue
@@ -197,11 +211,46 @@ def run_failures(run_dir: Path, context: FixContext | None = None) -> list[Failu
                 deeper = classify(attempt.text + "\n" + extra, attempt.number, attempt.host)
                 if deeper.kind != "unknown":
                     failure = deeper
+        failure = requeued(failure, attempt, attempts, record)
         failures.append(with_plan_fix(failure, context, attempt.text))
     # a hang record whose attempt the job log does not show (the log was cut, or the run has no manifest)
-    failures += [hang_failure(record, run_dir, None) for record in hangs.values()]
+    failures += [hang_failure(hung, run_dir, None) for hung in hangs.values()]
+    if cancelled and not attempts:  # cancelled while it waited in the queue
+        failures.append(cancel_failure(None, record, run_dir.parent.name))
     failures.sort(key=lambda failure: failure.attempt or 0)
     return with_requeue_outcomes(failures)
+
+
+# the kinds whose fix says what to do next about the job (resubmit it), which a requeue has already done
+REQUEUE_AWARE = ("ray_node_lost",)
+
+
+def requeued(failure: Failure, attempt: Attempt, attempts: list[Attempt], record: JobRecord | None) -> Failure:
+    """The failure of an attempt the job was requeued after (another attempt followed, or SLURM holds the job
+    again), with a fix that says so where its own would have said to resubmit."""
+    after = attempt.number + 1 if attempt is not attempts[-1] or (record is not None and record.queued) else None
+    if after is None or failure.kind not in REQUEUE_AWARE or "likeness" in failure.details:
+        return failure
+    failure = replace(failure, details=failure.details | {"requeued_as": after})
+    return replace(failure, fix=generic_fix(failure, attempt.text))
+
+
+def cancel_failure(attempt: Attempt | None, record: JobRecord | None, sweep_id: str | None) -> Failure:
+    """A job ended through its scheduler (scancel, Ray's stop_job): the scheduler's record and the log's own cancel
+    line as evidence; what the log showed before the cancel, if anything, as an interruption's `before`. Without a
+    record, the Ray job's own stop line says it (a SLURM log's cancel line does not say who cancelled)."""
+    text = attempt.text if attempt is not None else ""
+    lines = [clean(line) for line in text.splitlines()]
+    ends = [index for index, line in enumerate(lines) if BARE_CANCEL.search(line) or ENTRY_STOPPED in line]
+    evidence = [evidence_line(lines[index]) for index in ends[:1]]
+    if record is not None:
+        evidence.insert(0, f"{record.scheduler}: job {record.job_id} {record.state}")
+    details = before_interruption(lines[: ends[0]] if ends else lines)
+    scheduler, state = (record.scheduler, record.state) if record is not None else ("Ray", "STOPPED")
+    fix = cancelled_fix(scheduler, state, attempt is not None, sweep_id)
+    fix += f" (before it, the log shows {details['before']})" if details else ""
+    number, host = (attempt.number, attempt.host) if attempt is not None else (None, None)
+    return Failure("cancelled", evidence, number, host, fix=fix, details=details)
 
 
 # --- across attempts --------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ launch/report/doctor.py builds, so this module needs only the plan. A fix never 
 from __future__ import annotations
 
 import math
+import pwd
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -704,6 +705,23 @@ def nodes_never_joined_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"nodes_up": up, "nodes_asked": asked}
 
 
+def after_node_loss(failure: Failure) -> str:
+    """What to do about an attempt a lost node ended: resubmit, unless SLURM already requeued the job (it does itself
+    after a NODE_FAIL, the job being --requeue), whose next attempt resumes on its own (classify.run_failures sets
+    `requeued_as` from the attempt that followed, or from SLURM holding the job again)."""
+    after = failure.details.get("requeued_as")
+    if after is None:
+        return "resubmit (the run resumes from its last checkpoint)"
+    return f"SLURM requeued the job (attempt {after}), which resumes from the last checkpoint: nothing to resubmit"
+
+
+def requeued_node_loss_fix(failure: Failure) -> tuple[str, Details] | None:
+    """The generic fix of a lost node, for an attempt SLURM requeued (GENERIC_FIXES' says to resubmit)."""
+    if "requeued_as" not in failure.details:
+        return None
+    return f"a Ray node died during the run: look at that node (host OOM, hardware); {after_node_loss(failure)}", {}
+
+
 def node_died_fix(failure: Failure) -> tuple[str, Details] | None:
     """A Ray node that died under the run, where the log names it: what to read on it."""
     if not failure.node:
@@ -711,8 +729,8 @@ def node_died_fix(failure: Failure) -> tuple[str, Details] | None:
     return (
         f"Ray lost the node {failure.node} during the run: read that node's raylet.out in the run's ray_logs and its "
         "kernel log for the OOM killer (then raise the job's memory: --mem, rlaunch: cluster.mem_gb) or a crash; "
-        f"resubmit (the run resumes from its last checkpoint), and keep the job off a node that fails again "
-        f"(+cluster.sbatch_extra.exclude=<its host>)"
+        f"{after_node_loss(failure)}; keep the job off a node that fails again "
+        "(+cluster.sbatch_extra.exclude=<its host>)"
     ), {"node_address": failure.node}
 
 
@@ -728,8 +746,8 @@ def slurm_node_fail_fix(failure: Failure, log_text: str) -> tuple[str, Details] 
     where = f" {node}" if node else ""
     return (
         f"SLURM lost the job's node{where} (NODE_FAIL: its slurmd stopped answering: a crash, a reboot, the network "
-        "or power): no setting of the run caused it; resubmit (it resumes from its last checkpoint), and keep the job "
-        f"off that node if it fails again (+cluster.sbatch_extra.exclude={node or '<node>'})"
+        f"or power): no setting of the run caused it; {after_node_loss(failure)}; keep the job off that node if it "
+        f"fails again (+cluster.sbatch_extra.exclude={node or '<node>'})"
     ), ({"node_failed": node} if node else {})
 
 
@@ -1619,6 +1637,33 @@ def bare_cancel_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"slurm_job": job}
 
 
+def who_cancelled(state: str) -> str:
+    """sacct's 'CANCELLED by 1000' as the user it names: 'user alice (uid 1000)' where this machine knows the uid."""
+    uid = state.removeprefix("CANCELLED").strip().removeprefix("by").strip()
+    if not uid.isdigit():
+        return "a user"
+    try:
+        return f"user {pwd.getpwuid(int(uid)).pw_name} (uid {uid})"
+    except KeyError:
+        return f"the user with uid {uid}"
+
+
+def cancelled_fix(scheduler: str, state: str, started: bool, sweep_id: str | None) -> str:
+    """A job ended through its scheduler (scancel; Ray's stop_job: sweep.py cancel, `ray job stop`): nothing in the run
+    to fix, and how to carry on where that was not meant."""
+    how = (
+        f"SLURM says {state}: cancelled by {who_cancelled(state)}"
+        if scheduler == "SLURM"
+        else ("stopped through Ray's job API (sweep.py cancel, ray job stop, the dashboard)")
+    )
+    when = "" if started else " before it started"
+    return (
+        f"{how}{when}: nothing to fix in the run; if that was not meant, submit its overrides again with "
+        f"launch.sweep_id={sweep_id or '<its sweep id>'}: the same run directory, where verl resumes from its last "
+        "checkpoint"
+    )
+
+
 # the frame above OmegaConf's setter: the code that wrote the key
 SETTER_CALLER = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function>\w+)')
 
@@ -2253,6 +2298,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
             or marked_dead_fix(log_text)
             or slurm_node_fail_fix(failure, log_text)
             or node_died_fix(failure)
+            or requeued_node_loss_fix(failure)
         )
     if failure.kind == "data_error":
         return data_error_fix(log_text)

@@ -1,18 +1,24 @@
 """Where the logs of a run's attempts are and what they say about its state: submitit's layout (every task's
-<job>_<task>_log.err/.out, found through the sweep's manifest), the copied Ray and ray_start logs, reading a log's
-tail, the split of a requeued job's log into its attempts, and the run's state from its last attempt.
+<job>_<task>_log.err/.out, found through the sweep's manifest), a cluster=ray job's copy of its output in the run
+directory, the copied Ray and ray_start logs, reading a log's tail, the split of a requeued job's log into its
+attempts, and the run's state: what the scheduler that ran the job says of it where it answers (`job_records`:
+SLURM's squeue and sacct, Ray's job API), else the job's own log.
 
-Runs on: any machine that sees the run directories (login node, laptop with the shared filesystem).
+Runs on: any machine that sees the run directories (login node, laptop with the shared filesystem); the scheduler is
+asked where it answers (the login node, or a machine that reaches the Ray cluster's dashboard).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from launch.manifest import MANIFEST, ManifestRun
+from launch.errors import UserError
+from launch.manifest import MANIFEST, Manifest, ManifestRun
 from launch.manifest import read as read_manifest
+from launch.ray_submit import ENTRY_EXITED, ENTRY_STOPPED, RAY_JOB_LOG
 from launch.report.failures.signatures import COMPILED, SCRIPT_STOPPED, match_kind
 from launch.rundir import NOT_REQUEUED_FILE
 
@@ -20,15 +26,19 @@ from launch.rundir import NOT_REQUEUED_FILE
 # other in the same files.
 STOPPED_BEFORE_PYTHON = re.compile(SCRIPT_STOPPED)  # the job script's setup stopped it: no submitit line follows
 ATTEMPT_START = re.compile(r"submitit INFO \([^)]*\) - Starting with JobEnvironment\((?P<env>[^)]*)\)")
+# cluster=ray: launch/ray_entry.py's first line of an attempt, and the entrypoint's last (launch/ray_submit.py)
+RAY_ATTEMPT_START = re.compile(r"^rlaunch: Ray job for run \w+, attempt (?P<number>\d+)", re.MULTILINE)
+RAY_ENTRY_EXITED = re.compile(rf"^{re.escape(ENTRY_EXITED)} (?P<code>-?\d+)$", re.MULTILINE)
 MAX_LOG_BYTES = 4 << 20  # a log's tail this large holds the cause; Ray's logs can grow to gigabytes
 
-# run state (sweep status and compare show it)
-COMPLETED_STATE, FAILED_STATE, RUNNING_STATE, REQUEUED_STATE, PENDING_STATE = (
+# run state (sweep status and compare show it): from the job's own log where no scheduler answers
+COMPLETED_STATE, FAILED_STATE, RUNNING_STATE, REQUEUED_STATE, PENDING_STATE, STOPPED_STATE = (
     "COMPLETED",
     "FAILED",
     "RUNNING",
     "REQUEUED",
     "PENDING",
+    "STOPPED",  # a Ray job stopped through Ray's job API: its log's last line says so (Ray's own word for it)
 )
 
 
@@ -39,7 +49,9 @@ class Attempt:
     number: int
     text: str
     host: str | None
-    ended: str  # "completed", "failed", "interrupted" (preempted / time limit), "running" (no end yet)
+    # "completed", "failed", "interrupted" (preempted / time limit), "cancelled" (a Ray job's stop, which its log
+    # records; SLURM's cancel line does not say who cancelled: its record does, JobRecord), "running" (no end yet)
+    ended: str
 
 
 def read_tail(path: Path, limit: int = MAX_LOG_BYTES) -> str:
@@ -58,6 +70,11 @@ TASK_DIED = re.compile(
 
 
 def ending(text: str) -> str:
+    exited = RAY_ENTRY_EXITED.search(text)
+    if exited:  # cluster=ray: the entrypoint's own exit code
+        return "completed" if exited.group("code") == "0" else "failed"
+    if ENTRY_STOPPED in text:
+        return "cancelled"
     if "Job completed successfully" in text:
         return "completed"
     if any(p.search(text) for p in COMPILED["preempted"] + COMPILED["time_limit"]):
@@ -80,10 +97,14 @@ def manifest_entry(run_dir: Path) -> ManifestRun | None:
 
 
 def job_logs(run_dir: Path) -> list[Path]:
-    """The job's submitit logs (every task: node 0 runs the driver, the others their Ray worker), stderr first."""
+    """The job's submitit logs (every task: node 0 runs the driver, the others their Ray worker), stderr first; a
+    cluster=ray job's copy of its output in the run directory."""
     entry = manifest_entry(run_dir)
-    if entry is None or not entry.stderr:
+    if entry is None:
         return []
+    if not entry.stderr:  # a Ray job (a dry run's entry has neither)
+        copied = run_dir / RAY_JOB_LOG
+        return [copied] if copied.is_file() else []
     folder = Path(entry.stderr).parent
     prefix = Path(entry.stderr).name.rsplit("_", 2)[0]  # <job id>_<task>_log.err
     tasks = sorted(folder.glob(f"{prefix}_*_log.err")) + sorted(folder.glob(f"{prefix}_*_log.out"))
@@ -134,12 +155,24 @@ def lines_by_attempt(text: str, starts: list[str]) -> dict[int, list[str]]:
     return grouped
 
 
+def ray_attempts(text: str) -> list[Attempt]:
+    """A cluster=ray job's output (RAY_JOB_LOG: every submission of the run appends to it), split at the line each
+    attempt starts with; the text before the first start belongs to it."""
+    starts = list(RAY_ATTEMPT_START.finditer(text))
+    bounds = [0, *(match.start() for match in starts[1:]), len(text)]
+    numbers = [int(match.group("number")) for match in starts]
+    parts = [text[begin:end] for begin, end in zip(bounds, bounds[1:], strict=False)]
+    return [Attempt(number, part, None, ending(part)) for number, part in zip(numbers, parts, strict=True)]
+
+
 def attempts_in(logs: list[Path]) -> list[Attempt]:
     """The attempts in a job's log files (stdout and stderr of its tasks), split at the attempt starts submitit wrote
-    to task 0's stdout (else the first file that has any)."""
+    to task 0's stdout (else the first file that has any); a cluster=ray job's copied output at rlaunch's starts."""
     texts = [read_tail(path) for path in logs]
     if not any(text.strip() for text in texts):
         return []
+    if len(texts) == 1 and RAY_ATTEMPT_START.search(texts[0]):
+        return ray_attempts(texts[0])
     ordered = sorted(zip(logs, texts, strict=True), key=lambda item: not item[0].name.endswith("_0_log.out"))
     matches = next((found for _, text in ordered if (found := list(ATTEMPT_START.finditer(text)))), [])
     starts = [stamp(match.group(0)) or "" for match in matches]
@@ -168,9 +201,13 @@ def log_with_sibling(path: Path) -> list[Path]:
     return [path, sibling] if sibling is not None and sibling.is_file() else [path]
 
 
-def run_state(run_dir: Path) -> str | None:
-    """COMPLETED / FAILED / RUNNING / REQUEUED / PENDING from the job's own log (no sacct needed); None for a run that
-    no manifest lists (cluster=local, or a directory copied without its sweep)."""
+def run_state(run_dir: Path, record: JobRecord | None = None) -> str | None:
+    """The state the scheduler gives the run's job where it answered (`record`: SLURM's 'CANCELLED by 1000',
+    'TIMEOUT', 'PENDING (BeginTime)', Ray's 'STOPPED'), else COMPLETED / FAILED / RUNNING / REQUEUED / PENDING (or a
+    Ray job's STOPPED) from the job's own log; None for a run that no manifest lists (cluster=local, or a directory
+    copied without its sweep)."""
+    if record is not None:
+        return record.state
     if manifest_entry(run_dir) is None:
         return None
     attempts = read_attempts(run_dir)
@@ -181,6 +218,94 @@ def run_state(run_dir: Path) -> str | None:
         return COMPLETED_STATE
     if last == "interrupted":
         return REQUEUED_STATE if not (run_dir / NOT_REQUEUED_FILE).exists() else FAILED_STATE
+    if last == "cancelled":
+        return STOPPED_STATE
     if last == "failed":
         return FAILED_STATE
     return RUNNING_STATE
+
+
+# --- what the scheduler says ------------------------------------------------------------------------------------------
+
+# a job SLURM still holds, or holds again (a requeued one waits PENDING, then RUNNING), as squeue and sacct name them
+QUEUED_STATES = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RUNNING", "COMPLETING")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What the scheduler that ran a run's job says of it, beside what the job's own log says: SLURM (squeue while it
+    holds the job, then sacct) or Ray's job API. A cancel is only here: the job's log shows SLURM's bare cancel line
+    (scancel, a preemption under PreemptMode=CANCEL, or the batch script's end look the same), sacct says who."""
+
+    scheduler: str  # "SLURM" or "Ray"
+    job_id: str
+    state: str  # as the scheduler says it: 'CANCELLED by 1000', 'TIMEOUT', 'PENDING (BeginTime)', Ray's 'FAILED'
+    attempts: tuple[str, ...] = ()  # SLURM: each run of the job's final state, oldest first (sacct -D)
+    message: str = ""  # Ray: the first line of its message for a job that ended
+
+    @property
+    def cancelled(self) -> bool:
+        """Ended by a person (or a script) through the scheduler: scancel (CANCELLED by <uid>), Ray's stop_job."""
+        return self.state.startswith("CANCELLED") or (self.scheduler == "Ray" and self.state == "STOPPED")
+
+    @property
+    def queued(self) -> bool:
+        """SLURM holds the job (again): a requeued job waits for, or runs, its next attempt."""
+        return self.scheduler == "SLURM" and self.state.split(" ")[0] in QUEUED_STATES
+
+
+@dataclass(frozen=True)
+class JobRecords:
+    """Each run's JobRecord (by run id); where the scheduler did not answer, why (its own words)."""
+
+    by_run: dict[str, JobRecord] = field(default_factory=dict)
+    silent: str | None = None
+
+
+def job_records(manifest: Manifest) -> JobRecords:
+    """What the scheduler the sweep went to says of each run's job (nothing for a dry run)."""
+    submitted = [run for run in manifest.runs if run.job_id]
+    if manifest.dry_run or not submitted:
+        return JobRecords()
+    if manifest.cluster == "ray":
+        from launch import ray_status
+
+        try:
+            states = ray_status.job_states(manifest)
+        except UserError as gone:
+            return JobRecords(silent=f"the Ray cluster did not answer ({gone})")
+        records = {}
+        for run in submitted:
+            state, message = states[str(run.job_id)]
+            records[run.run_id] = JobRecord("Ray", str(run.job_id), state, message=message)
+        return JobRecords(records)
+    from launch import slurm
+
+    try:
+        queued, accounted = slurm.squeue_states(manifest.array_ids), slurm.sacct_attempts(manifest.array_ids)
+    except slurm.SlurmSilent as silent:
+        return JobRecords(silent=f"SLURM did not answer ({silent})")
+    records = {}
+    for run in submitted:
+        job_id = str(run.job_id)
+        # an array cancelled before its tasks started has one sacct line for all of them: 12_[0-3%4]
+        pending_array = next((v for k, v in accounted.items() if k.startswith(f"{run.array_job_id}_[")), [])
+        attempts = tuple(attempt["State"] for attempt in accounted.get(job_id, pending_array))
+        state = queued.get(job_id) or (attempts[-1] if attempts else None)
+        if state:
+            records[run.run_id] = JobRecord("SLURM", job_id, state, attempts)
+    return JobRecords(records)
+
+
+def sweep_records(sweep_dir: Path) -> JobRecords:
+    """job_records for the sweep whose directory this is (nothing for one without a manifest: cluster=local)."""
+    if not (sweep_dir / MANIFEST).is_file():
+        return JobRecords()
+    return job_records(read_manifest(sweep_dir))
+
+
+def records_of(run_dirs: Iterable[Path]) -> JobRecords:
+    """What the schedulers say of these runs' jobs: each sweep they are in asked once, merged."""
+    said = [sweep_records(sweep) for sweep in dict.fromkeys(run_dir.parent for run_dir in run_dirs)]
+    by_run = {run_id: record for one in said for run_id, record in one.by_run.items()}
+    return JobRecords(by_run, "; ".join(dict.fromkeys(one.silent for one in said if one.silent)) or None)

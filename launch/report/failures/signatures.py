@@ -36,8 +36,10 @@ KINDS = (
     "nccl_timeout",
     "unknown",
 )
-# Kinds no log line shows: a record in the run directory says them (the hang watchdog's, launch.rundir.HANG_FILE)
-RECORDED_KINDS = ("hang",)
+# Kinds no log line shows: a record says them: the hang watchdog's in the run directory (launch.rundir.HANG_FILE); the
+# scheduler's for a cancel (SLURM's bare cancel line in the log is a scancel, a preemption under PreemptMode=CANCEL or
+# the batch script's end alike: sacct's 'CANCELLED by <uid>' decides), or the stop line a Ray job's entrypoint writes
+RECORDED_KINDS = ("hang", "cancelled")
 
 
 def slurm_state(*states: str) -> tuple[str, ...]:

@@ -310,6 +310,27 @@ def variant_hint(model_path: str) -> str:
     return ""
 
 
+def borrowed_positions(llm: Mapping[str, object]) -> str:
+    """Where the plan's architecture (launch/plan.py llm_architecture) is the named llm/ option of another path,
+    because the path's own config.json is not readable here (a base model planned with its Instruct's option): whose
+    max_position_embeddings the plan took, else "". A base model and its Instruct share their shapes, not always their
+    positions (where the Instruct reaches a longer context by rope scaling, its config.json states the shorter one),
+    and the positions are the longest prompt + response the run may have and the context vLLM must hold one sequence
+    of when rollout.max_model_len is null. Where the config.json is readable, the plan reads it instead and warns
+    where its positions differ from the option's."""
+    name, path = str(llm.get("name")), str(llm.get("path"))
+    table = next((table for table in _llm_tables() if table.get("name") == name), None)
+    if table is None or table.get("path") == path or not str(llm.get("source", "")).startswith(f"conf/llm/{name}.yaml"):
+        return ""
+    where = "its directory has none readable here" if is_local_path(path) else "not in the HF cache here"
+    fetch = "" if is_local_path(path) else f" (hf download {path} config.json)"
+    return (
+        f"{llm.get('max_position_embeddings')}, {table.get('path')}'s (llm={name}): {path}'s own config.json is "
+        f"{where}, and its positions may differ; they cap prompt + response and size vLLM's context while "
+        f"actor_rollout_ref.rollout.max_model_len is null: cache its config.json{fetch} to plan with its own"
+    )
+
+
 @cache  # read once per process: a sweep asks for every job, and conf/ does not change while it plans
 def _llm_tables() -> tuple[dict, ...]:
     tables = (yaml.safe_load(option.read_text()) for option in sorted((PROJECT_DIR / "conf" / "llm").glob("*.yaml")))

@@ -3,7 +3,8 @@
 Runs on: the login node (or anywhere: no GPU, no cluster needed). For one model and algorithm, every gpu profile x
 GPU count with the predicted per-phase peaks (worst case; typical lengths in the JSON), the verdict, the cheapest
 fix of a misfit and what tune would set for a row that fits: docs/background.md's hand-made A40/A100 tables,
-computed.
+computed. The cheapest fix is the one the preflight's refusal names (Verdict.cheapest_fix: its own search, in the
+order verdict.CHEAPEST states, which the table's title repeats).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from launch.gpu import load_profiles
 from launch.overrides import as_overrides, find
 from launch.plan import make_plan
 from launch.ranges import check_ranges
+from launch.render import beyond_the_search
 from launch.schema import PROJECT_DIR, register_schemas
+from launch.verdict import CHEAPEST
 
 GPU_COUNTS = (1, 2, 4, 8, 16)
 
@@ -43,12 +46,13 @@ def rows(overrides: list[str], gpu_counts: tuple[int, ...] = GPU_COUNTS) -> list
                     cfg.trainer.nnodes = max(1, count // 8)
                 plan = make_plan(cfg, facts, overrides, working_dir=Path("/tmp"), python=sys.executable)
                 verdict, tuned = preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, facts.packages)
-                cheapest = " ".join(verdict.first_fitting_fixes) or "none fits on these GPUs"
+                cheapest = " ".join(verdict.cheapest_fix) or beyond_the_search(verdict)
                 table.append(
                     {
                         "gpu": gpu,
                         "gpus": count,
                         "fits": verdict.fits,
+                        "too_close": list(verdict.at_the_edge),  # phases within the estimate's band of the card
                         "peaks_gib": verdict.peaks_gib,
                         "typical_peaks_gib": verdict.typical.peaks_gib if verdict.typical is not None else {},
                         "capacity_gib": float(cfg.gpu.usable_gib),
@@ -74,6 +78,7 @@ def print_table(table: list[dict[str, Any]], title: str) -> None:
     for row in table:
         peaks = row["peaks_gib"]
         verdict = "[green]fits[/green]" if row["fits"] else "[red]OOM[/red]"
+        verdict += " [yellow](too close)[/yellow]" if row["too_close"] else ""
         advice = row["tuned"] if row["fits"] else (row["cheapest_fix"] or "").split()
         view.add_row(
             row["gpu"],
@@ -102,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(table))
     else:
-        print_table(table, "predicted per-GPU peak GiB; " + (" ".join(args.overrides) or "defaults"))
+        title = f"predicted per-GPU peak GiB; {' '.join(args.overrides) or 'defaults'}; cheapest: {CHEAPEST}"
+        print_table(table, title)
 
 
 if __name__ == "__main__":

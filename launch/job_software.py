@@ -37,14 +37,19 @@ class JobSoftware:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def lines(self) -> list[str]:
-        flash = "flash-attn cross-entropy" if self.flash_attn else "pure-torch log-probs"
+    def lines(self, megatron: bool = False) -> list[str]:
+        """The plan's lines, each for a part of the estimate this software changes. A Megatron actor computes its
+        log-probs with Megatron's vocab-parallel cross-entropy (verl/workers/engine/megatron/transformer_impl.py
+        vocab_parallel_log_probs_from_logits), never flash-attn's: its plan has no log-prob line."""
         version = self.engine_version or "version unknown"
         sleep = "keeps its weights in host RAM" if self.engine_weights_in_host_ram else "drops its weights"
-        return [
-            f"{flash} ({self.flash_attn_source})",
-            f"{self.engine} {version} ({self.engine_version_source}); asleep it {sleep}",
-        ]
+        engine = f"{self.engine} {version} ({self.engine_version_source}); asleep it {sleep}"
+        return [engine] if megatron else [self.log_prob_line(), engine]
+
+    def log_prob_line(self) -> str:
+        """What FSDP's log-prob pass runs in the job (verl/utils/torch_functional.py logprobs_from_logits)."""
+        flash = "flash-attn cross-entropy" if self.flash_attn else "pure-torch log-probs"
+        return f"{flash} ({self.flash_attn_source})"
 
 
 def switch(value: Any, key: str) -> str:

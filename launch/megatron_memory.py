@@ -49,6 +49,7 @@ from launch.memory import (
     OUTSIDE_TORCH_TERMS,
     STATE_TERMS,
     Architecture,
+    Edge,
     Knobs,
     Phase,
     Term,
@@ -77,6 +78,7 @@ VOCAB_PARALLEL_ENTROPY_BYTES = 4.0
 # tests/test_megatron.py pastes them). Nearer the card than this the model cannot call a run: it is queued with a
 # warning, never refused; beyond it, on either side, the verdict stands.
 EDGE_FRACTION = 0.10
+EDGE = Edge(below=EDGE_FRACTION, above=EDGE_FRACTION, checked_by="verl's own Megatron runs went either way")
 # Megatron's own fixes in words, named where the preflight's search (launch/preflight.py megatron_search: PP, TP and
 # EP up to x4, offloads, full recompute, on the run's own GPUs) finds no change that fits
 FIXES = (
@@ -774,18 +776,6 @@ def not_modelled(knobs: Knobs, megatron: MegatronKnobs) -> list[str]:
     return missing
 
 
-def at_the_edge(phases: list[Phase]) -> list[str]:
-    """The phases whose peak is within EDGE_FRACTION of the card, either side, when the verdict hinges on them:
-    none when a phase misses by more than that (a clear misfit)."""
-
-    def excess(phase: Phase) -> float:
-        return (phase.peak_gib - phase.capacity_gib) / phase.capacity_gib
-
-    if any(phase.hard_failure or excess(phase) > EDGE_FRACTION for phase in phases):
-        return []
-    return [phase.name for phase in phases if abs(excess(phase)) <= EDGE_FRACTION]
-
-
 def summarize(
     arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, capacity_gib: float, bf16_tflops: float, policy: str
 ) -> Verdict:
@@ -799,6 +789,6 @@ def summarize(
         Predicted.at(arch, knobs, bf16_tflops),
         policy,
         not_counted=tuple(not_modelled(knobs, megatron)),
-        at_the_edge=tuple(at_the_edge(phases)),
+        edge=EDGE,
         rough=(ROUGH,),
     )

@@ -12,12 +12,14 @@ import json
 import shlex
 
 from launch.container import describe as describe_container
-from launch.facts import variant_hint
+from launch.facts import borrowed_positions, variant_hint
+from launch.megatron_memory import EDGE as MEGATRON_EDGE
 from launch.megatron_memory import FIXES as MEGATRON_FIXES
+from launch.memory import FSDP_EDGE
 from launch.plan import sync_command
 from launch.rundir import Change, Plan, gib_text
 from launch.steptime import StepTime
-from launch.verdict import Verdict
+from launch.verdict import CHEAPEST, Verdict
 from launch.watchdog import Validations, predicted_step_s, watch_off_reason, window_text
 
 SHOWN_VALUE_CHARS = 40  # a value longer than this (a file list, the worker env) is cut in the text; plan.json has it
@@ -40,20 +42,20 @@ def render_preflight(verdict: Verdict | None) -> list[str]:
             f"  typical       {peaks} GiB with {usual.prompt_tokens} + {usual.response_tokens}-token sequences "
             f"({usual.source}; the verdict above is the worst case: every sequence at full length)"
         )
-    notes = verdict.job_software.notes if verdict.job_software is not None else ()
+    notes = verdict.job_software.shown(verdict.megatron) if verdict.job_software is not None else ()
     lines += [f"  job software  {note}" for note in notes]
     for item in verdict.not_counted:
         lines.append(f"  not counted   {item}")
     lines += [f"  rough         {item}" for item in verdict.rough]
     if verdict.at_the_edge:
-        lines.append(f"  too close     {', '.join(verdict.at_the_edge)}: within the estimate's margin of the card")
+        lines.append(f"  too close     {', '.join(verdict.at_the_edge)}: {edge_words(verdict)}")
     for key, value in verdict.changed.items():
         lines.append(f"  changed       {key}={value}  (by launch.preflight={verdict.policy})")
-    if verdict.first_fitting_fixes:
-        lines.append(f"  cheapest fix  {' '.join(verdict.first_fitting_fixes)}")
+    if verdict.cheapest_fix:
+        lines.append(f"  cheapest fix  {' '.join(verdict.cheapest_fix)}")
     if verdict.fits_with:
         lines.append(f"  what fits     {verdict.fits_with.summary}")
-    if not verdict.fits and not verdict.first_fitting_fixes and not verdict.fits_with:
+    if not verdict.fits and not verdict.cheapest_fix and not verdict.fits_with:
         lines.append(f"  no fix found  {beyond_the_search(verdict)}")
     elif not verdict.fits and verdict.policy in ("fix", "tune") and verdict.unfixable_without_your_keys:
         lines.append(f"  not fixed     {not_fixed(verdict)}")
@@ -63,13 +65,30 @@ def render_preflight(verdict: Verdict | None) -> list[str]:
 def not_fixed(verdict: Verdict) -> str:
     """Why launch.preflight=fix (or tune) leaves a misfit as it is: every fix that fits changes a key the user set."""
     theirs = {key for fix in verdict.fixes for key in fix.you_set}
-    cheapest = [override.split("=", 1)[0].lstrip("+") for override in verdict.first_fitting_fixes]
+    cheapest = [override.split("=", 1)[0].lstrip("+") for override in verdict.cheapest_fix]
     yours = [key for key in cheapest if key in theirs] or sorted(theirs)
     named = f" ({', '.join(yours)})" if yours else ""
     return (
         f"the cheapest fix that fits changes a key you set{named}, and so does every other, which launch.preflight=fix "
         "never does: change it yourself "
         "or leave it out"
+    )
+
+
+def edge_words(verdict: Verdict) -> str:
+    """The band a phase at the edge lies in, and why its verdict cannot be called there (memory.Edge)."""
+    edge = MEGATRON_EDGE if verdict.megatron else FSDP_EDGE
+    return f"within the estimate's band around the card ({edge.words()}): too close to call"
+
+
+def too_close(verdict: Verdict, job: str) -> str:
+    """The gate's warning on a misfit only within its estimate's band (Verdict.too_close_to_call): queued, with the fix
+    to take if it runs out of memory."""
+    peaks = ", ".join(f"{name} {verdict.phases[name].peak_gib:.1f}" for name in verdict.at_the_edge)
+    fix = " ".join(verdict.cheapest_fix) or beyond_the_search(verdict)
+    return (
+        f"preflight cannot call {job}: {peaks} of {verdict.capacity_gib:.1f} GiB, {edge_words(verdict)}: queued; "
+        f"if it runs out of memory: {fix}"
     )
 
 
@@ -119,6 +138,7 @@ def render(plan: Plan) -> str:
         f"rlaunch plan  {plan.job_name}   run {plan.run_id}  (sweep {plan.sweep_id})",
         f"  gpu profile   {plan.gpu_profile}: {plan.gpu_selected_by}",
         f"  model         {plan.llm['name']} ({plan.llm['path']}; architecture from {plan.llm['source']})",
+        *([f"  positions     {borrowed}"] if (borrowed := borrowed_positions(plan.llm)) else []),
         f"  cluster       {plan.cluster} -> {plan.execution}: {plan.execution_reason}",
         f"  resources     {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = {res.nodes * res.gpus_per_node} GPUs;"
         f" --gres={res.gres} --cpus-per-task={res.cpus_per_task} --mem={res.mem_gb}G --time={res.time_min}"
@@ -252,11 +272,7 @@ def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:
     """The message of a refused (or, `verb="warns"`, a warned) submission: the first line names the misfit and the
     cheapest fix."""
     found = verdict.fits_with
-    # the searched change when the cheapest-first chain finds none: on these GPUs, else the GPU count
-    searched = (found.on_your_gpus or found.searched_count) if found is not None else None
-    fix_text = " ".join(verdict.first_fitting_fixes or (searched.overrides if searched else ())) or beyond_the_search(
-        verdict
-    )
+    fix_text = " ".join(verdict.cheapest_fix) or beyond_the_search(verdict)
     summary = f"; {found.summary}" if found is not None and found.summary else ""
     # a fix that touches a key the user set is advice only: launch.preflight=fix would not apply it
     or_fix = f"; {not_fixed(verdict)}" if verdict.unfixable_without_your_keys else " (or launch.preflight=fix)"
@@ -269,6 +285,7 @@ def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:
             "launch.preflight=warn queues it as it is (launch.expect.prompt_tokens/response_tokens say the lengths)"
         )
     lines = [f"preflight {verb} {job}: {verdict.misfit_arithmetic}; cheapest fix: {fix_text}{or_fix}{summary}{worst}"]
+    lines.append(f"  cheapest: {CHEAPEST}")
     lines += [f"  {line}" for line in verdict.arithmetic]
     for fix in verdict.fixes:
         state = "fits" if fix.fits else "still too big"

@@ -11,10 +11,27 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from launch.memory import OUTSIDE_TORCH_TERMS, Architecture, Knobs, Phase, flops_per_token, predicted_mfu
+from launch.memory import (
+    FSDP_EDGE,
+    OUTSIDE_TORCH_TERMS,
+    Architecture,
+    Edge,
+    Knobs,
+    Phase,
+    flops_per_token,
+    predicted_mfu,
+)
 
 if TYPE_CHECKING:
     from launch.job_software import JobSoftware
+
+GPU_COUNT_KEYS = frozenset({"trainer.nnodes", "trainer.n_gpus_per_node"})
+# What "cheapest" means wherever a misfit's fix is named (the plan, the refusal, fit_table.py): Verdict.cheapest_fix
+CHEAPEST = (
+    "the run's own GPUs before more of them (more GPUs cost more than any offload); on them the least throughput "
+    "lost (a smaller micro-batch before optimizer offload, before param offload, before a larger rollout TP); past "
+    "them the fewest GPUs, with offload only where it makes them fewer; Megatron: the fastest predicted step"
+)
 
 
 @dataclass(frozen=True)
@@ -215,6 +232,12 @@ class JobSoftwareNotes:
 
         return cls(JobSoftware(**known_fields(JobSoftware, data)), tuple(data.get("notes") or ()))
 
+    def shown(self, megatron: bool) -> tuple[str, ...]:
+        """The notes that apply to the backend (JobSoftware.lines): a Megatron job's plan without FSDP's log-prob
+        line, also where its plan.json recorded it."""
+        inapplicable = set(self.software.lines()) - set(self.software.lines(megatron))
+        return tuple(note for note in self.notes if note not in inapplicable)
+
 
 @dataclass(frozen=True)
 class Before:
@@ -254,17 +277,24 @@ class Verdict:
     not_counted: tuple[str, ...] = ()  # what the estimate does not model exactly
     changed: dict[str, str] = field(default_factory=dict)  # verl key -> value (as Hydra reads it) the policy set
     before: Before | None = None  # set when `changed` is
-    # backend=megatron (launch/megatron_memory.py): the phases within its margin of the card, too close to call (the
-    # gate warns on them instead of refusing), and where that estimate is rougher than FSDP's
+    # the phases within the estimate's band around the card (memory.Edge: FSDP's, or Megatron's), too close to call
+    # (the gate warns on them instead of refusing); backend=megatron: where that estimate is rougher than FSDP's
     at_the_edge: tuple[str, ...] = ()
     rough: tuple[str, ...] = ()
     beyond: str = ""  # a misfit the search found no fix for: the knobs beyond the search, for this run ("": generic)
 
     @classmethod
     def of(
-        cls, phases: list[Phase], host_ram_gib_per_node: float, predicted: Predicted, policy: str, **parts: Any
+        cls,
+        phases: list[Phase],
+        host_ram_gib_per_node: float,
+        predicted: Predicted,
+        policy: str,
+        edge: Edge = FSDP_EDGE,
+        **parts: Any,
     ) -> Verdict:
-        """The verdict on these phases' peaks: fits when every phase does, the first that does not its misfit."""
+        """The verdict on these phases' peaks: fits when every phase does, the first that does not its misfit, and
+        the phases within `edge` of the card (the estimator's own band) too close to call."""
         return cls(
             fits=all(phase.fits for phase in phases),
             misfit=next((phase.name for phase in phases if not phase.fits), None),
@@ -273,6 +303,7 @@ class Verdict:
             host_ram_gib_per_node=round(host_ram_gib_per_node, 1),
             predicted=predicted,
             policy=policy,
+            at_the_edge=tuple(edge.phases_at(phases)),
             **parts,
         )
 
@@ -290,6 +321,41 @@ class Verdict:
         """A misfit only in phases within the estimate's margin of the card: not a refusal, a warning."""
         missing = [name for name, phase in self.phases.items() if not phase.fits]
         return bool(missing) and set(missing) <= set(self.at_the_edge)
+
+    @property
+    def megatron(self) -> bool:
+        """backend=megatron's verdict: only Megatron's estimate says where it is rough."""
+        return bool(self.rough)
+
+    @property
+    def cheapest_fix(self) -> tuple[str, ...]:
+        """The cheapest change that fits a misfit, as key=value (CHEAPEST says the order), chosen among what the
+        preflight searched, never searched again: on the run's own GPUs its cumulative set (`first_fitting_fixes`,
+        cheapest first in lost throughput) or the offload or rollout TP that fits them (`fits_with`); past them the
+        fewest GPUs, as the run is or with offload where that needs fewer (`fits_with`), unless the cumulative set
+        fits on fewer still. That set's GPU step carries every cheaper fix before it, needed or not (offload where the
+        same GPUs alone fit), so at the same count it loses to `fits_with`. Megatron's search ranks its own by the
+        predicted step time."""
+        chain, found = self.first_fitting_fixes, self.fits_with
+        if self.megatron or found is None or (chain and self.gpus_of(chain) is None):
+            return chain
+        if found.on_your_gpus is not None:
+            return found.on_your_gpus.overrides
+        searched = found.searched_count
+        if searched is None:
+            return chain
+        fewer = self.gpus_of(chain) if chain else None
+        return chain if fewer is not None and fewer < searched.gpus else searched.overrides
+
+    def gpus_of(self, overrides: tuple[str, ...]) -> int | None:
+        """The GPUs a fix runs on, where it changes their count (None: the run's own; also where the recorded knobs
+        do not say how many the run has)."""
+        given = dict(override.split("=", 1) for override in overrides)
+        if self.knobs is None or not GPU_COUNT_KEYS & given.keys():
+            return None
+        per_node = int(given.get("trainer.n_gpus_per_node", self.knobs.gpus_per_node))
+        nodes = int(given.get("trainer.nnodes", max(1, self.knobs.n_gpus // self.knobs.gpus_per_node)))
+        return nodes * per_node
 
     @property
     def misfit_arithmetic(self) -> str:
@@ -324,8 +390,9 @@ class Verdict:
         if self.before is not None:
             record["changed"] = dict(self.changed)
             record["before"] = self.before.to_dict()
-        if self.rough:  # a Megatron verdict's own parts: an FSDP plan.json stays as it was
+        if self.rough or self.at_the_edge:  # an FSDP verdict clear of the card: its plan.json stays as it was
             record["at_the_edge"] = list(self.at_the_edge)
+        if self.rough:
             record["rough"] = list(self.rough)
         return record
 

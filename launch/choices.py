@@ -25,7 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from launch.errors import UserError, closest, deleted_key_message, fork_value_message
 from launch.memory import trains_critic
 from launch.overrides import key_of, parse
-from launch.ranges import declared_type, select, shown, verl_defaults
+from launch.ranges import SFT_PREFIX, declared_type, select, shown, verl_defaults
 from launch.schema import verl_package_dir
 from launch.verl_diff import base_config, user_verl_overrides
 
@@ -345,15 +345,40 @@ def check_group_names(overrides: Sequence[str]) -> None:
             )
 
 
+RFT_ROOT = "rft"
+
+
+def sweeps_rft() -> bool:
+    """This invocation is a sweep with algo=rft among its choices (algo=guru_baseline,rft): its rft.* keys take
+    effect in those jobs, and the others' plans leave them unread, as the user asked for both."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return False
+    given = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+    return any(
+        key_of(override) == "algo" and override.is_sweep_override() and RFT_ROOT in override.sweep_string_iterator()
+        for override in parse([str(line) for line in given])  # type: ignore[union-attr]
+    )
+
+
 def check_our_additions(cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """`+launch.dryrun=true`: Hydra adds a key to rlaunch's typed settings, where nothing reads it (the typo that the
-    plain form refuses). Our open tables (cluster.env, cluster.sbatch_extra, cluster.gres_types) take new keys."""
+    """Keys of ours the user set where nothing reads them. `+launch.dryrun=true`: Hydra adds a key to rlaunch's typed
+    settings (the typo that the plain form refuses); our open tables (cluster.env, cluster.sbatch_extra,
+    cluster.gres_types, rft.sft) take new keys. `rft.*` under another algo: only algo=rft's pipeline reads them."""
     import dataclasses
 
     from launch.schema import RLAUNCH_ROOTS
 
     for override in parse(overrides):
         key = key_of(override)
+        if key.split(".", 1)[0] == RFT_ROOT and cfg.algo.name != RFT_ROOT and not sweeps_rft():
+            written = override.input_line or key
+            raise UserError(
+                f"{written}: {RFT_ROOT}.* takes effect only with algo={RFT_ROOT} (rejection-sampling fine-tuning), "
+                f"and this run is algo={cfg.algo.name}: add algo={RFT_ROOT}, or leave {key} out"
+            )
         if not override.is_add() or key.split(".", 1)[0] not in RLAUNCH_ROOTS or "." not in key:
             continue
         parent, _, leaf = key.rpartition(".")
@@ -500,9 +525,10 @@ def check_resume_path(cfg: DictConfig) -> None:
 
 
 def check_booleans(cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """A boolean key of verl's the user set to anything but true, false or null: Hydra keeps `off` or `no` as a string,
-    which verl's `if` takes for true."""
-    for override in user_verl_overrides(overrides):
+    """A boolean key of verl's the user set to anything but true, false or null, in its PPO tree or in the SFT tree
+    rft.sft holds: Hydra keeps `off` or `no` as a string, which verl's `if` takes for true."""
+    sft = [override for override in parse(overrides) if key_of(override).startswith(SFT_PREFIX)]
+    for override in [*user_verl_overrides(overrides), *sft]:
         key = key_of(override)
         value: Any = OmegaConf.select(cfg, key, default=None)
         if not isinstance(value, str):  # a number is read as Python reads it (0 false, 1 true), null as false

@@ -46,6 +46,7 @@ from launch.memory import (
     engine_context,
     engine_memory,
     estimate,
+    foreach_optimizer,
     host_ram_per_node,
     kv_per_sequence_gib,
     micro_batch_tokens,
@@ -109,6 +110,86 @@ REF_KEYS = {
     "logprob_micro_batch": "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
 }
 
+# algo=rft trains in stage 3 with verl's SFT trainer, whose config (algos/rft/sft.py) follows the PPO actor's knobs
+# unless rft.sft sets them: a fix or tune of the knobs stage 3 reads sets them there, where they take effect
+SFT_KEYS = {
+    "train_tokens": "rft.sft.data.max_token_len_per_gpu",
+    "micro_batch": "rft.sft.data.micro_batch_size_per_gpu",
+    "checkpointing": "rft.sft.model.enable_gradient_checkpointing",
+    "fused_kernels": "rft.sft.model.use_fused_kernels",
+    "optimizer_offload": "rft.sft.engine.optimizer_offload",
+    "param_offload": "rft.sft.engine.param_offload",
+}
+NOT_IN_RFT = ("logprob_tokens", "logprob_micro_batch")  # RFT recomputes no log-probs: no such pass to size
+RFT_PHASES = ("training", "rollout")  # stage 3's SFT update and stage 1's generation engine
+
+
+def runs_rft(knobs: Knobs) -> bool:
+    """algo=rft's knobs (rft_knobs): the only run whose trainer never shares the card with the engine."""
+    return not knobs.trainer_beside_engine
+
+
+def knob_key(name: str, knobs: Knobs) -> str | None:
+    """The key that sets a knob in this run: stage 3's rft.sft key for algo=rft's training knobs, else verl's; None
+    where the run has no such knob."""
+    if runs_rft(knobs):
+        return None if name in NOT_IN_RFT else SFT_KEYS.get(name, KEYS.get(name))
+    return KEYS.get(name)
+
+
+def phases_of(arch: Architecture, knobs: Knobs, capacity: float) -> list[Phase]:
+    """The estimator's phases that this run has: algo=rft generates (stage 1) and fine-tunes (stage 3), nothing
+    else; a PPO step has them all."""
+    phases = estimate(arch, knobs, capacity)
+    return [phase for phase in phases if phase.name in RFT_PHASES] if runs_rft(knobs) else phases
+
+
+def rft_knobs(knobs: Knobs, sft: dict[str, Any]) -> Knobs:
+    """algo=rft as its stages run (algos/rft/). Stage 1 is verl's generation server: standalone engine replicas alone
+    on the card, never asleep (no weights in host RAM), sent every prompt's samples at once (no batch caps their
+    concurrency). Stage 3 is verl's SFT trainer with the knobs of its own composed config `sft`: its micro-batch or
+    token budget, its batch of kept samples per optimizer step, its engine's offload, sharding and precision. RFT
+    has no reference model, critic, reward model or PCGrad, whatever PPO keys the config holds."""
+    data, model, engine = sft["data"], sft["model"], sft["engine"]
+    dynamic = bool(data["use_dynamic_bsz"])
+    micro = data.get("micro_batch_size_per_gpu")
+    return with_changes(
+        knobs,
+        dynamic_bsz=dynamic,
+        train_tokens=micro_batch_tokens(dynamic, data.get("max_token_len_per_gpu"), micro, int(data["max_length"])),
+        micro_batch=micro,
+        checkpointing=bool(model["enable_gradient_checkpointing"]),
+        param_offload=bool(engine["param_offload"]),
+        optimizer_offload=bool(engine["optimizer_offload"]),
+        lora_rank=int(model.get("lora_rank") or 0),
+        fused_kernels=bool(model.get("use_fused_kernels")),
+        entropy=False,  # verl's SFT loss computes no entropy
+        fsdp_size=int(engine.get("fsdp_size", -1)),
+        sequence_parallel=max(1, int(engine.get("ulysses_sequence_parallel_size") or 1)),
+        model_dtype_bytes=2 if str(engine.get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16") else 4,
+        optimizer_temporaries=foreach_optimizer(sft.get("optim") or {}),
+        mini_batch_sequences=int(data["train_batch_size"]),
+        batch_sequences=0,
+        ref_model=False,
+        ref_param_offload=False,
+        pcgrad_tasks=0,
+        critic=False,
+        reward_model=False,
+        trainer_beside_engine=False,
+        engine_weights_in_host_ram=False,
+    )
+
+
+def stage3_config(cfg: Any, verl: dict[str, Any]) -> dict[str, Any]:
+    """algo=rft's SFT config as the plan composes it; a key of rft.sft that does not compose is the user's one-line
+    refusal here, as validation would give it."""
+    from algos.rft import RftConfigError, planned_sft_config
+
+    try:
+        return planned_sft_config(verl, OmegaConf.to_container(cfg.rft.sft, resolve=True))  # type: ignore[arg-type]
+    except RftConfigError as error:
+        raise UserError(str(error)) from None
+
 
 @dataclass(frozen=True)
 class Fix:
@@ -120,8 +201,17 @@ def user_keys(overrides: list[str]) -> set[str]:
     return keys_of(overrides)
 
 
+def locked_keys(overrides: list[str], knobs: Knobs) -> set[str]:
+    """The keys fix and tune leave alone: the user's, and for algo=rft the rft.sft key of each knob whose PPO key
+    the user set (stage 3 follows it: that value is theirs too)."""
+    locked = user_keys(overrides)
+    if runs_rft(knobs):
+        locked |= {key for name, key in SFT_KEYS.items() if KEYS[name] in locked}
+    return locked
+
+
 def fits(arch: Architecture, knobs: Knobs, capacity: float, headroom: float = 1.0) -> bool:
-    return all(phase.fits and phase.peak_gib <= capacity * headroom for phase in estimate(arch, knobs, capacity))
+    return all(phase.fits and phase.peak_gib <= capacity * headroom for phase in phases_of(arch, knobs, capacity))
 
 
 def sequence_per_gpu_limit(knobs: Knobs, mini_batch_sequences: int = 0) -> int:
@@ -381,8 +471,8 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
             continue
         elif name == "communicator_gib":
             out[NVLS_KEY] = "0"  # the job's environment, as a string (cluster.env reaches NCCL as variables)
-        elif name in KEYS:
-            out[KEYS[name]] = value
+        elif (key := knob_key(name, knobs)) is not None:
+            out[key] = value
             if name in REF_KEYS and knobs.ref_model:  # the reference model's log-prob pass has the same shape
                 out[REF_KEYS[name]] = value
     return out
@@ -409,7 +499,7 @@ def plan_fixes(
     reports = []
     for fix in fixes:
         keys = overrides_for(fix.changes, knobs)
-        phases = estimate(arch, with_changes(knobs, **fix.changes), capacity)
+        phases = phases_of(arch, with_changes(knobs, **fix.changes), capacity)
         reports.append(
             FixReport(
                 fix=fix.description,
@@ -497,7 +587,7 @@ def tune(
     holds, at most one engine replica's share of the batch). Shares: the knobs' own mini-batch and batch, unless
     given. Keys the user set stay. Returns Knobs changes."""
     changes: dict[str, Any] = {}
-    train_key = KEYS["train_tokens"] if knobs.dynamic_bsz else KEYS["micro_batch"]
+    train_key = knob_key("train_tokens" if knobs.dynamic_bsz else "micro_batch", knobs)
     if "train" in what and train_key not in locked:
         best = largest(arch, capacity, train_candidates(knobs, mini_batch_sequences))
         if best is not None and best.train_tokens != knobs.train_tokens:
@@ -505,8 +595,8 @@ def tune(
                 {"train_tokens": best.train_tokens} if knobs.dynamic_bsz else {"micro_batch": best.micro_batch}
             )
             knobs = best
-    logprob_key = KEYS["logprob_tokens"] if knobs.dynamic_bsz else KEYS["logprob_micro_batch"]
-    if "logprob" in what and (batch_sequences or knobs.batch_sequences) and logprob_key not in locked:
+    logprob_key = knob_key("logprob_tokens" if knobs.dynamic_bsz else "logprob_micro_batch", knobs)
+    if "logprob" in what and (batch_sequences or knobs.batch_sequences) and logprob_key not in (None, *locked):
         best = largest(arch, capacity, logprob_candidates(knobs, batch_sequences))
         if best is not None and best.logprob_tokens != knobs.logprob_tokens:
             changes.update(
@@ -532,7 +622,7 @@ def tune(
 
 def summarize(arch: Architecture, knobs: Knobs, capacity: float, bf16_tflops: float, policy: str) -> Verdict:
     """The verdict's own part: each phase against the card, and the predicted throughput."""
-    phases = estimate(arch, knobs, capacity)
+    phases = phases_of(arch, knobs, capacity)
     return Verdict.of(phases, host_ram_per_node(arch, knobs), Predicted.at(arch, knobs, bf16_tflops), policy)
 
 
@@ -549,7 +639,7 @@ def run(
     """The verdict for the plan as it is, and the verl keys the policy changes with their typed values: `fix` the
     cheapest set that fits, `tune` that set and then the largest knobs that fit (tuned from the fixed plan). A misfit
     also carries `fits_with`: the cheapest change that fits, searched."""
-    locked = user_keys(overrides)
+    locked = locked_keys(overrides, knobs)
     verdict = summarize(arch, knobs, capacity, bf16_tflops, policy)
     applicable: dict[str, Any] = {}
     fixed = knobs
@@ -588,7 +678,7 @@ def at_lengths(knobs: Knobs, prompt_tokens: int, response_tokens: int) -> Knobs:
 
 
 def typical(
-    arch: Architecture, knobs: Knobs, capacity: float, lengths: TypicalLengths, estimator: Estimator = estimate
+    arch: Architecture, knobs: Knobs, capacity: float, lengths: TypicalLengths, estimator: Estimator = phases_of
 ) -> Typical:
     """The peaks when every sequence has the typical lengths (launch/lengths.py: the user's launch.expect.*, measured
     ones, else half the maximum): what a run usually sees. The verdict stays on the worst case (full-length sequences
@@ -627,12 +717,12 @@ def judge(
         communicator_gib=communicators,
         communicator_gib_without_nvls=communicators_without_nvls,
     )
-    if cfg.algo.name == "rft":  # stage 3's SFT takes the profile's actor knobs (algos/rft/sft.py): same training phase
-        knobs = with_changes(knobs, trainer_beside_engine=False)
+    if cfg.algo.name == "rft":
+        knobs = rft_knobs(knobs, stage3_config(cfg, verl))
     arch, capacity, bf16_tflops = Architecture.from_llm(llm), float(cfg.gpu.usable_gib), float(cfg.gpu.bf16_tflops)
     policy, lengths = str(cfg.launch.preflight), lengths or typical_lengths(cfg)
     host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
-    if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron":
+    if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron" and not runs_rft(knobs):
         judged_at = MegatronJudging(arch, knobs, capacity, bf16_tflops, Card.of(cfg.gpu), host_gib_per_gpu, lengths)
         verdict, proposed = megatron_verdict(judged_at, verl, policy, overrides)
     else:
@@ -642,7 +732,8 @@ def judge(
         verdict,
         job_software=JobSoftwareNotes(software, tuple(software.lines() + ([skipped] if skipped else []))),
         knobs=knobs,  # what was judged: the doctor reads it back instead of rebuilding it
-        not_counted=(*verdict.not_counted, *not_counted(verl, llm)),
+        # RFT builds no critic or reward model, whatever the PPO keys say
+        not_counted=(*verdict.not_counted, *(() if runs_rft(knobs) else not_counted(verl, llm))),
     )
     return judged, proposed
 
@@ -1072,7 +1163,7 @@ class WhatIf:
     def peaks(self, changes: dict[str, Any] | None = None) -> dict[str, float]:
         """phase -> the predicted peak per GPU with these changes."""
         knobs = with_changes(self.knobs, **(changes or {}))
-        return {phase.name: phase.peak_gib for phase in estimate(self.arch, knobs, self.capacity_gib)}
+        return {phase.name: phase.peak_gib for phase in phases_of(self.arch, knobs, self.capacity_gib)}
 
     def fits(self, changes: dict[str, Any], headroom: float = 1.0) -> bool:
         return fits(self.arch, with_changes(self.knobs, **changes), self.capacity_gib, headroom)

@@ -46,6 +46,7 @@ class Range:
     never: int | None = None
     nullable: bool = False
     verl_does: str = ""
+    words: tuple[str, ...] = ()  # strings verl also takes (the SFT trainer's save_freq=after_each_epoch)
 
     def holds(self, value: float) -> bool:
         if value == self.never:
@@ -64,6 +65,7 @@ class Range:
         if self.high is not None:
             bound += f" and <= {self.high:g}"
         text = f"{self.never} (never) or {bound}" if self.never is not None else bound
+        text = " or ".join((text, *self.words))
         return f"{text} or null" if self.nullable else text
 
 
@@ -96,6 +98,18 @@ DISCOUNT = Range(0, high=1, verl_does="verl 0.9.1 would run it, each token's ret
 # verl trains LoRA only for a rank > 0 (its engines' `lora_rank > 0`): a negative one quietly trains the whole model
 LORA_RANK = Range(0, verl_does="verl 0.9.1 would quietly train every parameter instead (LoRA only for a rank > 0)")
 
+WARMUP_RATIO = Range(
+    0, high=1, verl_does="verl 0.9.1 would warm up for longer than the run: the rate never reaches optim.lr"
+)
+# verl's SFT trainer takes a step count or after_each_epoch, and computes `global_step % freq` at every step before it
+# asks whether freq > 0
+SFT_FREQUENCY = Range(
+    1,
+    never=-1,
+    words=("after_each_epoch",),
+    verl_does="verl 0.9.1's SFT trainer fails at its first step for 0 (global_step % 0) and treats every other "
+    "value <= 0 as never: write -1 for that",
+)
 # torch's clip_grad_norm_, which verl's engines call with optim.clip_grad: 0 scales every gradient to 0, a negative
 # norm turns every gradient around
 GRADIENT_CLIP = Range(
@@ -124,9 +138,40 @@ MEGATRON_RANGES = {
     for size in ("expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size")
 }
 
+# algo=rft's own settings come first: rollout.n and rollout.temperature follow two of them (conf/algo/rft.yaml), and
+# a bad value is named as the user wrote it, not as the key that follows it
+RFT_RANGES = {"rft.oversample": SIZE, "rft.temperature": NON_NEGATIVE, "rft.k": SIZE}
+# stage 3's keys of verl's sft_trainer_engine tree, where rft.sft sets them (typed by that tree: sft_defaults); after
+# the PPO keys, as rft.sft.trainer.total_epochs follows trainer.total_epochs
+SFT_PREFIX = "rft.sft."
+SFT_RANGES = {
+    f"{SFT_PREFIX}{key}": allowed
+    for key, allowed in {
+        "data.train_batch_size": SIZE,
+        "data.micro_batch_size_per_gpu": OPTIONAL_SIZE,
+        "data.max_token_len_per_gpu": SIZE,
+        "data.max_length": SIZE,
+        "optim.lr": LEARNING_RATE,
+        "optim.weight_decay": WEIGHT_DECAY,
+        "optim.lr_warmup_steps_ratio": WARMUP_RATIO,
+        "optim.clip_grad": GRADIENT_CLIP,
+        "optim.min_lr_ratio": MIN_LR_RATIO,
+        "model.lora_rank": LORA_RANK,
+        "engine.ulysses_sequence_parallel_size": SIZE,
+        "trainer.total_epochs": Range(1, verl_does="verl 0.9.1's SFT trainer would train 0 steps"),
+        "trainer.total_training_steps": Range(
+            1, nullable=True, verl_does="verl 0.9.1's SFT trainer takes any value that is not null as the step count"
+        ),
+        "trainer.save_freq": SFT_FREQUENCY,
+        "trainer.test_freq": SFT_FREQUENCY,
+        "trainer.max_ckpt_to_keep": RETENTION,
+    }.items()
+}
+
 # key -> the values it may hold. Sizes count prompts, sequences, tokens or GPUs: verl 0.9.1 compares some of them
 # (train_batch_size >= ppo_mini_batch_size) but checks none is positive, and our own arithmetic divides by them.
 RANGES: dict[str, Range] = {
+    **RFT_RANGES,
     "data.train_batch_size": SIZE,
     "data.val_batch_size": OPTIONAL_SIZE,
     "data.max_prompt_length": SIZE,
@@ -141,9 +186,7 @@ RANGES: dict[str, Range] = {
     "actor_rollout_ref.actor.ulysses_sequence_parallel_size": SIZE,
     "actor_rollout_ref.actor.optim.lr": LEARNING_RATE,
     "actor_rollout_ref.actor.optim.weight_decay": WEIGHT_DECAY,
-    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": Range(
-        0, high=1, verl_does="verl 0.9.1 would warm up for longer than the run: the rate never reaches optim.lr"
-    ),
+    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": WARMUP_RATIO,
     "actor_rollout_ref.actor.optim.clip_grad": GRADIENT_CLIP,
     "actor_rollout_ref.actor.optim.min_lr_ratio": MIN_LR_RATIO,
     "critic.optim.lr": LEARNING_RATE,
@@ -209,6 +252,7 @@ RANGES: dict[str, Range] = {
     "launch.hang.factor": Range(1, low_open=True),
     "launch.hang.floor_s": Range(0, low_open=True),
     **MEGATRON_RANGES,
+    **SFT_RANGES,
 }
 
 
@@ -291,6 +335,24 @@ def verl_defaults(base: str = "ppo_trainer") -> dict[str, Any]:
     return yaml.load((verl_package_dir() / generated).read_text(), Loader=loader) or {}
 
 
+SFT_BASE = "sft_trainer_engine"  # verl's SFT tree, which algos/rft/sft.py composes stage 3's config over
+
+
+@cache
+def sft_defaults() -> dict[str, Any]:
+    """verl's sft_trainer_engine tree with the group options its defaults list puts in place (model@model: hf_model,
+    ...), read as yaml: verl ships no generated file of it, and Hydra's composition would import verl."""
+    config_dir = verl_package_dir() / "trainer" / "config"
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    tree = yaml.load((config_dir / f"{SFT_BASE}.yaml").read_text(), Loader=loader)
+    for entry in tree.pop("defaults", []):
+        for group_at, option in entry.items() if isinstance(entry, dict) else ():
+            group, _, place = group_at.partition("@")
+            options = yaml.load((config_dir / group / f"{option}.yaml").read_text(), Loader=loader) or {}
+            tree[place or group] = {**options, **(tree.get(place or group) or {})}  # the tree's own keys come last
+    return tree
+
+
 def kind_of(value: Any) -> str:
     return "bool" if isinstance(value, bool) else type(value).__name__ if isinstance(value, int | float | str) else ""
 
@@ -315,7 +377,10 @@ def schema_field_type(key: str) -> KeyType | None:
 
 
 def declared_type(cfg: DictConfig, key: str) -> KeyType:
-    """verl's dataclass field (through the `_target_` of the key's node), else verl's yaml default, else ours."""
+    """verl's dataclass field (through the `_target_` of the key's node), else verl's yaml default, else ours; an
+    rft.sft key's from verl's SFT tree."""
+    if key.startswith(SFT_PREFIX):
+        return sft_declared_type(key.removeprefix(SFT_PREFIX))
     parent = key.rpartition(".")[0]
     target = OmegaConf.select(cfg, f"{parent}._target_", default=None)
     return declared_type_under(key, str(target) if target else "")
@@ -327,12 +392,26 @@ def declared_type_under(key: str, target: str) -> KeyType:
     ours = schema_field_type(key)
     if ours is not None:
         return ours
+    return verl_declared_type(key, target, verl_defaults())
+
+
+@cache
+def sft_declared_type(key: str) -> KeyType:
+    """The type of `rft.sft.<key>`: the field of verl's SFT config dataclass its section names (optim, engine, model,
+    checkpoint), else the type of its default in verl's sft_trainer_engine tree (data, trainer)."""
+    tree = sft_defaults()
+    target = select(tree, f"{key.rpartition('.')[0]}._target_")
+    return verl_declared_type(key, str(target or ""), tree)
+
+
+def verl_declared_type(key: str, target: str, defaults: dict[str, Any]) -> KeyType:
+    """The field `key` names in verl's dataclass `target` (""; none), else the type of its value in `defaults`."""
     name = key.rpartition(".")[2]
     found = verl_field_type(target, name) if target else None
     if found is not None:
         owner, (kind, nullable) = found
         return KeyType(kind, f"verl's {owner}.{name} is {f'Optional[{kind}]' if nullable else kind}")
-    default = select(verl_defaults(), key, _ABSENT)
+    default = select(defaults, key, _ABSENT)
     if default is _ABSENT or (isinstance(default, str) and "${" in default):  # an interpolation: no type of its own
         return KeyType("", "")
     kind = kind_of(default)
@@ -374,6 +453,8 @@ def value_problem(value: Any, kind: str, allowed: Range) -> bool:
     """True when `value` is not of `kind` (an int where a float is declared is fine) or outside `allowed`."""
     if value is None:
         return not allowed.nullable
+    if isinstance(value, str) and value in allowed.words:
+        return False
     if isinstance(value, bool) or not isinstance(value, int | float):
         return True
     if kind == "int" and not isinstance(value, int):
@@ -411,7 +492,7 @@ def check_ranges(cfg: DictConfig) -> None:
 
 # Adam's two decay rates: torch's AdamW refuses another shape, or a rate outside [0, 1), as verl builds the optimizer
 # (only an Adam-like one gets them)
-BETAS = ("actor_rollout_ref.actor.optim.betas", "critic.optim.betas")
+BETAS = ("actor_rollout_ref.actor.optim.betas", "critic.optim.betas", f"{SFT_PREFIX}optim.betas")
 
 
 def check_betas(cfg: DictConfig, critic: bool) -> None:

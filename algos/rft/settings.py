@@ -20,9 +20,9 @@ class RftSettings:
     temperature: float = 0.7
     # stage 2 (filter): at most this many correct, distinct samples per prompt go to fine-tuning
     k: int = 4
-    # stage 3 (sft): keys of verl's sft_trainer_engine config (verl/trainer/config/sft_trainer_engine.yaml), given
-    # as in that tree (e.g. {optim: {lr: 1e-5}}) and composed over it; the data files, model, GPU count and
-    # checkpoint directory come from the run itself
+    # stage 3 (sft): keys of verl's sft_trainer_engine config (verl/trainer/config/sft_trainer_engine.yaml), named
+    # as in that tree and composed over it (rft.sft.optim.lr=2e-5; +rft.sft.optim.betas=[0.9,0.95] for a key
+    # conf/algo/rft.yaml does not set); the data files, model, GPU count and checkpoint directory come from the run
     sft: dict[str, Any] = field(default_factory=dict)
 
 

@@ -76,14 +76,25 @@ def check_generation(verl: dict[str, Any]) -> None:
         raise RftConfigError("data.prompt_key is not set: name the chat-prompt column of data.train_files")
 
 
+def planned_sft_config(verl: dict[str, Any], rft_sft: dict[str, Any]) -> dict[str, Any]:
+    """Stage 3's config as the job will compose it, its data file where the planned run directory will hold it:
+    what the plan validates and the preflight sizes."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compose_sft_config(verl, rft_sft, PLANNED_RUN_DIR / "rft" / "filter" / SFT_FILE)
+    except SftConfigError as error:
+        raise RftConfigError(str(error)) from error
+
+
 def validate_rft(verl: dict[str, Any], rft: dict[str, Any]) -> None:
     check_settings(rft, verl["actor_rollout_ref"]["rollout"])  # type: ignore[arg-type]
     check_generation(verl)
     model_path = Path(str(verl["actor_rollout_ref"]["model"]["path"])).expanduser()
+    sft = planned_sft_config(verl, rft["sft"])  # type: ignore[arg-type]
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sft = compose_sft_config(verl, rft["sft"], PLANNED_RUN_DIR / "rft" / "filter" / SFT_FILE)  # type: ignore[index]
             check_with_verl(sft, model_is_local=model_path.is_dir())
     except SftConfigError as error:
         raise RftConfigError(str(error)) from error

@@ -55,8 +55,9 @@ def wait_for_state(job_id: str, env: dict[str, str], states: set[str], timeout_s
     deadline = time.monotonic() + timeout_s
     state = ""
     while time.monotonic() < deadline:
-        lines = sh(["sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id], env).split()
-        state = lines[-1] if lines else ""
+        # one line per attempt; a cancel's state is several words: 'CANCELLED by 0'
+        lines = sh(["sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id], env).splitlines()
+        state = lines[-1].strip() if lines else ""
         if state.split()[0:1] and state.split()[0] in states:
             return state
         time.sleep(2)

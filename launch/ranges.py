@@ -141,8 +141,9 @@ MEGATRON_RANGES = {
 # algo=rft's own settings come first: rollout.n and rollout.temperature follow two of them (conf/algo/rft.yaml), and
 # a bad value is named as the user wrote it, not as the key that follows it
 RFT_RANGES = {"rft.oversample": SIZE, "rft.temperature": NON_NEGATIVE, "rft.k": SIZE}
-# stage 3's keys of verl's sft_trainer_engine tree, where rft.sft sets them (typed by that tree: sft_defaults); after
-# the PPO keys, as rft.sft.trainer.total_epochs follows trainer.total_epochs
+# stage 3's keys of verl's sft_trainer_engine tree, where rft.sft sets them (typed by that tree: sft_defaults): a table
+# of their own, as only algo=rft has them; checked after the PPO keys, as rft.sft.trainer.total_epochs follows
+# trainer.total_epochs
 SFT_PREFIX = "rft.sft."
 SFT_RANGES = {
     f"{SFT_PREFIX}{key}": allowed
@@ -252,7 +253,6 @@ RANGES: dict[str, Range] = {
     "launch.hang.factor": Range(1, low_open=True),
     "launch.hang.floor_s": Range(0, low_open=True),
     **MEGATRON_RANGES,
-    **SFT_RANGES,
 }
 
 
@@ -463,9 +463,10 @@ def value_problem(value: Any, kind: str, allowed: Range) -> bool:
 
 
 def check_ranges(cfg: DictConfig) -> None:
-    """Every key of RANGES that the config holds, in the table's order; the first bad value stops the run."""
+    """Every key of RANGES, then of SFT_RANGES, that the config holds, in the tables' order; the first bad value stops
+    the run."""
     critic = trains_critic(cfg)
-    for key, allowed in RANGES.items():
+    for key, allowed in (*RANGES.items(), *SFT_RANGES.items()):
         if key.startswith("critic.") and not critic:
             continue  # verl builds no critic: its values are never read (verl's need_critic)
         parent, _, name = key.rpartition(".")

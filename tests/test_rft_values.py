@@ -4,18 +4,21 @@ key the user set, and rft.* under another algo is refused instead of ignored."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Result, compose_config, cpu_facts
+from omegaconf import OmegaConf, open_dict
 
 from launch import preflight
 from launch.errors import UserError
 from launch.plan import make_plan
-from launch.ranges import check_ranges
+from launch.ranges import SFT_RANGES, Range, check_ranges
 from launch.verdict import Verdict
 
 
@@ -119,6 +122,19 @@ def test_a_bad_rft_value_is_refused_in_one_line_naming_the_key_set(
     assert len(lines) == 1 and lines[0].startswith(f"rlaunch: error: {line}"), lines
     assert "actor_rollout_ref.rollout" not in lines[0]
     assert not any(tmp_path.iterdir()), "a refusal writes nothing"
+
+
+@pytest.mark.parametrize(("key", "allowed"), list(SFT_RANGES.items()), ids=list(SFT_RANGES))
+def test_every_key_of_the_sft_table_refuses_a_value_outside_and_a_word(key: str, allowed: Range):
+    """The whole of stage 3's table, each key set on algo=rft's composed config as `+rft.sft.<key>=...` sets it."""
+    composed = compose_config("algo=rft")
+    check_ranges(composed)
+    for value in (allowed.low if allowed.low_open else allowed.low - 1, "many"):
+        cfg = copy.deepcopy(composed)
+        with open_dict(cfg):
+            OmegaConf.update(cfg, key, value, force_add=True)
+        with pytest.raises(UserError, match=rf"^{re.escape(key)}={value}: must be "):
+            check_ranges(cfg)
 
 
 def test_an_sft_frequency_takes_verls_word_and_refuses_the_zero_verl_divides_by():

@@ -158,9 +158,6 @@ def check_rollout_engine(verl: ConfigView) -> None:
         )
 
 
-GPU_COUNT_KEYS = {"trainer.nnodes", "trainer.n_gpus_per_node"}
-
-
 def gpu_count_refusal(cfg: DictConfig, plan: Plan) -> UserError | None:
     """A run that no offload or rollout TP fits on its GPUs is refused before any TP arithmetic, with the GPU count the
     preflight searched (its `fits_with`): "needs 16 A40s" is the fix, "TP 4 does not divide 1 GPU" is a symptom.
@@ -172,23 +169,20 @@ def gpu_count_refusal(cfg: DictConfig, plan: Plan) -> UserError | None:
         return None
     if verdict.rough:  # Megatron's verdict searches no GPU count: the gate refuses it with Megatron's own knobs
         return None
-    found = verdict.fits_with
-    on_these_gpus = [fix for fix in verdict.fixes if not GPU_COUNT_KEYS & set(fix.overrides)]
-    if (found is not None and found.on_your_gpus is not None) or any(fix.fits for fix in on_these_gpus):
+    cheapest = verdict.cheapest_fix  # the one the plan and fit_table.py name (verdict.CHEAPEST)
+    if verdict.too_close_to_call or (cheapest and verdict.gpus_of(cheapest) is None):
         return None  # a change on the run's own GPUs fits (one of your keys, perhaps): the gate names it
     n_gpus = plan.resources.nodes * plan.resources.gpus_per_node
     card = f"{cfg.gpu.name} ({cfg.gpu.card})"
-    needed = found.searched_count if found is not None else None
-    summary = found.summary if found is not None else None
-    if needed is None:
+    summary = verdict.fits_with.summary if verdict.fits_with is not None else None
+    if not cheapest:
         return UserError(
             f"{plan.llm['name']} does not fit {card} at any GPU count with these lengths ({summary}): "
             "pick a bigger card (gpu=...) or shorten data.max_response_length; launch.preflight=warn runs it anyway"
         )
     return UserError(
-        f"{plan.llm['name']} needs at least {needed.gpus} {cfg.gpu.name} GPUs (the run has {n_gpus}; "
-        f"{summary}): set {' '.join(needed.overrides)}, or pick a bigger card; launch.preflight=warn "
-        "runs it anyway"
+        f"{plan.llm['name']} needs at least {verdict.gpus_of(cheapest)} {cfg.gpu.name} GPUs (the run has {n_gpus}; "
+        f"{summary}): set {' '.join(cheapest)}, or pick a bigger card; launch.preflight=warn runs it anyway"
     )
 
 

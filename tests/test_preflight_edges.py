@@ -187,3 +187,26 @@ def test_a_base_models_own_config_wins_over_its_instructs_option_and_the_plan_sa
     plan = json.loads(planned.stdout.splitlines()[-1])
     assert plan["llm"]["max_position_embeddings"] == 131072 and plan["llm"]["source"].startswith("HF cache ")
     assert any("differs from llm=qwen2_5_7b in max_position_embeddings" in line for line in plan["warnings"])
+
+
+def test_a_run_whose_cheapest_fix_keeps_its_gpus_is_not_refused_as_needing_more():
+    """Qwen3-8B on two H100s fits them with a lower engine fraction and NVLS off (the plan's cheapest fix): the
+    executing run's GPU-count refusal had said "needs at least 4", another fix than the plan named."""
+    from launch.run import plan_job
+    from launch.validate import gpu_count_refusal
+
+    overrides = ["llm=qwen3_8b", "gpu=h100", "trainer.n_gpus_per_node=2"]
+    cfg = compose_config(*overrides, "launch.dry_run=true", "launch.skip_checks=[model,hub_cache,data]")
+    plan = plan_job(cfg, overrides, gather=lambda *_, **__: cpu_facts())
+    verdict = plan.preflight
+    assert verdict is not None and not verdict.fits and verdict.cheapest_fix
+    assert verdict.gpus_of(verdict.cheapest_fix) is None  # on the run's own 2
+    assert gpu_count_refusal(cfg, plan) is None
+    assert " ".join(verdict.cheapest_fix) in render.refusal(verdict, "job")
+
+    one = compose_config(*ONE_A100_40)
+    refusal = gpu_count_refusal(
+        one, make_plan(one, cpu_facts(), list(ONE_A100_40), Path("/tmp"), "python", verdict=judged(*ONE_A100_40))
+    )
+    assert refusal is not None and "needs at least 4 a100_40 GPUs" in str(refusal)
+    assert "set trainer.nnodes=1 trainer.n_gpus_per_node=4, or pick a bigger card" in str(refusal)

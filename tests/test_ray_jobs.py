@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT, compose_config, cpu_facts, run_cli
+from metric_fixtures import make_plan_dir
 from tiny_assets import make_tiny_dataset, make_tiny_model, tiny_run_overrides
 
 from launch import ray_cluster, ray_submit, watchdog
@@ -173,13 +174,18 @@ def test_verl_runs_as_a_ray_job_to_its_gpu_check_and_sweep_commands_work(ray_hea
     assert plan["verl"]["reward"]["custom_reward_function"]["path"] == f"{plan['code_dir']}/rewards/verl_entry.py"
 
     shown = wait_for(sweep_dir, r"FAILED|SUCCEEDED|STOPPED", 420)
-    assert re.search(rf"{run['job_id']}\s+FAILED\s+no step yet\s+{run['run_id']}", shown), shown
+    # the cause, from the job's output the run directory holds (it was never classified: Ray keeps the job's log)
+    cause = "cause gpu_unavailable: ValueError: Total available GPUs 0"
+    assert re.search(rf"{run['job_id']}\s+FAILED\s+attempts 1\s+no step yet\s+{run['run_id']}.*{cause}", shown), shown
     logs = sweep_cli("logs", sweep_dir, "-n", "100000")
     assert logs.returncode == 0, logs.stderr[-2000:]
+    assert logs.stdout.splitlines()[1].startswith("[gpu_unavailable] (attempt 1)"), logs.stdout[:3000]
     assert "Total available GPUs 0 is less than total desired GPUs 1" in logs.stdout, logs.stdout[-3000:]
     assert re.search(r"rlaunch: Ray job for run \w+, attempt 1; code from \S+_ray_pkg_", logs.stdout), logs.stdout
+    assert logs.stdout.rstrip().endswith("rlaunch: the Ray job's entrypoint exited with code 1"), logs.stdout[-2000:]
     provenance = json.loads((Path(run["run_dir"]) / "provenance.json").read_text())
     assert provenance["attempt"] == 1 and provenance["code_snapshot"] == plan["code_dir"]
+    assert_cause_everywhere(Path(sweep_dir), Path(run["run_dir"]), "gpu_unavailable", "FAILED")
 
     # a sweep: one Ray job per run; cancel stops them all
     sweep = run_cli(*common, "data.max_response_length=128,192", "-m", cwd=tmp_path, env=env)
@@ -189,17 +195,69 @@ def test_verl_runs_as_a_ray_job_to_its_gpu_check_and_sweep_commands_work(ray_hea
     cancelled = sweep_cli("cancel", sweep_dir)
     assert cancelled.returncode == 0 and "stopped 2 Ray job(s)" in cancelled.stdout, cancelled.stdout
     shown = wait_for(sweep_dir, r"(STOPPED.*\n.*){2}|STOPPED[^\n]*\n[^\n]*STOPPED", 120)
-    assert shown.count("STOPPED") == 2, shown
+    assert (
+        len(re.findall(r"STOPPED +attempts 1 .* cause cancelled: Ray: job raysubmit_\w+ STOPPED$", shown, re.M)) == 2
+    ), shown
 
 
-def test_sweep_commands_on_a_ray_sweep_whose_cluster_is_gone_say_so_in_one_line(tmp_path: Path):
-    manifest = {"cluster": "ray", "address": "http://127.0.0.1:9", "token_file": None, "sweep_id": "gone", "runs": []}
-    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "sweep_dir": str(tmp_path), "arrays": []}))
-    for command in ("status", "logs", "cancel"):
-        shown = sweep_cli(command, str(tmp_path))
-        assert shown.returncode == 2
-        assert shown.stderr.startswith("sweep: error: cannot use the Ray cluster at http://127.0.0.1:9: "), shown.stderr
-        assert "or fix cluster.address" in shown.stderr
+def assert_cause_everywhere(sweep_dir: Path, run_dir: Path, kind: str, state: str) -> None:
+    """What a user sees of a failed run: sweep status, logs, the doctor and compare all name its cause, and compare
+    the state the cluster (or, where it is gone, the run's own records) gives it."""
+
+    def cli(script: str, *args: str) -> str:
+        command = [sys.executable, str(PROJECT / "launch" / script), *args]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+    assert f"cause {kind}: " in cli("sweep.py", "status", str(sweep_dir))
+    assert f"[{kind}]" in cli("sweep.py", "logs", str(sweep_dir))
+    assert f"[{kind}]" in cli("report/doctor.py", str(run_dir))
+    assert f"failed: {kind}" in (run_dir / "diagnosis.md").read_text()
+    cli("report/compare.py", str(sweep_dir))
+    assert f"| {state} ({kind}: " in (sweep_dir / "report" / "report.md").read_text()
+
+
+def ray_fixture_run(sweep_dir: Path, job_id: str, output: str, *overrides: str) -> Path:
+    """A planned run of a Ray sweep whose job wrote this output (launch/ray_submit.py's copy in the run directory);
+    `{run}` in it is the run's id."""
+    run_dir = make_plan_dir(sweep_dir, "guru_baseline", "a40", *overrides)
+    (run_dir / ray_submit.RAY_JOB_LOG).write_text(output.format(run=run_dir.name))
+    manifest_path = sweep_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"runs": []}
+    manifest |= {"cluster": "ray", "address": "http://127.0.0.1:9", "token_file": None, "sweep_id": sweep_dir.name}
+    manifest |= {"sweep_dir": str(sweep_dir), "arrays": []}
+    manifest["runs"].append({"run_id": run_dir.name, "run_dir": str(run_dir), "job_name": "a40", "job_id": job_id})
+    manifest_path.write_text(json.dumps(manifest))
+    return run_dir
+
+
+def test_a_ray_sweep_whose_cluster_is_gone_shows_the_runs_own_records(tmp_path: Path):
+    """The cluster is gone (its head restarted, the KubeRay cluster deleted): status, logs, the doctor and compare
+    show what the runs' own records say (the job's output the run directory holds: its cause, its exit), where
+    status had been one line of error and compare had shown a failed run as PENDING; cancel cannot, in one line."""
+    sweep_dir = tmp_path / "gone"
+    start = "rlaunch: Ray job for run {run}, attempt 1; code from /tmp/ray/session_x/runtime_resources/_ray_pkg_1\n"
+    failed_output = (
+        "Traceback (most recent call last):\nValueError: Total available GPUs 0 is less than total desired GPUs 1\n"
+    )
+    failed = ray_fixture_run(sweep_dir, "raysubmit_failed", f"{start}{failed_output}{ray_submit.ENTRY_EXITED} 1\n")
+    stopped_output = f"{start}{ray_submit.ENTRY_STOPPED}\n"
+    stopped = ray_fixture_run(sweep_dir, "raysubmit_stopped", stopped_output, "actor_rollout_ref.actor.optim.lr=2e-6")
+    shown = sweep_cli("status", str(sweep_dir))
+    assert shown.returncode == 0, shown.stderr
+    assert "the Ray cluster did not answer (cannot use the Ray cluster at http://127.0.0.1:9: " in shown.stdout
+    assert re.search(r"raysubmit_failed\s+FAILED .* cause gpu_unavailable: ValueError: Total available", shown.stdout)
+    assert re.search(r"raysubmit_stopped\s+STOPPED .* cause cancelled: rlaunch: the Ray job was stopped", shown.stdout)
+    assert_cause_everywhere(sweep_dir, failed, "gpu_unavailable", "FAILED")
+    assert (
+        "stopped through Ray's job API (sweep.py cancel, ray job stop, the dashboard): nothing to fix"
+        in (stopped / "diagnosis.md").read_text()
+    )
+    cancel = sweep_cli("cancel", str(sweep_dir))
+    assert cancel.returncode == 2
+    assert cancel.stderr.startswith("sweep: error: cannot use the Ray cluster at http://127.0.0.1:9: "), cancel.stderr
+    assert "or fix cluster.address" in cancel.stderr and cancel.stderr.count("\n") == 1
 
 
 def test_a_ray_job_that_hangs_ends_as_hang_with_this_nodes_stacks_of_the_run(ray_head, tmp_path: Path):

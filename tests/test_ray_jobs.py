@@ -254,6 +254,20 @@ def test_a_ray_sweep_whose_cluster_is_gone_shows_the_runs_own_records(tmp_path: 
         "stopped through Ray's job API (sweep.py cancel, ray job stop, the dashboard): nothing to fix"
         in (stopped / "diagnosis.md").read_text()
     )
+    read = subprocess.run(
+        [
+            sys.executable,
+            str(PROJECT / "launch" / "report" / "doctor.py"),
+            "--log",
+            str(stopped / "ray_job.log"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert read.returncode == 0 and json.loads(read.stdout)["failure"]["kind"] == "cancelled", read.stdout + read.stderr
+    assert json.loads(read.stdout)["outcome"] == "cancelled"
     cancel = sweep_cli("cancel", str(sweep_dir))
     assert cancel.returncode == 2
     assert cancel.stderr.startswith("sweep: error: cannot use the Ray cluster at http://127.0.0.1:9: "), cancel.stderr

@@ -22,6 +22,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from algos.rft import RftConfigError, planned_sft_config
+from algos.rft.sft import FOLLOWED
 from launch.compose_once import Resolve
 from launch.errors import UserError
 from launch.facts import Facts
@@ -183,8 +185,6 @@ def rft_knobs(knobs: Knobs, sft: dict[str, Any]) -> Knobs:
 def stage3_config(cfg: Any, verl: dict[str, Any]) -> dict[str, Any]:
     """algo=rft's SFT config as the plan composes it; a key of rft.sft that does not compose is the user's one-line
     refusal here, as validation would give it."""
-    from algos.rft import RftConfigError, planned_sft_config
-
     try:
         return planned_sft_config(verl, OmegaConf.to_container(cfg.rft.sft, resolve=True))  # type: ignore[arg-type]
     except RftConfigError as error:
@@ -206,7 +206,7 @@ def locked_keys(overrides: list[str], knobs: Knobs) -> set[str]:
     the user set (stage 3 follows it: that value is theirs too)."""
     locked = user_keys(overrides)
     if runs_rft(knobs):
-        locked |= {key for name, key in SFT_KEYS.items() if KEYS[name] in locked}
+        locked |= {f"rft.sft.{key}" for key, run_key in FOLLOWED.items() if run_key in locked}
     return locked
 
 

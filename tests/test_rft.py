@@ -110,7 +110,11 @@ def test_validate_rft_accepts_the_shipped_config_inside_a_running_hydra_app(tiny
         # verl's SFT dataclasses (SFTTrainer._build_config)
         (["+rft.sft.engine.strategy=bogus"], "verl rejects rft.sft.engine: strategy bogus not supported"),
         (["rft.sft.data.train_batch_size=3", "trainer.n_gpus_per_node=2"], "(3) does not split over 2 GPUs"),
-        (["+rft.sft.data.max_token_len_per_gpu=100"], "cannot hold one sample of data.max_length"),
+        (
+            ["+rft.sft.data.max_token_len_per_gpu=100"],
+            "rft.sft.data.max_token_len_per_gpu (100) cannot hold one sample of data.max_prompt_length + "
+            "data.max_response_length (12288)",
+        ),
     ],
 )
 def test_validate_rft_refuses_in_one_line_naming_the_key(tiny_model: Path, overrides: list[str], message: str):

@@ -144,6 +144,35 @@ def test_an_sft_frequency_takes_verls_word_and_refuses_the_zero_verl_divides_by(
         check_ranges(compose_config("algo=rft", "rft.sft.trainer.test_freq=0"))
 
 
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        # stage 3's budget follows the actor's: the refusal names the key the user set, not rft.sft's
+        (
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000",
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu (1000) cannot hold one sample of "
+            "data.max_prompt_length + data.max_response_length (12288)",
+        ),
+        ("+rft.sft.data.max_length=20000", "cannot hold one sample of rft.sft.data.max_length (20000)"),
+    ],
+)
+def test_a_stage_3_refusal_names_the_key_its_value_came_from(cli: Callable[..., Result], override: str, line: str):
+    result = cli("algo=rft", "gpu=a100_80", override, "launch.dry_run=true")
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and line in lines[0], lines
+
+
+def test_rft_plans_under_backend_megatron_its_sft_stage_on_verls_sft_defaults(cli: Callable[..., Result]):
+    """A Megatron actor has no fsdp_config for stage 3 to follow (launch/auto.py drops the profile's FSDP knobs):
+    stage 3's offload keeps verl's SFT default, and the refusal named rft.sft for a key nobody set."""
+    result = cli("algo=rft", "gpu=a100_80", "backend=megatron", "launch.dry_run=json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    plan = json.loads(result.stdout)
+    assert "fsdp_config" not in plan["verl"]["actor_rollout_ref"]["actor"]
+    assert list(plan["preflight"]["phases"]) == ["training", "rollout"]
+
+
 # --- rft.* only where it takes effect --------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ The config is composed in its own Hydra compose call, over verl's `sft_trainer_e
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -45,29 +46,48 @@ def flatten(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield dotted, value
 
 
+# Stage 3's keys that follow the run's (the GPU profile's knobs for the same model on the same cards) unless rft.sft
+# sets them: stage 3's key -> the run's key. One the run lacks (a Megatron actor has no fsdp_config) keeps verl's SFT
+# default.
+FOLLOWED = {
+    "data.use_dynamic_bsz": "actor_rollout_ref.actor.use_dynamic_bsz",
+    "data.max_token_len_per_gpu": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "data.micro_batch_size_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "model.enable_gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+    "model.use_remove_padding": "actor_rollout_ref.model.use_remove_padding",
+    "model.trust_remote_code": "actor_rollout_ref.model.trust_remote_code",
+    "engine.param_offload": "actor_rollout_ref.actor.fsdp_config.param_offload",
+    "engine.optimizer_offload": "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+}
+MAX_LENGTH = "data.max_length"  # a sample is at most a prompt and its response
+LENGTHS = "data.max_prompt_length + data.max_response_length"
+
+
 def derived_from_run(verl: Mapping[str, Any]) -> dict[str, Any]:
     actor = verl["actor_rollout_ref"]["actor"]
-    model = verl["actor_rollout_ref"]["model"]
     data = verl["data"]
     trainer = verl["trainer"]
+    followed = {
+        key: reduce(lambda node, part: (node or {}).get(part), run.split("."), verl) for key, run in FOLLOWED.items()
+    }
     derived: dict[str, Any] = {
-        "data.max_length": int(data["max_prompt_length"]) + int(data["max_response_length"]),
-        "data.use_dynamic_bsz": bool(actor["use_dynamic_bsz"]),
-        "data.max_token_len_per_gpu": int(actor["ppo_max_token_len_per_gpu"]),
-        "model.enable_gradient_checkpointing": bool(model["enable_gradient_checkpointing"]),
-        "model.use_remove_padding": bool(model.get("use_remove_padding", True)),
-        "model.trust_remote_code": bool(model.get("trust_remote_code", False)),
-        "engine.param_offload": bool(actor["fsdp_config"]["param_offload"]),
-        "engine.optimizer_offload": bool(actor["fsdp_config"]["optimizer_offload"]),
+        MAX_LENGTH: int(data["max_prompt_length"]) + int(data["max_response_length"]),
+        **{key: value for key, value in followed.items() if value is not None},
         "trainer.project_name": trainer["project_name"],
         "trainer.experiment_name": trainer["experiment_name"],
         "trainer.logger": list(trainer["logger"]),
     }
-    if actor.get("ppo_micro_batch_size_per_gpu") is not None:
-        derived["data.micro_batch_size_per_gpu"] = int(actor["ppo_micro_batch_size_per_gpu"])
     if actor.get("strategy") in ("fsdp", "fsdp2"):
         derived["engine.strategy"] = actor["strategy"]
     return derived
+
+
+def named(key: str, rft_sft: Mapping[str, Any]) -> str:
+    """The key a refusal about stage 3's `key` names: rft.sft's where the run sets it there, else the run's key its
+    value came from (the user set that one, or their GPU profile did)."""
+    if key in dict(flatten(rft_sft)):
+        return f"rft.sft.{key}"
+    return LENGTHS if key == MAX_LENGTH else FOLLOWED.get(key, f"rft.sft.{key}")
 
 
 def owned_by_rlaunch(verl: Mapping[str, Any], sft_file: Path) -> dict[str, Any]:
@@ -146,9 +166,10 @@ def compose_sft_config(verl: Mapping[str, Any], rft_sft: Mapping[str, Any], sft_
             GlobalHydra.instance().initialize(outer)
 
 
-def check_with_verl(sft: Mapping[str, Any], model_is_local: bool) -> None:
+def check_with_verl(sft: Mapping[str, Any], rft_sft: Mapping[str, Any], model_is_local: bool) -> None:
     """The dataclasses verl's SFT trainer builds first (SFTTrainer._build_config), plus the arithmetic it would hit
-    on the GPUs. The model's dataclass loads the tokenizer, so it is built only for a local model directory."""
+    on the GPUs, on the composed config `sft` of the run's `rft_sft`. The model's dataclass loads the tokenizer, so
+    it is built only for a local model directory."""
     from omegaconf import OmegaConf
     from verl.utils.config import omega_conf_to_dataclass
 
@@ -168,9 +189,11 @@ def check_with_verl(sft: Mapping[str, Any], model_is_local: bool) -> None:
             f"n_gpus_per_node): {batch} % {world} = {batch % world}; make it a multiple of {world}"
         )
     if data["use_dynamic_bsz"] and int(data["max_token_len_per_gpu"]) < int(data["max_length"]):
+        budget, length = named("data.max_token_len_per_gpu", rft_sft), named(MAX_LENGTH, rft_sft)
         raise SftConfigError(
-            f"rft.sft.data.max_token_len_per_gpu ({data['max_token_len_per_gpu']}) cannot hold one sample of "
-            f"data.max_length ({data['max_length']}): raise it to at least {data['max_length']} or lower max_length"
+            f"{budget} ({data['max_token_len_per_gpu']}) cannot hold one sample of {length} ({data['max_length']}), "
+            f"which stage 3 (verl's SFT trainer) packs whole: raise it to at least {data['max_length']} or shorten "
+            "the samples"
         )
     start, end = (list(trainer.get("profile_interval") or [-1, -1]) + [-1, -1])[:2]
     if end < start or (start < 0 <= end):

@@ -95,6 +95,6 @@ def validate_rft(verl: dict[str, Any], rft: dict[str, Any]) -> None:
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            check_with_verl(sft, model_is_local=model_path.is_dir())
+            check_with_verl(sft, rft["sft"], model_is_local=model_path.is_dir())  # type: ignore[arg-type]
     except SftConfigError as error:
         raise RftConfigError(str(error)) from error

@@ -98,6 +98,9 @@ DISCOUNT = Range(0, high=1, verl_does="verl 0.9.1 would run it, each token's ret
 # verl trains LoRA only for a rank > 0 (its engines' `lora_rank > 0`): a negative one quietly trains the whole model
 LORA_RANK = Range(0, verl_does="verl 0.9.1 would quietly train every parameter instead (LoRA only for a rank > 0)")
 
+# verl's PPO and SFT trainers alike
+EPOCHS = Range(1, verl_does="verl 0.9.1 would train 0 steps")
+STEPS = Range(1, nullable=True, verl_does="verl 0.9.1 takes any value that is not null as the step count")
 WARMUP_RATIO = Range(
     0, high=1, verl_does="verl 0.9.1 would warm up for longer than the run: the rate never reaches optim.lr"
 )
@@ -159,10 +162,8 @@ SFT_RANGES = {
         "optim.min_lr_ratio": MIN_LR_RATIO,
         "model.lora_rank": LORA_RANK,
         "engine.ulysses_sequence_parallel_size": SIZE,
-        "trainer.total_epochs": Range(1, verl_does="verl 0.9.1's SFT trainer would train 0 steps"),
-        "trainer.total_training_steps": Range(
-            1, nullable=True, verl_does="verl 0.9.1's SFT trainer takes any value that is not null as the step count"
-        ),
+        "trainer.total_epochs": EPOCHS,
+        "trainer.total_training_steps": STEPS,
         "trainer.save_freq": SFT_FREQUENCY,
         "trainer.test_freq": SFT_FREQUENCY,
         "trainer.max_ckpt_to_keep": RETENTION,
@@ -226,10 +227,8 @@ RANGES: dict[str, Range] = {
     "algorithm.lam": DISCOUNT,
     "actor_rollout_ref.model.lora_rank": LORA_RANK,
     "critic.model.lora_rank": LORA_RANK,
-    "trainer.total_epochs": Range(1, verl_does="verl 0.9.1 would train 0 steps"),
-    "trainer.total_training_steps": Range(
-        1, nullable=True, verl_does="verl 0.9.1 takes any value that is not null as the step count"
-    ),
+    "trainer.total_epochs": EPOCHS,
+    "trainer.total_training_steps": STEPS,
     "trainer.nnodes": SIZE,
     "trainer.n_gpus_per_node": SIZE,
     "trainer.save_freq": FREQUENCY,

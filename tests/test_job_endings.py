@@ -200,3 +200,16 @@ def test_where_slurm_does_not_answer_the_runs_own_records_decide(tmp_path: Path)
     # SLURM answering: the same log is a cancel, named
     answering = slurm_answering(tmp_path, "5|CANCELLED by 0|0:15|00:00:13|c1|x\n")
     assert compare_states(run_dir.parent, answering)[run_dir.name].startswith("CANCELLED by 0 (cancelled: SLURM")
+
+
+def test_a_cancel_while_the_requeued_job_waits_keeps_the_interruption_before_it(tmp_path: Path):
+    """Attempt 1 was preempted and requeued; the user cancelled the job while it waited: the preemption stays attempt
+    1's cause, the cancel comes after it."""
+    out = NODE_FAIL_OUT.splitlines()[0] + "\n"
+    err = "submitit WARNING (2026-11-29 07:32:51,411) - Caught signal SIGUSR2 on c1: this job is preempted.\n"
+    run_dir = fixture_job(tmp_path / "requeued", "11", out, err)
+    record = failures.JobRecord("SLURM", "11", "CANCELLED by 0", ("PREEMPTED", "CANCELLED by 0"))
+    found = failures.run_failures(run_dir, record=record)
+    assert [(f.kind, f.attempt) for f in found] == [("preempted", 1), ("cancelled", None)], found
+    assert "cancelled by user root (uid 0) while it waited to start again: nothing to fix" in found[1].fix
+    assert failures.summary(found).startswith("preempted > cancelled: SLURM: job 11 CANCELLED by 0")

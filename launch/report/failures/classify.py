@@ -198,7 +198,10 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
         if attempt.number in hangs and attempt.ended != "completed":
             failures.append(hang_failure(hangs.pop(attempt.number), run_dir, attempt.host))
             continue
-        if attempt is attempts[-1] and (attempt.ended == "cancelled" or cancelled and attempt.ended != "completed"):
+        # a cancel ends the attempt it finds running; one that finds the job requeued (its last attempt interrupted)
+        # ends the wait for the next one, below
+        ran_into = cancelled and attempt.ended not in ("completed", "interrupted")
+        if attempt is attempts[-1] and (attempt.ended == "cancelled" or ran_into):
             failures.append(cancel_failure(attempt, record, run_dir.parent.name))
             continue
         if attempt.ended in ("completed", "running"):
@@ -215,9 +218,9 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
         failures.append(with_plan_fix(failure, context, attempt.text))
     # a hang record whose attempt the job log does not show (the log was cut, or the run has no manifest)
     failures += [hang_failure(hung, run_dir, None) for hung in hangs.values()]
-    if cancelled and not attempts:  # cancelled while it waited in the queue
-        failures.append(cancel_failure(None, record, run_dir.parent.name))
     failures.sort(key=lambda failure: failure.attempt or 0)
+    if cancelled and (not attempts or attempts[-1].ended == "interrupted"):  # while it waited in the queue
+        failures.append(cancel_failure(None, record, run_dir.parent.name, requeued=bool(attempts)))
     return with_requeue_outcomes(failures)
 
 
@@ -235,10 +238,13 @@ def requeued(failure: Failure, attempt: Attempt, attempts: list[Attempt], record
     return replace(failure, fix=generic_fix(failure, attempt.text))
 
 
-def cancel_failure(attempt: Attempt | None, record: JobRecord | None, sweep_id: str | None) -> Failure:
+def cancel_failure(
+    attempt: Attempt | None, record: JobRecord | None, sweep_id: str | None, requeued: bool = False
+) -> Failure:
     """A job ended through its scheduler (scancel, Ray's stop_job): the scheduler's record and the log's own cancel
     line as evidence; what the log showed before the cancel, if anything, as an interruption's `before`. Without a
-    record, the Ray job's own stop line says it (a SLURM log's cancel line does not say who cancelled)."""
+    record, the Ray job's own stop line says it (a SLURM log's cancel line does not say who cancelled). No attempt: it
+    was cancelled while it waited to start (`requeued`: to start again)."""
     text = attempt.text if attempt is not None else ""
     lines = [clean(line) for line in text.splitlines()]
     ends = [index for index, line in enumerate(lines) if BARE_CANCEL.search(line) or ENTRY_STOPPED in line]
@@ -247,7 +253,8 @@ def cancel_failure(attempt: Attempt | None, record: JobRecord | None, sweep_id: 
         evidence.insert(0, f"{record.scheduler}: job {record.job_id} {record.state}")
     details = before_interruption(lines[: ends[0]] if ends else lines)
     scheduler, state = (record.scheduler, record.state) if record is not None else ("Ray", "STOPPED")
-    fix = cancelled_fix(scheduler, state, attempt is not None, sweep_id)
+    waited = "" if attempt is not None else " while it waited to start again" if requeued else " before it started"
+    fix = cancelled_fix(scheduler, state, waited, sweep_id)
     fix += f" (before it, the log shows {details['before']})" if details else ""
     number, host = (attempt.number, attempt.host) if attempt is not None else (None, None)
     return Failure("cancelled", evidence, number, host, fix=fix, details=details)

@@ -1648,15 +1648,14 @@ def who_cancelled(state: str) -> str:
         return f"the user with uid {uid}"
 
 
-def cancelled_fix(scheduler: str, state: str, started: bool, sweep_id: str | None) -> str:
+def cancelled_fix(scheduler: str, state: str, when: str, sweep_id: str | None) -> str:
     """A job ended through its scheduler (scancel; Ray's stop_job: sweep.py cancel, `ray job stop`): nothing in the run
-    to fix, and how to carry on where that was not meant."""
-    how = (
-        f"SLURM says {state}: cancelled by {who_cancelled(state)}"
-        if scheduler == "SLURM"
-        else ("stopped through Ray's job API (sweep.py cancel, ray job stop, the dashboard)")
-    )
-    when = "" if started else " before it started"
+    to fix, and how to carry on where that was not meant. `when`: '' for a job it stopped as it ran, else when it came
+    (' before it started')."""
+    if scheduler == "SLURM":
+        how = f"SLURM says {state}: cancelled by {who_cancelled(state)}"
+    else:
+        how = "stopped through Ray's job API (sweep.py cancel, ray job stop, the dashboard)"
     return (
         f"{how}{when}: nothing to fix in the run; if that was not meant, submit its overrides again with "
         f"launch.sweep_id={sweep_id or '<its sweep id>'}: the same run directory, where verl resumes from its last "

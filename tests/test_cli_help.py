@@ -159,3 +159,11 @@ def test_help_shows_structured_values_as_they_are_typed_on_the_command_line(tmp_
     assert "cluster.env={NCCL_DEBUG:'INFO'}" in out and "launch.skip_checks=[]" in out
     keys = out.split("== rlaunch's own keys")[1].split("== Examples")[0]
     assert not re.search(r"\{'|\bNone\b|\bTrue\b|\bFalse\b", keys), keys
+
+
+@pytest.mark.parametrize("args", [(), ("algo=rft",)])
+def test_piped_help_keeps_every_line_to_100_columns(tmp_path: Path, args: tuple[str, ...]):
+    """The template's own text too (conf/hydra/help/rlaunch.yaml), and Hydra's flags through ${rlaunch_help:flags}."""
+    result = run_cli("--help", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert [line for line in result.stdout.splitlines() if len(line) > PIPED_WIDTH] == []

@@ -76,16 +76,14 @@ def print_table(table: list[dict[str, Any]], title: str) -> None:
         view.add_column(column, no_wrap=True)
     view.add_column("cheapest fix (misfit) / tuned (fits)", overflow="fold")
     for row in table:
-        peaks = row["peaks_gib"]
+        peaks = row["peaks_gib"]  # algo=rft has no log-prob pass: "-"
         verdict = "[green]fits[/green]" if row["fits"] else "[red]OOM[/red]"
         verdict += " [yellow](too close)[/yellow]" if row["too_close"] else ""
         advice = row["tuned"] if row["fits"] else (row["cheapest_fix"] or "").split()
         view.add_row(
             row["gpu"],
             str(row["gpus"]),
-            f"{peaks['training']:.1f}",
-            f"{peaks['log-prob']:.1f}",
-            f"{peaks['rollout']:.1f}",
+            *(f"{peaks[phase]:.1f}" if phase in peaks else "-" for phase in ("training", "log-prob", "rollout")),
             f"{row['capacity_gib']:.1f}",
             verdict,
             "\n".join(advice),

@@ -92,6 +92,13 @@ BAD_INPUTS = [
         "(did you mean 'ppo_micro_batch_size_per_gpu'?)",
     ),
     (["gpu.usable_gb=40"], "unknown key 'gpu.usable_gb' (did you mean 'gpu.usable_gib'?): rlaunch has no such setting"),
+    # our open tables take any key, added with + as verl's own new keys are
+    (
+        ["cluster.env.NCCL_DEBUG=INFO"],
+        "unknown key 'cluster.env.NCCL_DEBUG': fix the spelling, or add a new key on purpose with "
+        "+cluster.env.NCCL_DEBUG=...",
+    ),
+    (["algo=rft", "rft.sft.data.max_length=4096"], "or add a new key on purpose with +rft.sft.data.max_length=..."),
     (["gpu.usable_gib=lots"], "bad value for gpu.usable_gib"),
     (
         ["data.train_batch_size=500", "trainer.use_v1=false"],  # verl's v1 trainer pads the batch instead

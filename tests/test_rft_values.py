@@ -204,3 +204,14 @@ def test_a_sweep_with_algo_rft_takes_rft_keys_for_its_rft_jobs_alone(cli: Callab
     plans = {plan["driver"]: plan for plan in map(json.loads, result.stdout.splitlines())}
     assert plans.keys() == {"ppo", "rft"}
     assert plans["rft"]["verl"]["actor_rollout_ref"]["rollout"]["n"] == 32
+
+
+def test_the_fit_table_of_an_rft_run_shows_no_log_prob_pass(capsys: pytest.CaptureFixture[str]):
+    """RFT runs no log-prob pass: its table had died on the missing column (KeyError: 'log-prob')."""
+    from launch import fit_table
+
+    table = [row for row in fit_table.rows(["algo=rft"], (1,)) if row["gpu"] == "h100"]
+    assert table and "log-prob" not in table[0]["peaks_gib"]
+    fit_table.print_table(table, "algo=rft")
+    row = next(line for line in capsys.readouterr().out.splitlines() if "h100" in line)
+    assert [cell.strip() for cell in row.split("│")][4] == "-"

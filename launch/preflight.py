@@ -36,7 +36,6 @@ from launch.layout_checks import (
     engine_tp_splits_heads,
 )
 from launch.lengths import TypicalLengths, typical_lengths
-from launch.megatron_memory import FIXES as MEGATRON_FIXES_TEXT
 from launch.megatron_memory import MegatronKnobs, fixes_beyond
 from launch.megatron_memory import estimate as megatron_estimate
 from launch.megatron_memory import summarize as megatron_summary
@@ -61,7 +60,7 @@ from launch.overrides import as_overrides, keys_of, render_value
 from launch.plan import BATCH_KNOBS, llm_architecture
 from launch.ranges import select
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
-from launch.render import refusal
+from launch.render import refusal, too_close
 from launch.rundir import Plan
 from launch.steptime import Card, Lengths, forecast
 from launch.verdict import (
@@ -486,6 +485,11 @@ def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list
         current = with_changes(current, **fix.changes)
         applied.update(overrides_for(fix.changes, knobs))
         if fits(arch, current, capacity):
+            alone = with_changes(knobs, **fix.changes)
+            if "n_gpus" in fix.changes and fits(arch, alone, capacity):
+                # more GPUs cost more than any offload (verdict.CHEAPEST): the cheaper fixes tried before are no
+                # part of a fix the added GPUs make alone
+                return overrides_for(fix.changes, knobs), alone
             return applied, current
     return {}, knobs
 
@@ -722,7 +726,8 @@ def judge(
     arch, capacity, bf16_tflops = Architecture.from_llm(llm), float(cfg.gpu.usable_gib), float(cfg.gpu.bf16_tflops)
     policy, lengths = str(cfg.launch.preflight), lengths or typical_lengths(cfg)
     host_gib_per_gpu = float(cfg.gpu.host_ram_gib_per_gpu)
-    if verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron" and not runs_rft(knobs):
+    megatron = verl["actor_rollout_ref"]["actor"].get("strategy") == "megatron"
+    if megatron and not runs_rft(knobs):
         judged_at = MegatronJudging(arch, knobs, capacity, bf16_tflops, Card.of(cfg.gpu), host_gib_per_gpu, lengths)
         verdict, proposed = megatron_verdict(judged_at, verl, policy, overrides)
     else:
@@ -730,7 +735,9 @@ def judge(
     skipped = skipped_engine_check(verl)
     judged = replace(
         verdict,
-        job_software=JobSoftwareNotes(software, tuple(software.lines() + ([skipped] if skipped else []))),
+        job_software=JobSoftwareNotes(
+            software, tuple(software.lines(megatron=megatron) + ([skipped] if skipped else []))
+        ),
         knobs=knobs,  # what was judged: the doctor reads it back instead of rebuilding it
         # RFT builds no critic or reward model, whatever the PPO keys say
         not_counted=(*verdict.not_counted, *(() if runs_rft(knobs) else not_counted(verl, llm))),
@@ -1109,15 +1116,6 @@ def gate(plans: list[Plan], policy: str) -> list[str]:
     if policy == "warn":
         return undecided + [refusal(verdict, job, verb="warns") for job, verdict in misfits]
     return undecided
-
-
-def too_close(verdict: Verdict, job: str) -> str:
-    peaks = ", ".join(f"{name} {verdict.phases[name].peak_gib:.1f}" for name in verdict.at_the_edge)
-    fix = " ".join(verdict.first_fitting_fixes) or verdict.beyond or MEGATRON_FIXES_TEXT
-    return (
-        f"preflight cannot call {job}: {peaks} of {verdict.capacity_gib:.1f} GiB, within Megatron's first-order "
-        f"margin of the card: queued; if it runs out of memory: {fix}"
-    )
 
 
 # --- what-if questions of the report ---------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def test_an_fsdp_plan_at_the_edge_says_so_and_the_gate_queues_it(tmp_path: Path)
     shown = "\n".join(render.render_preflight(at_the_edge))
     assert "too close     training: within the estimate's band around the card (1.5% under to 2.2% over" in shown
     warned = preflight.gate([replace(plan, preflight=at_the_edge)], "fail")
-    assert len(warned) == 1 and warned[0].startswith("preflight cannot call ")
+    assert len(warned) == 1 and warned[0].startswith("preflight cannot call ") and "Megatron" not in warned[0]
     text = render.too_close(at_the_edge, "job")
     assert "no public run has tested the FSDP estimate" in text and "Megatron" not in text
 
@@ -151,6 +151,9 @@ def test_a_megatron_plan_says_nothing_of_fsdps_log_prob_kernel(tmp_path: Path) -
     megatron = run_here("backend=megatron", "gpu=h100", "launch.dry_run=true", "cluster=local", cwd=tmp_path)
     fsdp = run_here("gpu=h100", "launch.dry_run=true", "cluster=local", cwd=tmp_path)
     assert megatron.returncode == 0 and fsdp.returncode == 0, megatron.stderr[-2000:] + fsdp.stderr[-2000:]
+    as_json = run_here("backend=megatron", "gpu=h100", "launch.dry_run=json", "cluster=local", cwd=tmp_path)
+    notes = json.loads(as_json.stdout)["preflight"]["job_software"]["notes"]  # plan.json as the doctor reads it
+    assert notes and not [note for note in notes if "log-probs" in note or "cross-entropy" in note], notes
     for kernel in ("pure-torch log-probs", "flash-attn cross-entropy"):
         assert f"job software  {kernel}" not in megatron.stdout
     assert "job software  pure-torch log-probs" in fsdp.stdout
@@ -210,3 +213,12 @@ def test_a_run_whose_cheapest_fix_keeps_its_gpus_is_not_refused_as_needing_more(
     )
     assert refusal is not None and "needs at least 4 a100_40 GPUs" in str(refusal)
     assert "set trainer.nnodes=1 trainer.n_gpus_per_node=4, or pick a bigger card" in str(refusal)
+
+
+def test_what_fix_applies_adds_no_offload_to_gpus_that_fit_alone(one_gpu_rows: list[dict]) -> None:
+    """launch.preflight=fix (and fit_table's `tuned` for a misfit) applies the preflight's first fitting set: its GPU
+    step had carried every cheaper fix tried before it, so 4 A100-40s came with a parameter offload they do not need."""
+    row = next(row for row in one_gpu_rows if row["gpu"] == "a100_40")
+    assert row["tuned"][:2] == ["trainer.nnodes=1", "trainer.n_gpus_per_node=4"]
+    assert not [override for override in row["tuned"] if any(key in override for key in OFFLOAD_KEYS)]
+    assert " ".join(judged(*ONE_A100_40).first_fitting_fixes) == row["cheapest_fix"]

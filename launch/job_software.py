@@ -37,13 +37,15 @@ class JobSoftware:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def lines(self, megatron: bool = False) -> list[str]:
+    def lines(self, megatron: bool = False, engine_sleeps: bool = True) -> list[str]:
         """The plan's lines, each for a part of the estimate this software changes. A Megatron actor computes its
         log-probs with Megatron's vocab-parallel cross-entropy (verl/workers/engine/megatron/transformer_impl.py
-        vocab_parallel_log_probs_from_logits), never flash-attn's: its plan has no log-prob line."""
+        vocab_parallel_log_probs_from_logits), never flash-attn's: its plan has no log-prob line. algo=rft's engine
+        generates alone (verl's generation server) and never sleeps."""
         version = self.engine_version or "version unknown"
         sleep = "keeps its weights in host RAM" if self.engine_weights_in_host_ram else "drops its weights"
-        engine = f"{self.engine} {version} ({self.engine_version_source}); asleep it {sleep}"
+        sleep = f"asleep it {sleep}" if engine_sleeps else "it generates alone and never sleeps (algo=rft)"
+        engine = f"{self.engine} {version} ({self.engine_version_source}); {sleep}"
         return [engine] if megatron else [self.log_prob_line(), engine]
 
     def log_prob_line(self) -> str:

@@ -736,7 +736,11 @@ def judge(
     judged = replace(
         verdict,
         job_software=JobSoftwareNotes(
-            software, tuple(software.lines(megatron=megatron) + ([skipped] if skipped else []))
+            software,
+            tuple(
+                software.lines(megatron=megatron and not runs_rft(knobs), engine_sleeps=not runs_rft(knobs))
+                + ([skipped] if skipped else [])
+            ),
         ),
         knobs=knobs,  # what was judged: the doctor reads it back instead of rebuilding it
         # RFT builds no critic or reward model, whatever the PPO keys say

@@ -117,7 +117,7 @@ def render_batch(plan: Plan) -> str:
     if plan.driver == "rft":
         return (
             f"  rft           generate {rollout['n']} samples per prompt at temperature {rollout['temperature']} "
-            f"({verl['data']['train_batch_size']}-prompt batches), keep the correct ones, fine-tune (algos/rft)"
+            "(every prompt at once: the engine batches them), keep the correct ones, fine-tune (algos/rft)"
         )
     micro = (
         f" {actor['ppo_max_token_len_per_gpu']} tokens/GPU per micro-batch (dynamic)"

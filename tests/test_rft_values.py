@@ -173,6 +173,21 @@ def test_rft_plans_under_backend_megatron_its_sft_stage_on_verls_sft_defaults(cl
     assert list(plan["preflight"]["phases"]) == ["training", "rollout"]
 
 
+def test_the_rft_plan_says_what_its_generation_stage_does(cli: Callable[..., Result]):
+    """verl's generation server sends every prompt at once (no train_batch_size batches), and its engine generates
+    alone: it never sleeps, so nothing of the PPO engine's host-RAM sleep applies. A Megatron actor's stage 3 is verl's
+    FSDP SFT trainer: its log-prob line stays."""
+    for backend in ("fsdp", "megatron"):
+        result = cli("algo=rft", "gpu=a100_80", f"backend={backend}", "launch.dry_run=true")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert (
+            "(every prompt at once: the engine batches them)" in result.stdout
+            and "-prompt batches" not in result.stdout
+        )
+        assert "it generates alone and never sleeps (algo=rft)" in result.stdout and "asleep it" not in result.stdout
+        assert "job software  pure-torch log-probs" in result.stdout
+
+
 # --- rft.* only where it takes effect --------------------------------------------------------------------------------
 
 

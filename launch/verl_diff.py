@@ -275,12 +275,15 @@ def verl_composition(overrides: Sequence[str]) -> dict[str, Any]:
     that chooses one of verl's own config groups (`actor_rollout_ref/actor=...`, `actor@...`) composes it all again."""
     base = base_config(overrides)
     # a plain key=value on a key verl's tree lacks is one our layers added (verl itself would ask for `+`), and so is
-    # a deletion of one (the gpu profile's FSDP knobs under backend=megatron, launch/auto.py): not verl's
-    mine = [
-        o
-        for o in user_verl_overrides(overrides)
-        if o.type not in (OverrideType.CHANGE, OverrideType.DEL) or _has(_verl_raw(base), key_of(o))
-    ]
+    # a deletion of one (the gpu profile's FSDP knobs under backend=megatron, launch/auto.py): not verl's; unless an
+    # earlier override added the key (the body of a config of the user's own, launch/auto.py own_verl_config, is `++`)
+    mine: list[Override] = []
+    for override in user_verl_overrides(overrides):
+        key = key_of(override)
+        added = any(o.type in (OverrideType.ADD, OverrideType.FORCE_ADD) and overlap(key, key_of(o)) for o in mine)
+        if override.type in (OverrideType.CHANGE, OverrideType.DEL) and not added and not _has(_verl_raw(base), key):
+            continue
+        mine.append(override)
     if all(_put_in_directly(override, base) for override in mine):
         resolved = pickle.loads(_verl_resolved(base))
         for override in mine:

@@ -335,6 +335,23 @@ def test_a_config_of_ones_own_over_verls_base_is_what_verls_hydra_composes_from_
     assert dumped["data"]["train_batch_size"] == 128 and dumped["data"]["return_raw_chat"] is True
 
 
+def test_a_key_ones_own_config_adds_and_the_command_line_deletes_is_not_credited_to_rlaunch(tmp_path):
+    """verl's gsm8k_multiturn_grpo_server.yaml sets rollout.sglang_rollout_mode, which verl 0.9.1's tree lacks; a user
+    deletes it with `~` as told. verl's Hydra deletes it too: it is no change, nor one "by rlaunch"."""
+    body = OWN_CONFIG.replace("    name: sglang\n", "    name: sglang\n    sglang_rollout_mode: server\n")
+    directory = own_config_dir(tmp_path, body)
+    flags = [f"--config-path={directory}", "--config-name=gsm8k_multiturn_grpo"]
+    deleted = "~actor_rollout_ref.rollout.sglang_rollout_mode"
+    with initialize_config_dir(config_dir=str(directory), version_base=None):
+        theirs = compose("gsm8k_multiturn_grpo", overrides=[*MULTITURN_SCRIPT, deleted])
+        theirs = OmegaConf.to_container(theirs, resolve=True)
+    plan, dumped = planned(tmp_path, *flags, *MULTITURN_SCRIPT, deleted, "gpu=a100_80", "algo=verl")
+    changes = [Change(**change) for change in plan["changed_from_verl"]]
+    assert "sglang_rollout_mode" not in dumped["actor_rollout_ref"]["rollout"]
+    assert not [change for change in changes if "sglang_rollout_mode" in change.key], changes
+    assert_listed(theirs, dumped, changes)  # type: ignore[arg-type]
+
+
 def test_a_config_of_ones_own_that_rlaunch_cannot_read_is_one_line(tmp_path):
     directory = own_config_dir(
         tmp_path, OWN_CONFIG.replace("  - _self_", "  - override actor_rollout_ref: x\n  - _self_")

@@ -33,6 +33,7 @@ CORE_ALGOS = "trainer/ppo/core_algos.py"
 TRAINER = "trainer/ppo/v1/trainer_base.py"
 REWARD_MANAGERS = "experimental/reward_loop/reward_manager"
 DTYPES = "utils/torch_dtypes.py"
+OPTIMIZER = "workers/config/optimizer.py"
 
 
 @cache  # core_algos.py holds two of the sets; the trees are only read
@@ -83,13 +84,16 @@ def _listed(relative: str, name: str) -> list[str]:
     return []
 
 
-def _asserted_in(relative: str, variable: str) -> list[str]:
-    """The strings of `assert variable in [...]` (torch_functional's truncation modes)."""
-    for node in ast.walk(_tree(relative)):
+def _asserted_in(relative: str, variable: str, within: str = "") -> list[str]:
+    """The strings of `assert variable in [...]` (torch_functional's truncation modes), or `assert self.variable in
+    [...]` in the class `within` (each optimizer config class asserts its own schedules)."""
+    tree = _tree(relative)
+    scope = next((node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == within), tree)
+    for node in ast.walk(scope):
         if (
             isinstance(node, ast.Assert)
             and isinstance(node.test, ast.Compare)
-            and getattr(node.test.left, "id", "") == variable
+            and (getattr(node.test.left, "id", None) or getattr(node.test.left, "attr", None)) == variable
             and isinstance(node.test.ops[0], ast.In)
         ):
             return [
@@ -185,6 +189,16 @@ def _switched_on(key: str) -> Callable[[DictConfig], bool]:
 KL_ESTIMATORS = "verl's KL estimators (core_algos.kl_penalty_forward; '+' for the straight-through gradient)"
 
 
+FSDP_OPTIMIZER = "FSDPOptimizerConfig"  # the optim class of backend=fsdp's roles; Megatron's has no such keys
+
+
+def _fsdp_optimizer(optim: str) -> Callable[[DictConfig], bool]:
+    """An FSDP role's optimizer keys matter where its optim node builds verl's FSDPOptimizerConfig, and the critic's
+    only where verl builds a critic."""
+    built = (lambda cfg: trains_critic(cfg)) if optim.startswith("critic.") else _everywhere
+    return lambda cfg: built(cfg) and str(OmegaConf.select(cfg, f"{optim}._target_")).endswith(f".{FSDP_OPTIMIZER}")
+
+
 def _registered_reward_manager(cfg: DictConfig) -> bool:
     return OmegaConf.select(cfg, "reward.reward_manager.source", default="register") == "register"
 
@@ -257,6 +271,18 @@ CHOICES: dict[str, Words] = {
         "verl's policy losses (core_algos.py)",
         "verl 0.9.1 would fail at the first actor update (get_policy_loss_fn: Unsupported loss mode)",
     ),
+    # FSDPOptimizerConfig.__post_init__ asserts both with no message: verl's own refusal names neither key nor word
+    **{
+        f"{optim}.{name}": Words(
+            lambda name=name: _asserted_in(OPTIMIZER, name, FSDP_OPTIMIZER),
+            f"verl's LR schedules ({FSDP_OPTIMIZER}, {OPTIMIZER})",
+            f"verl 0.9.1 would refuse the config as the trainer starts, with a bare AssertionError ({FSDP_OPTIMIZER} "
+            "asserts it)",
+            _fsdp_optimizer(optim),
+        )
+        for optim in ("actor_rollout_ref.actor.optim", "critic.optim")
+        for name in ("lr_scheduler_type", "warmup_style")
+    },
     "trainer.logger": Words(
         lambda: _listed("utils/tracking.py", "supported_backend"),
         "verl's tracking backends (utils/tracking.py)",

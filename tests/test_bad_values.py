@@ -128,6 +128,14 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("algorithm.kl_ctrl.type=adaptiv", "algorithm.use_kl_in_reward=true"), "adaptiv is not one of verl's KL"),
     (("actor_rollout_ref.actor.fsdp_config.model_dtype=bf16x",), "bf16x is not one of verl's precisions"),
     (("algorithm.adv_estimator=null",), "algorithm.adv_estimator=null: choose one of verl's advantage estimators"),
+    # FSDPOptimizerConfig's bare asserts: verl's own refusal names neither the key nor the words
+    (
+        ("actor_rollout_ref.actor.optim.lr_scheduler_type=cosinee",),
+        "cosinee is not one of verl's LR schedules (FSDPOptimizerConfig, workers/config/optimizer.py): constant, "
+        "cosine",
+    ),
+    (("actor_rollout_ref.actor.optim.warmup_style=cosinee",), "not one of verl's LR schedules"),
+    (("critic.optim.lr_scheduler_type=linear", "algorithm.adv_estimator=gae"), "bare AssertionError"),
     (
         ("actor_rollout_ref.actor.use_dynamic_bsz=false", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true"),
         "verl 0.9.1 asserts they are equal as its actor-rollout workers start",
@@ -415,6 +423,7 @@ def test_verls_words_are_read_from_its_source_and_its_examples_words_are_among_t
     assert {"console", "wandb", "file", "tensorboard"} <= set(choices.allowed_words("trainer.logger"))
     assert set(choices.allowed_words("data.truncation")) == {"error", "left", "right", "middle"}
     assert set(choices.allowed_words("trainer.resume_mode")) == {"auto", "disable", "resume_path"}
+    assert set(choices.allowed_words("actor_rollout_ref.actor.optim.lr_scheduler_type")) == {"constant", "cosine"}
     # the reward loop's registry (the legacy workers/reward_manager one also registers prime and batch: 0.9.1 never
     # reads it), rate_limited registered under an alias of its decorator
     assert {"naive", "dapo", "rate_limited"} <= set(choices.allowed_words("reward.reward_manager.name"))

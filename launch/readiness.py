@@ -617,6 +617,13 @@ def judge_data(
     )
     known = scored_domains(cfg)
     if known is None and not cfg.reward.custom_reward_function.get("path"):
+        if reward_model_scores(cfg):
+            if report.sources():
+                findings.notes.append(
+                    "data_source values not checked: with the reward model on and no reward function of the run's "
+                    "own, verl 0.9.1 scores every response with the reward model alone"
+                )
+            return
         judge_verl_default_reward(judged, findings)
         return
     if known is None:
@@ -636,6 +643,14 @@ def judge_data(
                     "reward.custom_reward_function.path to your own reward function",
                 )
             )
+
+
+def reward_model_scores(cfg: DictConfig) -> bool:
+    """verl 0.9.1 without a reward function of the run's own scores with the reward model alone when it is on
+    (experimental/reward_loop/reward_loop.py compute_score): default_compute_score is never called. The legacy
+    reward_model.enable, where set, replaces reward.reward_model.enable (migrate_legacy_reward_impl)."""
+    legacy = OmegaConf.select(cfg, "reward_model.enable", default=None)
+    return bool(legacy if legacy is not None else OmegaConf.select(cfg, "reward.reward_model.enable", default=False))
 
 
 def validates(cfg: DictConfig) -> bool:

@@ -1,0 +1,28 @@
+"""Readiness on what a read-only probe of verl's examples and bad inputs found: refusals verl would not make, and
+problems verl meets in the job that the login node can see (launch/readiness.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_readiness import dry_run, hf_cache, submission, tiny_run  # noqa: F401 (hf_cache: an autouse fixture)
+from tiny_assets import guru_rows
+
+from launch.errors import UserError
+
+
+@pytest.mark.parametrize("enable", ["reward.reward_model.enable=true", "reward_model.enable=true"])
+def test_a_reward_model_scores_any_data_source_without_a_reward_function(tmp_path: Path, enable: str):
+    """verl 0.9.1 without a reward function of the run's own scores with the reward model alone when it is on
+    (reward_loop.py compute_score): default_compute_score, which knows only its own data sources, is never called."""
+    overrides = [*tiny_run(tmp_path), "algo=verl", "algorithm.adv_estimator=grpo"]
+    pd.DataFrame(guru_rows(["my_company/qa"], 8, "train")).to_parquet(tmp_path / "data" / "train.parquet")
+    with pytest.raises(UserError, match=r"data_source my_company/qa in .* is not one verl.s default reward scores"):
+        submission(tmp_path, *overrides)
+    model = next(o for o in overrides if o.startswith("actor_rollout_ref.model.path=")).partition("=")[2]
+    rm = [enable, f"reward.reward_model.model_path={model}", "reward.reward_model.rollout.name=vllm"]
+    plan = dry_run(tmp_path, *overrides, *rm)
+    assert not [p for p in plan.readiness.problems if p.check == "data_sources"], plan.readiness.problems
+    assert any("scores every response with the reward model alone" in note for note in plan.readiness.notes)

@@ -144,6 +144,28 @@ def _placeholders(node: Any, path: str) -> Any:
         yield path, node
 
 
+# What ray.init refuses when it joins a running cluster (ray/_private/worker.py: "When connecting to an existing
+# cluster, num_cpus and num_gpus must not be provided", and the same for the others)
+RAY_INIT_KEYS_REFUSED_ON_JOIN = ("num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "_system_config")
+
+
+def check_ray_init(verl: dict[str, Any]) -> None:
+    """verl's docs advise ray_kwargs.ray_init.num_cpus under SLURM, where verl's driver starts Ray itself; rlaunch's
+    job starts verl's driver with RAY_ADDRESS set to the Ray it started on the allocation (launch/job.py), and
+    main_ppo's ray.init(**ray_kwargs.ray_init) then joins it, which Ray refuses for these sizes."""
+    ray_init = select(verl, "ray_kwargs.ray_init") or {}
+    for name in RAY_INIT_KEYS_REFUSED_ON_JOIN:
+        value = ray_init.get(name)
+        if value is None or value == {}:  # verl's default null; an empty _system_config is allowed on join
+            continue
+        key = f"ray_kwargs.ray_init.{name}"
+        raise UserError(
+            f"{key}={value}: rlaunch starts verl on the Ray it sizes from the allocation (cluster.cpus_per_task, "
+            f"trainer.n_gpus_per_node, SLURM's), and verl 0.9.1's ray.init joining it would fail as the job starts "
+            f"(Ray: When connecting to an existing cluster, {name} must not be provided): drop {key}"
+        )
+
+
 def check_rollout_engine(verl: ConfigView) -> None:
     name = verl.actor_rollout_ref.rollout.name
     if name is None:
@@ -362,6 +384,7 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     check_model(cfg, facts)
     check_cluster(cfg, plan.resources, facts)
     check_placeholders(plan.verl)
+    check_ray_init(plan.verl)
     if cfg.algo.name != "rft":  # rft's stages are not PPO steps: it has no advantages
         check_sampling(plan.verl)
     check_fork_keys(plan.verl)

@@ -165,6 +165,13 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("cluster=ray",), "cluster=ray needs cluster.address=http://<head>:8265"),
     (("+launch.dryrun=true",), "launch has no setting dryrun (did you mean 'dry_run'?), and nothing reads a new one"),
     (("cluster.address=ray://127.0.0.1:10001", "cluster=ray"), "Ray's job API is the head's dashboard URL"),
+    # verl's docs advise it under SLURM, but rlaunch's job joins the Ray it started: Ray refuses a size on joining
+    (
+        ("ray_kwargs.ray_init.num_cpus=64",),
+        "rlaunch starts verl on the Ray it sizes from the allocation (cluster.cpus_per_task, trainer.n_gpus_per_node, "
+        "SLURM's), and verl 0.9.1's ray.init joining it would fail as the job starts (Ray: When connecting to an "
+        "existing cluster, num_cpus must not be provided): drop ray_kwargs.ray_init.num_cpus",
+    ),
     # peft reads a string target_modules as a regex over whole module names: a bare word matches no layer
     (
         ("actor_rollout_ref.model.target_modules=all_linear", "actor_rollout_ref.model.lora_rank=8"),

@@ -154,6 +154,14 @@ def resolve_data_paths(cfg: DictConfig) -> list[str]:
         value = OmegaConf.select(cfg, key)
         paths, changed = [], False
         for path in file_list(value):
+            if not path.strip():  # Path("") is the working directory: it would be judged a directory and globbed
+                listed = isinstance(value, ListConfig | list | tuple)
+                written = f"{key}={[str(item) for item in value]}" if listed else f"{key}={path!r}"
+                raise UserError(
+                    f"{written} holds an empty path (a shell variable the script never set?), which verl 0.9.1 "
+                    "refuses as its dataset loads ('Unsupported file format'): give the data file's path"
+                    + (", or drop the empty entry" if listed else "")
+                )
             found = local_data_paths(path)
             paths += found or [path]
             if found:

@@ -26,3 +26,15 @@ def test_a_reward_model_scores_any_data_source_without_a_reward_function(tmp_pat
     plan = dry_run(tmp_path, *overrides, *rm)
     assert not [p for p in plan.readiness.problems if p.check == "data_sources"], plan.readiness.problems
     assert any("scores every response with the reward model alone" in note for note in plan.readiness.notes)
+
+
+@pytest.mark.parametrize(
+    ("override", "written"),
+    [("data.train_files=''", r"data.train_files=''"), ("data.val_files=['']", r"data.val_files=\[''\]")],
+)
+def test_an_empty_data_path_is_said_to_be_empty_not_globbed_at_the_root(tmp_path: Path, override: str, written: str):
+    """An unset shell variable (verl's run_qwen3moe-30b_megatron_96gb.sh: $aime24_test_path) leaves '': Path('') is
+    the working directory, which was judged a directory and given a glob of / as its fix."""
+    with pytest.raises(UserError, match=rf"^{written} holds an empty path .*: give the data file's path") as raised:
+        dry_run(tmp_path, *tiny_run(tmp_path), override)
+    assert "/*.parquet" not in str(raised.value)

@@ -179,18 +179,48 @@ def _unresolved_interpolation(cause: BaseException) -> str | None:
     return None
 
 
+# verl 0.9.1 keeps the legacy reward_model.* only as a layer its reward loop migrates onto reward.* (the keys of its
+# trainer/config/legacy_reward_impl.yaml). Other keys older scripts set there (model.use_remove_padding,
+# model.fsdp_config.*, micro_batch_size_per_gpu) were the FSDP reward worker's, which 0.9.1 replaced by a rollout
+# engine: a same-named key of another role (critic.model.use_remove_padding) is no home for them.
+LEGACY_REWARD_ROOT = "reward_model"
+REWARD_HOMES = ("reward", "reward.reward_model")
+_ABSENT = object()
+
+
+def legacy_reward_key_message(key: str, written: str, hint: str) -> str | None:
+    """An unknown key under the legacy reward_model.* (`written`: key=value as Hydra quotes it): drop it (or fix its
+    spelling), never move it to another role."""
+    root, _, rest = key.partition(".")
+    if root != LEGACY_REWARD_ROOT or not rest:
+        return None
+    from launch.ranges import select, verl_defaults
+
+    if any(select(verl_defaults(), f"{home}.{rest}", _ABSENT) is not _ABSENT for home in REWARD_HOMES):
+        return None  # a key that did move (reward_model.sandbox_fusion.url): the moved-key explainer names its place
+    fix = f"fix the spelling{hint}" if hint else "drop it"
+    return (
+        f"{written}: unknown key; verl 0.9.1 has no such reward-model setting and would refuse it too; its reward "
+        "model is served by a rollout engine (reward.reward_model.*, the engine's settings under "
+        f"reward.reward_model.rollout.*), and {LEGACY_REWARD_ROOT}.* takes only the legacy keys verl maps there: {fix}"
+    )
+
+
 def _explain_unknown_key(exc: BaseException, cause: BaseException, key_explainers: Sequence[KeyExplainer]) -> str:
     text = str(exc) + " " + str(cause)
     override = re.search(r"Could not override '([^']+)'", text)
     missing = getattr(cause, "key", None)
     full_key = override.group(1) if override else getattr(cause, "full_key", str(missing))
-    for explainer in (fork_key_message, *key_explainers):
-        message = explainer(full_key)
-        if message is not None:
-            return message
     parent = getattr(cause, "parent_node", None)
     siblings = [str(key) for key in parent.keys()] if parent is not None and hasattr(parent, "keys") else []
     hint = closest(str(missing), siblings) if missing is not None else ""
+    appended = re.search(r"To append to your config use \+(\S+)", text)  # Hydra's hint holds the value as written
+    written = appended.group(1) if appended and appended.group(1).startswith(f"{full_key}=") else full_key
+    legacy_reward = lambda key: legacy_reward_key_message(key, written, hint)  # noqa: E731
+    for explainer in (fork_key_message, legacy_reward, *key_explainers):
+        message = explainer(full_key)
+        if message is not None:
+            return message
     from launch.schema import RLAUNCH_ROOTS
 
     # rlaunch's own settings are typed: a new one would do nothing; its open tables (cluster.env, rft.sft) take one

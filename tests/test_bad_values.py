@@ -72,6 +72,9 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.logger=[console,wandbb]",), "wandbb is not one of verl's tracking backends (utils/tracking.py): wandb,"),
     (("reward.reward_manager.name=bogus",), "not one of the reward managers verl registers (experimental/reward_loop"),
     (("reward_model.reward_manager=prime",), "verl 0.9.1 moves it to reward.reward_manager.name and would fail as"),
+    # the legacy FSDP reward worker's switches: 0.9.1's reward model has none, and another role's is no home for them
+    (("reward_model.model.use_remove_padding=true",), "verl 0.9.1 has no such reward-model setting and would"),
+    (("reward_model.model.fsdp_config.param_offload=true",), "reward.reward_model.rollout.*), and reward_model.*"),
     (("trainer.resume_mode=bogus",), "not one of the resume modes verl's trainer handles (trainer/ppo/v1/trainer_ba"),
     (("trainer.resume_mode=resume_path",), "verl 0.9.1 asserts a path to a checkpoint's global_step_<N> folder"),
     (("data.truncation=cut",), "not one of verl's truncation modes (utils/torch_functional.py): left, right, middle"),

@@ -131,6 +131,22 @@ def sample_prompts(files: list[str], prompt_key: str, sample_rows: int) -> list[
     return prompts[:sample_rows]
 
 
+def message_problem(prompt: Any) -> str:
+    """What a chat prompt lacks for verl's chat template, which reads every message's role and content (jinja fails
+    on a message without them); "" where nothing does, or where the prompt is text (read_data says so). A content of
+    None stays: an assistant's tool call has one."""
+    if isinstance(prompt, str) or prompt is None:
+        return ""
+    for message in prompt:
+        if not isinstance(message, dict):
+            return f"a message is {type(message).__name__}, not a {{role, content}} object"
+        missing = (["role"] if message.get("role") is None else []) + ([] if "content" in message else ["content"])
+        if missing:
+            has = ", ".join(message) or "nothing"
+            return f"a message has no {' or '.join(repr(name) for name in missing)} (it has {has})"
+    return ""
+
+
 def prompt_tokens(
     tokenizer: Any, prompt: Any, chat_template_kwargs: dict[str, Any], chat_template: str | None = None
 ) -> int:
@@ -175,11 +191,15 @@ def measure_prompt_lengths(
     tokenizer = load_cached_tokenizer(tokenizer_path)
     if tokenizer is None:
         return None
+    from jinja2 import TemplateError  # transformers' own dependency, loaded with the tokenizer
+
     lengths = []
     for prompt in sample_prompts(files, prompt_key, sample_rows):
         try:
             lengths.append(prompt_tokens(tokenizer, prompt, dict(chat_template_kwargs or {}), chat_template))
-        except (TypeError, ValueError, KeyError):  # a row verl would skip too (its filter prints and drops it)
+        # a row verl would skip too (its filter prints and drops it); read_data refuses the files whose sampled
+        # messages the template cannot read, and a row beyond that sample must not end the planner with a traceback
+        except (TypeError, ValueError, KeyError, TemplateError):
             continue
     if not lengths:
         return None

@@ -53,6 +53,8 @@ from launch.lengths import (
     chat_prompts_without_template,
     file_records,
     measure_prompt_lengths,
+    message_problem,
+    sample_prompts,
 )
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written, keys_of
@@ -409,7 +411,26 @@ def read_file(key: str, path: str, columns: dict[str, str]) -> DataFile:
             "in lower case: rl_dataset.py raises 'Unsupported file format' for any other)",
             fix="rename it, or convert it to parquet",
         )
-    return (read_json if path.endswith(JSON_SUFFIXES) else read_parquet)(key, path, columns)
+    read = (read_json if path.endswith(JSON_SUFFIXES) else read_parquet)(key, path, columns)
+    return read if read.problem else replace(read, **malformed_messages(key, path, columns["data.prompt_key"]))
+
+
+# the rows whose messages are read for their role and content: the measured sample of a file's prompts begins with them
+MESSAGE_SAMPLE_ROWS = 64
+
+
+def malformed_messages(key: str, path: str, prompt_key: str) -> dict[str, str]:
+    """A file whose first prompts hold messages verl's chat template cannot read: the problem and its fix (empty
+    where there is none). verl fails on them as it templates the prompt (the agent loop's apply_chat_template)."""
+    for row, prompt in enumerate(sample_prompts([str(Path(path).expanduser())], prompt_key, MESSAGE_SAMPLE_ROWS)):
+        wrong = message_problem(prompt)
+        if wrong:
+            problem = (
+                f"{key} file {path}: in row {row} of its prompts (data.prompt_key={prompt_key}) {wrong}; verl 0.9.1 "
+                "applies the chat template to every message's role and content and would fail on it"
+            )
+            return {"problem": problem, "fix": f'{REWRITE} ([{{"role": "user", "content": ...}}])'}
+    return {}
 
 
 def read_data(cfg: DictConfig) -> DataReport:

@@ -3,6 +3,7 @@ problems verl meets in the job that the login node can see (launch/readiness.py)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -38,3 +39,17 @@ def test_an_empty_data_path_is_said_to_be_empty_not_globbed_at_the_root(tmp_path
     with pytest.raises(UserError, match=rf"^{written} holds an empty path .*: give the data file's path") as raised:
         dry_run(tmp_path, *tiny_run(tmp_path), override)
     assert "/*.parquet" not in str(raised.value)
+
+
+def test_messages_without_a_role_are_one_line_naming_the_file_and_the_prompt_key(tmp_path: Path):
+    """verl's chat template reads every message's role (jinja's UndefinedError in the job); the planner had died on
+    the same error as it measured the prompts."""
+    overrides = tiny_run(tmp_path)
+    train = tmp_path / "data" / "train.parquet"
+    rows = pd.read_parquet(train)
+    rows["prompt"] = [[{"content": "What is 1 plus 1?"}]] * len(rows)
+    rows.to_parquet(train)
+    said = rf"data.train_files file {train}: in row 0 of its prompts \(data.prompt_key=prompt\) a message has no 'role'"
+    with pytest.raises(UserError, match=said):
+        submission(tmp_path, *overrides)
+    assert any(re.search(said, warning) for warning in dry_run(tmp_path, *overrides).warnings)

@@ -238,6 +238,7 @@ def prepare(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[str]:
     range table comes first: this is where planning first reads the values. `overrides`: the job's own."""
     check_ranges(cfg)
     check_skip_names(cfg)
+    check_chat_template_kwargs(cfg)
     absolute = absolute_model_paths(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
     repairs = ensure_file_logger(cfg) + critic_from_actor(cfg) + dynamic_batching_pair(cfg, overrides)
     return absolute + repairs + environment_read_here(cfg, overrides)
@@ -287,6 +288,19 @@ def dynamic_batching_pair(cfg: DictConfig, overrides: Sequence[str]) -> list[str
         f"{mine}={word} is yours, and verl 0.9.1 asserts {other} equals it as its workers start (engine_workers.py): "
         f"{other}={word} too (a gpu profile's value yields)"
     ]
+
+
+def check_chat_template_kwargs(cfg: DictConfig) -> None:
+    """verl 0.9.1 spreads data.apply_chat_template_kwargs into every apply_chat_template call (rl_dataset.py,
+    agent_loop.py: **kwargs), which fails on anything but a mapping; so would the prompts' measuring here."""
+    value = cfg.data.get("apply_chat_template_kwargs")
+    if value is None or isinstance(value, DictConfig):
+        return
+    raise UserError(
+        f"data.apply_chat_template_kwargs={shown(value)}: must be a mapping of the chat template's keyword arguments, "
+        "e.g. +data.apply_chat_template_kwargs.enable_thinking=false (verl 0.9.1 passes it as **kwargs to "
+        "apply_chat_template, and fails on anything else)"
+    )
 
 
 def check_skip_names(cfg: DictConfig) -> None:

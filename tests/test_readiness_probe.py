@@ -53,3 +53,13 @@ def test_messages_without_a_role_are_one_line_naming_the_file_and_the_prompt_key
     with pytest.raises(UserError, match=said):
         submission(tmp_path, *overrides)
     assert any(re.search(said, warning) for warning in dry_run(tmp_path, *overrides).warnings)
+
+
+@pytest.mark.parametrize("value", ["5", "abc"])
+def test_chat_template_kwargs_that_are_no_mapping_are_one_line(tmp_path: Path, value: str):
+    """verl spreads them into apply_chat_template (**kwargs); the planner had died on a TypeError measuring prompts."""
+    said = rf"^data.apply_chat_template_kwargs={value}: must be a mapping .*\+data.apply_chat_template_kwargs.enable_"
+    with pytest.raises(UserError, match=said):
+        dry_run(tmp_path, *tiny_run(tmp_path), f"data.apply_chat_template_kwargs={value}")
+    plan = dry_run(tmp_path, *tiny_run(tmp_path), "+data.apply_chat_template_kwargs.enable_thinking=false")
+    assert plan.verl["data"]["apply_chat_template_kwargs"] == {"enable_thinking": False}

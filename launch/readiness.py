@@ -91,6 +91,9 @@ class DataFile:
     problem: str = ""
     note: str = ""
     fix: str = ""  # where the path is right and its content is not: what to do instead of correcting the path
+    # the column the problem is in ("": the file itself): verl loads every file as the trainer starts, but reads a
+    # column only where it uses the rows (judge_data's rows_unused)
+    column: str = ""
 
 
 @dataclass(frozen=True)
@@ -328,26 +331,41 @@ REWRITE = "write the files the way verl's examples/data_preprocess scripts do"
 
 def column_problems(
     key: str, path: str, names: list[str], prompt_is_text: bool, reward_is_text: bool, columns: dict[str, str]
-) -> tuple[str, str]:
-    """What verl cannot use in a file's columns, and its fix: a missing one; prompts stored as plain text (verl
-    applies the chat template to a list of {role, content} messages and drops or fails on a string); reward_model
-    stored as text (verl reads reward_model['ground_truth'])."""
-    missing = [name if role == name else f"{role} '{name}'" for role, name in columns.items() if name not in names]
+) -> tuple[str, str, str]:
+    """What verl cannot use in a file's columns, its fix and the column it is in (the prompt's first): a missing one;
+    prompts stored as plain text (verl applies the chat template to a list of {role, content} messages and drops or
+    fails on a string); reward_model stored as text (verl reads reward_model['ground_truth'])."""
+    prompt = columns["data.prompt_key"]
+    missing = [name for name in columns.values() if name not in names]
     if missing:
-        prompt = columns["data.prompt_key"]
-        fix = REWRITE + (", or set data.prompt_key to the column you have" if prompt not in names else "")
-        return f"{key} file {path} lacks verl's column(s) {', '.join(missing)} (it has {', '.join(names)})", fix
+        said = [name if role == name else f"{role} '{name}'" for role, name in columns.items() if name in missing]
+        fix = REWRITE + (", or set data.prompt_key to the column you have" if prompt in missing else "")
+        column = prompt if prompt in missing else missing[0]
+        return f"{key} file {path} lacks verl's column(s) {', '.join(said)} (it has {', '.join(names)})", fix, column
     if prompt_is_text:
         return (
-            f"{key} file {path}: its prompts ({columns['data.prompt_key']}) are plain text; verl 0.9.1 applies the "
-            "chat template to a list of messages and would drop or fail on every row"
-        ), f'{REWRITE} ([{{"role": "user", "content": ...}}])'
+            (
+                f"{key} file {path}: its prompts ({prompt}) are plain text; verl 0.9.1 applies the chat template to a "
+                "list of messages and would drop or fail on every row"
+            ),
+            f'{REWRITE} ([{{"role": "user", "content": ...}}])',
+            prompt,
+        )
     if reward_is_text:
         return (
             f"{key} file {path}: its reward_model column holds text; verl reads reward_model['ground_truth']",
             f"{REWRITE} (reward_model as a struct of style and ground_truth)",
+            "reward_model",
         )
-    return "", ""
+    return "", "", ""
+
+
+def no_ground_truth(key: str, path: str, names: list[str]) -> tuple[str, str, str]:
+    return (
+        f"{key} file {path} lacks verl's reward_model.ground_truth (it has {', '.join(names)})",
+        REWRITE,
+        "reward_model",
+    )
 
 
 def read_parquet(key: str, path: str, columns: dict[str, str]) -> DataFile:
@@ -369,16 +387,15 @@ def read_parquet(key: str, path: str, columns: dict[str, str]) -> DataFile:
             pa.types.is_string(schema.field(name).type) or pa.types.is_large_string(schema.field(name).type)
         )
 
-    problem, fix = column_problems(key, path, names, text(columns["data.prompt_key"]), text("reward_model"), columns)
+    problem, fix, column = column_problems(
+        key, path, names, text(columns["data.prompt_key"]), text("reward_model"), columns
+    )
     if not problem and "reward_model" in names:
-        column = schema.field("reward_model").type
-        if pa.types.is_struct(column) and column.get_field_index("ground_truth") < 0:
-            problem, fix = (
-                f"{key} file {path} lacks verl's reward_model.ground_truth (it has {', '.join(names)})",
-                REWRITE,
-            )
+        reward = schema.field("reward_model").type
+        if pa.types.is_struct(reward) and reward.get_field_index("ground_truth") < 0:
+            problem, fix, column = no_ground_truth(key, path, names)
     if problem:
-        return DataFile(key, path, rows=rows, problem=problem, fix=fix)
+        return DataFile(key, path, rows=rows, problem=problem, fix=fix, column=column)
     source_column = parquet.read(columns=[DATA_SOURCE]).column(0)
     sources = tuple(sorted(str(value) for value in pc.unique(source_column).to_pylist()))
     return DataFile(key, path, rows=rows, sources=sources)
@@ -397,11 +414,11 @@ def read_json(key: str, path: str, columns: dict[str, str]) -> DataFile:
     first = {name: next((row[name] for row in records if row.get(name) is not None), None) for name in names}
     prompt_is_text = isinstance(first.get(columns["data.prompt_key"]), str)
     reward_is_text = isinstance(first.get("reward_model"), str)
-    problem, fix = column_problems(key, path, names, prompt_is_text, reward_is_text, columns)
+    problem, fix, column = column_problems(key, path, names, prompt_is_text, reward_is_text, columns)
     if not problem and isinstance(first.get("reward_model"), dict) and "ground_truth" not in first["reward_model"]:
-        problem, fix = f"{key} file {path} lacks verl's reward_model.ground_truth (it has {', '.join(names)})", REWRITE
+        problem, fix, column = no_ground_truth(key, path, names)
     if problem:
-        return DataFile(key, path, rows=len(records), problem=problem, fix=fix)
+        return DataFile(key, path, rows=len(records), problem=problem, fix=fix, column=column)
     sources = tuple(sorted({str(row.get(DATA_SOURCE)) for row in records}))
     return DataFile(key, path, rows=len(records), sources=sources)
 
@@ -434,8 +451,8 @@ MESSAGE_SAMPLE_ROWS = 64
 
 
 def malformed_messages(key: str, path: str, prompt_key: str) -> dict[str, str]:
-    """A file whose first prompts hold messages verl's chat template cannot read: the problem and its fix (empty
-    where there is none). verl fails on them as it templates the prompt (the agent loop's apply_chat_template)."""
+    """A file whose first prompts hold messages verl's chat template cannot read: the problem, its fix and its column
+    (empty where there is none). verl fails on them as it templates the prompt (its agent loop's chat template)."""
     for row, prompt in enumerate(sample_prompts([str(Path(path).expanduser())], prompt_key, MESSAGE_SAMPLE_ROWS)):
         wrong = message_problem(prompt)
         if wrong:
@@ -443,7 +460,11 @@ def malformed_messages(key: str, path: str, prompt_key: str) -> dict[str, str]:
                 f"{key} file {path}: in row {row} of its prompts (data.prompt_key={prompt_key}) {wrong}; verl 0.9.1 "
                 "applies the chat template to every message's role and content and would fail on it"
             )
-            return {"problem": problem, "fix": f'{REWRITE} ([{{"role": "user", "content": ...}}])'}
+            return {
+                "problem": problem,
+                "fix": f'{REWRITE} ([{{"role": "user", "content": ...}}])',
+                "column": prompt_key,
+            }
     return {}
 
 
@@ -610,8 +631,14 @@ def judge_data(
 ) -> None:
     """`set_on_command_line`: key -> value as written, for the overrides of this job (the plan's)."""
     batch = int(cfg.data.train_batch_size)
+    for file in report.files:
+        if file.problem and rows_unused(cfg, file):
+            findings.notes.append(
+                f"{file.problem}: not refused, as verl reads that column only where it validates, and this run never "
+                "does (trainer.val_before_train=false, trainer.test_freq<=0)"
+            )
     for key in DATA_KEYS:
-        bad = [file for file in report.files if file.key == key and file.problem]
+        bad = [file for file in report.files if file.key == key and file.problem and not rows_unused(cfg, file)]
         if not bad:
             continue
         first = bad[0]
@@ -694,6 +721,16 @@ def reward_model_scores(cfg: DictConfig) -> bool:
     reward_model.enable, where set, replaces reward.reward_model.enable (migrate_legacy_reward_impl)."""
     legacy = OmegaConf.select(cfg, "reward_model.enable", default=None)
     return bool(legacy if legacy is not None else OmegaConf.select(cfg, "reward.reward_model.enable", default=False))
+
+
+def rows_unused(cfg: DictConfig, file: DataFile) -> bool:
+    """A problem in a validation file's column that verl never reads: verl 0.9.1 loads the validation files whether or
+    not it validates (trainer/ppo/v1/trainer_base.py _init_dataloader), which fails on the file itself (its name,
+    format or no rows), and reads their rows only as it validates; data.filter_overlong_prompts alone templates every
+    prompt as the files load, and drops the rows it cannot template (all of them, and the loader then fails)."""
+    if file.key != DATA_KEYS[1] or not file.column or validates(cfg):
+        return False
+    return not (cfg.data.get("filter_overlong_prompts") and file.column == str(cfg.data.prompt_key))
 
 
 def validates(cfg: DictConfig) -> bool:

@@ -63,3 +63,23 @@ def test_chat_template_kwargs_that_are_no_mapping_are_one_line(tmp_path: Path, v
         dry_run(tmp_path, *tiny_run(tmp_path), f"data.apply_chat_template_kwargs={value}")
     plan = dry_run(tmp_path, *tiny_run(tmp_path), "+data.apply_chat_template_kwargs.enable_thinking=false")
     assert plan.verl["data"]["apply_chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_a_validation_file_is_judged_by_what_verl_reads_of_it_when_it_never_validates(tmp_path: Path):
+    """verl 0.9.1 loads the validation files whether or not it validates (trainer_base.py _init_dataloader), and
+    reads their rows only as it validates, or their prompts as they load under data.filter_overlong_prompts: a
+    missing prompt column is then as harmless as an unknown data_source, which was already accepted."""
+    overrides = tiny_run(tmp_path)
+    val = tmp_path / "data" / "val.parquet"
+    pd.read_parquet(val).rename(columns={"prompt": "question"}).to_parquet(val)
+    lacks = rf"data.val_files file {val} lacks verl's column\(s\) data.prompt_key 'prompt'"
+    with pytest.raises(UserError, match=lacks):
+        submission(tmp_path, *overrides)
+    never = ["trainer.test_freq=-1", "trainer.val_before_train=false"]
+    with pytest.raises(UserError, match=lacks):  # verl's filter templates every prompt as the files load
+        submission(tmp_path, *overrides, *never, "data.filter_overlong_prompts=true")
+    plan = submission(tmp_path, *overrides, *never, "data.filter_overlong_prompts=false")
+    assert any(re.search(lacks + r".*: not refused", note) for note in plan.readiness.notes), plan.readiness.notes
+    val.write_text("not parquet")  # the file itself verl loads as the trainer starts
+    with pytest.raises(UserError, match=rf"data.val_files file {val} is not readable parquet"):
+        submission(tmp_path, *overrides, *never, "data.filter_overlong_prompts=false")

@@ -32,6 +32,8 @@ from launch.verl_diff import base_config, user_verl_overrides
 CORE_ALGOS = "trainer/ppo/core_algos.py"
 TRAINER = "trainer/ppo/v1/trainer_base.py"
 REWARD_MANAGERS = "experimental/reward_loop/reward_manager"
+AGENT_LOOPS = "experimental/agent_loop"
+ROLLOUT_CORRECTION = "trainer/ppo/rollout_corr_helper.py"
 DTYPES = "utils/torch_dtypes.py"
 OPTIMIZER = "workers/config/optimizer.py"
 
@@ -104,15 +106,16 @@ def _asserted_in(relative: str, variable: str, within: str = "") -> list[str]:
 
 def _registered(directory: str, decorator: str) -> list[str]:
     """The first argument of every `@decorator("name")` on a class or function in a package directory of verl's,
-    the decorator as each file names it: imported from the package itself (`from .registry import register`, or
-    `from verl.<directory as a module> import register as register_manager`), not a same-named one of another."""
+    the decorator as each file names it: imported from the package itself or a module of it (`from .registry import
+    register`, `from verl.<directory as a module> import register as register_manager`, `from
+    verl.experimental.agent_loop.agent_loop import register`), not a same-named one of another."""
     package = directory.replace("/", ".")
     names = []
     for path in sorted((verl_package_dir() / directory).glob("*.py")):
         tree = ast.parse(path.read_text())
         local = {decorator} if path.stem == "registry" else set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").endswith(package)):
+            if isinstance(node, ast.ImportFrom) and (node.level or f".{package}." in f".{node.module}."):
                 local |= {alias.asname or alias.name for alias in node.names if alias.name == decorator}
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef | ast.FunctionDef):
@@ -177,6 +180,10 @@ def _reward_managers() -> list[str]:
     return sorted(set(_registered(REWARD_MANAGERS, "register")))
 
 
+def _agent_loops() -> list[str]:
+    return sorted(set(_registered(AGENT_LOOPS, "register")))
+
+
 def _everywhere(cfg: DictConfig) -> bool:
     return True
 
@@ -197,6 +204,11 @@ def _fsdp_optimizer(optim: str) -> Callable[[DictConfig], bool]:
     only where verl builds a critic."""
     built = (lambda cfg: trains_critic(cfg)) if optim.startswith("critic.") else _everywhere
     return lambda cfg: built(cfg) and str(OmegaConf.select(cfg, f"{optim}._target_")).endswith(f".{FSDP_OPTIMIZER}")
+
+
+def _set(key: str) -> Callable[[DictConfig], bool]:
+    """Words a key holds matter only where this key of verl's is set (not null)."""
+    return lambda cfg: OmegaConf.select(cfg, key) is not None
 
 
 def _registered_reward_manager(cfg: DictConfig) -> bool:
@@ -283,6 +295,27 @@ CHOICES: dict[str, Words] = {
         for optim in ("actor_rollout_ref.actor.optim", "critic.optim")
         for name in ("lr_scheduler_type", "warmup_style")
     },
+    # a loop of the user's own is registered from agent_loop_config_path's yaml as the workers start: not judged here
+    "actor_rollout_ref.rollout.agent.default_agent_loop": Words(
+        _agent_loops,
+        f"the agent loops verl registers ({AGENT_LOOPS})",
+        "verl 0.9.1 would fail at the first rollout (AgentLoopWorker asserts: not registered); a loop of your own is "
+        "named in actor_rollout_ref.rollout.agent.agent_loop_config_path",
+        lambda cfg: not OmegaConf.select(cfg, "actor_rollout_ref.rollout.agent.agent_loop_config_path"),
+    ),
+    # null turns importance sampling off; verl computes the weights only with a threshold (rollout_corr_helper.py)
+    "algorithm.rollout_correction.rollout_is": Words(
+        lambda: sorted(set(_handled(ROLLOUT_CORRECTION, "compute_rollout_correction_weights", "rollout_is"))),
+        f"verl's importance-sampling levels ({ROLLOUT_CORRECTION}; null for none)",
+        "verl 0.9.1 would fail at the first step (compute_rollout_correction_weights: Invalid rollout_is)",
+        _set("algorithm.rollout_correction.rollout_is_threshold"),
+    ),
+    "algorithm.pf_ppo.reweight_method": Words(
+        lambda: sorted(set(_handled(CORE_ALGOS, "compute_weights", "reweight_method"))),
+        "verl's PF-PPO reweighting methods (core_algos.compute_pf_ppo_reweight_data)",
+        "verl 0.9.1 would fail at the first step (compute_weights: Unsupported reweight_method)",
+        _switched_on("algorithm.use_pf_ppo"),
+    ),
     "trainer.logger": Words(
         lambda: _listed("utils/tracking.py", "supported_backend"),
         "verl's tracking backends (utils/tracking.py)",

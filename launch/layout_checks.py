@@ -94,11 +94,7 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
     else:
         # verl splits a mini-batch over the data-parallel ranks: the GPUs / the Ulysses group that shares a sequence
         sp = actor.ulysses_sequence_parallel_size
-        if n_gpus % sp:
-            raise UserError(
-                f"actor_rollout_ref.actor.ulysses_sequence_parallel_size ({sp}) does not divide {gpus}: choose a "
-                f"sequence-parallel size that divides {n_gpus}"
-            )
+        check_sequence_parallel("actor_rollout_ref.actor.ulysses_sequence_parallel_size", sp, gpus, n_gpus)
         ranks = n_gpus // sp
         where = (
             gpus if sp == 1 else f"{ranks} data-parallel ranks ({n_gpus} GPUs / ulysses_sequence_parallel_size {sp})"
@@ -111,6 +107,7 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
         )
     roles = built_roles(verl)
     if "critic" in roles:
+        check_critic_sequence_parallel(verl.critic, gpus, n_gpus)
         critic_sequences = verl.critic.ppo_mini_batch_size * rollout.n
         critic_ranks = data_parallel_ranks(verl.critic, n_gpus)
         if critic_sequences % critic_ranks:
@@ -179,11 +176,39 @@ def critic_budgets(verl: ConfigView) -> dict[str, int | None]:
 
 
 def data_parallel_ranks(role: ConfigView, n_gpus: int) -> int:
-    """A training role's data-parallel ranks: the GPUs over its Megatron TP x PP x CP, or over its Ulysses group."""
+    """A training role's data-parallel ranks: the GPUs over its Megatron TP x PP x CP, or over the Ulysses group of
+    its FSDP engine (the critic's engine settings, critic.fsdp)."""
     if role.get("strategy") == "megatron":
         sizes = megatron_sizes(role.megatron)
         return max(1, n_gpus // (sizes["TP"] * sizes["PP"] * sizes["CP"]))
-    return max(1, n_gpus // int(role.get("ulysses_sequence_parallel_size") or 1))
+    return max(1, n_gpus // int((role.get("fsdp") or {}).get("ulysses_sequence_parallel_size") or 1))
+
+
+def check_sequence_parallel(key: str, sp: int, gpus: str, n_gpus: int) -> None:
+    """verl's FSDP engine builds a (GPUs / SP, SP) device mesh as the worker starts, which torch refuses unless SP
+    divides the GPUs."""
+    if n_gpus % sp:
+        raise UserError(f"{key} ({sp}) does not divide {gpus}: choose a sequence-parallel size that divides {n_gpus}")
+
+
+CRITIC_SP = "ulysses_sequence_parallel_size"
+
+
+def check_critic_sequence_parallel(critic: ConfigView, gpus: str, n_gpus: int) -> None:
+    """An FSDP critic's Ulysses size: its engine reads critic.fsdp's. verl 0.9.1 still takes the deprecated
+    critic.ulysses_sequence_parallel_size of older scripts, but, unlike the actor's, does not copy it to the engine
+    (FSDPCriticConfig): the critic would run without the sequence parallelism asked for."""
+    if critic.get("strategy") == "megatron":
+        return
+    written, engine = int(critic.get(CRITIC_SP) or 1), int((critic.get("fsdp") or {}).get(CRITIC_SP) or 1)
+    check_sequence_parallel(f"critic.{CRITIC_SP}", written, gpus, n_gpus)
+    check_sequence_parallel(f"critic.fsdp.{CRITIC_SP}", engine, gpus, n_gpus)
+    if written not in (1, engine):
+        raise UserError(
+            f"critic.{CRITIC_SP}={written}: verl 0.9.1's critic engine reads critic.fsdp.{CRITIC_SP} ({engine}) and, "
+            f"unlike the actor's, never copies this deprecated key there, so the critic would run with SP {engine}: "
+            f"write critic.fsdp.{CRITIC_SP}={written} instead"
+        )
 
 
 # Megatron's parallel sizes as verl's engine config names them (verl/trainer/config/engine/megatron.yaml), by the

@@ -47,6 +47,7 @@ class Range:
     nullable: bool = False
     verl_does: str = ""
     words: tuple[str, ...] = ()  # strings verl also takes (the SFT trainer's save_freq=after_each_epoch)
+    integer: bool = False  # a whole number where neither verl nor launch/schema.py declares a type (data.seed)
 
     def holds(self, value: float) -> bool:
         if value == self.never:
@@ -57,7 +58,7 @@ class Range:
     def fallback_kind(self) -> str:
         """Where neither verl nor launch/schema.py declares a type (a null default): a closed range of whole numbers
         from 1 counts something (prompts, steps) and takes an integer."""
-        return "int" if self.low >= 1 and not self.low_open else "float"
+        return "int" if self.integer or (self.low >= 1 and not self.low_open) else "float"
 
     def describe(self, kind: str) -> str:
         noun = "an integer" if kind == "int" else "a number"
@@ -97,6 +98,27 @@ WEIGHT_DECAY = Range(0, verl_does="verl 0.9.1 would fail as the worker builds it
 DISCOUNT = Range(0, high=1, verl_does="verl 0.9.1 would run it, each token's return growing with the ones after it")
 # verl trains LoRA only for a rank > 0 (its engines' `lora_rank > 0`): a negative one quietly trains the whole model
 LORA_RANK = Range(0, verl_does="verl 0.9.1 would quietly train every parameter instead (LoRA only for a rank > 0)")
+# peft (FSDP) and Megatron-Bridge alike scale LoRA's update by alpha / rank
+LORA_ALPHA = Range(
+    0,
+    low_open=True,
+    verl_does="verl 0.9.1 would run it, LoRA's update scaled by alpha / rank: 0 trains nothing, a negative alpha "
+    "turns it around",
+)
+# verl's FSDP and Megatron trees both carry the Megatron LoRA block (model.lora); only Megatron reads it
+LORA_RANGES = {
+    f"{model}.{key}": allowed
+    for model in ("actor_rollout_ref.model", "critic.model")
+    for key, allowed in {
+        "lora_rank": LORA_RANK,
+        "lora_alpha": LORA_ALPHA,
+        "lora.rank": LORA_RANK,
+        "lora.alpha": LORA_ALPHA,
+    }.items()
+}
+# verl splits each batch into chunks, one per worker (agent_loop.py prompts.chunk, reward_loop.py
+# pad_dataproto_to_divisor): 0 or fewer workers fail at the first rollout or the first reward
+WORKERS = Range(1, verl_does="verl 0.9.1 would fail at the first step, splitting the batch over no workers")
 
 # verl's PPO and SFT trainers alike
 EPOCHS = Range(1, verl_does="verl 0.9.1 would train 0 steps")
@@ -225,8 +247,21 @@ RANGES: dict[str, Range] = {
     "algorithm.kl_ctrl.kl_coef": COEFFICIENT,
     "algorithm.gamma": DISCOUNT,
     "algorithm.lam": DISCOUNT,
-    "actor_rollout_ref.model.lora_rank": LORA_RANK,
-    "critic.model.lora_rank": LORA_RANK,
+    **LORA_RANGES,
+    "actor_rollout_ref.rollout.agent.num_workers": WORKERS,
+    "reward.num_workers": WORKERS,
+    "reward_model.num_workers": Range(1, nullable=True, verl_does=WORKERS.verl_does),  # legacy: moved to reward.*
+    # torch's Generator.manual_seed, as verl builds the shuffling sampler (trainer/ppo/utils.py), takes an integer:
+    # a word fails there; a negative one it takes modulo 2**64, so no seed of verl's is lost by refusing it
+    "data.seed": Range(
+        0,
+        nullable=True,
+        integer=True,
+        verl_does="verl 0.9.1 would hand it to torch's manual_seed, which wraps a negative seed around 2**64",
+    ),
+    "critic.ppo_epochs": Range(1, verl_does="verl 0.9.1 would run it, never updating the critic"),
+    "critic.ulysses_sequence_parallel_size": SIZE,
+    "critic.fsdp.ulysses_sequence_parallel_size": SIZE,
     "trainer.total_epochs": EPOCHS,
     "trainer.total_training_steps": STEPS,
     "trainer.nnodes": SIZE,

@@ -217,6 +217,44 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "1024 % 80 = 64; make the batch a multiple of the mini-batch (e.g. ppo_mini_batch_size=64 or 128), or use "
         "verl's v1 trainer (trainer.use_v1=true), which pads the batch; verl 0.9.1 stops at the first actor update",
     ),
+    # values verl 0.9.1 takes silently and then trains wrongly, or fails with only in the job
+    (
+        ("actor_rollout_ref.model.lora_alpha=0", "actor_rollout_ref.model.lora_rank=8"),
+        "must be an integer > 0 (verl's HFModelConfig.lora_alpha is int); verl 0.9.1 would run it, LoRA's update "
+        "scaled by alpha / rank: 0 trains nothing",
+    ),
+    (
+        ("actor_rollout_ref.model.lora.rank=-1", "backend=megatron"),
+        "must be an integer >= 0 (verl's default is the int 0); verl 0.9.1 would quietly train every parameter",
+    ),
+    (("actor_rollout_ref.rollout.agent.num_workers=0",), "splitting the batch over no workers"),
+    (("reward.num_workers=-1",), "must be an integer >= 1 (verl's RewardConfig.num_workers is int); verl 0.9.1 would"),
+    (
+        ("actor_rollout_ref.rollout.agent.default_agent_loop=tool_agnet",),
+        "tool_agnet is not one of the agent loops verl registers (experimental/agent_loop): single_turn_agent, "
+        "tool_agent; verl 0.9.1 would fail at the first rollout",
+    ),
+    (
+        ("algorithm.rollout_correction.rollout_is=tokenn",),
+        "tokenn is not one of verl's importance-sampling levels (trainer/ppo/rollout_corr_helper.py; null for none): "
+        "sequence, token",
+    ),
+    (
+        ("algorithm.pf_ppo.reweight_method=poww", "algorithm.use_pf_ppo=true"),
+        "poww is not one of verl's PF-PPO reweighting methods (core_algos.compute_pf_ppo_reweight_data): max_min, "
+        "max_random, pow",
+    ),
+    (("data.seed=abc",), "data.seed=abc: must be an integer >= 0 or null"),
+    (("critic.ppo_epochs=0", "algorithm.adv_estimator=gae"), "verl 0.9.1 would run it, never updating the critic"),
+    (
+        ("critic.fsdp.ulysses_sequence_parallel_size=3", "algorithm.adv_estimator=gae"),
+        "critic.fsdp.ulysses_sequence_parallel_size (3) does not divide 8 GPUs",
+    ),
+    (
+        ("critic.ulysses_sequence_parallel_size=2", "algorithm.adv_estimator=gae"),
+        "unlike the actor's, never copies this deprecated key there, so the critic would run with SP 1: write "
+        "critic.fsdp.ulysses_sequence_parallel_size=2 instead",
+    ),
 ]
 
 

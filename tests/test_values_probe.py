@@ -14,3 +14,19 @@ def test_a_legacy_reward_model_key_that_moved_is_still_named_where_verl_has_it(c
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert "write reward.sandbox_fusion.url=..." in line, line
+
+
+def test_the_new_checks_leave_what_verl_runs_as_asked_to_plan(cli, tmp_path: Path):
+    """Each new check judges only where verl reads the key: PF-PPO's method only with algorithm.use_pf_ppo, the
+    critic's Ulysses size where the deprecated key agrees with its engine's, a whole seed, a known schedule."""
+    result = cli(
+        "algorithm.adv_estimator=gae",
+        "critic.ulysses_sequence_parallel_size=2",
+        "critic.fsdp.ulysses_sequence_parallel_size=2",
+        "critic.ppo_mini_batch_size=64",
+        "data.seed=7",
+        "algorithm.pf_ppo.reweight_method=poww",
+        "actor_rollout_ref.actor.optim.warmup_style=cosine",
+        "launch.dry_run=true",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -733,10 +733,11 @@ def rows_unused(cfg: DictConfig, file: DataFile) -> bool:
     return not (cfg.data.get("filter_overlong_prompts") and file.column == str(cfg.data.prompt_key))
 
 
-def validates(cfg: DictConfig) -> bool:
+def validates(cfg: DictConfig | Mapping[str, Any]) -> bool:
     """verl scores the validation files only where it validates: before training (trainer.val_before_train) or
-    every trainer.test_freq steps (ray_trainer/trainer_base: test_freq > 0)."""
-    return bool(cfg.trainer.get("val_before_train", True)) or int(cfg.trainer.get("test_freq") or -1) > 0
+    every trainer.test_freq steps (ray_trainer/trainer_base: test_freq > 0). `cfg`: the config, or the plan's verl."""
+    trainer = cfg["trainer"]
+    return bool(trainer.get("val_before_train", True)) or int(trainer.get("test_freq") or -1) > 0
 
 
 def judge_overlong_filter(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
@@ -834,6 +835,7 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
     weights = local_weights_problem(path, cfg.actor_rollout_ref.actor.get("megatron") or {})
     if weights:
         findings.problems.append(("model", weights))
+    findings.problems += [("model", problem) for problem in model_path_problems(cfg, plan) if problem]
     offline = job_environment(cfg).get("HF_HUB_OFFLINE", "").lower() in OFFLINE_VALUES
     snapshot = facts.hub_snapshot
     if offline and snapshot is not None and snapshot.missing and not is_local_path(path):
@@ -847,7 +849,81 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
         )
 
 
-def local_weights_problem(path: str, megatron: Mapping[str, Any]) -> str | None:
+def model_path_problems(cfg: DictConfig, plan: Plan) -> list[str | None]:
+    """The other paths verl's workers load a model's parts from as they build it (workers/config/model.py
+    HFModelConfig, engine/fsdp/transformer_impl.py): the tokenizer, the modules of external_lib, a LoRA adapter
+    (where LoRA is on), and the critic's own model where verl trains one. A hub id is fetched in the job (the HF
+    cache check covers offline jobs): only local paths are judged here, as the actor's is."""
+    roles = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
+    if trains_critic(cfg):
+        roles.append(("critic.model", cfg.critic.model))
+    problems: list[str | None] = []
+    for prefix, model in roles:
+        if prefix == "critic.model":
+            critic = str(model.path)
+            problems.append(missing_local_path(f"{prefix}.path", critic, "the critic's model"))
+            if critic != str(cfg.actor_rollout_ref.model.path) and Path(critic).expanduser().is_dir():
+                problems.append(local_weights_problem(critic, cfg.critic.get("megatron") or {}, f"{prefix}.path"))
+        tokenizer = model.get("tokenizer_path")
+        if tokenizer is not None:
+            problems.append(missing_local_path(f"{prefix}.tokenizer_path", str(tokenizer), "the tokenizer"))
+        problems.append(external_lib_problem(f"{prefix}.external_lib", model.get("external_lib"), plan))
+        if int(model.get("lora_rank") or 0) > 0 and model.get("lora_adapter_path") is not None:
+            problems.append(lora_adapter_problem(f"{prefix}.lora_adapter_path", str(model.lora_adapter_path)))
+    return problems
+
+
+def missing_local_path(key: str, path: str, what: str) -> str | None:
+    """A local path (as is_local_path reads one: the actor's model path is judged so) that names no directory."""
+    if not is_local_path(path) or Path(path).expanduser().is_dir():
+        return None
+    found = "a file" if Path(path).expanduser().exists() else "nothing"
+    return f"{key}={path} names {found} here, and verl's workers load {what} from it as they start: fix the path"
+
+
+# what peft's PeftModel.from_pretrained reads first of an adapter directory
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def lora_adapter_problem(key: str, path: str) -> str | None:
+    """verl loads the adapter with peft (PeftModel.from_pretrained) as the LoRA actor is built."""
+    missing = missing_local_path(key, path, "the LoRA adapter (peft's PeftModel.from_pretrained)")
+    if missing or not is_local_path(path) or (Path(path).expanduser() / ADAPTER_CONFIG).is_file():
+        return missing
+    return (
+        f"{key}={path} holds no {ADAPTER_CONFIG}, which peft reads as verl builds the LoRA actor: point it at the "
+        "directory a LoRA adapter was saved to (save_pretrained)"
+    )
+
+
+def external_lib_problem(key: str, value: Any, plan: Plan) -> str | None:
+    """verl imports each module of external_lib by name as it builds the model config (utils/import_utils.py
+    import_external_libs), in the job's Python, which starts in the code snapshot: a top-level package neither this
+    Python nor the checkout has fails the job. A container's Python is another: not judged from here."""
+    if value is None or plan.container:
+        return None
+    from importlib.machinery import PathFinder
+    from importlib.util import find_spec
+
+    from launch.schema import PROJECT_DIR
+
+    for name in file_list(value):
+        top = name.split(".")[0]
+        try:
+            found = find_spec(top) is not None or PathFinder.find_spec(top, [str(PROJECT_DIR)]) is not None
+        except (ImportError, ValueError):  # an empty or relative name
+            found = False
+        if not found:
+            return (
+                f"{key}={name}: no module {top} is installed here or in the checkout, and verl imports it as it "
+                "builds the model (ModuleNotFoundError in the job): install it, or correct the name"
+            )
+    return None
+
+
+def local_weights_problem(
+    path: str, megatron: Mapping[str, Any], key: str = "actor_rollout_ref.model.path"
+) -> str | None:
     """A local model directory verl's workers would load no weights from: from_pretrained raises OSError as the actor
     is built (a Megatron actor reading a dist checkpoint does not load them)."""
     if not is_local_path(path) or not Path(path).expanduser().is_dir() or megatron.get("use_dist_checkpointing"):
@@ -856,8 +932,8 @@ def local_weights_problem(path: str, megatron: Mapping[str, Any]) -> str | None:
     if not missing:
         return None
     return (
-        f"{path} lacks {', '.join(missing)}, which verl's workers load from it (from_pretrained fails as the actor is "
-        "built): copy the model's weight files there, or point actor_rollout_ref.model.path at the complete model"
+        f"{path} lacks {', '.join(missing)}, which verl's workers load from it (from_pretrained fails as the model is "
+        f"built): copy the model's weight files there, or point {key} at the complete model"
     )
 
 
@@ -1224,6 +1300,9 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     problems = [file_problem(verl, key, job) or object_problem(verl, key, job) for key in MODULE_FILES]
     problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
     problems += [resume_checkpoint_problem(verl), checkpoint_dir_problem(verl)]
+    problems.append(output_dir_problem(verl, "trainer.rollout_data_dir", "after the first step's rollout"))
+    if validates(plan.verl):
+        problems.append(output_dir_problem(verl, "trainer.validation_data_dir", "at the first validation"))
     problems += [reward_kwargs_problem(verl, root, job) for root in REWARD_FUNCTIONS]
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
@@ -1240,6 +1319,32 @@ def critic_checks_left_to_the_job(verl: dict[str, Any]) -> list[str]:
     ]
 
 
+def nearest_existing(directory: Path) -> Path | None:
+    """The directory itself where it exists, else its nearest parent that does (the one os.makedirs writes in)."""
+    return next((parent for parent in (directory, *directory.parents) if parent.exists()), None)
+
+
+def output_dir_problem(verl: dict[str, Any], key: str, when: str) -> str | None:
+    """A directory verl's trainer makes and writes to `when` (os.makedirs, then files: trainer_base.py
+    _log_rollout_data, _dump_generations), which it cannot make there: under a file, in a directory this user may
+    not write, on a read-only filesystem or one with no storage (/proc, /sys: root may "write" there, and fails)."""
+    value = select(verl, key)
+    if not value:
+        return None
+    existing = nearest_existing(Path(str(value)).expanduser())
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        why = f"lies under {existing}, a file"
+    else:
+        stat = os.statvfs(existing)
+        writable = os.access(existing, os.W_OK) and not stat.f_flag & os.ST_RDONLY and stat.f_blocks > 0
+        if writable:
+            return None
+        why = f"cannot be made in {existing} (not writable here)"
+    return f"{key}={value} {why}: verl makes it and writes to it {when}, and would fail there; choose a directory"
+
+
 def checkpoint_dir_problem(verl: dict[str, Any]) -> str | None:
     """trainer.default_local_dir under a file: verl's checkpoint manager makes its global_step_<N> folders there
     (os.makedirs) at the first save, after save_freq steps, and fails (NotADirectoryError)."""
@@ -1247,7 +1352,7 @@ def checkpoint_dir_problem(verl: dict[str, Any]) -> str | None:
     if int(trainer.get("save_freq") or -1) <= 0:
         return None
     directory = Path(str(trainer["default_local_dir"])).expanduser()
-    existing = next((parent for parent in (directory, *directory.parents) if parent.exists()), None)
+    existing = nearest_existing(directory)
     if existing is None or existing.is_dir():
         return None
     return (

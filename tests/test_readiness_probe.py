@@ -83,3 +83,52 @@ def test_a_validation_file_is_judged_by_what_verl_reads_of_it_when_it_never_vali
     val.write_text("not parquet")  # the file itself verl loads as the trainer starts
     with pytest.raises(UserError, match=rf"data.val_files file {val} is not readable parquet"):
         submission(tmp_path, *overrides, *never, "data.filter_overlong_prompts=false")
+
+
+def test_the_other_paths_verl_loads_a_model_from_are_judged_as_the_actors_is(tmp_path: Path):
+    """The tokenizer, external_lib's modules, a LoRA adapter and the critic's model: verl's workers load them as
+    they build the model (workers/config/model.py, engine/fsdp/transformer_impl.py), after the job got its GPUs."""
+    overrides = tiny_run(tmp_path)
+    model = next(o for o in overrides if o.startswith("actor_rollout_ref.model.path=")).partition("=")[2]
+    missing = tmp_path / "nowhere"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused = [
+        ("actor_rollout_ref.model.external_lib=no_module_xyz", r"external_lib=no_module_xyz: no module no_module_xyz"),
+        (f"actor_rollout_ref.model.tokenizer_path={missing}", rf"tokenizer_path={missing} names nothing here"),
+        (
+            f"actor_rollout_ref.model.lora_adapter_path={missing}",
+            rf"actor_rollout_ref.model.lora_adapter_path={missing} names nothing here",
+        ),
+        (f"actor_rollout_ref.model.lora_adapter_path={empty}", r"holds no adapter_config.json, which peft reads"),
+    ]
+    lora = ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16"]
+    for override, said in refused:
+        with pytest.raises(UserError, match=rf"{said}.*\[check 'model'"):
+            submission(tmp_path, *overrides, *lora, override)
+    submission(
+        tmp_path,
+        *overrides,
+        "actor_rollout_ref.model.external_lib=json",
+        f"actor_rollout_ref.model.lora_adapter_path={missing}",
+    )  # LoRA off: verl loads no adapter
+    (empty / "config.json").write_text((Path(model) / "config.json").read_text())
+    for critic, said in (
+        (missing, rf"critic.model.path={missing} names nothing here"),
+        (empty, r"point critic.model.path at"),
+    ):
+        with pytest.raises(UserError, match=said):
+            submission(tmp_path, *overrides, "algorithm.adv_estimator=gae", f"critic.model.path={critic}")
+        submission(tmp_path, *overrides, "algorithm.adv_estimator=grpo", f"critic.model.path={critic}")  # no critic
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "proc"])
+def test_a_rollout_data_dir_verl_cannot_make_is_refused(tmp_path: Path, where: str):
+    """verl makes trainer.rollout_data_dir and dumps the rollouts there after the first step (trainer_base.py)."""
+    if where == "proc" and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    directory = tmp_path / "a_file" / "rollouts" if where == "under_a_file" else Path("/proc/rlaunch_rollouts")
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(UserError, match=rf"trainer.rollout_data_dir={directory} .*verl makes it .*\[check 'files'"):
+        submission(tmp_path, *tiny_run(tmp_path), f"trainer.rollout_data_dir={directory}")
+    submission(tmp_path, *tiny_run(tmp_path), f"trainer.rollout_data_dir={tmp_path / 'rollouts'}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from test_readiness import dry_run, hf_cache, submission, tiny_run  # noqa: F401 (hf_cache: an autouse fixture)
-from tiny_assets import guru_rows
+from tiny_assets import guru_rows, make_tiny_model
 
 from launch.errors import UserError
 
@@ -132,3 +132,16 @@ def test_a_rollout_data_dir_verl_cannot_make_is_refused(tmp_path: Path, where: s
     with pytest.raises(UserError, match=rf"trainer.rollout_data_dir={directory} .*verl makes it .*\[check 'files'"):
         submission(tmp_path, *tiny_run(tmp_path), f"trainer.rollout_data_dir={directory}")
     submission(tmp_path, *tiny_run(tmp_path), f"trainer.rollout_data_dir={tmp_path / 'rollouts'}")
+
+
+def test_measuring_prompts_skips_a_row_the_chat_template_cannot_render(tmp_path: Path):
+    """A row past read_data's sample may still lack a role: jinja's UndefinedError skips it as verl's filter does."""
+    from launch.lengths import load_cached_tokenizer, measure_prompt_lengths
+
+    model = make_tiny_model(tmp_path / "model")
+    load_cached_tokenizer.cache_clear()
+    rows = pd.DataFrame({"prompt": [[{"role": "user", "content": "1 plus 1?"}], [{"content": "no role"}]]})
+    rows.to_json(tmp_path / "train.jsonl", orient="records", lines=True)  # parquet would give the role as None
+    reads_role = "{% for m in messages %}{{ m.role + ': ' + m.content }}{% endfor %}"  # Undefined + str raises
+    stats = measure_prompt_lengths([str(tmp_path / "train.jsonl")], str(model), chat_template=reads_role)
+    assert stats is not None and stats.rows == 1

@@ -25,8 +25,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from launch.errors import UserError, closest, deleted_key_message, fork_value_message
 from launch.memory import trains_critic
 from launch.overrides import key_of, parse
-from launch.ranges import SFT_PREFIX, declared_type, select, shown, verl_defaults
-from launch.schema import verl_package_dir
+from launch.ranges import SFT_PREFIX, declared_type, shown
+from launch.schema import select, verl_defaults, verl_package_dir
 from launch.verl_diff import base_config, user_verl_overrides
 
 CORE_ALGOS = "trainer/ppo/core_algos.py"
@@ -227,7 +227,15 @@ class Words:
     required: bool = False  # null is no word verl runs either
 
 
+# the dtype words vLLM's and SGLang's engine arguments both take (verl passes rollout.dtype to them as it is)
+ENGINE_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+
 CHOICES: dict[str, Words] = {
+    "actor_rollout_ref.rollout.dtype": Words(
+        lambda: list(ENGINE_DTYPES),
+        "the dtypes vLLM's and SGLang's engine arguments take",
+        "verl 0.9.1 passes it to the engine as it is, which would refuse it as the rollout server starts",
+    ),
     "algorithm.adv_estimator": Words(
         lambda: sorted(
             set(_enum_values(_tree(CORE_ALGOS)).values()) | set(_decorated_names(CORE_ALGOS, "register_adv_est"))

@@ -194,7 +194,7 @@ def legacy_reward_key_message(key: str, written: str, hint: str) -> str | None:
     root, _, rest = key.partition(".")
     if root != LEGACY_REWARD_ROOT or not rest:
         return None
-    from launch.ranges import select, verl_defaults
+    from launch.schema import select, verl_defaults
 
     if any(select(verl_defaults(), f"{home}.{rest}", _ABSENT) is not _ABSENT for home in REWARD_HOMES):
         return None  # a key that did move (reward_model.sandbox_fusion.url): the moved-key explainer names its place

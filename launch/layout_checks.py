@@ -15,7 +15,7 @@ from typing import Any
 from launch.errors import UserError
 from launch.memory import trains_critic
 from launch.plan import GLOBAL_MICRO_BATCHES
-from launch.ranges import select
+from launch.schema import select
 
 
 class ConfigView(dict):

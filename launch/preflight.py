@@ -58,10 +58,10 @@ from launch.memory import (
 )
 from launch.overrides import as_overrides, keys_of, render_value
 from launch.plan import BATCH_KNOBS, llm_architecture
-from launch.ranges import select
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import refusal, too_close
 from launch.rundir import Plan
+from launch.schema import select
 from launch.steptime import Card, Lengths, forecast
 from launch.verdict import (
     Before,

@@ -26,10 +26,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.errors import UserError
 from launch.memory import trains_critic
-from launch.schema import RlaunchSchema, verl_package_dir
+from launch.schema import RlaunchSchema, select, verl_defaults, verl_package_dir
 
-# verl's whole default config flattened into one file (verl regenerates it from ppo_trainer.yaml and checks it in CI)
-VERL_DEFAULTS_FILE = "trainer/config/_generated_ppo_trainer.yaml"
 NUMBER_TYPES = ("int", "float")
 _ABSENT = object()
 
@@ -118,6 +116,12 @@ LORA_RANGES = {
 }
 # verl splits each batch into chunks, one per worker (agent_loop.py prompts.chunk, reward_loop.py
 # pad_dataproto_to_divisor): 0 or fewer workers fail at the first rollout or the first reward
+# verl passes top_k to the engine's sampling parameters as it is (-1: all tokens); vLLM and SGLang refuse below -1
+TOP_K = Range(
+    -1,
+    integer=True,
+    verl_does="verl 0.9.1 passes it to vLLM's and SGLang's sampling parameters, which refuse it when generating",
+)
 WORKERS = Range(1, verl_does="verl 0.9.1 would fail at the first step, splitting the batch over no workers")
 
 # verl's PPO and SFT trainers alike
@@ -233,6 +237,8 @@ RANGES: dict[str, Range] = {
     "actor_rollout_ref.rollout.n": SIZE,
     "actor_rollout_ref.rollout.temperature": NON_NEGATIVE,
     "actor_rollout_ref.rollout.top_p": FRACTION,
+    "actor_rollout_ref.rollout.top_k": TOP_K,
+    "actor_rollout_ref.rollout.val_kwargs.top_k": TOP_K,
     "actor_rollout_ref.rollout.val_kwargs.n": SIZE,
     "actor_rollout_ref.rollout.val_kwargs.temperature": NON_NEGATIVE,
     "actor_rollout_ref.rollout.val_kwargs.top_p": FRACTION,
@@ -361,14 +367,6 @@ def verl_field_type(target: str, name: str) -> tuple[str, tuple[str, bool]] | No
     return None
 
 
-@cache
-def verl_defaults(base: str = "ppo_trainer") -> dict[str, Any]:
-    """verl's whole default config for a base (ppo_trainer, ppo_megatron_trainer), flattened by verl into one file."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    generated = VERL_DEFAULTS_FILE.replace("ppo_trainer", base)
-    return yaml.load((verl_package_dir() / generated).read_text(), Loader=loader) or {}
-
-
 SFT_BASE = "sft_trainer_engine"  # verl's SFT tree, which algos/rft/sft.py composes stage 3's config over
 
 
@@ -450,16 +448,6 @@ def verl_declared_type(key: str, target: str, defaults: dict[str, Any]) -> KeyTy
         return KeyType("", "")
     kind = kind_of(default)
     return KeyType(kind, f"verl's default is {f'the {kind} {default}' if kind else shown(default)}")
-
-
-def select(node: Any, key: str, default: Any = None) -> Any:
-    """OmegaConf.select on a plain dict (the resolved config verl receives, verl's yaml), without building a
-    DictConfig of the whole tree (~50 ms a job)."""
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
 
 
 # --- the check -----------------------------------------------------------------------------------------------------

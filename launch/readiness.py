@@ -58,9 +58,9 @@ from launch.lengths import (
 )
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written, keys_of
-from launch.ranges import check_ranges, select, shown
+from launch.ranges import check_ranges, shown
 from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem, gib_text
-from launch.schema import RLAUNCH_ROOTS, LaunchSettings, choices_of, verl_package_dir
+from launch.schema import RLAUNCH_ROOTS, LaunchSettings, choices_of, select, verl_package_dir
 from launch.steptime import (
     STARTUP_MIN,
     STEP_TIME_MARGIN,

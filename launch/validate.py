@@ -26,10 +26,9 @@ from launch.facts import Facts, is_local_path
 from launch.job_software import skipped_engine_check
 from launch.layout_checks import ConfigView, check_batches, check_engine_heads, check_megatron, check_rollout_span
 from launch.overrides import holds_interpolation
-from launch.ranges import select
 from launch.readiness import executes, skipped
 from launch.rundir import Plan, Resources
-from launch.schema import LaunchSettings, choices_of
+from launch.schema import LaunchSettings, choices_of, select
 from launch.verl_diff import leaves
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")

@@ -37,9 +37,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from launch.compose_once import interpolation_read_paths
 from launch.errors import closest
 from launch.overrides import find, holds_interpolation, key_of, parse, value_in
-from launch.ranges import select
 from launch.rundir import Change
-from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, verl_config_source, verl_package_dir
+from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, select, verl_config_source, verl_package_dir
 
 CONF_DIR = PROJECT_DIR / "conf"
 # The groups of conf/config.yaml's defaults list, in its order: a later layer's value wins over an earlier one's.

@@ -56,6 +56,9 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.rollout.val_kwargs.n=0",), "(verl's SamplingConfig.n is int)"),
     (("actor_rollout_ref.rollout.gpu_memory_utilization=1.5",), "must be a number > 0 and <= 1"),
     (("actor_rollout_ref.rollout.top_p=1.01",), "must be a number > 0 and <= 1 (verl's RolloutConfig.top_p is float)"),
+    (("actor_rollout_ref.rollout.top_k=-2",), "must be an integer >= -1 (verl's RolloutConfig.top_k is int)"),
+    (("actor_rollout_ref.rollout.val_kwargs.top_k=-5",), "which refuse it when generating"),
+    (("actor_rollout_ref.rollout.dtype=bf16",), "bfloat16"),
     (("actor_rollout_ref.actor.optim.lr=-1",), "must be a number > 0 (verl's OptimizerConfig.lr is float); verl 0.9.1"),
     (("actor_rollout_ref.actor.optim.lr=0",), "a negative rate climbs the loss"),
     (("actor_rollout_ref.actor.optim.lr=nan",), "must be a number > 0"),
@@ -346,6 +349,7 @@ def test_values_at_the_edges_still_plan(cli, tmp_path: Path):
     edges = {
         "actor_rollout_ref.rollout.gpu_memory_utilization": 1.0,
         "actor_rollout_ref.rollout.top_p": 1.0,
+        "actor_rollout_ref.rollout.top_k": 0,  # vLLM's "disabled"
         "actor_rollout_ref.actor.optim.lr": 1e-9,
         "actor_rollout_ref.actor.clip_ratio": 0.0,
         "actor_rollout_ref.actor.kl_loss_coef": 0.0,

@@ -319,7 +319,8 @@ def test_nodes_whose_ports_are_taken_move_to_a_free_block_and_the_job_runs(slurm
         for squatter in squatters:
             squatter.close()
     log = "".join(path.read_text() for path in sorted(Path(tmp_path).rglob(f"{job_id}_*_log.out")))  # both nodes'
-    next_block = ray_cluster.PORT_BLOCK_STARTS[topology.first_block + 1]
+    # the block after the job id's, wrapping round past the last (a job id of 106, 213, ... has the last block)
+    next_block = ray_cluster.PORT_BLOCK_STARTS[(topology.first_block + 1) % len(ray_cluster.PORT_BLOCK_STARTS)]
     for node, address in zip(("c1", "c2"), addresses, strict=True):
         assert (
             f"rlaunch: a port of block {topology.base_port} is in use on {node} ({address}): "

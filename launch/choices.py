@@ -436,7 +436,7 @@ def check_our_additions(cfg: DictConfig, overrides: Sequence[str]) -> None:
     cluster.gres_types, rft.sft) take new keys. `rft.*` under another algo: only algo=rft's pipeline reads them."""
     import dataclasses
 
-    from launch.schema import RLAUNCH_ROOTS
+    from launch.schema import RLAUNCH_ROOTS, open_table
 
     for override in parse(overrides):
         key = key_of(override)
@@ -450,10 +450,9 @@ def check_our_additions(cfg: DictConfig, overrides: Sequence[str]) -> None:
             continue
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(cfg, parent, default=None)
-        typed = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
-        if typed is None or not dataclasses.is_dataclass(typed):
+        if not isinstance(node, DictConfig) or open_table(node):
             continue
-        names = [item.name for item in dataclasses.fields(typed)]
+        names = [item.name for item in dataclasses.fields(OmegaConf.get_type(node))]  # type: ignore[arg-type]
         if leaf not in names:
             raise UserError(
                 f"{override.input_line}: {parent} has no setting {leaf}{closest(leaf, names)}, and nothing reads a new "

@@ -221,23 +221,14 @@ def _explain_unknown_key(exc: BaseException, cause: BaseException, key_explainer
         message = explainer(full_key)
         if message is not None:
             return message
-    from launch.schema import RLAUNCH_ROOTS
+    from launch.schema import RLAUNCH_ROOTS, open_table
 
     # rlaunch's own settings are typed: a new one would do nothing; its open tables (cluster.env, rft.sft) take one
-    if full_key.split(".", 1)[0] in RLAUNCH_ROOTS and not _open_table(parent):
+    if full_key.split(".", 1)[0] in RLAUNCH_ROOTS and not open_table(parent):
         match = difflib.get_close_matches(str(missing), siblings, n=1, cutoff=0.6)
         meant = f" (did you mean '{full_key.rpartition('.')[0]}.{match[0]}'?)" if match else ""
         return f"unknown key '{full_key}'{meant}: rlaunch has no such setting (python launch/run.py --help lists them)"
     return f"unknown key '{full_key}'{hint}: fix the spelling, or add a new key on purpose with +{full_key}=..."
-
-
-def _open_table(node: object) -> bool:
-    """A mapping of ours without a schema (cluster.env, cluster.sbatch_extra, rft.sft.*): any key is the user's."""
-    import dataclasses
-
-    from omegaconf import DictConfig, OmegaConf
-
-    return isinstance(node, DictConfig) and not dataclasses.is_dataclass(OmegaConf.get_type(node))
 
 
 def _causes(exc: BaseException) -> Iterable[BaseException]:

@@ -9,14 +9,14 @@ verl's own tree, which verl's yaml files and dataclasses own.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from algos.rft.settings import RftSettings
 
@@ -261,6 +261,12 @@ def verl_package_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
     return Path(spec.submodule_search_locations[0])
+
+
+def open_table(node: object) -> bool:
+    """A mapping of ours without a schema (cluster.env, cluster.sbatch_extra, rft.sft.*): any key is the user's; a
+    node of a settings dataclass takes only its fields."""
+    return isinstance(node, DictConfig) and not is_dataclass(OmegaConf.get_type(node))
 
 
 # verl's whole default config flattened into one file (verl regenerates it from ppo_trainer.yaml and checks it in CI)

@@ -43,8 +43,6 @@ from typing import Any
 from launch.memory import (
     FRAGMENTATION,
     GIB,
-    HOST_BASE_GIB_PER_NODE,
-    HOST_GIB_PER_GPU_PROCESS,
     NON_TORCH_GIB,
     OUTSIDE_TORCH_TERMS,
     STATE_TERMS,
@@ -56,6 +54,7 @@ from launch.memory import (
     TrainerBeside,
     entropy_bytes,
     logits_bytes,
+    node_terms,
     rollout_phase,
     trains_critic,
 )
@@ -748,22 +747,44 @@ def estimate(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, capacity
     ]
 
 
-def host_ram_per_node(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) -> float:
-    """GiB of host RAM one node needs: what each GPU offloads (its worst stage's params, optimizer state and
-    the hybrid optimizer's CPU share with its fp32 gradient copy, the ref's params), the sleeping engine's
-    weights, the processes, the loader and Ray."""
-    per_gpu = 0.0
+def host_ram_terms(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) -> tuple[Term, ...]:
+    """Host RAM one node needs, by what holds it (GiB per node; each term's note the setting that removes or shrinks
+    it): what each GPU offloads at the worst stage (its params, optimizer state, the hybrid optimizer's CPU share with
+    its fp32 gradient copy, the ref's params), the sleeping engines' weights, one process per GPU, and the node's
+    share (Ray, the driver, the loader)."""
+    per_node = knobs.gpus_per_node
+    worst: list[tuple[str, float, str]] = []
     for actor, ref in paired(arch, megatron):
         held = states(megatron, actor, ref)
-        offloaded = held.params if megatron.param_offload else 0.0
-        offloaded += held.optimizer if megatron.optimizer_offload else 0.0
         # the hybrid optimizer steps its share on the CPU, from an fp32 copy of that share's gradients
-        offloaded += held.optimizer_on_host + FP32_BYTES * held.optimizer_shard * megatron.optimizer_cpu_fraction
-        offloaded += held.ref_params if knobs.ref_model and megatron.ref_param_offload else 0.0
-        per_gpu = max(per_gpu, offloaded)
-    if knobs.engine_weights_in_host_ram:
-        per_gpu += arch.params * PARAM_BYTES / knobs.rollout_tp
-    return knobs.gpus_per_node * (per_gpu / GIB + HOST_GIB_PER_GPU_PROCESS) + HOST_BASE_GIB_PER_NODE
+        hybrid = held.optimizer_on_host + FP32_BYTES * held.optimizer_shard * megatron.optimizer_cpu_fraction
+        stage = [
+            (
+                "the actor's offloaded params",
+                held.params if megatron.param_offload else 0.0,
+                "actor_rollout_ref.actor.megatron.param_offload=false",
+            ),
+            (
+                "the actor's offloaded optimizer state",
+                held.optimizer if megatron.optimizer_offload else 0.0,
+                "actor_rollout_ref.actor.megatron.optimizer_offload=false",
+            ),
+            (
+                "the hybrid optimizer's CPU share",
+                hybrid,
+                "a smaller actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction",
+            ),
+            (
+                "the reference's offloaded params",
+                held.ref_params if knobs.ref_model and megatron.ref_param_offload else 0.0,
+                "actor_rollout_ref.ref.megatron.param_offload=false",
+            ),
+        ]
+        if sum(part for _, part, _ in stage) > sum(part for _, part, _ in worst):
+            worst = stage
+    terms = [Term(name, per_node * per_gpu / GIB, setting) for name, per_gpu, setting in worst if per_gpu]
+    engine_weights = per_node * arch.params * PARAM_BYTES / knobs.rollout_tp / GIB
+    return (*terms, *node_terms(per_node, engine_weights if knobs.engine_weights_in_host_ram else 0.0))
 
 
 def not_modelled(knobs: Knobs, megatron: MegatronKnobs) -> list[str]:
@@ -785,7 +806,7 @@ def summarize(
     phases = estimate(arch, knobs, megatron, capacity_gib)
     return Verdict.of(
         phases,
-        host_ram_per_node(arch, knobs, megatron),
+        host_ram_terms(arch, knobs, megatron),
         Predicted.at(arch, knobs, bf16_tflops),
         policy,
         not_counted=tuple(not_modelled(knobs, megatron)),

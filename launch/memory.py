@@ -86,6 +86,29 @@ ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 24.0  # vLLM/SGLang prefill working s
 HOST_BASE_GIB_PER_NODE = 16.0  # Ray head/raylet, the driver, TransferQueue, the data loader
 HOST_GIB_PER_GPU_PROCESS = 6.0  # one worker process per GPU: CUDA/torch/vLLM libraries, pinned buffers
 
+# verl key of each knob a fix or tune may set
+KNOB_KEYS = {
+    "engine_fraction": "actor_rollout_ref.rollout.gpu_memory_utilization",
+    "checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+    "fused_kernels": "actor_rollout_ref.model.use_fused_kernels",
+    "train_tokens": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "logprob_tokens": "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+    "micro_batch": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "logprob_micro_batch": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    "optimizer_offload": "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+    "param_offload": "actor_rollout_ref.actor.fsdp_config.param_offload",
+    "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "max_num_seqs": "actor_rollout_ref.rollout.max_num_seqs",
+    "engine_max_model_len": "actor_rollout_ref.rollout.max_model_len",
+    "nnodes": "trainer.nnodes",
+    "gpus_per_node": "trainer.n_gpus_per_node",
+    "ref_param_offload": "actor_rollout_ref.ref.fsdp_config.param_offload",
+    # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list
+    "critic_param_offload": "critic.fsdp.param_offload",
+    "critic_optimizer_offload": "critic.fsdp.optimizer_offload",
+    "critic_tokens": "+critic.ppo_infer_max_token_len_per_gpu",
+}
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -959,20 +982,56 @@ def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float, beside:
     return Phase("rollout", terms, capacity_gib, tuple(notes), failure)
 
 
-def host_ram_per_node(arch: Architecture, knobs: Knobs) -> float:
-    """GiB of host RAM one node needs: offloaded states, the sleeping engine's weights, processes, loader, Ray."""
+def host_ram_terms(arch: Architecture, knobs: Knobs) -> tuple[Term, ...]:
+    """Host RAM one node needs, by what holds it (GiB per node; each term's note the setting that removes or shrinks
+    it): offloaded states, the sleeping engines' weights, one process per GPU, and the node's share (Ray, the driver,
+    the loader)."""
+    per_node = knobs.gpus_per_node
     states = model_states(arch, knobs)
-    per_gpu = 0.0
-    per_gpu += states["params"] if knobs.param_offload else 0.0
-    per_gpu += states["optimizer"] if knobs.optimizer_offload else 0.0
-    per_gpu += arch.params * 2 / knobs.shard_group if knobs.ref_model and knobs.ref_param_offload else 0.0
-    if knobs.engine_weights_in_host_ram:  # sleep level 1 (older vLLM, SGLang); level 2 drops them
-        per_gpu += arch.params * 2 / knobs.rollout_tp
-    if knobs.critic:
-        critic = critic_states(arch, knobs)
-        per_gpu += critic["params"] if knobs.critic_param_offload else 0.0
-        per_gpu += critic["optimizer"] if knobs.critic_optimizer_offload else 0.0
-    return knobs.gpus_per_node * (_gib(per_gpu) + HOST_GIB_PER_GPU_PROCESS) + HOST_BASE_GIB_PER_NODE
+    critic = critic_states(arch, knobs) if knobs.critic else {"params": 0.0, "optimizer": 0.0}
+    offloads = (
+        ("the actor's offloaded params", states["params"], "param_offload"),
+        ("the actor's offloaded optimizer state", states["optimizer"], "optimizer_offload"),
+        (
+            "the reference's offloaded params",
+            arch.params * 2 / knobs.shard_group if knobs.ref_model else 0.0,
+            "ref_param_offload",
+        ),
+        ("the critic's offloaded params", critic["params"], "critic_param_offload"),
+        ("the critic's offloaded optimizer state", critic["optimizer"], "critic_optimizer_offload"),
+    )
+    terms = [
+        Term(name, per_node * _gib(per_gpu), f"{KNOB_KEYS[knob]}=false")
+        for name, per_gpu, knob in offloads
+        if per_gpu and getattr(knobs, knob)
+    ]
+    engine_weights = per_node * _gib(arch.params * 2 / knobs.rollout_tp) if knobs.engine_weights_in_host_ram else 0.0
+    return (*terms, *node_terms(per_node, engine_weights))
+
+
+def node_terms(gpus_per_node: int, engine_weights_gib: float) -> tuple[Term, ...]:
+    """The host-RAM terms every backend's node has: the sleeping engines' weights (sleep level 1: older vLLM,
+    SGLang; 0 at level 2, which drops them), one process per GPU, and Ray, the driver and the loader."""
+    engine = Term(
+        f"{gpus_per_node} sleeping engine shard(s)' weights",
+        engine_weights_gib,
+        f"a larger {KNOB_KEYS['rollout_tp']} (each GPU keeps 1/TP of the weights), or vLLM >= 0.18, which drops them "
+        "asleep (cluster.engine_version says what the job runs)",
+    )
+    return (
+        *((engine,) if engine_weights_gib else ()),
+        Term(
+            f"{gpus_per_node} worker processes",
+            gpus_per_node * HOST_GIB_PER_GPU_PROCESS,
+            f"fewer {KNOB_KEYS['gpus_per_node']}",
+        ),
+        Term("Ray, the driver and the loader", HOST_BASE_GIB_PER_NODE),
+    )
+
+
+def host_ram_per_node(arch: Architecture, knobs: Knobs) -> float:
+    """GiB of host RAM one node needs (host_ram_terms, summed)."""
+    return sum(term.gib for term in host_ram_terms(arch, knobs))
 
 
 def estimate(arch: Architecture, knobs: Knobs, capacity_gib: float) -> list[Phase]:

@@ -77,21 +77,30 @@ def llm_architecture(cfg: DictConfig, facts: Facts, overrides: list[str]) -> tup
     return {**used, "source": source}, warnings
 
 
-def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -> tuple[int, str]:
+HOST_RAM_MARGIN = 1.2  # --mem over the preflight's host-RAM estimate: the estimate is not exact, SLURM's cgroup is
+
+
+def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -> int:
     """--mem: the profile's host share (already capped at the node), never below 1.2 x the preflight's host-RAM
-    estimate; an error text when even that exceeds the node."""
-    needed = math.ceil(1.2 * estimate_gib)
-    if node_gib is not None and needed > node_gib:
-        return share_gb, (
-            f"host RAM: 1.2 x the estimate {estimate_gib:.0f} GiB = {needed} GiB exceeds the node's {node_gib:g} GiB: "
-            "turn param/optimizer offload off, use fewer GPUs per node, or a partition with bigger nodes"
-        )
-    return max(share_gb, needed), ""
+    estimate where the node has that much (where it has not, the plan says so: node_short_of_host_ram)."""
+    needed = math.ceil(HOST_RAM_MARGIN * estimate_gib)
+    return share_gb if node_gib and needed > node_gib else max(share_gb, needed)
+
+
+def node_short_of_host_ram(cfg: DictConfig, facts: Facts, host_ram_gib: float | None) -> float | None:
+    """The node's GiB where 1.2 x the preflight's host-RAM estimate exceeds it; None where it does not, where
+    cluster.mem_gb was given (validate checks that against the node) or nothing says the node's size."""
+    partition = facts.partition
+    if cfg.cluster.get("mem_gb") or host_ram_gib is None or partition is None or not partition.mem_gib_per_node:
+        return None
+    return (
+        partition.mem_gib_per_node if math.ceil(HOST_RAM_MARGIN * host_ram_gib) > partition.mem_gib_per_node else None
+    )
 
 
 def make_resources(cfg: DictConfig, facts: Facts, host_ram_gib: float | None = None) -> Resources:
     """`host_ram_gib`: the preflight's host-RAM estimate per node, when it judged the run: --mem never below 1.2 x
-    it (refused when the node cannot give that), unless cluster.mem_gb says otherwise."""
+    it where the node has that much, unless cluster.mem_gb says otherwise."""
     gpu, trainer, partition, cluster = cfg.gpu, cfg.trainer, facts.partition, cfg.cluster
     gpus_per_node = int(trainer.n_gpus_per_node)
     # The profile's typical node share, capped at what the partition's nodes have; an explicit cluster.cpus_per_task
@@ -105,10 +114,7 @@ def make_resources(cfg: DictConfig, facts: Facts, host_ram_gib: float | None = N
     if cluster.get("mem_gb"):
         mem_gb = int(cluster.mem_gb)
     elif host_ram_gib is not None:
-        node_gib = partition.mem_gib_per_node if partition is not None else None
-        mem_gb, problem = host_memory_gb(mem_gb, host_ram_gib, node_gib)
-        if problem:
-            raise UserError(problem)
+        mem_gb = host_memory_gb(mem_gb, host_ram_gib, partition.mem_gib_per_node if partition is not None else None)
     site_type = cfg.cluster.get("gres_types", {}).get(gpu.name)
     typed = site_type or (gpu.gres_type if partition is not None and partition.gres_type else None)
     gres = f"gpu:{typed}:{gpus_per_node}" if typed else f"gpu:{gpus_per_node}"
@@ -427,7 +433,8 @@ def make_plan(
         )
     worker_env = make_worker_env(cfg) | tracking_env(cfg, facts, sweep_id, run_id, run_dir)
     execution, reason = decide_execution(cfg, facts)
-    resources = make_resources(cfg, facts, verdict.host_ram_gib_per_node if verdict is not None else None)
+    host_ram_gib = verdict.host_ram_gib_per_node if verdict is not None else None
+    resources = make_resources(cfg, facts, host_ram_gib)
     verl = make_verl_config(resolved if resolved is not None else full_resolution(cfg), run_dir, worker_env)
     code_dir = None
     if cfg.cluster.get("snapshot") and facts.code is not None:
@@ -482,4 +489,5 @@ def make_plan(
         preflight=verdict,
         time=time,
         cluster_identity=cluster_identity(cfg),
+        node_short_of_host_ram_gib=node_short_of_host_ram(cfg, facts, host_ram_gib),
     )

@@ -40,6 +40,7 @@ from launch.megatron_memory import MegatronKnobs, fixes_beyond
 from launch.megatron_memory import estimate as megatron_estimate
 from launch.megatron_memory import summarize as megatron_summary
 from launch.memory import (
+    KNOB_KEYS,
     Architecture,
     Knobs,
     Phase,
@@ -49,6 +50,7 @@ from launch.memory import (
     estimate,
     foreach_optimizer,
     host_ram_per_node,
+    host_ram_terms,
     kv_per_sequence_gib,
     micro_batch_tokens,
     predicted_mfu,
@@ -59,7 +61,7 @@ from launch.memory import (
 from launch.overrides import as_overrides, keys_of, render_value
 from launch.plan import BATCH_KNOBS, llm_architecture
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
-from launch.render import refusal, too_close
+from launch.render import host_ram_refusal, refusal, too_close
 from launch.rundir import Plan
 from launch.schema import select
 from launch.steptime import Card, Lengths, forecast
@@ -83,28 +85,7 @@ TYPICAL_FRACTION = 0.5  # without lengths of the run's own (launch/lengths.py): 
 NODE_GPUS = 8  # the usual node a GPU profile describes: a run of a partial node grows to one before adding nodes
 MAX_NODES = 64  # the GPU-count search stops here (512 GPUs of 8-GPU nodes)
 
-# verl key of each knob a fix or tune may set
-KEYS = {
-    "engine_fraction": "actor_rollout_ref.rollout.gpu_memory_utilization",
-    "checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
-    "fused_kernels": "actor_rollout_ref.model.use_fused_kernels",
-    "train_tokens": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
-    "logprob_tokens": "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
-    "micro_batch": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-    "logprob_micro_batch": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-    "optimizer_offload": "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
-    "param_offload": "actor_rollout_ref.actor.fsdp_config.param_offload",
-    "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
-    "max_num_seqs": "actor_rollout_ref.rollout.max_num_seqs",
-    "engine_max_model_len": "actor_rollout_ref.rollout.max_model_len",
-    "nnodes": "trainer.nnodes",
-    "gpus_per_node": "trainer.n_gpus_per_node",
-    "ref_param_offload": "actor_rollout_ref.ref.fsdp_config.param_offload",
-    # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list
-    "critic_param_offload": "critic.fsdp.param_offload",
-    "critic_optimizer_offload": "critic.fsdp.optimizer_offload",
-    "critic_tokens": "+critic.ppo_infer_max_token_len_per_gpu",
-}
+KEYS = KNOB_KEYS  # verl key of each knob a fix or tune may set
 
 REF_KEYS = {
     "logprob_tokens": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
@@ -627,7 +608,7 @@ def tune(
 def summarize(arch: Architecture, knobs: Knobs, capacity: float, bf16_tflops: float, policy: str) -> Verdict:
     """The verdict's own part: each phase against the card, and the predicted throughput."""
     phases = phases_of(arch, knobs, capacity)
-    return Verdict.of(phases, host_ram_per_node(arch, knobs), Predicted.at(arch, knobs, bf16_tflops), policy)
+    return Verdict.of(phases, host_ram_terms(arch, knobs), Predicted.at(arch, knobs, bf16_tflops), policy)
 
 
 def run(
@@ -1105,21 +1086,22 @@ def settle(
 
 
 def gate(plans: list[Plan], policy: str) -> list[str]:
-    """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit (one
-    UserError, the cheapest fix first), `warn` returns the same message for each as a warning; `fix` and `tune` have
-    already changed the config before it was planned (settle) and refuse what still does not fit, `off` judged
-    nothing."""
+    """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit, on the GPU
+    or in the node's host RAM (one UserError, the cheapest fix first), `warn` returns the same message for each as a
+    warning; `fix` and `tune` have already changed the config before it was planned (settle) and refuse what still
+    does not fit, `off` judged nothing."""
     judged = [(plan.job_name, plan.preflight) for plan in plans if plan.preflight is not None]
     # a Megatron misfit within its estimate's margin is not called: queued with a warning, whatever the policy
     undecided = [too_close(verdict, job) for job, verdict in judged if verdict.too_close_to_call]
-    misfits = [(job, verdict) for job, verdict in judged if not verdict.fits and not verdict.too_close_to_call]
-    # fix and tune have changed what they could: a misfit left (every fix touches a key the user set) is refused too
+    verb = "warns" if policy == "warn" else "refuses"
+    misfits = [
+        refusal(verdict, job, verb) for job, verdict in judged if not verdict.fits and not verdict.too_close_to_call
+    ]
+    # host RAM is no knob fix or tune changes: a node short of it is refused under each, warned under warn
+    misfits += [host_ram_refusal(plan, verb) for plan in plans if plan.node_short_of_host_ram_gib is not None]
     if policy in ("fail", "fix", "tune") and misfits:
-        job, verdict = misfits[0]
-        raise UserError(refusal(verdict, job))
-    if policy == "warn":
-        return undecided + [refusal(verdict, job, verb="warns") for job, verdict in misfits]
-    return undecided
+        raise UserError(misfits[0])
+    return undecided + misfits if policy == "warn" else undecided
 
 
 # --- what-if questions of the report ---------------------------------------------------------------------------------

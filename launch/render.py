@@ -9,6 +9,7 @@ text a plan is shown as; the plan (launch/plan.py), the preflight (launch/prefli
 from __future__ import annotations
 
 import json
+import math
 import shlex
 
 from launch.container import describe as describe_container
@@ -16,7 +17,7 @@ from launch.facts import borrowed_positions, variant_hint
 from launch.megatron_memory import EDGE as MEGATRON_EDGE
 from launch.megatron_memory import FIXES as MEGATRON_FIXES
 from launch.memory import FSDP_EDGE
-from launch.plan import sync_command
+from launch.plan import HOST_RAM_MARGIN, sync_command
 from launch.rundir import Change, Plan, gib_text
 from launch.steptime import StepTime
 from launch.verdict import CHEAPEST, Verdict
@@ -163,6 +164,8 @@ def render(plan: Plan) -> str:
         )
     else:
         lines += render_preflight(plan.preflight)
+    if plan.node_short_of_host_ram_gib is not None:
+        lines.append(f"  host RAM      DOES NOT FIT: {host_ram_shortfall(plan)}")
     lines += render_step_time(plan.time)
     lines += render_hang_watch(plan)
     lines += render_readiness(plan)
@@ -266,6 +269,26 @@ def render_readiness(plan: Plan) -> list[str]:
             f"disk ({retention}) = {gib_text(disk.needed_gib)} vs {free}"
         )
     return lines
+
+
+def host_ram_shortfall(plan: Plan) -> str:
+    """What holds a node's host RAM where 1.2 x the preflight's estimate exceeds the node
+    (plan.node_short_of_host_ram), largest first, each with the setting that shrinks it."""
+    verdict, node_gib = plan.preflight, plan.node_short_of_host_ram_gib
+    assert verdict is not None and node_gib is not None
+    where = f"partition {plan.resources.partition}'s" if plan.resources.partition else "the cluster's"
+    held = sorted(verdict.host_ram, key=lambda term: -term.gib)
+    parts = [f"{term.name} {term.gib:g} GiB" + (f" ({term.note})" if term.note else "") for term in held]
+    estimate = verdict.host_ram_gib_per_node
+    return (
+        f"{HOST_RAM_MARGIN:g} x the estimate {estimate:g} GiB = {math.ceil(HOST_RAM_MARGIN * estimate)} GiB per node "
+        f"exceeds {where} {node_gib:g} GiB nodes: {'; '.join(parts)}; or a partition with bigger nodes "
+        "(cluster.partition)"
+    )
+
+
+def host_ram_refusal(plan: Plan, verb: str = "refuses") -> str:
+    return f"preflight {verb} {plan.job_name}: host RAM: {host_ram_shortfall(plan)}"
 
 
 def refusal(verdict: Verdict, job: str, verb: str = "refuses") -> str:

@@ -226,6 +226,8 @@ class Plan:
     time: StepTime | None = None
     # the cluster it runs on (calibration.cluster_identity): its measured steps calibrate that cluster's plans only
     cluster_identity: str = ""
+    # the node's GiB where 1.2 x the preflight's host-RAM estimate exceeds it (plan.node_short_of_host_ram)
+    node_short_of_host_ram_gib: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl

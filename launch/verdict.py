@@ -18,6 +18,7 @@ from launch.memory import (
     Edge,
     Knobs,
     Phase,
+    Term,
     flops_per_token,
     predicted_mfu,
 )
@@ -267,6 +268,8 @@ class Verdict:
     host_ram_gib_per_node: float
     predicted: Predicted
     policy: str  # launch.preflight
+    # what holds the host RAM per node (memory.host_ram_terms), each term's note the setting that shrinks it
+    host_ram: tuple[Term, ...] = ()
     fixes: tuple[FixReport, ...] = ()  # every single fix, cheapest first
     first_fitting_fixes: tuple[str, ...] = ()  # the first cumulative set that fits, as key=value (advice)
     unfixable_without_your_keys: bool = False  # every set that fits changes a key the user set
@@ -287,7 +290,7 @@ class Verdict:
     def of(
         cls,
         phases: list[Phase],
-        host_ram_gib_per_node: float,
+        host_ram: tuple[Term, ...],
         predicted: Predicted,
         policy: str,
         edge: Edge = FSDP_EDGE,
@@ -300,7 +303,8 @@ class Verdict:
             misfit=next((phase.name for phase in phases if not phase.fits), None),
             phases={phase.name: PhasePeak.of(phase) for phase in phases},
             arithmetic=tuple(phase.arithmetic() for phase in phases),
-            host_ram_gib_per_node=round(host_ram_gib_per_node, 1),
+            host_ram_gib_per_node=round(sum(term.gib for term in host_ram), 1),
+            host_ram=tuple(Term(term.name, round(term.gib, 1), term.note) for term in host_ram),
             predicted=predicted,
             policy=policy,
             at_the_edge=tuple(edge.phases_at(phases)),
@@ -371,6 +375,7 @@ class Verdict:
             "phases": {name: phase.to_dict() for name, phase in self.phases.items()},
             "arithmetic": list(self.arithmetic),
             "host_ram_gib_per_node": self.host_ram_gib_per_node,
+            "host_ram": [asdict(term) for term in self.host_ram],
             "predicted": self.predicted.to_dict(),
             "policy": self.policy,
         }
@@ -409,6 +414,7 @@ class Verdict:
             phases={name: PhasePeak.from_dict(phase) for name, phase in data["phases"].items()},
             arithmetic=tuple(data["arithmetic"]),
             host_ram_gib_per_node=data["host_ram_gib_per_node"],
+            host_ram=tuple(Term(**term) for term in data.get("host_ram") or ()),
             predicted=Predicted.from_dict(data["predicted"]),
             policy=data["policy"],
             fixes=tuple(FixReport.from_dict(fix) for fix in data.get("fixes") or ()),

@@ -17,10 +17,14 @@ from omegaconf import open_dict
 
 from bench.preflight_accuracy import load_cases
 from launch import memory, preflight
+from launch.compose_once import full_resolution
 from launch.errors import UserError
+from launch.facts import PartitionFacts
 from launch.gpu import load_profiles
 from launch.memory import GIB, Architecture, Knobs
-from launch.plan import host_memory_gb, make_plan
+from launch.plan import host_memory_gb, llm_architecture, make_plan
+from launch.render import render
+from launch.rundir import Plan
 from launch.verdict import Verdict
 
 GPU_MEASUREMENTS = json.loads((Path(__file__).parent / "data" / "gpu_memory_h100.json").read_text())
@@ -171,10 +175,55 @@ def test_host_ram_counts_offloaded_states_and_sleeping_engine():
     assert base == pytest.approx(
         8 * (QWEN_7B.params * 2 / GIB + memory.HOST_GIB_PER_GPU_PROCESS) + memory.HOST_BASE_GIB_PER_NODE
     )
-    assert host_memory_gb(256, 300.0, 1000.0) == (360, "")
-    assert host_memory_gb(512, 300.0, 1000.0) == (512, "")
-    mem, problem = host_memory_gb(256, 900.0, 1000.0)
-    assert problem.startswith("host RAM: 1.2 x the estimate 900 GiB = 1080 GiB exceeds the node's 1000 GiB")
+    assert host_memory_gb(256, 300.0, 1000.0) == 360  # never below 1.2 x the estimate
+    assert host_memory_gb(512, 300.0, 1000.0) == 512
+    assert host_memory_gb(256, 900.0, 1000.0) == 256  # the node cannot give 1080: the plan says so instead
+
+
+def test_host_ram_terms_sum_to_the_estimate_and_name_the_setting_that_shrinks_each():
+    offloaded = knobs(param_offload=True, optimizer_offload=True)
+    terms = memory.host_ram_terms(QWEN_7B, offloaded)
+    assert sum(term.gib for term in terms) == pytest.approx(memory.host_ram_per_node(QWEN_7B, offloaded))
+    notes = {term.name: term.note for term in terms}
+    assert notes["the actor's offloaded params"] == "actor_rollout_ref.actor.fsdp_config.param_offload=false"
+    assert "the actor's offloaded params" not in {term.name for term in memory.host_ram_terms(QWEN_7B, knobs())}
+    assert "tensor_model_parallel_size" in notes["8 sleeping engine shard(s)' weights"]
+
+
+def host_ram_plans(node_gib: float, *overrides: str) -> list:
+    partition = PartitionFacts("small", 128, node_gib, 8, None, None, 2)
+    cfg = compose_config("cluster=slurm", "gpu=a100_80", *overrides)
+    facts = cpu_facts(partition=partition)
+    verdict, _ = preflight.judge(cfg, full_resolution(cfg), llm_architecture(cfg, facts, list(overrides))[0], [], {})
+    return [make_plan(cfg, facts, list(overrides), Path("/tmp"), "python", verdict=verdict)]
+
+
+def test_a_node_short_of_host_ram_is_shown_in_the_plan_refused_on_submission_and_warned_under_warn():
+    # the default 7B on 8 GPUs: ~178 GiB of host RAM per node (8 sleeping TP-1 engines hold the weights 8 times)
+    (short,) = host_ram_plans(100.0)
+    assert short.node_short_of_host_ram_gib == 100.0 and short.preflight is not None and short.preflight.fits
+    assert short.resources.mem_gb <= 100  # --mem stays what the node has: SLURM would refuse more at submission
+    line = next(line for line in render(short).splitlines() if line.startswith("  host RAM"))
+    assert "DOES NOT FIT" in line and "exceeds partition small's 100 GiB nodes" in line
+    assert line.index("sleeping engine") < line.index("worker processes")  # largest first
+    with pytest.raises(UserError, match=r"^preflight refuses a100_80: host RAM: 1.2 x the estimate"):
+        preflight.gate([short], "fail")
+    with pytest.raises(UserError, match="host RAM"):
+        preflight.gate([short], "fix")
+    (warning,) = preflight.gate([short], "warn")
+    assert warning.startswith("preflight warns a100_80: host RAM")
+    (roomy,) = host_ram_plans(1000.0)
+    assert roomy.node_short_of_host_ram_gib is None and preflight.gate([roomy], "fail") == []
+    (given,) = host_ram_plans(100.0, "cluster.mem_gb=90")  # the user's --mem: validate checks it against the node
+    assert given.node_short_of_host_ram_gib is None and given.resources.mem_gb == 90
+
+
+def test_the_host_ram_terms_round_trip_through_plan_json():
+    (short,) = host_ram_plans(100.0)
+    assert (
+        short.preflight.host_ram
+        and Plan.from_dict(json.loads(json.dumps(short.to_dict()))).preflight.host_ram == short.preflight.host_ram
+    )
 
 
 # --- the estimator against GPU measurements (bench/gpu_memory.py on an H100) --------------------------------------

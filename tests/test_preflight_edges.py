@@ -109,7 +109,7 @@ def verdict_at(*peaks_gib: float, capacity: float = 79.1) -> Verdict:
         Phase(name, (Term("states", peak),), capacity)
         for name, peak in zip(("training", "rollout"), peaks_gib, strict=True)
     ]
-    return Verdict.of(phases, 100.0, Predicted(0.3, 1000, 8192), "fail")
+    return Verdict.of(phases, (Term("offloaded", 100.0),), Predicted(0.3, 1000, 8192), "fail")
 
 
 @pytest.mark.parametrize(

@@ -247,7 +247,7 @@ def test_the_verdict_json_keeps_its_keys_in_order_and_a_misfits_parts_only_for_a
     misfit = planned(*SEED_MISFIT).preflight
     tuned = planned("gpu=a40", "launch.preflight=tune").preflight
     assert fits is not None and misfit is not None and tuned is not None
-    head = ["fits", "misfit", "phases", "arithmetic", "host_ram_gib_per_node", "predicted", "policy"]
+    head = ["fits", "misfit", "phases", "arithmetic", "host_ram_gib_per_node", "host_ram", "predicted", "policy"]
     tail = ["typical", "job_software", "knobs", "not_counted"]
     assert list(fits.to_dict()) == head + tail
     misfit_parts = ["fixes", "first_fitting_fixes", "unfixable_without_your_keys", "fits_with"]
@@ -258,10 +258,10 @@ def test_the_verdict_json_keeps_its_keys_in_order_and_a_misfits_parts_only_for_a
 
 def test_an_older_plan_json_without_the_later_parts_still_reads():
     written = planned("gpu=a100_80").to_dict()["preflight"]
-    for later in ("typical", "job_software", "knobs", "not_counted"):
+    for later in ("typical", "job_software", "knobs", "not_counted", "host_ram"):
         del written[later]
     old = Verdict.from_dict(written)
-    assert old.typical is None and old.knobs is None and old.not_counted == ()
+    assert old.typical is None and old.knobs is None and old.not_counted == () and old.host_ram == ()
     written["knobs"] = {"n_gpus": 8}  # another launcher's knobs: none rather than guessed ones
     assert Verdict.from_dict(written).knobs is None
 

@@ -25,14 +25,19 @@ def auth_headers(token_file: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {Path(token_file).read_text().strip()}"}
 
 
-def refusal(address: str, error: Exception) -> UserError:
-    """What went wrong reaching the cluster, with the fix."""
+def refusal(address: str, error: Exception, token_file: str | None = None) -> UserError:
+    """What went wrong reaching the cluster, with the fix: a token the cluster wants, or rejected (the file given
+    holds another cluster's, or an old one), or a head without its dashboard."""
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    hint = (
-        "set cluster.ray_auth_token_file to the cluster's token"
-        if "uthenticat" in str(error) or "Unauthorized" in str(error)
-        else "start the head with its dashboard (ray start --head --include-dashboard=true) or fix cluster.address"
-    )
+    if "uthenticat" not in str(error) and "Unauthorized" not in str(error):
+        hint = "start the head with its dashboard (ray start --head --include-dashboard=true) or fix cluster.address"
+    elif token_file:
+        hint = (
+            f"it rejected the token in cluster.ray_auth_token_file={token_file}: point it at this cluster's current "
+            "token (the head's, which `ray start` rewrites when the cluster restarts)"
+        )
+    else:
+        hint = "set cluster.ray_auth_token_file to the cluster's token"
     return UserError(f"cannot use the Ray cluster at {address}: {first[:300]}; {hint}")
 
 
@@ -44,7 +49,7 @@ def connect(address: str, token_file: str | None) -> Any:
     try:
         return JobSubmissionClient(address, headers=headers)
     except Exception as error:  # ConnectionError, AuthenticationError, ValueError for a bad address
-        raise refusal(address, error) from None
+        raise refusal(address, error, token_file) from None
 
 
 def alive_node_totals(address: str, token_file: str | None) -> list[dict[str, float]]:
@@ -57,5 +62,5 @@ def alive_node_totals(address: str, token_file: str | None) -> list[dict[str, fl
         client = StateApiClient(address=address, headers=headers)
         listed = client.list(StateResource.NODES, options=ListApiOptions(detail=True), raise_on_missing_output=False)
     except Exception as error:
-        raise refusal(address, error) from None
+        raise refusal(address, error, token_file) from None
     return [node.resources_total or {} for node in listed if node.state == "ALIVE"]

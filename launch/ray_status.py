@@ -24,7 +24,7 @@ def job_states(manifest: Manifest) -> dict[str, tuple[str, str]]:
         try:
             info = client.get_job_info(run.job_id)
         except Exception as error:  # the head went away between two questions, or forgot the job (restarted)
-            raise refusal(address, error) from None
+            raise refusal(address, error, manifest.token_file) from None
         state = str(info.status.value if hasattr(info.status, "value") else info.status)
         message = info.message.strip().splitlines()[0][:100] if info.message and state in TERMINAL else ""
         states[str(run.job_id)] = (state, message)

@@ -114,6 +114,10 @@ def test_the_clusters_resources_are_the_facts(ray_head):
     assert facts.mem_gib_per_node == 64.0 and facts.max_time_min is None
     with pytest.raises(UserError, match="set cluster.ray_auth_token_file to the cluster's token"):
         ray_cluster_facts(ray_head["address"], None)  # the cluster requires its token
+    wrong = Path(ray_head["home"]) / "another-clusters-token"
+    wrong.write_text("not-this-clusters-token\n")
+    with pytest.raises(UserError, match=f"it rejected the token in cluster.ray_auth_token_file={wrong}: point it at"):
+        ray_cluster_facts(ray_head["address"], str(wrong))
     with pytest.raises(UserError, match="cannot use the Ray cluster at http://127.0.0.1:9: "):
         ray_cluster_facts("http://127.0.0.1:9", None)
 

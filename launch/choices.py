@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.errors import UserError, closest, deleted_key_message, fork_value_message
+from launch.lora_targets import ALL_LINEAR
 from launch.memory import trains_critic
 from launch.overrides import key_of, parse
 from launch.ranges import SFT_PREFIX, declared_type, shown
@@ -536,7 +537,6 @@ def module_names_bound(module: str) -> frozenset[str]:
 
 
 LORA_MODELS = ("actor_rollout_ref.model", "critic.model")
-ALL_LINEAR = "all-linear"  # peft's shorthand (INCLUDE_LINEAR_LAYERS_SHORTHAND, compared case-blind)
 
 
 def check_lora_targets(cfg: DictConfig) -> None:

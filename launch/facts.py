@@ -337,6 +337,24 @@ def _llm_tables() -> tuple[dict, ...]:
     return tuple(table for table in tables if isinstance(table, dict))
 
 
+def cached_config(repo_id: str, hub_caches: Sequence[str]) -> tuple[Path, str] | None:
+    """The hub model's config.json in the first of these HF caches that holds it, and that cache."""
+    for cache_dir in hub_caches:
+        config_file = cached_file(repo_id, "config.json", cache_dir)
+        if config_file is not None:
+            return config_file, cache_dir
+    return None
+
+
+def model_config_file(model_path: str, hub_caches: Sequence[str]) -> Path | None:
+    """The config.json verl's workers build the model from: a local directory's, or a hub id's in an HF cache."""
+    if is_local_path(model_path):
+        config_file = Path(model_path).expanduser() / "config.json"
+        return config_file if config_file.is_file() else None
+    found = cached_config(model_path, hub_caches)
+    return found[0] if found is not None else None
+
+
 def find_model(model_path: str, hub_caches: Sequence[str]) -> tuple[dict | None, str]:
     """The architecture of the model actor_rollout_ref.model.path names, and where it was read: a local directory's
     config.json; for a hub id, the config.json in an HF cache (offline), else the llm/ option with that path.
@@ -344,10 +362,10 @@ def find_model(model_path: str, hub_caches: Sequence[str]) -> tuple[dict | None,
     if is_local_path(model_path):
         architecture = read_model_config(model_path)
         return architecture, (f"{model_path}/config.json" if architecture is not None else "")
-    for cache_dir in hub_caches:
-        config_file = cached_file(model_path, "config.json", cache_dir)
-        if config_file is not None:
-            return architecture_read(config_file, model_path), f"HF cache {cache_dir}"
+    found = cached_config(model_path, hub_caches)
+    if found is not None:
+        config_file, cache_dir = found
+        return architecture_read(config_file, model_path), f"HF cache {cache_dir}"
     option = llm_option_for(model_path)
     if option is not None:
         return option, f"conf/llm/{option['name']}.yaml"

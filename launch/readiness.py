@@ -45,6 +45,7 @@ from launch.facts import (
     is_local_path,
     local_file,
     missing_weights,
+    model_config_file,
     variant_hint,
 )
 from launch.lengths import (
@@ -56,6 +57,7 @@ from launch.lengths import (
     message_problem,
     sample_prompts,
 )
+from launch.lora_targets import ALL_LINEAR, judged_targets, reach
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
 from launch.overrides import as_written, keys_of
 from launch.ranges import check_ranges, shown
@@ -836,6 +838,7 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
     if weights:
         findings.problems.append(("model", weights))
     findings.problems += [("model", problem) for problem in model_path_problems(cfg, plan) if problem]
+    judge_lora_targets(cfg, findings)
     offline = job_environment(cfg).get("HF_HUB_OFFLINE", "").lower() in OFFLINE_VALUES
     snapshot = facts.hub_snapshot
     if offline and snapshot is not None and snapshot.missing and not is_local_path(path):
@@ -871,6 +874,37 @@ def model_path_problems(cfg: DictConfig, plan: Plan) -> list[str | None]:
         if int(model.get("lora_rank") or 0) > 0 and model.get("lora_adapter_path") is not None:
             problems.append(lora_adapter_problem(f"{prefix}.lora_adapter_path", str(model.lora_adapter_path)))
     return problems
+
+
+def judge_lora_targets(cfg: DictConfig, findings: Findings) -> None:
+    """A LoRA model's target_modules against the layers of its model, as peft resolves them (launch/lora_targets.py):
+    peft's refusal is a problem (verl would stop as it builds the actor), list entries that name no layer a note
+    (peft ignores them: LoRA on fewer layers than written)."""
+    roles = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
+    if trains_critic(cfg):
+        roles.append(("critic.model", cfg.critic.model))
+    caches = list(dict.fromkeys((node_hub_cache(cfg), hub_cache_dir(os.environ))))
+    for prefix, model in roles:
+        config_file = model_config_file(str(model.path), caches) if judged_targets(model) else None
+        found = reach(config_file, model) if config_file is not None else None
+        if found is None:
+            continue
+        where = f"{prefix}.target_modules={shown(model.get('target_modules'))}"
+        role = "critic" if prefix.startswith("critic") else "actor"
+        layers = f"the linear layers of {found.model_class}: {', '.join(found.linear_names)}"
+        if found.refusal:
+            findings.problems.append(
+                (
+                    "model",
+                    f"{where}: peft refuses it on {model.path} as verl builds the LoRA {role} "
+                    f"({found.refusal}); name layers of the model ({layers}) or write {ALL_LINEAR}",
+                )
+            )
+        elif found.unmatched:
+            findings.notes.append(
+                f"{where}: {', '.join(found.unmatched)} name(s) no layer of {model.path}; peft ignores them and adapts "
+                f"the others ({layers})"
+            )
 
 
 def missing_local_path(key: str, path: str, what: str) -> str | None:

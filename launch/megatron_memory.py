@@ -52,6 +52,7 @@ from launch.memory import (
     Phase,
     Term,
     TrainerBeside,
+    dtype_bytes,
     entropy_bytes,
     logits_bytes,
     node_terms,
@@ -290,10 +291,6 @@ def engine_knobs(megatron: Mapping[str, Any], optim: Mapping[str, Any], n_gpus: 
         if settings.get("optimizer_cpu_offload")
         else 0.0,
     }
-
-
-def dtype_bytes(name: Any) -> int:
-    return BF16_BYTES if str(name) in ("bf16", "bfloat16", "fp16", "float16") else FP32_BYTES
 
 
 def main_grad_bytes(optim: Mapping[str, Any], override_ddp: Mapping[str, Any]) -> int:

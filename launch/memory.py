@@ -102,7 +102,6 @@ KNOB_KEYS = {
     "engine_max_model_len": "actor_rollout_ref.rollout.max_model_len",
     "nnodes": "trainer.nnodes",
     "gpus_per_node": "trainer.n_gpus_per_node",
-    "ref_param_offload": "actor_rollout_ref.ref.fsdp_config.param_offload",
     # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list
     "critic_param_offload": "critic.fsdp.param_offload",
     "critic_optimizer_offload": "critic.fsdp.optimizer_offload",
@@ -273,7 +272,6 @@ class Knobs:
     param_offload: bool
     optimizer_offload: bool
     ref_model: bool
-    ref_param_offload: bool
     lora_rank: int
     entropy: bool
     fused_kernels: bool
@@ -320,6 +318,10 @@ class Knobs:
     reward_engine: str = "vllm"
     reward_engine_fraction: float = 0.0
     engine_max_model_len: int = 0  # rollout.max_model_len as set; 0: null, which verl makes the model's positions
+    # verl's reference under LoRA (or an adapter) is the actor with its adapters off: no model of its own
+    # (trainer/ppo/v1/trainer_base.py ref_in_actor)
+    ref_in_actor: bool = False
+    ref_dtype_bytes: int = 4  # ref.fsdp_config.model_dtype: what its parameters are stored in (fp32 default)
 
     @classmethod
     def from_verl(cls, verl: dict[str, Any], pcgrad_tasks: int = 0, flash_ce: bool = False) -> Knobs:
@@ -348,7 +350,6 @@ class Knobs:
             param_offload=bool(fsdp.get("param_offload", False)),
             optimizer_offload=bool(fsdp.get("optimizer_offload", False)),
             ref_model=bool(actor["use_kl_loss"] or verl["algorithm"].get("use_kl_in_reward")),
-            ref_param_offload=bool(ref_fsdp.get("param_offload", False)),
             lora_rank=int(model.get("lora_rank") or 0),
             entropy=bool(actor.get("calculate_entropy") or actor.get("entropy_coeff")),
             fused_kernels=bool(model.get("use_fused_kernels")),
@@ -361,7 +362,9 @@ class Knobs:
             pcgrad_tasks=pcgrad_tasks,
             fsdp_size=int(fsdp.get("fsdp_size", -1)),
             sequence_parallel=max(1, int(actor.get("ulysses_sequence_parallel_size") or 1)),
-            model_dtype_bytes=2 if str(fsdp.get("model_dtype", "fp32")) in ("bf16", "bfloat16", "fp16") else 4,
+            model_dtype_bytes=dtype_bytes(fsdp.get("model_dtype", "fp32")),
+            ref_in_actor=int(model.get("lora_rank") or 0) > 0 or model.get("lora_adapter_path") is not None,
+            ref_dtype_bytes=dtype_bytes(ref_fsdp.get("model_dtype", "fp32")),
             flash_ce=flash_ce,
             entropy_compiled=bool(actor.get("use_torch_compile", True)) and bool(model.get("use_remove_padding", True)),
             optimizer_temporaries=foreach_optimizer(actor.get("optim") or {}),
@@ -773,11 +776,9 @@ def logprob_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phas
     """Old (and ref) log-prob recomputation: forward only, its own micro-batch."""
     states = model_states(arch, knobs)
     tokens = knobs.logprob_tokens_on_gpu
-    ref_resident = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
     values = {
         "params": states["params"],
         "optimizer": 0.0 if knobs.optimizer_offload else states["optimizer"],
-        "ref params": ref_resident,
         **({"critic state": critic_resident_state(arch, knobs)} if knobs.critic else {}),
         **compute_copy(arch, knobs),
         **logprob_dynamic(arch, logits_path(knobs), tokens, entropy_bytes(knobs, tokens, arch.vocab, backward=False)),
@@ -797,12 +798,15 @@ def resident_trainer_state(arch: Architecture, knobs: Knobs) -> float:
 
 
 def actor_resident_state(arch: Architecture, knobs: Knobs) -> float:
-    """The actor's and the ref's states that stay on the card outside their own phases (not offloaded)."""
+    """The actor's states that stay on the card outside their own phases (not offloaded). verl's FSDP reference
+    never does: its engine is forward-only, which verl 0.9.1 always wraps with FSDP's CPU offload
+    (workers/engine/fsdp/transformer_impl.py: "We force reference policy to use CPUOffload to save memory"; FSDP2's
+    CPUOffloadPolicy), whatever ref.fsdp_config.param_offload says: only the unit its forward gathers is on the card,
+    the log-prob pass's gathered unit."""
     states = model_states(arch, knobs)
     params = 0.0 if knobs.param_offload else states["params"]
     optimizer = 0.0 if knobs.optimizer_offload else states["optimizer"]
-    ref = arch.params * 2 / knobs.shard_group if knobs.ref_model and not knobs.ref_param_offload else 0.0
-    return params + optimizer + ref
+    return params + optimizer
 
 
 # --- the critic: a value model of the actor's architecture (verl: AutoModelForTokenClassification, one label) -------
@@ -992,11 +996,6 @@ def host_ram_terms(arch: Architecture, knobs: Knobs) -> tuple[Term, ...]:
     offloads = (
         ("the actor's offloaded params", states["params"], "param_offload"),
         ("the actor's offloaded optimizer state", states["optimizer"], "optimizer_offload"),
-        (
-            "the reference's offloaded params",
-            arch.params * 2 / knobs.shard_group if knobs.ref_model else 0.0,
-            "ref_param_offload",
-        ),
         ("the critic's offloaded params", critic["params"], "critic_param_offload"),
         ("the critic's offloaded optimizer state", critic["optimizer"], "critic_optimizer_offload"),
     )
@@ -1005,8 +1004,27 @@ def host_ram_terms(arch: Architecture, knobs: Knobs) -> tuple[Term, ...]:
         for name, per_gpu, knob in offloads
         if per_gpu and getattr(knobs, knob)
     ]
+    if holds_a_reference(knobs):  # verl's FSDP reference lives in host RAM (actor_resident_state), in its model_dtype
+        terms.append(
+            Term(
+                "the reference's params",
+                per_node * _gib(arch.params * knobs.ref_dtype_bytes / knobs.shard_group),
+                "verl keeps its FSDP reference there always; ref.fsdp_config.model_dtype=bf16 halves it, and a run "
+                "without KL (actor.use_kl_loss=false, algorithm.use_kl_in_reward=false) has none",
+            )
+        )
     engine_weights = per_node * _gib(arch.params * 2 / knobs.rollout_tp) if knobs.engine_weights_in_host_ram else 0.0
     return (*terms, *node_terms(per_node, engine_weights))
+
+
+def holds_a_reference(knobs: Knobs) -> bool:
+    """A reference model of its own: KL on and no LoRA (whose reference is the actor with its adapters off)."""
+    return knobs.ref_model and not knobs.ref_in_actor
+
+
+def dtype_bytes(name: Any) -> int:
+    """Bytes per parameter of an fsdp_config.model_dtype."""
+    return 2 if str(name) in ("bf16", "bfloat16", "fp16", "float16") else 4
 
 
 def node_terms(gpus_per_node: int, engine_weights_gib: float) -> tuple[Term, ...]:

@@ -153,7 +153,6 @@ def rft_knobs(knobs: Knobs, sft: dict[str, Any]) -> Knobs:
         mini_batch_sequences=int(data["train_batch_size"]),
         batch_sequences=0,
         ref_model=False,
-        ref_param_offload=False,
         pcgrad_tasks=0,
         critic=False,
         reward_model=False,
@@ -339,7 +338,6 @@ OFFLOADS = {  # cheapest first: the optimizer moves once per update, the paramet
     "param+optimizer offload": {
         "optimizer_offload": True,
         "param_offload": True,
-        "ref_param_offload": True,
         "critic_optimizer_offload": True,
         "critic_param_offload": True,
     },
@@ -441,8 +439,6 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
         elif name == "gpus_per_node":
             if value != knobs.gpus_per_node:
                 out[KEYS["gpus_per_node"]] = value
-        elif name == "ref_param_offload" and not knobs.ref_model:
-            continue  # no reference model to offload
         elif name.startswith("critic_") and not knobs.critic:
             continue  # no critic
         elif name == "train_tokens" and not knobs.dynamic_bsz:

@@ -42,6 +42,7 @@ from launch.memory import (
     Knobs,
     engine_memory,
     flops_per_token,
+    holds_a_reference,
     kv_per_sequence_gib,
     micro_batch_tokens,
     predicted_mfu,
@@ -277,7 +278,13 @@ def log_prob_s(arch: Architecture, knobs: Knobs, card: Card, tokens: float, sequ
     packed = tokens_per_pass(knobs, knobs.logprob_tokens, knobs.logprob_micro_batch, sequence, per_gpu)
     mfu = forward_mfu(ridge_scaled(card, packed))
     compute = passes * per_gpu * flops_per_token(arch, int(sequence)) / 3 / (card.bf16_tflops * 1e12 * mfu)
-    return compute + driver_s(round(tokens / sequence), knobs, passes)
+    # verl's FSDP reference is CPU-offloaded (memory.actor_resident_state): each micro-batch's forward copies its
+    # shard onto the card again
+    micro_batches = math.ceil(per_gpu / max(1, packed))
+    reference = (
+        micro_batches * arch.params * knobs.ref_dtype_bytes / knobs.shard_group if holds_a_reference(knobs) else 0
+    )
+    return compute + reference / (HOST_TO_GPU_GBS * 1e9) + driver_s(round(tokens / sequence), knobs, passes)
 
 
 def update_s(

@@ -115,13 +115,27 @@ def without(arguments: Sequence[str], keys: Collection[str]) -> list[str]:
     return [argument for argument in arguments if key_in(argument) not in keys]
 
 
-def swept_keys(job_overrides: Sequence[Sequence[str]]) -> frozenset[str]:
-    """Keys whose value differs between the jobs of one sweep (gpu=a40,h100 -> {'gpu'})."""
+def swept_keys(job_overrides: Sequence[Sequence[str]]) -> dict[str, frozenset[str]]:
+    """Keys whose value differs between the jobs of one sweep, with their values (gpu=a40,h100 ->
+    {'gpu': {'a40', 'h100'}}): a job's name tells its value apart from the others (job_name)."""
+    lines: dict[str, set[str]] = {}
     values: dict[str, set[str]] = {}
     for overrides in job_overrides:
         for override in parse(overrides):
-            values.setdefault(key_of(override), set()).add(override.input_line or "")
-    return frozenset(key for key, lines in values.items() if len(lines) > 1)
+            lines.setdefault(key_of(override), set()).add(override.input_line or "")
+            values.setdefault(key_of(override), set()).add(override.get_value_element_as_str())
+    return {key: frozenset(values[key]) for key, seen in lines.items() if len(seen) > 1}
+
+
+def path_name(path: str, others: Collection[str]) -> str:
+    """A path by its shortest tail of components that no other swept value ends in: data/gsm8k/train.parquet
+    beside data/math/train.parquet is gsm8k/train.parquet, alone it is train.parquet."""
+    parts = [part for part in PurePosixPath(path).parts if part != "/"] or [path]
+    for width in range(1, len(parts) + 1):
+        tail = "/".join(parts[-width:])
+        if not any(other != path and (other == tail or other.endswith("/" + tail)) for other in others):
+            return tail
+    return path
 
 
 def identity_excluded(key: str) -> bool:
@@ -143,10 +157,17 @@ def _short_keys(keys: list[str]) -> dict[str, str]:
     return short
 
 
-def job_name(profile: str, overrides: Sequence[str], swept: frozenset[str], groups: frozenset[str]) -> str:
+def job_name(
+    profile: str,
+    overrides: Sequence[str],
+    swept: Mapping[str, Collection[str]] | Collection[str],
+    groups: frozenset[str],
+) -> str:
     """The GPU profile plus the values this sweep varies, in command-line order: 'h100,mtl_pcgrad,lr=3e-06'. A
     group's choice stands alone; a value keeps the shortest tail of its key that tells it apart; a path is named by
-    its last component. Short and stable: the same overrides give the same name; the run id keeps jobs apart."""
+    its last components, as many as tell it apart from the key's other swept values (`swept`: the keys, or the keys
+    with their values, swept_keys). Short and stable: the same overrides give the same name; the run id keeps jobs
+    apart."""
     parsed = [o for o in parse(overrides) if key_of(o) in swept and not identity_excluded(o.key_or_group)]
     parsed = [o for o in parsed if key_of(o) != "gpu"]  # the profile leads the name already
     short = _short_keys([key_of(o) for o in parsed if key_of(o) not in groups])
@@ -154,7 +175,7 @@ def job_name(profile: str, overrides: Sequence[str], swept: frozenset[str], grou
     for override in parsed:
         value = override.get_value_element_as_str()
         if "/" in value:
-            value = PurePosixPath(value).name or value
+            value = path_name(value, swept.get(key_of(override), ()) if isinstance(swept, Mapping) else ())
         parts.append(value if key_of(override) in groups else f"{short[key_of(override)]}={value}")
     name = parts[0]
     for index, part in enumerate(parts[1:], start=1):

@@ -133,8 +133,23 @@ def test_a_bad_value_override_fails_as_in_hydra_and_spoils_nothing(hydra_loader)
 
 def test_swept_keys_are_those_whose_value_varies():
     jobs = [["gpu=a40", "algo=x", "a.b=1"], ["gpu=h100", "algo=x", "a.b=2"]]
-    assert swept_keys(jobs) == {"gpu", "a.b"}
-    assert swept_keys([["gpu=a40", "a.b=1"]]) == frozenset()
+    assert swept_keys(jobs) == {"gpu": {"a40", "h100"}, "a.b": {"1", "2"}}
+    assert swept_keys([["gpu=a40", "a.b=1"]]) == {}
+
+
+def test_swept_paths_with_the_same_file_name_get_names_that_tell_them_apart():
+    train = "data.train_files"
+    jobs = [[f"{train}=/d/gsm8k/train.parquet"], [f"{train}=/d/math/train.parquet"], [f"{train}=/e/x.parquet"]]
+    swept = swept_keys(jobs)
+    names = [job_name("a40", job, swept, frozenset()) for job in jobs]
+    assert names == [
+        "a40,train_files=gsm8k/train.parquet",
+        "a40,train_files=math/train.parquet",
+        "a40,train_files=x.parquet",
+    ]
+    # one path the end of another: the longer one keeps the component that tells it apart
+    nested = swept_keys([[f"{train}=/a/train.parquet"], [f"{train}=/b/a/train.parquet"]])
+    assert job_name("a40", [f"{train}=/b/a/train.parquet"], nested, frozenset()) == "a40,train_files=b/a/train.parquet"
 
 
 def test_job_name_is_profile_plus_swept_values():

@@ -1044,6 +1044,38 @@ def time_spent(predicted: PredictedTime, steps: int, to_the_end: bool) -> str:
     return spent + (f" + {validations} validation(s) x {predicted.validation_s:g} s" if validations else "")
 
 
+def no_time_to_train(cfg: DictConfig, before_training_min: float, then_min: float) -> str | None:
+    """The budget ends within the job's start-up (and the validation verl runs before training): `then_min`, what
+    the fix adds on top (the first checkpoint's minutes, or one step's)."""
+    if cfg.mode.time_budget_min - STARTUP_MIN - before_training_min >= 1:
+        return None
+    validating = f" and {before_training_min:.1f} min of validation before training" if before_training_min else ""
+    needed = STARTUP_MIN + before_training_min + then_min
+    return (
+        f"mode.time_budget_min={cfg.mode.time_budget_min} leaves no time to train: the job's start-up takes "
+        f"{STARTUP_MIN} min{validating}; set mode.time_budget_min={math.ceil(needed) + 1} or more"
+    )
+
+
+def judge_budget_without_rows(cfg: DictConfig, plan: Plan, findings: Findings) -> None:
+    """Where the training rows were not read here (launch.skip_checks=[data], remote files), the steps, attempts
+    and first checkpoint cannot be counted; a budget that ends before the first step still can."""
+    if cfg.cluster.name != "slurm" or plan.time is None:
+        return
+    validates_first = validates(cfg) and bool(cfg.trainer.get("val_before_train", True))
+    # a validation's length needs the validation rows: one step's stands in for it, a floor
+    before_training = plan.time.step_s / 60 if validates_first else 0.0
+    problem = no_time_to_train(cfg, before_training, plan.time.step_s / 60)
+    if problem:
+        findings.problems.append(("time", problem))
+    else:
+        findings.notes.append(
+            "time: the training rows were not read here, so the steps, attempts and first checkpoint against "
+            f"mode.time_budget_min={cfg.mode.time_budget_min} are not checked (one step is predicted to take "
+            f"{plan.time.step_s:.0f} s)"
+        )
+
+
 def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findings) -> None:
     """Only SLURM has a time limit: the run must end within the attempts cluster.max_requeues allows, and the first
     checkpoint must come within one attempt, or every requeue starts over. One that comes within the step-time
@@ -1052,16 +1084,10 @@ def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findi
         return
     step_s, attempt_min = predicted.step_s, predicted.attempt_min
     before_training = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
-    if predicted.time_limit_min - STARTUP_MIN - before_training < 1:  # the attempt ends before training starts
-        validating = f" and {before_training:.1f} min of validation before training" if before_training else ""
-        needed = STARTUP_MIN + before_training + min(predicted.first_checkpoint_min or math.inf, 60.0)
-        findings.problems.append(
-            (
-                "time",
-                f"mode.time_budget_min={cfg.mode.time_budget_min} leaves no time to train: the job's start-up takes "
-                f"{STARTUP_MIN} min{validating}; set mode.time_budget_min={math.ceil(needed) + 1} or more",
-            )
-        )
+    first_min = min(predicted.first_checkpoint_min or math.inf, 60.0)
+    problem = no_time_to_train(cfg, before_training, first_min)
+    if problem:  # the attempt ends before training starts
+        findings.problems.append(("time", problem))
         return
     judge_attempts(cfg, predicted, findings)
     first_min = predicted.first_checkpoint_min or predicted.first_checkpoint_step * step_s / 60
@@ -1613,6 +1639,8 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     findings.notes += critic_checks_left_to_the_job(plan.verl)
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     judge_time(cfg, predicted, findings)
+    if predicted is None and report.rows("data.train_files") is None:
+        judge_budget_without_rows(cfg, plan, findings)
     disk = measure_disk(plan, facts, predicted) if "disk" not in skipped(cfg) else None
     judge_disk(disk, findings)
     off = skipped(cfg)

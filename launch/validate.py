@@ -320,6 +320,19 @@ def check_ray_cluster(resources: Resources, facts: Facts) -> None:
         )
 
 
+def check_signal_delay(cfg: DictConfig, resources: Resources) -> None:
+    """SLURM sends the requeue signal (--signal=USR2@cluster.signal_delay_s) that long before --time ends: at or past
+    the job's start, every attempt would be stopped and requeued at once, before any step (then left, once
+    cluster.max_requeues is spent)."""
+    delay_s, time_s = int(cfg.cluster.signal_delay_s), resources.time_min * 60
+    if delay_s >= time_s:
+        raise UserError(
+            f"cluster.signal_delay_s={delay_s}: SLURM would send the requeue signal {delay_s} s before --time="
+            f"{resources.time_min} min ends, that is as the job starts, and every attempt would be requeued before "
+            f"its first step; lower cluster.signal_delay_s well below {time_s} s or raise mode.time_budget_min"
+        )
+
+
 def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
     """What the partition cannot give, refused before sbatch is asked (EnforcePartLimits would refuse it at submit,
     or worse, a cluster without it would leave the job pending forever)."""
@@ -327,6 +340,7 @@ def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
         return check_ray_cluster(resources, facts)
     if cfg.cluster.name != "slurm":
         return
+    check_signal_delay(cfg, resources)
     partition = facts.partition
     if cfg.cluster.get("array_parallelism") is not None and int(cfg.cluster.array_parallelism) < 1:
         raise UserError(f"cluster.array_parallelism={cfg.cluster.array_parallelism}: give at least 1, or null")

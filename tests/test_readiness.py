@@ -701,6 +701,33 @@ def test_a_budget_that_ends_before_training_starts_is_refused_with_one_that_does
     assert submission(tmp_path, *overrides, f"mode.time_budget_min={enough.group(1)}")
 
 
+def test_with_the_training_rows_unread_a_budget_that_ends_before_the_first_step_is_still_refused(tmp_path: Path):
+    """launch.skip_checks=[data] on files the login node cannot read: no rows, so no steps or checkpoint to count,
+    but a --time inside the job's start-up still kills every attempt before its first step."""
+    overrides = [o for o in tiny_run(tmp_path) if not o.startswith("data.train_files")]
+    overrides += ["data.train_files=/nodes-only/train.parquet", "launch.skip_checks=[data]"]
+    with pytest.raises(UserError, match=r"time_budget_min=3 leaves no time to train: .* set mode.time_budget_min=1\d"):
+        submission(tmp_path, *overrides, "mode.time_budget_min=3", "cluster.signal_delay_s=60")
+    enough = submission(tmp_path, *overrides, "mode.time_budget_min=30")
+    (said,) = [w for w in enough.warnings if w.startswith("time: the training rows were not read here")]
+    assert "mode.time_budget_min=30 are not checked" in said
+
+
+def test_a_requeue_signal_due_before_the_job_starts_is_refused(tmp_path: Path):
+    """--signal=USR2@120 under --time=2: SLURM signals at once, and every attempt is requeued before its first step
+    (three attempts of 15 s each, then given up, on the dev cluster)."""
+    overrides = [
+        *tiny_run(tmp_path),
+        "mode.time_budget_min=2",
+        "cluster.time_margin_min=0",
+        "launch.skip_checks=[time]",
+    ]
+    with pytest.raises(
+        UserError, match=r"^cluster.signal_delay_s=120: SLURM would send the requeue signal 120 s before --time=2 min"
+    ):
+        submission(tmp_path, *overrides)
+
+
 def test_a_checkpoint_within_the_step_time_models_error_of_the_attempts_end_is_said_with_one_that_is_not(
     tmp_path: Path,
 ):

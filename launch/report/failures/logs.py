@@ -165,9 +165,40 @@ def ray_attempts(text: str) -> list[Attempt]:
     return [Attempt(number, part, None, ending(part)) for number, part in zip(numbers, parts, strict=True)]
 
 
+# submitit's file names: <job id>_<task>_log.err / .out (task = the rank's global rank in the job)
+TASK_LOG = re.compile(r"_(?P<task>\d+)_log\.(?:err|out)$")
+
+
+def task_of(path: Path) -> str:
+    """The task (rank) whose log this is; a file named otherwise is one task of its own."""
+    match = TASK_LOG.search(path.name)
+    return match.group("task") if match else path.name
+
+
+# an attempt's ranks' endings, the worst first: an interruption (time limit, preemption) ends every rank, and the ranks
+# it killed look failed; else any rank's failure or cancel ends the attempt, whatever the other ranks said before it
+WORST_FIRST = ("interrupted", "failed", "cancelled")
+
+
+def worst_ending(by_rank: dict[str, str]) -> str:
+    """A multi-node attempt's ending from each rank's: its worst rank's. A worker rank (task > 0) ends when the
+    driver's Ray head goes, so one still 'running' (no end line: killed with the job step) does not hold an attempt
+    whose driver (task 0) ended; with no driver log, a rank still running keeps the attempt running."""
+    endings = set(by_rank.values())
+    worst = next((ending for ending in WORST_FIRST if ending in endings), None)
+    if worst:
+        return worst
+    driver = by_rank.get("0")
+    if driver is not None:
+        return driver
+    return "running" if "running" in endings else "completed"
+
+
 def attempts_in(logs: list[Path]) -> list[Attempt]:
     """The attempts in a job's log files (stdout and stderr of its tasks), split at the attempt starts submitit wrote
-    to task 0's stdout (else the first file that has any); a cluster=ray job's copied output at rlaunch's starts."""
+    to task 0's stdout (else the first file that has any); a cluster=ray job's copied output at rlaunch's starts. An
+    attempt's text is every task's lines; its ending is its worst task's (worst_ending): a worker rank's 'Job completed
+    successfully' does not make an attempt whose driver failed a completed one."""
     texts = [read_tail(path) for path in logs]
     if not any(text.strip() for text in texts):
         return []
@@ -178,14 +209,20 @@ def attempts_in(logs: list[Path]) -> list[Attempt]:
     starts = [stamp(match.group(0)) or "" for match in matches]
     hosts = [re.search(r"hostname=([^,\s)]+)", match.group("env")) for match in matches]
     per_attempt: dict[int, list[str]] = {}
-    for text in texts:
+    per_rank: dict[int, dict[str, list[str]]] = {}
+    for path, text in zip(logs, texts, strict=True):
         for number, lines in lines_by_attempt(text, starts).items():
             per_attempt.setdefault(number, []).extend(lines)
+            per_rank.setdefault(number, {}).setdefault(task_of(path), []).extend(lines)
     attempts = []
     for number in range(1, max(len(starts), max(per_attempt)) + 1):
         text = "\n".join(per_attempt.get(number, []))
         host = hosts[number - 1].group(1) if number <= len(hosts) and hosts[number - 1] else None
-        attempts.append(Attempt(number, text, host, ending(text)))
+        ranks = {
+            task: ending("\n".join(lines)) for task, lines in per_rank.get(number, {}).items() if "".join(lines).strip()
+        }
+        ended = worst_ending(ranks) if len(ranks) > 1 else ending(text)
+        attempts.append(Attempt(number, text, host, ended))
     return attempts
 
 

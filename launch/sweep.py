@@ -25,6 +25,7 @@ from launch.errors import UserError
 from launch.manifest import MANIFEST, Manifest
 from launch.ray_submit import RAY_JOB_LOG
 from launch.report import doctor, failures
+from launch.report.failures.logs import job_logs, task_of
 from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress, read_run
 from launch.rundir import attempts as run_attempts
@@ -122,7 +123,8 @@ def status(manifest: Manifest) -> str:
 
 def logs(manifest: Manifest, run: str | None, lines: int) -> str:
     """Each run's cause (evidence and fix, from its plan) above the tails of its job's log files: submitit's stdout
-    and stderr, or a Ray job's output as the run directory holds it."""
+    and stderr of every task (a multi-node job's ranks > 0 after task 0's), or a Ray job's output as the run directory
+    holds it."""
     records = failures.job_records(manifest)
     out = []
     for entry in manifest.select(run):
@@ -134,8 +136,12 @@ def logs(manifest: Manifest, run: str | None, lines: int) -> str:
             out.extend(line for failure in found for line in failures.render(failure))
         if manifest.cluster == "ray":
             written_logs = [("output", str(run_dir / RAY_JOB_LOG))]
-        else:
-            written_logs = [("stdout", entry.stdout), ("stderr", entry.stderr)]
+        else:  # task 0's (the driver's), then each other node's task: a worker rank's own error is only in its log
+            written_logs = [("stdout", entry.stdout), ("stderr", entry.stderr)] + [
+                (f"rank {task_of(path)} {'stdout' if path.suffix == '.out' else 'stderr'}", str(path))
+                for path in sorted(job_logs(run_dir), key=lambda path: (len(task_of(path)), task_of(path), path.suffix != ".out"))
+                if task_of(path) != "0"
+            ]
         for stream, written in written_logs:
             path = Path(written or "")
             shown = written is not None and path.exists()

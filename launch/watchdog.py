@@ -341,7 +341,12 @@ NETWORK_FILE = re.compile(
     r"(^|/)(socket|ssl)\.py$|(^|/)http/client\.py$|(^|/)(urllib3|requests|httpx|httpcore|aiohttp|grpc|zmq)/"
 )
 RAY_WAIT_CALL = re.compile(r"(^|\.)(get|wait|get_objects|wait_objects)$")
+# A server's loop waiting for its next request (TransferQueue's controller, an engine core's input socket) is idle,
+# not stalled: its caller is a serving loop and the blocked call a receive, a poll or an accept
+SERVING_LOOP = re.compile(r"loop|serve|server|listen|accept|poll", re.IGNORECASE)
+RECEIVING_CALL = re.compile(r"recv|poll|accept|select|read", re.IGNORECASE)
 RAY_EXECUTOR = re.compile(r"actor_method_executor|function_executor")
+STARTUP_PHASE = "start-up"  # no step yet, and no stack in verl's training loop
 # verl's phase, named as its timers name them (timing_s/<phase>), by the method the stacks show
 PHASE_OF_METHOD = {
     "generate_sequences": "gen",
@@ -418,6 +423,9 @@ def classify_frames(frames: list[dict[str, Any]]) -> tuple[str, str, str]:
             return COLLECTIVE, blocked, caller
     for frame in walked:
         if NETWORK_FILE.search(str(frame.get("filename") or "")):
+            serving = SERVING_LOOP.search(str(walked[-1].get("name") or "").rsplit(".", 1)[-1])
+            if serving and RECEIVING_CALL.search(str(frames[0].get("name") or "")) and len(walked) > 1:
+                return IDLE, blocked, caller
             return NETWORK, blocked, caller
     first = frames[0]
     if "ray/" in str(first.get("filename")) and RAY_WAIT_CALL.search(str(first.get("name"))):
@@ -670,6 +678,14 @@ def judge(stacks: list[ProcessStack], missing_nodes: list[str], stacks_missing: 
     return Verdict(phase, [stack.label for stack in named], transient, "; ".join(parts))
 
 
+def hang_phase(verdict: Verdict, last_step: int | None, stacks: list[ProcessStack]) -> str | None:
+    """The stacks' phase; before the first step, with stacks read and none in verl's training loop (fit), verl is
+    still starting (building its workers, engines and queues): `start-up`."""
+    read = [stack for stack in stacks if stack.state != UNREADABLE]
+    starting = last_step is None and bool(read) and not any(stack.trainer for stack in read)
+    return verdict.phase or (STARTUP_PHASE if starting else None)
+
+
 # --- the head ---------------------------------------------------------------------------------------------------------
 
 
@@ -739,7 +755,7 @@ class HangWatch:
         verdict = judge(stacks, missing, why_missing)
         record = {
             "attempt": self.attempt,
-            "phase": verdict.phase,
+            "phase": hang_phase(verdict, progress.last_step, stacks),
             "stuck_ranks": verdict.stuck,
             "last_step": progress.last_step,
             "waited_s": round(progress.waited_s(now), 1),

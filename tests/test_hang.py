@@ -282,6 +282,15 @@ def test_a_collective_and_a_network_read_are_transient_code_is_not():
     assert watchdog.phase_of(collective) == "update_actor"
     network = [frame("SocketIO.readinto", STDLIB + "socket.py"), frame("judge", "/srv/rewards/stem.py"), *RAY_TASK]
     assert watchdog.classify_frames(network)[0] == watchdog.NETWORK
+    # a server's loop waiting for its next request is idle: TransferQueue's controller, whichever phase is stalled
+    serving = [
+        frame("Socket.recv_multipart", SITE + "zmq/sugar/socket.py", 813),
+        frame("TransferQueueController._process_request_loop", SITE + "transfer_queue/controller.py", 1872),
+        frame("Thread.run", STDLIB + "threading.py", 982),
+    ]
+    assert watchdog.classify_frames(serving)[0] == watchdog.IDLE
+    asking = [serving[0], frame("TransferQueueClient.get_meta", SITE + "transfer_queue/client.py", 200), *RAY_TASK]
+    assert watchdog.classify_frames(asking)[0] == watchdog.NETWORK  # a client waiting for its answer is not
     importing = [  # caught while `import socket` runs socket.py's top level: busy, not waiting on the network
         frame("_call_with_frames_removed", "<frozen importlib._bootstrap>", 241),
         frame("<module>", STDLIB + "socket.py", 52),
@@ -308,6 +317,19 @@ def test_a_collective_and_a_network_read_are_transient_code_is_not():
     verdict = watchdog.judge([trainer, stack("0", "collective", "all_reduce"), stack("1", "code", "match")], [], None)
     assert not verdict.transient and "c1:rank1 in match [code]" in verdict.evidence
     assert not watchdog.judge([trainer], [], None).transient  # nothing blocked that a stack shows: unknown
+
+
+def test_before_the_first_step_with_no_stack_in_verls_training_loop_the_phase_is_start_up():
+    def stack(title: str, state: str, trainer: bool) -> watchdog.ProcessStack:
+        return watchdog.ProcessStack("c1", 7, "ray", title, None, state, "get", "", None, trainer, "f")
+
+    starting = [stack("ray::TaskRunnerV1.run", "ray_wait", False), stack("ray::TransferQueueController", "idle", False)]
+    verdict = watchdog.judge(starting, [], None)
+    assert watchdog.hang_phase(verdict, None, starting) == "start-up" and not verdict.transient
+    assert watchdog.hang_phase(verdict, 3, starting) is None  # after a step: not start-up
+    fitting = [stack("ray::TaskRunnerV1.run", "ray_wait", True)]  # fit() on its stack: the first step is running
+    assert watchdog.hang_phase(watchdog.judge(fitting, [], None), None, fitting) is None
+    assert watchdog.hang_phase(watchdog.judge([], [], "py-spy could read none"), None, []) is None  # nothing read
 
 
 GPU_DUMPS = Path(__file__).parent / "data" / "gpu_hang_h200"

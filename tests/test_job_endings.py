@@ -213,3 +213,56 @@ def test_a_cancel_while_the_requeued_job_waits_keeps_the_interruption_before_it(
     assert [(f.kind, f.attempt) for f in found] == [("preempted", 1), ("cancelled", None)], found
     assert "cancelled by user root (uid 0) while it waited to start again: nothing to fix" in found[1].fix
     assert failures.summary(found).startswith("preempted > cancelled: SLURM: job 11 CANCELLED by 0")
+
+
+# a real two-node job on the dev cluster (j_twonode): verl's GPU check failed on the driver (task 0) two seconds after
+# the worker rank (task 1) logged its own clean exit; the lines of its submitit logs that the reports read
+TWO_NODE_OUT_0 = """\
+submitit INFO (2026-11-29 12:29:09,716) - Starting with JobEnvironment(job_id=16, hostname=vm, local_rank=0(1), node=0(2), global_rank=0(2))
+rlaunch: Ray up on 2 node(s) 6.1 s after the job started (127.140.0.12:21760); code from /runs/code/6adb001c69bea737
+submitit ERROR (2026-11-29 12:29:57,708) - Submitted job triggered an exception
+"""  # noqa: E501
+TWO_NODE_ERR_0 = """\
+Traceback (most recent call last):
+ValueError: Total available GPUs 0 is less than total desired GPUs 2
+submitit ERROR (2026-11-29 12:29:57,708) - Submitted job triggered an exception
+RuntimeError: verl exited with code 1 (run x; its output is in this job's log)
+srun: error: c1: task 0: Exited with exit code 1
+"""
+TWO_NODE_OUT_1 = """\
+submitit INFO (2026-11-29 12:29:09,727) - Starting with JobEnvironment(job_id=16, hostname=vm, local_rank=0(1), node=1(2), global_rank=1(2))
+submitit INFO (2026-11-29 12:29:09,727) - Loading pickle: /runs/j_twonode/submitit/16/16_submitted.pkl
+submitit INFO (2026-11-29 12:29:55,783) - Job completed successfully
+submitit INFO (2026-11-29 12:29:55,783) - Exiting after successful completion
+"""  # noqa: E501
+
+
+def test_a_two_node_attempt_is_its_worst_ranks_and_logs_show_every_rank(tmp_path: Path):
+    """Rank 1's 'Job completed successfully' came before rank 0's exception: the attempt failed (it had read as
+    completed, so status, doctor and compare named no cause), and `logs` shows rank 1's files after rank 0's."""
+    run_dir = fixture_job(tmp_path / "twonode", "16", TWO_NODE_OUT_0, TWO_NODE_ERR_0)
+    logs_dir = tmp_path / "twonode" / "submitit" / "16"
+    (logs_dir / "16_1_log.out").write_text(TWO_NODE_OUT_1)
+    (logs_dir / "16_1_log.err").write_text("")
+    assert failures.run_state(run_dir) == "FAILED"
+    assert [f.kind for f in failures.run_failures(run_dir)] == ["gpu_unavailable"]
+    env = slurm_answering(tmp_path, "", silent=True)
+    assert re.search(r"\b16  FAILED .* cause gpu_unavailable: ", report("status", run_dir.parent, env))
+    assert "failed [gpu_unavailable] (attempt 1" in report("doctor", run_dir.parent, env)
+    assert compare_states(run_dir.parent, env)[run_dir.name].startswith("FAILED (gpu_unavailable: ")
+    shown = report("logs", run_dir.parent, env)
+    assert "[gpu_unavailable] (attempt 1" in shown
+    rank_1 = f"==> 16 {run_dir.name} rank 1 stdout: {logs_dir / '16_1_log.out'}"
+    assert rank_1 in shown and shown.index(rank_1) > shown.index(f"stderr: {logs_dir / '16_0_log.err'}"), shown
+    assert shown.index("Exiting after successful completion") > shown.index(rank_1), shown
+
+
+def test_a_worker_rank_without_an_end_line_does_not_hold_a_completed_attempt():
+    """The driver (task 0) completed; a worker rank killed with the job step wrote no end line: completed. A worker
+    rank that failed while the driver still runs: failed."""
+    from launch.report.failures.logs import worst_ending
+
+    assert worst_ending({"0": "completed", "1": "running"}) == "completed"
+    assert worst_ending({"0": "running", "1": "failed"}) == "failed"
+    assert worst_ending({"0": "running", "1": "completed"}) == "running"
+    assert worst_ending({"0": "interrupted", "1": "failed"}) == "interrupted"

@@ -96,6 +96,7 @@ class DataFile:
     # the column the problem is in ("": the file itself): verl loads every file as the trainer starts, but reads a
     # column only where it uses the rows (judge_data's rows_unused)
     column: str = ""
+    media: tuple[str, ...] = ()  # the image/video/audio columns it has (data.image_key, ...): multimodal rows
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,13 @@ DATA_SOURCE = "data_source"
 REWRITE = "write the files the way verl's examples/data_preprocess scripts do"
 
 
+# what a multimodal processor's save_pretrained writes (transformers: processing_utils, image/video processors), by
+# which AutoProcessor finds it
+PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json")
+# verl's multimodal columns (trainer/config/data/legacy_data.yaml), read by its dataset where a row has any
+MEDIA_KEYS = {"data.image_key": "images", "data.video_key": "videos", "data.audio_key": "audios"}
+
+
 def column_problems(
     key: str, path: str, names: list[str], prompt_is_text: bool, reward_is_text: bool, columns: dict[str, str]
 ) -> tuple[str, str, str]:
@@ -338,9 +346,10 @@ def column_problems(
     prompts stored as plain text (verl applies the chat template to a list of {role, content} messages and drops or
     fails on a string); reward_model stored as text (verl reads reward_model['ground_truth'])."""
     prompt = columns["data.prompt_key"]
-    missing = [name for name in columns.values() if name not in names]
+    required = {role: name for role, name in columns.items() if role not in MEDIA_KEYS}  # media: only where used
+    missing = [name for name in required.values() if name not in names]
     if missing:
-        said = [name if role == name else f"{role} '{name}'" for role, name in columns.items() if name in missing]
+        said = [name if role == name else f"{role} '{name}'" for role, name in required.items() if name in missing]
         fix = REWRITE + (", or set data.prompt_key to the column you have" if prompt in missing else "")
         column = prompt if prompt in missing else missing[0]
         return f"{key} file {path} lacks verl's column(s) {', '.join(said)} (it has {', '.join(names)})", fix, column
@@ -400,7 +409,11 @@ def read_parquet(key: str, path: str, columns: dict[str, str]) -> DataFile:
         return DataFile(key, path, rows=rows, problem=problem, fix=fix, column=column)
     source_column = parquet.read(columns=[DATA_SOURCE]).column(0)
     sources = tuple(sorted(str(value) for value in pc.unique(source_column).to_pylist()))
-    return DataFile(key, path, rows=rows, sources=sources)
+    return DataFile(key, path, rows=rows, sources=sources, media=media_columns(names, columns))
+
+
+def media_columns(names: list[str], columns: dict[str, str]) -> tuple[str, ...]:
+    return tuple(columns[key] for key in MEDIA_KEYS if columns.get(key) in names)
 
 
 def read_json(key: str, path: str, columns: dict[str, str]) -> DataFile:
@@ -422,7 +435,8 @@ def read_json(key: str, path: str, columns: dict[str, str]) -> DataFile:
     if problem:
         return DataFile(key, path, rows=len(records), problem=problem, fix=fix, column=column)
     sources = tuple(sorted({str(row.get(DATA_SOURCE)) for row in records}))
-    return DataFile(key, path, rows=len(records), sources=sources)
+    media = media_columns([name for name in names if first.get(name)], columns)
+    return DataFile(key, path, rows=len(records), sources=sources, media=media)
 
 
 def read_file(key: str, path: str, columns: dict[str, str]) -> DataFile:
@@ -473,6 +487,7 @@ def malformed_messages(key: str, path: str, prompt_key: str) -> dict[str, str]:
 def read_data(cfg: DictConfig) -> DataReport:
     """Every train and val file, as far as this machine can see them."""
     columns = {"data.prompt_key": str(cfg.data.prompt_key), DATA_SOURCE: DATA_SOURCE, "reward_model": "reward_model"}
+    columns |= {key: str(cfg.data.get(key.split(".", 1)[1], default)) for key, default in MEDIA_KEYS.items()}
     files = [read_file(key, path, columns) for key in DATA_KEYS for path in file_list(OmegaConf.select(cfg, key))]
     reward_fn_key = cfg.data.get("reward_fn_key")
     notes = ()
@@ -559,6 +574,32 @@ def judge_chat_template(cfg: DictConfig, report: DataReport, findings: Findings)
                 "(instruct) version",
             )
         )
+
+
+def judge_multimodal(cfg: DictConfig, report: DataReport, findings: Findings) -> None:
+    """Rows with images, videos or audio need the model's multimodal processor: verl's dataset asserts "processor is
+    needed to process multimodal data" at the first such row (utils/dataset/rl_dataset.py), and verl takes the
+    processor from the tokenizer's path with its own hf_processor (workers/config/model.py), None for a text-only
+    model. transformers' AutoProcessor finds a processor by the files it saved (PROCESSOR_FILES); a directory with
+    none of them loads a tokenizer only, which verl's hf_processor turns into None on any machine. Judged for a local
+    tokenizer this machine holds (loading the processor itself would need the job's torchvision, which a login node
+    may lack)."""
+    files = [file for file in report.files if file.media and not rows_unused(cfg, file)]
+    tokenizer = tokenizer_of(cfg)
+    if not files or not tokenizer_here(tokenizer):
+        return
+    if model_file_here(tokenizer, PROCESSOR_FILES):
+        return
+    first = files[0]
+    findings.problems.append(
+        (
+            "data",
+            f"{first.key} file {first.path} has multimodal columns ({', '.join(first.media)}) but {tokenizer} has no "
+            "multimodal processor (a text-only model): verl's dataset would stop at the first such row (\"processor is "
+            "needed to process multimodal data\"); use a vision-language model (actor_rollout_ref.model.path), or "
+            "text-only data",
+        )
+    )
 
 
 def scored_domains(cfg: DictConfig) -> tuple[set[str], Any] | None:
@@ -653,6 +694,7 @@ def judge_data(
         findings.problems.append(("data", f"{first.problem}{count}: {fix}"))
     findings.notes += [file.note for file in report.files if file.note]
     judge_chat_template(cfg, report, findings)
+    judge_multimodal(cfg, report, findings)
     for key in DATA_KEYS:
         if not file_list(OmegaConf.select(cfg, key)):
             findings.problems.append(

@@ -687,6 +687,22 @@ def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_tha
     assert submission(tmp_path, *overrides[:-2], f"trainer.save_freq={fitting}", "launch.skip_checks=[hub_cache]")
 
 
+def test_image_rows_for_a_text_only_model_are_refused_and_a_multimodal_processor_lets_them_pass(tmp_path: Path):
+    """verl's dataset asserts "processor is needed to process multimodal data" at the first row with images, and
+    verl's hf_processor gives None for a model directory without a processor's files."""
+    overrides = tiny_run(tmp_path)
+    train = next(o.split("=", 1)[1] for o in overrides if o.startswith("data.train_files="))
+    rows = pd.read_parquet(train)
+    rows["images"] = [[{"bytes": b"png", "path": None}]] * len(rows)
+    rows.to_parquet(train)
+    refused = dry_run(tmp_path, *overrides)
+    (said,) = [w for w in refused.warnings if "multimodal" in w]
+    assert "has multimodal columns (images) but" in said and "processor is needed to process multimodal data" in said
+    model = next(o.split("=", 1)[1] for o in overrides if o.startswith("actor_rollout_ref.model.path="))
+    (Path(model) / "preprocessor_config.json").write_text('{"processor_class": "Qwen2VLProcessor"}')
+    assert not [w for w in dry_run(tmp_path, *overrides).warnings if "multimodal" in w]
+
+
 def test_a_budget_that_ends_before_training_starts_is_refused_with_one_that_does_not(tmp_path: Path):
     """A --time below the job's start-up: the attempt would end before its first step, and every requeue again; the
     plan had shown it as attempts of 1 minute."""

@@ -139,7 +139,9 @@ def logs(manifest: Manifest, run: str | None, lines: int) -> str:
         else:  # task 0's (the driver's), then each other node's task: a worker rank's own error is only in its log
             written_logs = [("stdout", entry.stdout), ("stderr", entry.stderr)] + [
                 (f"rank {task_of(path)} {'stdout' if path.suffix == '.out' else 'stderr'}", str(path))
-                for path in sorted(job_logs(run_dir), key=lambda path: (len(task_of(path)), task_of(path), path.suffix != ".out"))
+                for path in sorted(
+                    job_logs(run_dir), key=lambda path: (len(task_of(path)), task_of(path), path.suffix != ".out")
+                )
                 if task_of(path) != "0"
             ]
         for stream, written in written_logs:

@@ -207,6 +207,23 @@ def _fsdp_optimizer(optim: str) -> Callable[[DictConfig], bool]:
     return lambda cfg: built(cfg) and str(OmegaConf.select(cfg, f"{optim}._target_")).endswith(f".{FSDP_OPTIMIZER}")
 
 
+MEGATRON_LR_DECAY = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
+MEGATRON_WSD_DECAY = ("linear", "cosine", "exponential", "minus_sqrt")
+
+
+def _megatron_optimizer(optim: str, name: str) -> Callable[[DictConfig], bool]:
+    """A Megatron role's scheduler keys, where its optim node builds verl's McoreOptimizerConfig (the critic's where
+    verl builds a critic); the WSD style only under lr_decay_style=WSD."""
+    built = (lambda cfg: trains_critic(cfg)) if optim.startswith("critic.") else _everywhere
+
+    def applies(cfg: DictConfig) -> bool:
+        megatron = str(OmegaConf.select(cfg, f"{optim}._target_")).endswith(".McoreOptimizerConfig")
+        wsd = name != "lr_wsd_decay_style" or OmegaConf.select(cfg, f"{optim}.lr_decay_style") == "WSD"
+        return built(cfg) and megatron and wsd
+
+    return applies
+
+
 def _set(key: str) -> Callable[[DictConfig], bool]:
     """Words a key holds matter only where this key of verl's is set (not null)."""
     return lambda cfg: OmegaConf.select(cfg, key) is not None
@@ -303,6 +320,35 @@ CHOICES: dict[str, Words] = {
         )
         for optim in ("actor_rollout_ref.actor.optim", "critic.optim")
         for name in ("lr_scheduler_type", "warmup_style")
+    },
+    # Megatron-core is not installed where rlaunch plans: its words, from its source (megatron/core/
+    # optimizer_param_scheduler.py OptimizerParamScheduler.get_lr/get_wd, transformer/transformer_config.py
+    # __post_init__); verl's yaml comments spell inverse_square_root and a constant WSD style, neither of which it takes
+    **{
+        f"{optim}.{name}": Words(
+            lambda words=words: list(words),
+            f"Megatron-core's {what} (OptimizerParamScheduler)",
+            f"verl 0.9.1's Megatron optimizer scheduler would raise '... is not supported' {when}",
+            _megatron_optimizer(optim, name),
+        )
+        for optim in ("actor_rollout_ref.actor.optim", "critic.optim")
+        for name, words, what, when in (
+            ("lr_decay_style", MEGATRON_LR_DECAY, "LR decay styles", "once the warm-up ends (or at once without one)"),
+            ("weight_decay_incr_style", ("constant", "linear", "cosine"), "weight-decay styles", "at its first step"),
+            ("lr_wsd_decay_style", MEGATRON_WSD_DECAY, "WSD decay styles", "in the decay phase (AssertionError)"),
+        )
+    },
+    **{
+        f"{role}.megatron.override_transformer_config.{name}": Words(
+            lambda words=words: list(words),
+            f"Megatron-core's {name.replace('_', ' ')}s (TransformerConfig)",
+            "verl 0.9.1 would fail as the Megatron worker builds the model (TransformerConfig: ValueError)",
+        )
+        for role in ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
+        for name, words in (
+            ("recompute_granularity", ("full", "selective")),
+            ("recompute_method", ("uniform", "block")),
+        )
     },
     # a loop of the user's own is registered from agent_loop_config_path's yaml as the workers start: not judged here
     "actor_rollout_ref.rollout.agent.default_agent_loop": Words(

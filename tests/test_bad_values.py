@@ -226,6 +226,24 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "must be an integer > 0 (verl's HFModelConfig.lora_alpha is int); verl 0.9.1 would run it, LoRA's update "
         "scaled by alpha / rank: 0 trains nothing",
     ),
+    # Megatron-core's words (not installed here): verl's own yaml comments name inverse_square_root and a constant WSD
+    (
+        ("actor_rollout_ref.actor.optim.lr_decay_style=inverse_square_root", "backend=megatron"),
+        "inverse_square_root is not one of Megatron-core's LR decay styles (OptimizerParamScheduler): constant, "
+        "linear, cosine, inverse-square-root, WSD",
+    ),
+    (
+        (
+            "actor_rollout_ref.actor.optim.lr_wsd_decay_style=constant",
+            "actor_rollout_ref.actor.optim.lr_decay_style=WSD",
+            "backend=megatron",
+        ),
+        "constant is not one of Megatron-core's WSD decay styles (OptimizerParamScheduler): linear, cosine",
+    ),
+    (
+        ("actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=ful", "backend=megatron"),
+        "ful is not one of Megatron-core's recompute granularitys (TransformerConfig): full, selective",
+    ),
     (
         ("actor_rollout_ref.model.lora.rank=-1", "backend=megatron"),
         "must be an integer >= 0 (verl's default is the int 0); verl 0.9.1 would quietly train every parameter",

@@ -69,12 +69,26 @@ def node_of(lines: Iterable[str]) -> str | None:
     return None
 
 
+# one entry of a config dump: verl pretty-prints its whole config at start (`'truncation': 'error',`), OmegaConf and
+# Hydra as YAML (`truncation: error`): a setting whose value is the word error, not an error; a bare `error: ...` key
+# (a tool's own message) is not taken for one
+CONFIG_KEY = r"""(?:'[^']*'|"[^"]*"|(?!(?i:error|fatal|err)\b)[A-Za-z_][\w.]*)\s*:\s*"""
+CONFIG_ENTRY = re.compile(
+    rf"""^[{{\[(]*\s*(?:{CONFIG_KEY}[{{\[]\s*)*{CONFIG_KEY}(?:'[^']*'|"[^"]*"|[\w.+-]+)?\s*[,}}\])]*\s*$"""
+)
+
+
 def last_error(lines: list[str]) -> list[str]:
-    """For `unknown`: the last exception line that is not rlaunch's own wrapper (else the last line saying error)."""
+    """For `unknown`: the last exception line that is not rlaunch's own wrapper (else the last line saying error that
+    is not an entry of a config dump)."""
     exceptions = [line for line in lines if EXCEPTION_LINE.match(strip_prefix(line)) and not WRAPPER.search(line)]
     if not exceptions:
         exceptions = [
-            line for line in lines if re.search(r"\b(?:Error|error|FATAL)\b", line) and not WRAPPER.search(line)
+            line
+            for line in lines
+            if re.search(r"\b(?:Error|error|FATAL)\b", line)
+            and not WRAPPER.search(line)
+            and not CONFIG_ENTRY.match(strip_prefix(line))
         ]
     return exceptions[-1:]
 
@@ -104,7 +118,10 @@ def classify(text: str, attempt: int | None = None, host: str | None = None) -> 
     if matched:
         return matched
     errors = last_error(lines)
-    failure = Failure("unknown", [evidence_line(line) for line in errors], attempt, node_near(lines, errors) or host)
+    # SLURM's own cancel line says more than the srun error it leaves after it (the fix says what decides its cause)
+    cancels = [line for line in lines if BARE_CANCEL.search(line)][:1]
+    shown = list(dict.fromkeys(evidence_line(line) for line in [*cancels, *errors]))
+    failure = Failure("unknown", shown, attempt, node_near(lines, errors) or host)
     failure.fix = generic_fix(failure, text)
     undecided = failure.fix != GENERIC_FIXES["unknown"]  # the log narrows it to a choice the fix spells out
     enough = sum(bool(line.strip()) for line in lines) >= LIKENESS_MIN_LINES

@@ -34,7 +34,7 @@ from launch.memory import with_changes
 from launch.overrides import as_override, as_overrides, key_of, keys_of, parse_one
 from launch.preflight import TUNE_HEADROOM, WhatIf, candidate_fixes
 from launch.report import failures
-from launch.report.failures.fixes import PhaseFix
+from launch.report.failures.fixes import PhaseFix, budget_for_a_first_step, signal_at_start
 from launch.report.failures.logs import Attempt
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
@@ -483,11 +483,18 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
         save_freq = failures.save_freq_that_fits(stalled_reach, thresholds.saves_per_attempt)
         overrides.append(as_override("trainer.save_freq", save_freq))
         remedy = f"an attempt reaches {stalled_reach} steps but saves every {trainer['save_freq']}"
+    elif stalled_reach == 0 and (at_start := signal_at_start(run.local_plan)):
+        remedy = f"no attempt reaches a training step: {at_start}"
     elif stalled_reach == 0 and trainer.get("val_before_train"):
         overrides.append(as_override("trainer.val_before_train", False))
         remedy = "no attempt reaches a training step: every start validates first"
+    elif stalled_reach == 0:
+        remedy = f"no attempt reaches a training step: {budget_for_a_first_step(run.local_plan)}"
     else:
         remedy = "no attempt reaches a checkpoint"
+    if stalled_reach == 0 and "save_freq" in stop_reason:  # the job's words: no step was reached, no save to bring in
+        stop_reason = stop_reason.split(":")[0] + " (no attempt reached a step: a lower trainer.save_freq cannot help)"
+        evidence["not_requeued"] = stop_reason
     headline = (
         f"{stalled} requeue(s) in a row restarted from checkpoint step {starts[-1]} (last logged step {last_step}): "
         f"{remedy}" + (f"; not requeued again: {stop_reason}" if stop_reason else "")

@@ -2512,6 +2512,73 @@ def fix_host_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[
     ), found
 
 
+SUBMITIT_STAMP = re.compile(r"\((\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)")  # submitit's `INFO (2026-11-29 12:14:09,798)`
+
+
+def attempt_wall_s(log_text: str, evidence: list[str]) -> float | None:
+    """Seconds from the attempt's first submitit line to its time-limit line (None where either has no stamp)."""
+    from datetime import datetime
+
+    def seconds(match: re.Match[str]) -> float:
+        return datetime.fromisoformat(f"{match.group(1)} {match.group(2)}").timestamp()
+
+    stamps = [seconds(match) for match in SUBMITIT_STAMP.finditer(log_text)]
+    ended = next((seconds(match) for line in evidence if (match := SUBMITIT_STAMP.search(line))), None)
+    return ended - min(stamps) if stamps and ended is not None else None
+
+
+# an attempt that got its time-limit signal within this share of --time did not run out of time: the signal came early
+SIGNAL_EARLY_SHARE = 0.5
+
+
+def signal_at_start(plan: Plan) -> str | None:
+    """The requeue signal's delay (cluster.signal_delay_s, sbatch --signal=USR2@<s>) at or past the time limit makes
+    SLURM signal the job as it starts, however long --time is: what to change (None where the delay is below it)."""
+    delay = plan.slurm.get("signal_delay_s") if plan.slurm else None
+    minutes = plan.resources.time_min
+    if delay is None or not minutes or int(delay) < minutes * 60:
+        return None
+    return (
+        f"cluster.signal_delay_s={delay} (sbatch --signal=USR2@{delay}) is not below the time limit of {minutes} min "
+        f"(--time={minutes}), so SLURM sends the requeue signal as the job starts: set cluster.signal_delay_s below "
+        f"{minutes * 60} s, or give the job a longer limit (mode.time_budget_min)"
+    )
+
+
+def signal_before_work(plan: Plan, wall_s: float | None) -> str | None:
+    """An attempt signalled far within its time limit (SIGNAL_EARLY_SHARE) by a signal due at the job's start: the
+    fix for it (None otherwise)."""
+    at_start = signal_at_start(plan)
+    minutes = plan.resources.time_min
+    if at_start is None or wall_s is None or not minutes or wall_s > SIGNAL_EARLY_SHARE * minutes * 60:
+        return None
+    return f"the requeue signal came before any work (the attempt was signalled {wall_s:.0f} s in): {at_start}"
+
+
+def budget_for_a_first_step(plan: Plan) -> str:
+    """A mode.time_budget_min that reaches a first step (and the first checkpoint, where readiness counted it): the
+    start-up, the validation before training and the steps, as readiness's time check adds them up."""
+    from launch.steptime import STARTUP_MIN
+
+    predicted = plan.readiness.time if plan.readiness is not None else None
+    if predicted is not None:
+        before = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
+        then = min(predicted.first_checkpoint_min or predicted.step_s / 60, 60.0)
+        needed = STARTUP_MIN + before + then
+        return (
+            f"mode.time_budget_min={math.ceil(needed) + 1} or more (readiness counted {STARTUP_MIN} min of start-up"
+            + (f", {before:.1f} min of validation" if before else "")
+            + f" and {then:.1f} min to the first checkpoint)"
+        )
+    if plan.time is not None:
+        needed = STARTUP_MIN + 2 * plan.time.step_s / 60  # a validation before training: one step's time as its floor
+        return (
+            f"mode.time_budget_min={math.ceil(needed) + 1} or more (the job's start-up takes {STARTUP_MIN} min, a step "
+            f"~{plan.time.step_s:.0f} s)"
+        )
+    return f"a longer mode.time_budget_min: the job's start-up alone takes about {STARTUP_MIN} min"
+
+
 def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
     attempt = failure.attempt or 1
     trainer = verl_value(context.plan, "trainer") or {}
@@ -2524,7 +2591,11 @@ def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> tupl
         return GENERIC_FIXES["time_limit"], {}
     found: Details = {"steps_reached": reached}
     if reached == 0:
-        fix = "trainer.val_before_train=false" if trainer.get("val_before_train") else "mode.time_budget_min=<longer>"
+        early = signal_before_work(context.plan, attempt_wall_s(log_text, failure.evidence))
+        if early:
+            return early, found | {"signal_before_work": 1}
+        validates = trainer.get("val_before_train")
+        fix = "trainer.val_before_train=false" if validates else budget_for_a_first_step(context.plan)
         return f"the attempt reached no training step in its time limit{limit}: {fix}", found
     if start == 0 and save_freq is not None and int(save_freq) > reached:
         fits = save_freq_that_fits(reached, context.saves_per_attempt)

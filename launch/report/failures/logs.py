@@ -69,6 +69,11 @@ TASK_DIED = re.compile(
 )
 
 
+# the job ended for good after an interruption: submitit did not requeue it (its UncompletedJobError, whatever the
+# reason it gives), or rlaunch's checkpoint hook refused the requeue (launch/job.py)
+NOT_REQUEUED = re.compile(r"(?m)UncompletedJobError: Job not requeued|Job not requeued because|^rlaunch: not requeued:")
+
+
 def ending(text: str) -> str:
     exited = RAY_ENTRY_EXITED.search(text)
     if exited:  # cluster=ray: the entrypoint's own exit code
@@ -77,6 +82,8 @@ def ending(text: str) -> str:
         return "cancelled"
     if "Job completed successfully" in text:
         return "completed"
+    if NOT_REQUEUED.search(text):  # an interruption it did not come back from: the end-for-good line wins
+        return "failed"
     if any(p.search(text) for p in COMPILED["preempted"] + COMPILED["time_limit"]):
         return "interrupted"
     if (
@@ -221,7 +228,7 @@ def attempts_in(logs: list[Path]) -> list[Attempt]:
         ranks = {
             task: ending("\n".join(lines)) for task, lines in per_rank.get(number, {}).items() if "".join(lines).strip()
         }
-        ended = worst_ending(ranks) if len(ranks) > 1 else ending(text)
+        ended = worst_ending(ranks) if len(ranks) > 1 and not NOT_REQUEUED.search(text) else ending(text)
         attempts.append(Attempt(number, text, host, ended))
     return attempts
 

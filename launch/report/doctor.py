@@ -549,6 +549,7 @@ def failure_context(run: RunMetrics, thresholds: DoctorThresholds) -> failures.F
         steps_reached=dict(enumerate(reached, start=1)),
         checkpointed_step=dict(enumerate(starts, start=1)),
         saves_per_attempt=thresholds.saves_per_attempt,
+        attempt_records=dict(enumerate(run.attempts, start=1)),
     )
 
 

@@ -2392,6 +2392,8 @@ class FixContext:
     steps_reached: dict[int, int] = field(default_factory=dict)  # attempt -> training steps it logged past its start
     checkpointed_step: dict[int, int] = field(default_factory=dict)  # attempt -> the checkpoint it started from
     saves_per_attempt: int = 2
+    # attempt -> its attempts.jsonl record (launch/job.py record_attempt: the GPUs NVML saw, SLURM's variables)
+    attempt_records: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def save_freq_that_fits(steps_reached: int, saves_per_attempt: int) -> int:
@@ -2637,6 +2639,29 @@ def fix_disk_full(failure: Failure, context: FixContext, log_text: str) -> tuple
     ), found
 
 
+def fix_gpu_unavailable(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
+    """Where the attempt's record shows SLURM granted GPUs (SLURM_GPUS_ON_NODE, CUDA_VISIBLE_DEVICES) that NVML did not
+    see (gpus 0), the partition is not the cause: the node's driver, NVML or device files are (the log's own fix
+    follows); else the log's fix as it was."""
+    record = context.attempt_records.get(failure.attempt or 1, {})
+    granted = str(record.get("SLURM_GPUS_ON_NODE") or "").strip()
+    visible = str(record.get("CUDA_VISIBLE_DEVICES") or "").strip()
+    count = int(granted) if granted.isdigit() else len([d for d in visible.split(",") if d.strip()])
+    if record.get("gpus") != 0 or count == 0:
+        return failure.fix, {}
+    node = record.get("SLURM_JOB_NODELIST") or record.get("host") or "<node>"
+    devices = f" (CUDA_VISIBLE_DEVICES={visible})" if visible else ""
+    asked = failure.details.get("gpus_requested")
+    nodes = str(record.get("SLURM_NNODES") or "1")
+    where = f"per node on {nodes} nodes ({node})" if nodes.isdigit() and int(nodes) > 1 else f"on {node}"
+    return (
+        f"SLURM granted {count} GPU(s){devices} {where} but the process saw none (NVML counted 0 at the attempt's "
+        "start): the node's NVIDIA driver, NVML or device files (/dev/nvidia*, a container started without them) "
+        f"fail the job: run `srun -w {node} --gres=gpu:1 nvidia-smi` and fix the node; no partition, GPU count or "
+        "memory setting can help" + (f" (the run asks for {asked:g} GPU(s))" if isinstance(asked, float | int) else "")
+    ), {"gpus_granted": count, "gpus_seen": 0}
+
+
 # each returns the fix and the numbers it read (they go into the failure's details)
 PLAN_FIXES: dict[str, Callable[[Failure, FixContext, str], tuple[str, Details]]] = {
     "cuda_oom": fix_cuda_oom,
@@ -2644,6 +2669,7 @@ PLAN_FIXES: dict[str, Callable[[Failure, FixContext, str], tuple[str, Details]]]
     "host_oom": fix_host_oom,
     "time_limit": fix_time_limit,
     "disk_full": fix_disk_full,
+    "gpu_unavailable": fix_gpu_unavailable,
 }
 
 

@@ -368,7 +368,12 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def markdown_report(
-    title: str, summaries: list[RunSummary], plots: list[Path], out_dir: Path, silent: str | None = None
+    title: str,
+    summaries: list[RunSummary],
+    plots: list[Path],
+    out_dir: Path,
+    silent: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     header, rows = overview_rows(summaries)
     for summary, row in zip(summaries, rows, strict=True):
@@ -385,6 +390,7 @@ def markdown_report(
         "attempt that reached them last.",
         "",
         *([f"{silent}: the states are the runs' own records.", ""] if silent else []),
+        *[line for note in notes for line in (note, "")],
         markdown_table(header, rows),
         "",
         *(["## Failed runs", "", "```", *failed_runs(summaries), "```", ""] if failed_runs(summaries) else []),
@@ -490,6 +496,14 @@ def plot_rewards(summaries: list[RunSummary], out_dir: Path) -> list[Path]:
     return plots
 
 
+def dry_run_note(planned: list[RunSummary]) -> str:
+    """What a run a dry run planned is: nothing of it ran, so it has no state, metrics or cause to show."""
+    return (
+        f"dry run: {len(planned)} run(s) marked {failures.DRY_RUN_STATE} were planned only, nothing was submitted "
+        "(each plan is in <run dir>/plan.txt; submit without launch.dry_run to run them)"
+    )
+
+
 def compare(target: str, out_dir: Path | None, project: str, entity: str | None) -> Path:
     runs, local = load_runs(target, project, entity)
     summaries = [summarize(run) for run in runs]
@@ -505,9 +519,13 @@ def compare(target: str, out_dir: Path | None, project: str, entity: str | None)
     plot_step_times(summaries, out_dir)
     title = f"Sweep {Path(target).name if local else target}: {len(summaries)} runs"
     report = out_dir / "report.md"
-    report.write_text(markdown_report(title, summaries, plots, out_dir, said.silent))
+    planned = [summary for summary in summaries if summary.state == failures.DRY_RUN_STATE]
+    notes = [dry_run_note(planned)] if planned else []
+    report.write_text(markdown_report(title, summaries, plots, out_dir, said.silent, notes))
     if said.silent:
         print(f"{said.silent}: the states are the runs' own records", flush=True)
+    for note in notes:
+        print(note, flush=True)
     print_tables(summaries)
     print(f"report: {report} ({len(plots)} plot(s))", flush=True)
     return report

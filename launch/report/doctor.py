@@ -657,6 +657,13 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
     runs = [read_run(run_dir) for run_dir in runs_under(path)]
     said = failures.records_of(run.run_dir for run in runs)  # a cancel is only in the scheduler's record
     failed = {run.run_id: run_failures(run, thresholds, said.by_run.get(run.run_id)) for run in runs}
+    planned = {run.run_id for run in runs if failures.planned_only(run.run_dir)}
+    if runs and len(planned) == len(runs):  # a dry run's sweep or run: nothing ran, nothing to diagnose
+        return [
+            f"run {run.run_id}  ({run.run_dir}): dry run: planned only, nothing was submitted, so there is nothing to "
+            f"diagnose (its plan: {run.run_dir / 'plan.txt'}; submit without launch.dry_run to run it)"
+            for run in runs
+        ]
     if not any(has_metrics(run) or failed[run.run_id] for run in runs):
         raise UserError(
             f"no metrics under {path} and no failed attempt: verl's file logger writes "
@@ -664,6 +671,9 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
         )
     out = [f"{said.silent}: causes from the runs' own logs"] if said.silent else []
     for run in runs:
+        if run.run_id in planned:
+            out.append(f"run {run.run_id}  ({run.run_dir}): dry run: planned only, nothing was submitted, skipped")
+            continue
         if not has_metrics(run) and not failed[run.run_id]:
             out.append(f"run {run.run_id}  ({run.run_dir}): no metrics yet, skipped")
             continue

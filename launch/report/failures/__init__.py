@@ -18,18 +18,21 @@ submodule of the same name on the package): reach the module as `from launch.rep
 from launch.report.failures.classify import HangRecord, cancel_failure, classify, read_hang_records, run_failures
 from launch.report.failures.fixes import FixContext, save_freq_that_fits, with_plan_fix
 from launch.report.failures.logs import (
+    DRY_RUN_STATE,
     FAILED_STATE,
     JobRecord,
     JobRecords,
     attempts_in,
     job_records,
     log_with_sibling,
+    planned_only,
     records_of,
     run_state,
 )
 from launch.report.failures.signatures import KINDS, RECORDED_KINDS, Failure, render, summary
 
 __all__ = [
+    "DRY_RUN_STATE",
     "FAILED_STATE",
     "KINDS",
     "RECORDED_KINDS",
@@ -43,6 +46,7 @@ __all__ = [
     "classify",
     "job_records",
     "log_with_sibling",
+    "planned_only",
     "read_hang_records",
     "records_of",
     "render",

@@ -96,6 +96,16 @@ def ending(text: str) -> str:
     return "running"
 
 
+# a run a dry run planned (launch.dry_run): its sweep's manifest says nothing was submitted
+DRY_RUN_STATE = "DRY RUN"
+
+
+def planned_only(run_dir: Path) -> bool:
+    """The run was planned by a dry run and never submitted: its sweep's manifest is a dry run's (no job id)."""
+    entry = manifest_entry(run_dir)
+    return entry is not None and not entry.job_id and read_manifest(run_dir.parent).dry_run
+
+
 def manifest_entry(run_dir: Path) -> ManifestRun | None:
     """The run's entry in its sweep's manifest (None: no manifest, or the run is not in it)."""
     if not (run_dir.parent / MANIFEST).exists():
@@ -248,12 +258,14 @@ def log_with_sibling(path: Path) -> list[Path]:
 def run_state(run_dir: Path, record: JobRecord | None = None) -> str | None:
     """The state the scheduler gives the run's job where it answered (`record`: SLURM's 'CANCELLED by 1000',
     'TIMEOUT', 'PENDING (BeginTime)', Ray's 'STOPPED'), else COMPLETED / FAILED / RUNNING / REQUEUED / PENDING (or a
-    Ray job's STOPPED) from the job's own log; None for a run that no manifest lists (cluster=local, or a directory
-    copied without its sweep)."""
+    Ray job's STOPPED) from the job's own log, DRY RUN for a run a dry run planned; None for a run that no manifest
+    lists (cluster=local, or a directory copied without its sweep)."""
     if record is not None:
         return record.state
     if manifest_entry(run_dir) is None:
         return None
+    if planned_only(run_dir):
+        return DRY_RUN_STATE
     attempts = read_attempts(run_dir)
     if not attempts:
         return PENDING_STATE

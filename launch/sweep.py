@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -158,11 +159,22 @@ def cancel(manifest: Manifest) -> str:
         from launch import ray_status
 
         return ray_status.cancel(manifest)
+    records = failures.job_records(manifest)
+    submitted = [run for run in manifest.runs if run.job_id]
+    known = [records.by_run[run.run_id] for run in submitted if run.run_id in records.by_run]
+    states = ", ".join(f"{state} x{count}" for state, count in Counter(record.state for record in known).items())
+    if known and len(known) == len(submitted) and not any(record.queued for record in known):
+        # scancel of jobs that ended says nothing: a 'cancelled' would claim what did not happen
+        return (
+            f"sweep {manifest.sweep_id}: nothing was running to cancel: its {len(known)} job(s) have ended "
+            f"({states}, as SLURM records them)"
+        )
     try:
         ask_slurm(["scancel", *manifest.array_ids])
     except SlurmSilent as silent:
         raise UserError(f"could not cancel {', '.join(manifest.array_ids)}: {silent}") from None
-    return f"cancelled {len(manifest.array_ids)} array(s): {', '.join(manifest.array_ids)}"
+    before = f" (its jobs were {states})" if known else ""
+    return f"cancelled {len(manifest.array_ids)} array(s): {', '.join(manifest.array_ids)}{before}"
 
 
 def answer(command: str, manifest: Manifest, run: str | None, lines: int) -> str:

@@ -266,3 +266,31 @@ def test_a_worker_rank_without_an_end_line_does_not_hold_a_completed_attempt():
     assert worst_ending({"0": "running", "1": "failed"}) == "failed"
     assert worst_ending({"0": "running", "1": "completed"}) == "running"
     assert worst_ending({"0": "interrupted", "1": "failed"}) == "interrupted"
+
+
+def test_cancel_on_a_sweep_whose_jobs_ended_says_nothing_was_running(tmp_path: Path):
+    """scancel of a finished job is silent: `cancel` had printed 'cancelled 1 array(s): 16' for a sweep whose job had
+    long failed. Now it says nothing was running and in which states the jobs are; a running job is still cancelled."""
+    run_dir = fixture_job(tmp_path / "ended", "16", TWO_NODE_OUT_0, TWO_NODE_ERR_0)
+    cancelled = tmp_path / "scancel.called"
+    for squeue, expected in (("", None), ("16|RUNNING|c[1-2]\n", "RUNNING x1")):
+        env = slurm_answering(tmp_path, "16|FAILED|1:0|00:00:48|c[1-2]|x\n", squeue)
+        scancel = tmp_path / "bin" / "scancel"
+        scancel.write_text(f'#!/bin/sh\necho "$@" > {cancelled}\n')
+        scancel.chmod(0o755)
+        said = subprocess.run(
+            [sys.executable, str(PROJECT / "launch" / "sweep.py"), "cancel", str(run_dir.parent)],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert said.returncode == 0, said.stderr
+        if expected is None:
+            assert said.stdout.strip() == (
+                "sweep ended: nothing was running to cancel: its 1 job(s) have ended (FAILED x1, as SLURM records them)"
+            ), said.stdout
+            assert not cancelled.exists()
+        else:
+            assert said.stdout.strip() == f"cancelled 1 array(s): 16 (its jobs were {expected})", said.stdout
+            assert cancelled.read_text().split() == ["16"]

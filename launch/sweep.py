@@ -54,6 +54,32 @@ def default_runs_dirs() -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+SWEEPS_SHOWN = 8  # sweeps a runs directory's message names
+
+
+def sweeps_in(directory: Path) -> list[Path]:
+    """The sweep directories in a runs directory (launch.runs_dir): those with a manifest or a run directory, the
+    most recent first."""
+
+    def is_sweep(entry: Path) -> bool:
+        try:
+            return entry.is_dir() and ((entry / MANIFEST).is_file() or any(is_run_dir(run) for run in entry.iterdir()))
+        except OSError:  # a directory this user cannot read: not one to name
+            return False
+
+    found = [entry for entry in directory.iterdir() if is_sweep(entry)]
+    return sorted(found, key=lambda sweep: sweep.stat().st_mtime, reverse=True)
+
+
+def runs_dir_message(directory: Path, sweeps: list[Path]) -> str:
+    more = f" (and {len(sweeps) - SWEEPS_SHOWN} more)" if len(sweeps) > SWEEPS_SHOWN else ""
+    named = ", ".join(sweep.name for sweep in sweeps[:SWEEPS_SHOWN])
+    return (
+        f"{directory} is a runs directory (launch.runs_dir), not a sweep: give one of its sweeps, most recent first: "
+        f"{named}{more} (its path, or the id with --runs-dir {directory})"
+    )
+
+
 def find_sweep(sweep: str, runs_dir: Path | None) -> Path:
     """The sweep directory a command names: a sweep directory, one of its run directories, or a sweep id found in
     exactly one runs directory (--runs-dir, then the defaults); else UserError, naming where it looked."""
@@ -62,6 +88,8 @@ def find_sweep(sweep: str, runs_dir: Path | None) -> Path:
         return given.parent
     if (given / MANIFEST).is_file() or given.is_dir() and any(is_run_dir(entry) for entry in given.iterdir()):
         return given
+    if given.is_dir() and (sweeps := sweeps_in(given)):
+        raise UserError(runs_dir_message(given, sweeps))
     roots = [*([runs_dir.expanduser().absolute()] if runs_dir else []), *default_runs_dirs()]
     found = list(dict.fromkeys((root / sweep).resolve() for root in roots if (root / sweep).is_dir()))
     if len(found) == 1:

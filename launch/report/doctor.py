@@ -35,7 +35,7 @@ from launch.overrides import as_override, as_overrides, key_of, keys_of, parse_o
 from launch.preflight import TUNE_HEADROOM, WhatIf, candidate_fixes
 from launch.report import failures
 from launch.report.failures.fixes import PhaseFix, budget_for_a_first_step, signal_at_start
-from launch.report.failures.logs import Attempt
+from launch.report.failures.logs import Attempt, job_logs
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
@@ -716,9 +716,33 @@ def log_outcome(attempts: list[Attempt]) -> tuple[str, list[failures.Failure]]:
     return outcome, found
 
 
+LOG_SHOWN = 6  # log files a directory's message names
+
+
+def log_directory_message(path: Path) -> str:
+    """--log given a directory: the log files to pass instead (a run directory's job logs through its sweep's
+    manifest; else the submitit logs in it or in its submitit/<job>/ folders, stderr of task 0 first)."""
+    logs = job_logs(path) if (path / "plan.json").is_file() else []
+    if not logs:
+        found = [*path.glob("*_log.err"), *path.glob("*_log.out"), *path.glob("submitit/*/*_log.err")]
+        found += [*path.glob("*/*_log.err")] if not found else []
+        logs = sorted(dict.fromkeys(found), key=lambda log: (log.suffix != ".err", "_0_log" not in log.name, log))
+    if not logs:
+        return (
+            f"{path} is a directory with no job log in it: give the path of a job's log (e.g. submitit's "
+            "<job>_0_log.err), or the run directory without --log"
+        )
+    named = ", ".join(map(str, logs[:LOG_SHOWN])) + (
+        f" (and {len(logs) - LOG_SHOWN} more)" if len(logs) > LOG_SHOWN else ""
+    )
+    return f"{path} is a directory: --log reads one log file; give one of: {named}"
+
+
 def classify_log(path: Path, as_json: bool) -> str:
     """--log FILE: the job's outcome and the cause of each attempt that failed (each attempt's, for a requeued job's
     submitit log: its stdout, which holds the attempt starts, is read beside a stderr file)."""
+    if path.is_dir():
+        raise UserError(log_directory_message(path))
     if not path.is_file():
         raise UserError(f"no such log file: {path}: give the path of a job's log (e.g. submitit's <job>_0_log.err)")
     attempts = failures.attempts_in(failures.log_with_sibling(path))
@@ -755,6 +779,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 raise UserError("usage: python launch/report/doctor.py --log FILE [--json]: give exactly one log file")
             print(classify_log(Path(rest[0]), "--json" in args), flush=True)
             return
+        if "--json" in args:
+            raise UserError(
+                "--json goes with --log FILE (python launch/report/doctor.py --log FILE --json); for a run or sweep "
+                "directory the doctor prints text and writes each run's diagnosis.md: drop --json"
+            )
         paths = [arg for arg in args if "=" not in arg]
         if len(paths) != 1:
             raise UserError(

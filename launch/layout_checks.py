@@ -403,6 +403,41 @@ def check_engine_heads(verl: ConfigView, llm: dict[str, Any]) -> None:
     )
 
 
+def ulysses_splits_heads(sp: int, heads: int, kv_heads: int) -> bool:
+    """verl's Ulysses attention gives each rank of the group a whole share of the query heads, and of the key-value
+    heads or a copy of one (models/transformers/monkey_patch.py asserts both as the worker patches the model)."""
+    return heads % sp == 0 and (kv_heads % sp == 0 or sp % kv_heads == 0)
+
+
+def check_ulysses_heads(verl: ConfigView, llm: dict[str, Any]) -> None:
+    """Each FSDP role's Ulysses size over the model's attention heads (ulysses_splits_heads), where the plan knows
+    them: the actor's (its reference follows it), and the critic's where it trains the actor's model."""
+    if llm.get("known") is False:
+        return
+    heads, kv_heads = int(llm["heads"]), int(llm["kv_heads"])
+    n_gpus = int(verl.trainer.nnodes) * int(verl.trainer.n_gpus_per_node)
+    arr, critic = verl.actor_rollout_ref, verl.critic
+    sizes = []
+    if arr.actor.get("strategy") != "megatron":
+        sizes.append(
+            ("actor_rollout_ref.actor.ulysses_sequence_parallel_size", arr.actor.ulysses_sequence_parallel_size)
+        )
+    same_model = str(critic.model.path) == str(arr.model.path)
+    if "critic" in built_roles(verl) and critic.get("strategy") != "megatron" and same_model:
+        sizes.append((f"critic.fsdp.{CRITIC_SP}", int((critic.get("fsdp") or {}).get(CRITIC_SP) or 1)))
+    for key, sp in sizes:
+        if ulysses_splits_heads(int(sp), heads, kv_heads):
+            continue
+        fitting = [size for size in range(1, n_gpus + 1) if n_gpus % size == 0]
+        fitting = [size for size in fitting if ulysses_splits_heads(size, heads, kv_heads)]
+        split = f"{heads} attention heads" + ("" if heads % int(sp) else f" and {kv_heads} key-value heads")
+        raise UserError(
+            f"{key} ({sp}) does not split the model's {split} ({llm.get('name', 'the model')}): verl 0.9.1 asserts "
+            f"it as the workers patch the model (each rank of the Ulysses group takes a whole share of the heads); "
+            f"choose one of {', '.join(map(str, fitting))}"
+        )
+
+
 def check_rollout_span(verl: ConfigView) -> None:
     """The engine's TP against the GPUs per node: a TP group larger than a node spans whole nodes (vLLM over Ray) or
     it leaves one replica split across a node boundary."""

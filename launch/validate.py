@@ -24,7 +24,14 @@ from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message, fork_value_message
 from launch.facts import Facts, is_local_path
 from launch.job_software import skipped_engine_check
-from launch.layout_checks import ConfigView, check_batches, check_engine_heads, check_megatron, check_rollout_span
+from launch.layout_checks import (
+    ConfigView,
+    check_batches,
+    check_engine_heads,
+    check_megatron,
+    check_rollout_span,
+    check_ulysses_heads,
+)
 from launch.overrides import holds_interpolation
 from launch.readiness import executes, skipped
 from launch.rundir import Plan, Resources
@@ -422,6 +429,7 @@ def check_after_gpu_count(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
         check_rollout_span(verl)
     check_engine_heads(verl, plan.llm)
     check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
+    check_ulysses_heads(verl, plan.llm)  # after the GPU count it must divide (check_batches)
     names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
     cache = str(cfg.launch.verl_check_cache)
     checked = verl_checked_part(plan.verl)

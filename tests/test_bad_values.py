@@ -226,6 +226,16 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "must be an integer > 0 (verl's HFModelConfig.lora_alpha is int); verl 0.9.1 would run it, LoRA's update "
         "scaled by alpha / rank: 0 trains nothing",
     ),
+    # verl asserts a Ulysses size that splits the heads as the workers patch the model (monkey_patch.py)
+    (
+        ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=8",),
+        "(8) does not split the model's 28 attention heads (qwen2_5_7b): verl 0.9.1 asserts it as the workers patch "
+        "the model (each rank of the Ulysses group takes a whole share of the heads); choose one of 1, 2, 4",
+    ),
+    (
+        ("critic.fsdp.ulysses_sequence_parallel_size=8", "algorithm.adv_estimator=gae"),
+        "critic.fsdp.ulysses_sequence_parallel_size (8) does not split the model's 28 attention heads",
+    ),
     # Megatron-core's words (not installed here): verl's own yaml comments name inverse_square_root and a constant WSD
     (
         ("actor_rollout_ref.actor.optim.lr_decay_style=inverse_square_root", "backend=megatron"),

@@ -2215,8 +2215,20 @@ FULL_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded): '(?P<p
 CHECKPOINT_PATH = re.compile(r"(?P<path>/\S*?global_step_\d+)")
 CHECKPOINT_SAVE = re.compile(r"checkpoint_manager\.py|\bsave_checkpoint\b|_save_checkpoint\b")
 RAY_SESSION = re.compile(r"(?P<path>/\S*?/session_[\w-]+)")
+# Ray's own disk monitor names the directory it found full: its session directory or a spilling directory
+RAY_DISK_FULL = re.compile(
+    r"(?P<path>/\S+) (?:is over (?P<percent>[\d.]+)% full|has no capacity), (?:available space|object creation)",
+    re.I,
+)
 RAY_PROCESS = re.compile(r"\((?:gcs_server|raylet|plasma_store)\)|Failed to start GCS|object spilling", re.I)
 HF_CACHE = re.compile(r"(?P<path>/\S*?/huggingface/(?:hub|datasets|modules))")
+
+
+def disk_monitor_words(found: re.Match[str]) -> str:
+    """What Ray's file system monitor said of the directory: past its capacity threshold (95 % by default), or none."""
+    if found.group("percent"):
+        return f"over {found.group('percent')}% full, where it stops creating objects that need spilling"
+    return "no capacity at all"
 
 
 def disk_fix_from_log(log_text: str) -> tuple[str, Details] | None:
@@ -2233,13 +2245,21 @@ def disk_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             "trainer.save_freq), or put launch.runs_dir on a larger filesystem; rlaunch's `disk` check compares them "
             "with the free space before submission"
         ), {"filled": "checkpoints"}
-    session = RAY_SESSION.search(path or log_text)
-    if session or "OutOfDiskError" in log_text or RAY_PROCESS.search(log_text):
+    ray_full = RAY_DISK_FULL.search(log_text)
+    session = RAY_SESSION.search(path or (ray_full.group("path") if ray_full else log_text))
+    if ray_full and not session:  # Ray's monitor on a spilling directory of its own
+        return (
+            f"Ray's spilling directory {ray_full.group('path')} is on a full disk (Ray's disk monitor: "
+            f"{disk_monitor_words(ray_full)}; object spilling then fails and the workers that need it die): free "
+            "space there, or point object_spilling_directory at a larger disk"
+        ), {"filled": "ray session"}
+    if session or ray_full or "OutOfDiskError" in log_text or RAY_PROCESS.search(log_text):
         at = f" ({session.group('path')})" if session else ""
+        said = f"; Ray's disk monitor: {disk_monitor_words(ray_full)}" if ray_full else ""
         return (
             f"Ray's session directory{at} is on a full disk (Ray writes its logs, sockets and spilled objects there, "
-            "and its GCS and raylet stop when they cannot): free space there, or give Ray a larger disk for it (ray "
-            "start --temp-dir) and for spilling (object_spilling_directory)"
+            f"and its GCS and raylet stop when they cannot{said}): free space there, or give Ray a larger disk for it "
+            "(ray start --temp-dir) and for spilling (object_spilling_directory)"
         ), {"filled": "ray session"}
     cache = HF_CACHE.search(path or log_text)
     if cache:

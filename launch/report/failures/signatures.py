@@ -116,6 +116,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"\bunexpected pos \d+ vs \d+",
         r"basic_ios::clear: iostream error",
         r"\bOutOfDiskError\b",  # Ray: an object store spill or a worker's file that found the local disk full
+        # Ray's file system monitor (src/ray/common/file_system_monitor.cc) on its session or spilling directory:
+        # `<path> is over 95% full, available space: 2.03 GB; capacity: 69.9 GB. Object creation will fail if
+        # spilling is required.`, or `<path> has no capacity, object creation will fail if spilling is required.`
+        r"\bis over [\d.]+% full, available space: .*Object creation will fail if spilling is required",
+        r"\bhas no capacity, object creation will fail if spilling is required",
     ),
     "engine_memory": (
         r"No available memory for the cache blocks",

@@ -27,7 +27,7 @@ from launch.report.failures.fixes import (
     with_plan_fix,
 )
 from launch.report.failures.likeness import likeness
-from launch.report.failures.logs import Attempt, JobRecord, ray_texts, read_attempts
+from launch.report.failures.logs import Attempt, JobRecord, ray_texts, read_attempts, read_tail
 from launch.report.failures.signatures import (
     EXCEPTION_LINE,
     INTERRUPTIONS,
@@ -40,6 +40,7 @@ from launch.report.failures.signatures import (
     unwrap,
 )
 from launch.rundir import HANG_DIR, hang_records
+from launch.rundir import attempts as rundir_attempts
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # likeness.py reads a log, not a line or two: its weights were trained and measured on excerpts of 5 to 20 lines, and a
@@ -238,7 +239,46 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
     failures.sort(key=lambda failure: failure.attempt or 0)
     if cancelled and (not attempts or attempts[-1].ended == "interrupted"):  # while it waited in the queue
         failures.append(cancel_failure(None, record, run_dir.parent.name, requeued=bool(attempts)))
-    return with_requeue_outcomes(failures)
+    return [with_slurm_node(failure, run_dir, attempts) for failure in with_requeue_outcomes(failures)]
+
+
+# --- node names -------------------------------------------------------------------------------------------------------
+
+RAY_NODE_IP = re.compile(r"Local node IP: (?P<ip>[\d.]+\d)")
+
+
+def slurm_node_names(run_dir: Path, attempts: list[Attempt]) -> dict[int | None, dict[str, str]]:
+    """attempt -> {a name the logs give a node (its hostname, its Ray IP): SLURM's name for it}, from the run's own
+    records: each ray_start-<node>-<rank>.log (rlaunch names it by SLURM's node and writes Ray's 'Local node IP' in
+    it), and each attempt's record (attempts.jsonl: the hostname and SLURM's node list; a one-node job's list is its
+    node, a multi-node job's hostname is its driver's, the rank-0 node). None's map holds the IPs, for every attempt."""
+    by_ip: dict[str, str] = {}
+    head = None
+    for path in sorted(run_dir.glob("ray_start-*-*.log")):
+        node, rank = path.stem.removeprefix("ray_start-").rsplit("-", 1)
+        head = node if rank == "0" else head
+        found = RAY_NODE_IP.search(ANSI.sub("", read_tail(path, 1 << 16)))
+        if found:
+            by_ip[found.group("ip")] = node
+    names: dict[int | None, dict[str, str]] = {None: by_ip}
+    for number, attempt_record in enumerate(rundir_attempts(run_dir), start=1):
+        listed = str(attempt_record.get("SLURM_JOB_NODELIST") or "")
+        single = listed if listed and not re.search(r"[\[,]", listed) else None
+        node = single or head
+        hosts = {attempt_record.get("host"), *(a.host for a in attempts if a.number == number)}
+        if node:
+            names[number] = {str(host): node for host in hosts if host and host != node}
+    return names
+
+
+def with_slurm_node(failure: Failure, run_dir: Path, attempts: list[Attempt]) -> Failure:
+    """The failure with its node named as SLURM names it where the run's records tell (status, logs and the doctor
+    had named one node by its hostname, its Ray IP or SLURM's name in turn)."""
+    if failure.node is None:
+        return failure
+    names = slurm_node_names(run_dir, attempts)
+    slurm = names.get(failure.attempt, {}).get(failure.node) or names[None].get(failure.node)
+    return replace(failure, node=slurm) if slurm else failure
 
 
 # the kinds whose fix says what to do next about the job (resubmit it), which a requeue has already done

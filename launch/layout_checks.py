@@ -312,9 +312,11 @@ def check_megatron(verl: ConfigView, llm: dict[str, Any]) -> None:
                 "('num_moe_experts must be non None to use expert-parallel'); set it to 1"
             )
         if experts and experts % ep:
+            fitting = [size for size in range(1, n_gpus + 1) if experts % size == 0 and n_gpus % (etp * size * pp) == 0]
             raise UserError(
                 f"{key}.expert_model_parallel_size ({ep}) does not divide the model's {experts} experts: {experts} % "
-                f"{ep} = {experts % ep}; choose an EP that divides {experts} (e.g. {neighbours(experts, ep)})"
+                f"{ep} = {experts % ep}; choose an EP that divides {experts} and, with expert TP {etp} x PP {pp}, the "
+                f"{n_gpus} GPUs: one of {', '.join(map(str, fitting))}"
             )
         if not known:
             continue
@@ -335,11 +337,19 @@ def check_megatron(verl: ConfigView, llm: dict[str, Any]) -> None:
                 f"{layers} % {stages} = {layers % stages}; choose a pipeline size that divides {layers}, or set "
                 "override_transformer_config.num_layers_in_first/last_pipeline_stage"
             )
-        for heads, what in ((int(llm["heads"]), "attention heads"), (int(llm["kv_heads"]), "key-value heads")):
+        all_heads, kv_heads = int(llm["heads"]), int(llm["kv_heads"])
+        for heads, what in ((all_heads, "attention heads"), (kv_heads, "key-value heads")):
             if heads % tp:
+                # a TP Megatron-core takes: it divides both head counts, and with PP x CP the GPUs
+                fitting = [
+                    size
+                    for size in range(1, n_gpus + 1)
+                    if all_heads % size == 0 and kv_heads % size == 0 and n_gpus % (size * pp * cp) == 0
+                ]
                 raise UserError(
                     f"{key}.tensor_model_parallel_size ({tp}) does not divide the model's {heads} {what}: {heads} % "
-                    f"{tp} = {heads % tp}; choose a TP that divides {heads} (e.g. {neighbours(heads, tp)})"
+                    f"{tp} = {heads % tp}; choose a TP that divides its {all_heads} attention and {kv_heads} key-value "
+                    f"heads and, with PP {pp} x CP {cp}, the {n_gpus} GPUs: one of {', '.join(map(str, fitting))}"
                 )
 
 

@@ -531,7 +531,8 @@ LLM = {"layers": 48, "heads": 32, "kv_heads": 4}
             {"expert_model_parallel_size": 3, "nnodes": 3},
             128,
             LLM,
-            "expert_model_parallel_size (3) does not divide the model's 128 experts: 128 % 3 = 2",
+            "expert_model_parallel_size (3) does not divide the model's 128 experts: 128 % 3 = 2; choose an EP that "
+            "divides 128 and, with expert TP 1 x PP 1, the 24 GPUs: one of 1, 2, 4, 8",
         ),
         ({"expert_model_parallel_size": 8}, 60, LLM, "expert_model_parallel_size (8) does not divide the model's 60"),
         (
@@ -550,7 +551,8 @@ LLM = {"layers": 48, "heads": 32, "kv_heads": 4}
             {"tensor_model_parallel_size": 8},
             None,
             LLM,
-            "tensor_model_parallel_size (8) does not divide the model's 4 key-value heads",
+            "tensor_model_parallel_size (8) does not divide the model's 4 key-value heads: 4 % 8 = 4; choose a TP "
+            "that divides its 32 attention and 4 key-value heads and, with PP 1 x CP 1, the 8 GPUs: one of 1, 2, 4",
         ),
         # Megatron-core's parallel_state: an interleaved schedule (any VPP, 1 too) needs a pipeline
         (

@@ -197,10 +197,28 @@ def as_literals(tree: Any) -> Any:
     return tree.replace("${", "\\\\\\${") if isinstance(tree, str) else tree
 
 
+def refuse_duplicate_runs(plans: list[Plan]) -> None:
+    """Two jobs of a sweep that plan the same run (the run id hashes the overrides that make a run: launch.*
+    settings and gpu=auto's resolved choice do not) would share one run directory, its checkpoints and its W&B
+    run, the later overwriting the earlier."""
+    seen: dict[str, Plan] = {}
+    for plan in plans:
+        first = seen.setdefault(plan.run_id, plan)
+        if first is plan:
+            continue
+        apart = sorted(set(first.overrides) ^ set(plan.overrides)) or ["nothing"]
+        raise errors.UserError(
+            f"two jobs of this sweep are the same run {plan.run_id} (they differ in {', '.join(apart)}; launch.* "
+            "settings and a gpu=auto that chose the other's profile make no run of their own): they would share one "
+            "run directory, its checkpoints and W&B run; sweep keys that change the run, or run them one at a time"
+        )
+
+
 def dispatch(jobs: list[tuple[Plan, DictConfig]]) -> None:
     """After planning, for one job (a single run, or each job of a local sweep) or a whole SLURM sweep: write the run
     directories, then print (dry run), submit, or run here."""
     plans = [plan for plan, _ in jobs]
+    refuse_duplicate_runs(plans)
     cfg = jobs[0][1]
     dry_run = str(cfg.launch.dry_run).lower()
     executes = readiness.executes(cfg, plans[0])  # planning alone never refuses

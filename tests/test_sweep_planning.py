@@ -150,3 +150,15 @@ def test_the_first_failure_in_order_is_raised_as_planning_one_by_one_would(monke
     with pytest.raises(UserError) as refused:
         cores.in_order(square_or_refuse, list(range(12)))
     assert str(refused.value) == "item 5 refused"
+
+
+@pytest.mark.parametrize("swept", ["launch.preflight=warn,fix", "gpu=auto,a100_80"])
+def test_jobs_of_a_sweep_that_are_the_same_run_are_refused_before_anything_is_written(tmp_path: Path, swept: str):
+    """launch.* settings and gpu=auto's choice make no run of their own (the run id leaves them out): the two jobs
+    had shared one run directory, its checkpoints and its W&B run, the second overwriting the first."""
+    refused = run_cli("llm=qwen2_5_0_5b", swept, SWEEP_ID, "launch.dry_run=json", "-m", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("rlaunch: error:")]
+    assert "two jobs of this sweep are the same run" in line and "sweep keys that change the run" in line
+    assert not refused.stdout.strip()
+    assert not list(tmp_path.rglob("plan.json"))

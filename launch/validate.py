@@ -394,7 +394,8 @@ def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
     if len(gres_parts) == 3 and gres_parts[1] != partition.gres_type:
         raise UserError(
             f"gpu={cfg.gpu.name} needs GPU type '{gres_parts[1]}' but {where} has '{partition.gres_type}': pick the "
-            f"matching gpu profile, another partition, or map it with cluster.gres_types.{cfg.gpu.name}=..."
+            f"matching gpu profile, another partition, or map it with "
+            f"++cluster.gres_types.{cfg.gpu.name}={partition.gres_type}"
         )
 
 
@@ -408,6 +409,9 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     if cfg.algo.name != "rft":  # rft's stages are not PPO steps: it has no advantages
         check_sampling(plan.verl)
     check_fork_keys(plan.verl)
+    # the TPs and Ulysses sizes that cannot split the model's heads at any GPU count: a cause, never a symptom of too
+    # few GPUs (the preflight's GPU-count search keeps the run's TP, so it would call such a run unfittable)
+    check_engine_heads(ConfigView(plan.verl), plan.llm)
     too_few_gpus = gpu_count_refusal(cfg, plan)
     if too_few_gpus is not None and executes(cfg, plan):
         raise too_few_gpus

@@ -226,6 +226,17 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "must be an integer > 0 (verl's HFModelConfig.lora_alpha is int); verl 0.9.1 would run it, LoRA's update "
         "scaled by alpha / rank: 0 trains nothing",
     ),
+    # a TP that splits no head count is the cause, not a symptom of too few GPUs (the search keeps the run's TP)
+    (
+        (
+            "actor_rollout_ref.rollout.tensor_model_parallel_size=3",
+            "gpu=a40",
+            "llm=qwen2_5_32b",
+            "trainer.nnodes=2",
+            "launch.dry_run=false",
+        ),
+        "(3) does not split the model's 40 attention heads (qwen2_5_32b): vllm refuses it as the engine starts",
+    ),
     # verl asserts a Ulysses size that splits the heads as the workers patch the model (monkey_patch.py)
     (
         ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=8",),

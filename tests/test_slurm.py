@@ -205,8 +205,11 @@ def test_partition_limits_from_facts():
         match=r"--time=1455 min \(mode standard's budget \+ margin\) exceeds partition gpu's limit of 600 min",
     ):
         check(partition(), "gpu=a100_80", "mode=standard")
-    with pytest.raises(UserError, match=r"gpu=h100 needs GPU type 'h100' but partition gpu has 'a100'"):
+    with pytest.raises(UserError, match=r"gpu=h100 needs GPU type 'h100' but partition gpu has 'a100'") as refused:
         check(partition(), "gpu=h100", "mode=quick_test")
+    mapping = str(refused.value).rsplit(" ", 1)[-1]
+    assert mapping == "++cluster.gres_types.h100=a100"
+    check(partition(), "gpu=h100", "mode=quick_test", mapping)  # the mapping as printed is taken
     with pytest.raises(UserError, match=r"trainer.nnodes=8 but partition gpu has 4 nodes"):
         check(partition(), "gpu=a100_80", "mode=quick_test", "trainer.nnodes=8")
 

@@ -349,9 +349,15 @@ def choose_gpu(overrides: list[str], cluster: str) -> ProfileChoice:
         gres_type = partition.gres_type if partition is not None and partition.gres_type else hint
         if gres_type:
             profile = profile_for_gres_type(gres_type, profiles, site_gres_types(overrides, cluster))
+            where = f"partition {partition.name}" if partition is not None else "cluster.gpu_type"
             if profile is not None:
-                where = f"partition {partition.name}" if partition is not None else "cluster.gpu_type"
                 return ProfileChoice(profile, f"GPU type '{gres_type}' of {where}")
+            # a default profile here would ask SLURM for a GPU type this partition does not have
+            raise UserError(
+                f"gpu=auto: the GPU type '{gres_type}' of {where} is no profile's ({', '.join(sorted(profiles))}): "
+                f"name the card with gpu=<profile> and map the type to it, e.g. gpu=a100_80 "
+                f"++cluster.gres_types.a100_80={gres_type}"
+            )
     return choose_profile(detect_gpus(), profiles)
 
 

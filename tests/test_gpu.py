@@ -14,6 +14,7 @@ from test_compose import HARDWARE_KNOBS, NAME_KEYS, diff_keys, flatten
 
 from launch import preflight
 from launch.auto import resolve_auto_choices
+from launch.errors import UserError
 from launch.facts import parse_gres, parse_time_limit
 from launch.gpu import (
     DEFAULT_PROFILE,
@@ -201,8 +202,9 @@ def test_gpu_auto_on_a_login_node_reads_the_sites_gres_names(monkeypatch, site_o
     assert "gpu=a100_40" in resolved
     # the reason names the type (and where it came from: the partition when a dev cluster answers, else the hint)
     assert any("ampere-small" in arg for arg in resolved if arg.startswith("gpu.selected_by="))
-    without = resolve_auto_choices(["cluster=slurm", "cluster.gpu_type=ampere-small", "launch.sweep_id=x"])
-    assert "gpu=a100_40" not in without
+    # without the mapping no profile is that card: said, not planned on the default profile's GPU type
+    with pytest.raises(UserError, match=r"the GPU type 'ampere-small' of cluster.gpu_type is no profile's"):
+        resolve_auto_choices(["cluster=slurm", "cluster.gpu_type=ampere-small", "launch.sweep_id=x"])
 
 
 @pytest.mark.parametrize("gpu", NEW_PROFILES)
@@ -236,3 +238,17 @@ def test_dry_run_of_each_new_profile_plans_and_fits(tmp_path: Path):
     assert sorted(plan["gpu_profile"] for plan in plans) == sorted(NEW_PROFILES)
     for plan in plans:
         assert plan["llm"]["name"] == "qwen2_5_7b" and plan["preflight"]["fits"], plan["gpu_profile"]
+
+
+def test_gpu_auto_on_a_partition_whose_gpu_type_no_profile_knows_says_so(monkeypatch):
+    """It had fallen back to the default profile, which then asked SLURM for a type the partition lacks: the
+    refusal blamed gpu=a100_80, a profile the user never chose."""
+    from launch import auto
+    from launch.facts import PartitionFacts
+
+    monkeypatch.setattr(auto, "query_partition", lambda name: PartitionFacts("gpu", 64, 500.0, 8, "tesla", None, 2))
+    with pytest.raises(UserError, match=r"^gpu=auto: the GPU type 'tesla' of partition gpu is no profile's \(a100_40"):
+        auto.choose_gpu(["cluster=slurm"], "slurm")
+    known = PartitionFacts("gpu", 64, 500.0, 8, "a40", None, 2)
+    monkeypatch.setattr(auto, "query_partition", lambda name: known)
+    assert auto.choose_gpu(["cluster=slurm"], "slurm").profile == "a40"

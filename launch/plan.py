@@ -382,13 +382,19 @@ def megatron_not_modelled(verl: dict[str, Any]) -> list[str]:
 
 
 def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
+    """What the run would do once planned, and why; a dry run says that it stops at the plan."""
+    shown = "" if str(cfg.launch.dry_run).lower() == "false" else " (launch.dry_run: planned only, nothing started)"
     if cfg.cluster.name == "ray":
-        return "submit", f"cluster=ray: one Ray job per run through the job API at {cfg.cluster.address}"
+        return "submit", f"cluster=ray: one Ray job per run through the job API at {cfg.cluster.address}{shown}"
     if cfg.cluster.name == "slurm":
         partition = facts.partition.name if facts.partition is not None else cfg.cluster.partition
-        return "submit", f"cluster=slurm: one job array per resource shape on partition {partition or '(default)'}"
+        where = partition or "(default)"
+        return "submit", f"cluster=slurm: one job array per resource shape on partition {where}{shown}"
     if facts.gpus.present:
-        return "run-local", f"cluster=local with {facts.gpus.count}x {facts.gpus.name}: Ray on this node, then verl"
+        return (
+            "run-local",
+            f"cluster=local with {facts.gpus.count}x {facts.gpus.name}: Ray on this node, then verl{shown}",
+        )
     return "plan-only", f"cluster=local and no GPU on this machine ({facts.gpus.source}): planning only"
 
 

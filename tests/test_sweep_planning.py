@@ -162,3 +162,9 @@ def test_jobs_of_a_sweep_that_are_the_same_run_are_refused_before_anything_is_wr
     assert "two jobs of this sweep are the same run" in line and "sweep keys that change the run" in line
     assert not refused.stdout.strip()
     assert not list(tmp_path.rglob("plan.json"))
+
+
+def test_a_refused_job_whose_swept_value_is_the_bad_one_is_named_once(tmp_path: Path):
+    refused = run_cli("llm=qwen2_5_0_5b", "actor_rollout_ref.actor.optim.lr=1e-6,-3e-06", SWEEP_ID, "-m", cwd=tmp_path)
+    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("rlaunch: error:")]
+    assert line.startswith("rlaunch: error: actor_rollout_ref.actor.optim.lr=-3e-06: must be a number > 0"), line

@@ -213,7 +213,10 @@ class LaunchSettings:
     """How rlaunch itself behaves for this invocation."""
 
     dry_run: str = choice("false", DryRun)  # false | true (readable plan) | json (one JSON object per job on stdout)
-    preflight: str = choice("fail", PreflightPolicy)  # fail | fix | tune | warn | off (the memory preflight's policy)
+    # the memory preflight's policy on a run that does not fit its GPUs or its node's host RAM: fail refuses it with
+    # the cheapest fix; fix applies that fix to keys you did not set; tune fixes, then raises micro-batches and the
+    # engine's share while they fit; warn queues it with the verdict as a warning; off judges nothing
+    preflight: str = choice("fail", PreflightPolicy)
     runs_dir: str = "${cluster.shared_dir}/rlaunch"  # sweeps and their run directories live under it
     sweep_id: str = "adhoc"  # set by launch/run.py per invocation: time stamp + short hash
     # auto: online when WANDB_API_KEY (or a ~/.netrc entry for W&B) is there at planning time, else offline under

@@ -208,6 +208,19 @@ def with_train_tokens(knobs: Knobs, tokens: int) -> Knobs:
 
 
 NVLS_KEY = "cluster.env.NCCL_NVLS_ENABLE"
+# as a fix writes it: cluster.env holds no such key unless a profile or the user set one, and Hydra refuses to set a
+# key that is not there without `+`; `++` adds or overrides, so the printed fix is taken whether or not it exists
+NVLS_OVERRIDE = f"++{NVLS_KEY}"
+
+
+def bare_key(key: str) -> str:
+    """A fix's key without Hydra's +/++ prefix: the config's key (what settle sets, what the user's keys hold)."""
+    return key.lstrip("+")
+
+
+def locks(keys: Iterable[str], locked: set[str]) -> list[str]:
+    """The keys of a fix that the user set (fix and tune leave them alone), as the user's keys are: without +/++."""
+    return sorted(locked & {bare_key(key) for key in keys})
 
 
 def communicator_gib(cfg: DictConfig) -> tuple[float, float]:
@@ -446,7 +459,7 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
         elif name == "logprob_tokens" and not knobs.dynamic_bsz:
             continue
         elif name == "communicator_gib":
-            out[NVLS_KEY] = "0"  # the job's environment, as a string (cluster.env reaches NCCL as variables)
+            out[NVLS_OVERRIDE] = "0"  # the job's environment, as a string (cluster.env reaches NCCL as variables)
         elif (key := knob_key(name, knobs)) is not None:
             out[key] = value
             if name in REF_KEYS and knobs.ref_model:  # the reference model's log-prob pass has the same shape
@@ -487,10 +500,10 @@ def plan_fixes(
                 overrides=keys,
                 peaks_gib={phase.name: round(phase.peak_gib, 1) for phase in phases},
                 fits=all(phase.fits for phase in phases),
-                you_set=tuple(sorted(locked & set(keys))),
+                you_set=tuple(locks(keys, locked)),
             )
         )
-    allowed = [fix for fix in fixes if not locked & set(overrides_for(fix.changes, knobs))]
+    allowed = [fix for fix in fixes if not locks(overrides_for(fix.changes, knobs), locked)]
     advice = as_overrides(first_fitting(arch, knobs, capacity, fixes)[0])
     return tuple(reports), tuple(advice), first_fitting(arch, knobs, capacity, allowed)
 
@@ -1074,10 +1087,10 @@ def settle(
         return verdict, resolved
     with open_dict(cfg):
         for key, value in changes.items():
-            OmegaConf.update(cfg, key, value, merge=False)
+            OmegaConf.update(cfg, bare_key(key), value, merge=False)  # ++: the fix's own key, added or overridden
     resolved = resolve(cfg)
     settled, _ = judge(cfg, resolved, llm, overrides, facts.packages, typical)
-    changed = {key: render_value(value) for key, value in changes.items()}
+    changed = {bare_key(key): render_value(value) for key, value in changes.items()}
     return replace(settled, changed=changed, before=Before(verdict.fits, verdict.predicted)), resolved
 
 

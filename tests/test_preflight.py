@@ -888,11 +888,11 @@ def test_nvls_buffers_are_a_searched_fix_on_cards_whose_nccl_opens_them():
     assert verdict_for("gpu=h800", *TUNING_2_H800).fits
     verdict, _ = judged("gpu=h100", *TUNING_2_H800)
     assert not verdict.fits
-    assert verdict.first_fitting_fixes == ("cluster.env.NCCL_NVLS_ENABLE='0'",), verdict.first_fitting_fixes
+    assert verdict.first_fitting_fixes == ("++cluster.env.NCCL_NVLS_ENABLE='0'",), verdict.first_fitting_fixes
     nvls = next(fix for fix in verdict.fixes if fix.fix.startswith("turn NCCL's NVLink SHARP off"))
-    assert nvls.fits and nvls.overrides == {"cluster.env.NCCL_NVLS_ENABLE": "0"}
+    assert nvls.fits and nvls.overrides == {"++cluster.env.NCCL_NVLS_ENABLE": "0"}
     _, proposed = judged("gpu=h100", *TUNING_2_H800, "launch.preflight=fix")
-    assert proposed == {"cluster.env.NCCL_NVLS_ENABLE": "0"}
+    assert proposed == {"++cluster.env.NCCL_NVLS_ENABLE": "0"}
     assert verdict_for("gpu=h100", *TUNING_2_H800, "+cluster.env.NCCL_NVLS_ENABLE=0").fits
     # the user's own setting is theirs: fix leaves it, and the advice still says what would fit
     _, kept = judged("gpu=h100", *TUNING_2_H800, "+cluster.env.NCCL_NVLS_ENABLE=1", "launch.preflight=fix")
@@ -926,3 +926,20 @@ def test_inspecting_a_sweep_is_one_line(tmp_path: Path):
     result = run_here("gpu=a40,h100", "-m", "--info", cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "--info shows one run's config and -m sweeps: drop -m" in result.stderr
+
+
+def test_the_printed_nvls_fix_is_taken_as_printed(tmp_path: Path):
+    """The plan printed `cluster.env.NCCL_NVLS_ENABLE='0'`, which Hydra refuses pasted (cluster.env holds no such key:
+    "unknown key ... add +"); printed with `++` (add or override) it plans, and with the key set already too.
+    launch.preflight=fix sets it in the job's environment, the plain key."""
+    verdict, _ = judged("gpu=h100", *TUNING_2_H800)
+    printed = verdict.cheapest_fix
+    assert printed == ("++cluster.env.NCCL_NVLS_ENABLE='0'",), printed
+    assert verdict_for("gpu=h100", *TUNING_2_H800, *printed).fits
+    assert verdict_for("gpu=h100", *TUNING_2_H800, "+cluster.env={NCCL_NVLS_ENABLE:'1'}", *printed).fits
+    pasted = run_here("gpu=h100", *TUNING_2_H800, *printed, "launch.dry_run=true", cwd=tmp_path)
+    assert pasted.returncode == 0 and "unknown key" not in pasted.stderr, pasted.stderr[-2000:]
+    fixed = run_here("gpu=h100", *TUNING_2_H800, "launch.preflight=fix", "launch.dry_run=json", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    plan = json.loads(fixed.stdout.splitlines()[-1])
+    assert plan["preflight"]["fits"] and plan["preflight"]["changed"] == {"cluster.env.NCCL_NVLS_ENABLE": "'0'"}

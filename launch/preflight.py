@@ -40,6 +40,7 @@ from launch.megatron_memory import MegatronKnobs, fixes_beyond
 from launch.megatron_memory import estimate as megatron_estimate
 from launch.megatron_memory import summarize as megatron_summary
 from launch.memory import (
+    FSDP_EDGE,
     KNOB_KEYS,
     Architecture,
     Knobs,
@@ -58,7 +59,7 @@ from launch.memory import (
     trains_critic,
     with_changes,
 )
-from launch.overrides import as_overrides, keys_of, render_value
+from launch.overrides import as_overrides, key_of, keys_of, parse, render_value
 from launch.plan import BATCH_KNOBS, llm_architecture
 from launch.readiness import VERL_CRITIC_PLACEHOLDER
 from launch.render import host_ram_refusal, refusal, too_close
@@ -174,6 +175,11 @@ def stage3_config(cfg: Any, verl: dict[str, Any]) -> dict[str, Any]:
 class Fix:
     description: str
     changes: dict[str, Any]  # Knobs field -> new value
+    short: str = ""  # a few words for `what fits` (the description where none)
+
+    @property
+    def words(self) -> str:
+        return self.short or self.description
 
 
 def user_keys(overrides: list[str]) -> set[str]:
@@ -191,6 +197,17 @@ def locked_keys(overrides: list[str], knobs: Knobs) -> set[str]:
 
 def fits(arch: Architecture, knobs: Knobs, capacity: float, headroom: float = 1.0) -> bool:
     return all(phase.fits and phase.peak_gib <= capacity * headroom for phase in phases_of(arch, knobs, capacity))
+
+
+def fits_clear(arch: Architecture, knobs: Knobs, capacity: float, host_gib_per_gpu: float = 0.0) -> bool:
+    """Fits with no phase within the estimate's band around the card (memory.FSDP_EDGE), host RAM permitting: what
+    a fix must reach. A fix that lands in the band is no fix: the verdict on it would be `too close to call`."""
+    phases = phases_of(arch, knobs, capacity)
+    return (
+        all(phase.fits for phase in phases)
+        and not FSDP_EDGE.phases_at(phases)
+        and host_fits(arch, knobs, host_gib_per_gpu)
+    )
 
 
 def sequence_per_gpu_limit(knobs: Knobs, mini_batch_sequences: int = 0) -> int:
@@ -242,25 +259,31 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
     rollout = rollout_phase(arch, knobs, capacity)
     if engine_context(arch, knobs) > knobs.sequence and rollout.hard_failure:  # free: no sequence of the run is cut
         changes = {"engine_max_model_len": knobs.sequence}
-        fixes.append(Fix(f"cap the engine's context at prompt + response ({knobs.sequence} tokens)", changes))
+        words = f"engine context {knobs.sequence}"
+        fixes.append(Fix(f"cap the engine's context at prompt + response ({knobs.sequence} tokens)", changes, words))
     if not rollout.fits and knobs.engine != "sglang":
         for step in range(int(knobs.engine_fraction * 20) - 1, 1, -1):
             fraction = step / 20
-            if rollout_phase(arch, with_changes(knobs, engine_fraction=fraction), capacity).fits:
-                fixes.append(Fix(f"lower the engine's memory fraction to {fraction}", {"engine_fraction": fraction}))
+            lowered = rollout_phase(arch, with_changes(knobs, engine_fraction=fraction), capacity)
+            if lowered.fits and not FSDP_EDGE.phases_at([lowered]):  # clear of the band, as every fix must be
+                words = f"engine memory fraction {fraction}"
+                fixes.append(
+                    Fix(f"lower the engine's memory fraction to {fraction}", {"engine_fraction": fraction}, words)
+                )
                 break
     if not knobs.fused_kernels:
-        fixes.append(Fix("compute log-probs in 512-token chunks (fused kernels)", {"fused_kernels": True}))
+        fused = {"fused_kernels": True}
+        fixes.append(Fix("compute log-probs in 512-token chunks (fused kernels)", fused, "fused kernels"))
     if not knobs.checkpointing:
-        fixes.append(Fix("turn on gradient checkpointing", {"checkpointing": True}))
+        fixes.append(Fix("turn on gradient checkpointing", {"checkpointing": True}, "gradient checkpointing"))
     if knobs.communicators and knobs.communicator_gib_without_nvls:  # slower collectives, no host traffic
         off = {"communicator_gib": knobs.communicator_gib_without_nvls, "communicator_gib_without_nvls": 0.0}
-        fixes.append(Fix("turn NCCL's NVLink SHARP off (smaller communicator buffers)", off))
+        fixes.append(Fix("turn NCCL's NVLink SHARP off (smaller communicator buffers)", off, "NVLS off"))
     halved = max(knobs.train_tokens // 2, knobs.sequence)
     if halved < knobs.train_tokens:
         if knobs.dynamic_bsz:
             changes = {"train_tokens": halved, "logprob_tokens": max(knobs.logprob_tokens // 2, knobs.sequence)}
-            fixes.append(Fix(f"halve the token budget per GPU to {halved}", changes))
+            fixes.append(Fix(f"halve the token budget per GPU to {halved}", changes, f"token budget {halved}"))
         else:
             micro = max(1, (knobs.micro_batch or 1) // 2)
             changes = {
@@ -268,23 +291,27 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
                 "train_tokens": micro * knobs.sequence,
                 "logprob_micro_batch": max(1, (knobs.logprob_micro_batch or 1) // 2),
             }
-            fixes.append(Fix(f"halve the micro-batch to {micro}", changes))
+            fixes.append(Fix(f"halve the micro-batch to {micro}", changes, f"micro-batch {micro}"))
     if knobs.critic and not knobs.critic_optimizer_offload:
-        fixes.append(Fix("offload the critic's optimizer state to host RAM", {"critic_optimizer_offload": True}))
+        changes = {"critic_optimizer_offload": True}
+        fixes.append(Fix("offload the critic's optimizer state to host RAM", changes, "critic optimizer offload"))
     if not knobs.optimizer_offload:
-        fixes.append(Fix("offload the optimizer state to host RAM between updates", {"optimizer_offload": True}))
+        changes = {"optimizer_offload": True}
+        fixes.append(Fix("offload the optimizer state to host RAM between updates", changes, "optimizer offload"))
     if knobs.critic and not knobs.critic_param_offload:
-        fixes.append(Fix("offload the critic's parameters to host RAM", {"critic_param_offload": True}))
+        changes = {"critic_param_offload": True}
+        fixes.append(Fix("offload the critic's parameters to host RAM", changes, "critic param offload"))
     if not knobs.param_offload:
-        fixes.append(Fix("offload the parameters to host RAM between phases", {"param_offload": True}))
+        fixes.append(Fix("offload the parameters to host RAM between phases", {"param_offload": True}, "param offload"))
     if knobs.rollout_tp * 2 <= knobs.gpus_per_node and engine_tp_fits(arch, knobs.rollout_tp * 2):
-        fixes.append(Fix(f"raise rollout TP to {knobs.rollout_tp * 2}", {"rollout_tp": knobs.rollout_tp * 2}))
+        wider = knobs.rollout_tp * 2
+        fixes.append(Fix(f"raise rollout TP to {wider}", {"rollout_tp": wider}, f"rollout TP {wider}"))
     chained = knobs
     for fix in fixes:
         chained = with_changes(chained, **fix.changes)
     more = smallest_gpu_count(arch, chained, capacity)
     if more is not None and more.n_gpus > knobs.n_gpus:
-        fixes.append(Fix(f"use {gpus_text(more)}", count_changes(more, chained)))
+        fixes.append(Fix(f"use {gpus_text(more)}", count_changes(more, chained), f"{more.n_gpus} GPUs"))
     return fixes
 
 
@@ -322,19 +349,16 @@ def host_fits(arch: Architecture, knobs: Knobs, host_gib_per_gpu: float) -> bool
 def smallest_gpu_count(
     arch: Architecture, knobs: Knobs, capacity: float, host_gib_per_gpu: float = 0.0
 ) -> Knobs | None:
-    """The knobs at the smallest GPU count (gpu_counts) at which these knobs fit, with the smallest rollout TP from
+    """The knobs at the smallest GPU count (gpu_counts) at which these knobs fit clear of the estimate's band
+    (fits_clear: a count that lands in it is no fix), with the smallest rollout TP from
     the run's own that fits (the engine's weights alone can outgrow its share of a card at any count), or None up to
     MAX_NODES nodes. Each GPU holds a smaller share of the model states, and of the batch."""
     for nodes, per_node in gpu_counts(knobs):
         tp = knobs.rollout_tp
         while tp <= per_node:
             candidate = with_changes(knobs, n_gpus=nodes * per_node, gpus_per_node=per_node, rollout_tp=tp)
-            if (
-                engine_tp_fits(arch, tp)
-                and splits(candidate)
-                and fits(arch, candidate, capacity)
-                and host_fits(arch, candidate, host_gib_per_gpu)
-            ):
+            fitting = fits_clear(arch, candidate, capacity, host_gib_per_gpu)
+            if engine_tp_fits(arch, tp) and splits(candidate) and fitting:
                 return candidate
             tp *= 2
     return None
@@ -383,15 +407,34 @@ def change_overrides(changes: dict[str, Any], knobs: Knobs) -> tuple[str, ...]:
     return tuple(as_overrides(overrides_for(changes, knobs)))
 
 
-def fitting_change(arch: Architecture, knobs: Knobs, capacity: float, host_gib_per_gpu: float) -> FittingChange:
-    """The cheapest change that makes a misfit fit: on the run's own GPUs (offload, host RAM permitting, or a larger
-    rollout TP), and the smallest GPU count at today's knobs (and, when nothing fits the run's GPUs, with offload).
-    Its `summary` says it in one line, e.g. "fits on 8 with param+optimizer offload (host RAM 1.1 TiB/node); without
-    offload needs 32"."""
+def fitting_change(
+    arch: Architecture,
+    knobs: Knobs,
+    capacity: float,
+    host_gib_per_gpu: float,
+    fixes: list[Fix] | None = None,
+    locked: set[str] | None = None,
+) -> FittingChange:
+    """The cheapest change that makes a misfit fit clear of the estimate's band: on the run's own GPUs (the minimal
+    set of the single `fixes` that keep them and no key in `locked`, cheapest first, as the cheapest fix names it and
+    launch.preflight=fix applies it; else an offload, host RAM permitting, or a larger rollout TP), and the smallest
+    GPU count at today's knobs (and, when nothing fits the run's GPUs, with offload). Its `summary` says it in one
+    line, e.g. "fits on 8 with param+optimizer offload (host RAM 1.1 TiB/node); without offload needs 32"."""
     mine: SameGpuChange | None = None
-    for name, changes in same_gpu_options(arch, knobs):
+    own = [
+        fix
+        for fix in fixes or ()
+        if not GPU_COUNT_CHANGES & fix.changes.keys() and not locks(overrides_for(fix.changes, knobs), locked or set())
+    ]
+    chain = minimal_set(arch, knobs, capacity, own, host_gib_per_gpu)
+    if chain:
+        changes = chained_changes(chain)
+        host = round(host_ram_per_node(arch, with_changes(knobs, **changes)), 1)
+        words = " and ".join(fix.words for fix in chain)
+        mine = SameGpuChange(change=words, overrides=change_overrides(changes, knobs), host_ram_gib_per_node=host)
+    for name, changes in [] if mine is not None else same_gpu_options(arch, knobs):
         candidate = with_changes(knobs, **changes)
-        if fits(arch, candidate, capacity) and host_fits(arch, candidate, host_gib_per_gpu):
+        if fits_clear(arch, candidate, capacity, host_gib_per_gpu):
             host = round(host_ram_per_node(arch, candidate), 1)
             mine = SameGpuChange(change=name, overrides=change_overrides(changes, knobs), host_ram_gib_per_node=host)
             break
@@ -437,7 +480,8 @@ def fitting_summary(found: FittingChange, knobs: Knobs) -> str:
     if needed is None:
         parts.append(f"no GPU count up to {MAX_NODES} nodes fits it as it is")
     else:
-        without = f"without {mine.change.split(' and ')[0]}" if mine is not None else "as it is"
+        without = "as it is" if mine is None else f"without {mine.change}" if " and " not in mine.change else ""
+        without = without or "without them"
         parts.append(f"{without} it needs {needed.gpus} GPUs{tp(needed)}")
     return "; ".join(parts)
 
@@ -467,28 +511,44 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
     return out
 
 
-def first_fitting(arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix]) -> tuple[dict[str, Any], Knobs]:
-    """Apply fixes cumulatively, cheapest first, until the plan fits; the verl keys and typed values of that set (or
-    none) and the knobs they give."""
-    current, applied = knobs, {}
+GPU_COUNT_CHANGES = frozenset({"n_gpus", "gpus_per_node"})  # the Knobs fields of a fix that adds GPUs
+
+
+def chained_changes(fixes: Iterable[Fix]) -> dict[str, Any]:
+    """The Knobs changes of fixes applied in order (a later fix's value of a knob wins)."""
+    changes: dict[str, Any] = {}
     for fix in fixes:
-        current = with_changes(current, **fix.changes)
-        applied.update(overrides_for(fix.changes, knobs))
-        if fits(arch, current, capacity):
-            alone = with_changes(knobs, **fix.changes)
-            if "n_gpus" in fix.changes and fits(arch, alone, capacity):
-                # more GPUs cost more than any offload (verdict.CHEAPEST): the cheaper fixes tried before are no
-                # part of a fix the added GPUs make alone
-                return overrides_for(fix.changes, knobs), alone
-            return applied, current
-    return {}, knobs
+        changes.update(fix.changes)
+    return changes
+
+
+def minimal_set(
+    arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix], host_gib_per_gpu: float = 0.0
+) -> list[Fix]:
+    """The cheapest set of fixes that fits clear of the band (fits_clear), or [] where none does: fixes applied
+    cumulatively, cheapest first, until the run fits; then each fix of that chain, dearest first, dropped where the
+    rest still fit without it (a backward elimination). So no fix is named that the others do not need: NVLS off and a
+    halved token budget tried before optimizer offload are no part of a fix that optimizer offload makes alone."""
+    chain: list[Fix] = []
+    for fix in fixes:
+        chain.append(fix)
+        if fits_clear(arch, with_changes(knobs, **chained_changes(chain)), capacity, host_gib_per_gpu):
+            break
+    else:
+        return []
+    for fix in list(reversed(chain)):
+        rest = [kept for kept in chain if kept is not fix]
+        if rest and fits_clear(arch, with_changes(knobs, **chained_changes(rest)), capacity, host_gib_per_gpu):
+            chain = rest
+    return chain
 
 
 def plan_fixes(
-    arch: Architecture, knobs: Knobs, capacity: float, locked: set[str]
-) -> tuple[tuple[FixReport, ...], tuple[str, ...], tuple[dict[str, Any], Knobs]]:
-    """Every single fix with its predicted peaks; the first cumulative set that fits (advice: it may touch keys the
-    user set); and the first such set among the fixes that leave the user's keys alone (what `fix` applies)."""
+    arch: Architecture, knobs: Knobs, capacity: float, locked: set[str], host_gib_per_gpu: float = 0.0
+) -> tuple[tuple[FixReport, ...], list[Fix], tuple[str, ...], dict[str, Any]]:
+    """Every single fix with its predicted peaks; the fixes; the minimal set that fits (minimal_set: advice, it may
+    touch keys the user set); and the minimal such set among the fixes that leave the user's keys alone, as verl keys
+    and typed values."""
     fixes = candidate_fixes(arch, knobs, capacity)
     reports = []
     for fix in fixes:
@@ -504,8 +564,42 @@ def plan_fixes(
             )
         )
     allowed = [fix for fix in fixes if not locks(overrides_for(fix.changes, knobs), locked)]
-    advice = as_overrides(first_fitting(arch, knobs, capacity, fixes)[0])
-    return tuple(reports), tuple(advice), first_fitting(arch, knobs, capacity, allowed)
+    advice = change_overrides(chained_changes(minimal_set(arch, knobs, capacity, fixes, host_gib_per_gpu)), knobs)
+    applicable = overrides_for(chained_changes(minimal_set(arch, knobs, capacity, allowed, host_gib_per_gpu)), knobs)
+    return tuple(reports), fixes, advice, applicable
+
+
+def knob_changes(overrides: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
+    """overrides_for's inverse: the Knobs changes of a fix's verl keys (the knobs `tune` starts from after it)."""
+    given = {bare_key(key): value for key, value in overrides.items()}
+    changes: dict[str, Any] = {}
+    for name in (*KEYS, *SFT_KEYS):
+        key = knob_key(name, knobs)
+        if key is not None and bare_key(key) in given and name not in ("nnodes", "gpus_per_node"):
+            changes[name] = given[bare_key(key)]
+    per_node = int(given.get(KEYS["gpus_per_node"], knobs.gpus_per_node))
+    if KEYS["nnodes"] in given or KEYS["gpus_per_node"] in given:
+        nodes = int(given.get(KEYS["nnodes"], max(1, knobs.n_gpus // knobs.gpus_per_node)))
+        changes |= {"n_gpus": nodes * per_node, "gpus_per_node": per_node}
+    if NVLS_KEY in given and knobs.communicator_gib_without_nvls:
+        changes |= {"communicator_gib": knobs.communicator_gib_without_nvls, "communicator_gib_without_nvls": 0.0}
+    if not knobs.dynamic_bsz:  # the token counts follow the micro-batches
+        if "micro_batch" in changes:
+            changes["train_tokens"] = changes["micro_batch"] * knobs.sequence
+        if "logprob_micro_batch" in changes:
+            changes["logprob_tokens"] = changes["logprob_micro_batch"] * knobs.sequence
+    return changes
+
+
+def typed_overrides(overrides: Iterable[str]) -> dict[str, Any]:
+    """key=value overrides as a fix prints them -> verl key (with its +/++, as printed) -> typed value, as Hydra reads
+    them: what settle sets is what was printed."""
+    return {
+        ("++" if override.startswith("++") else "+" if override.startswith("+") else "") + key_of(parsed): (
+            parsed.value()
+        )
+        for override, parsed in zip(overrides, parse(list(overrides)), strict=True)
+    }
 
 
 TUNABLE = ("train", "logprob", "engine_fraction", "max_num_seqs")
@@ -638,14 +732,20 @@ def run(
     applicable: dict[str, Any] = {}
     fixed = knobs
     if not verdict.fits:
-        fixes, advice, (applicable, fixed) = plan_fixes(arch, knobs, capacity, locked)
+        reports, fixes, advice, applicable = plan_fixes(arch, knobs, capacity, locked, host_gib_per_gpu)
         verdict = replace(
             verdict,
-            fixes=fixes,
+            fixes=reports,
             first_fitting_fixes=advice,
-            unfixable_without_your_keys=not applicable,
-            fits_with=fitting_change(arch, knobs, capacity, host_gib_per_gpu),
+            fits_with=fitting_change(arch, knobs, capacity, host_gib_per_gpu, fixes, locked),
         )
+        # what `fix` applies is the cheapest fix the plan and the refusal name (Verdict.cheapest_fix, verdict.CHEAPEST)
+        # where it leaves the user's keys alone; else the minimal set of the fixes that do
+        cheapest = verdict.cheapest_fix
+        if cheapest and not locks(typed_overrides(cheapest), locked):
+            applicable = typed_overrides(cheapest)
+        verdict = replace(verdict, unfixable_without_your_keys=not applicable)
+        fixed = with_changes(knobs, **knob_changes(applicable, knobs)) if applicable else knobs
     proposed: dict[str, Any] = {}
     if policy in ("fix", "tune") and not verdict.fits:
         proposed = dict(applicable)

@@ -333,13 +333,13 @@ class Verdict:
 
     @property
     def cheapest_fix(self) -> tuple[str, ...]:
-        """The cheapest change that fits a misfit, as key=value (CHEAPEST says the order), chosen among what the
-        preflight searched, never searched again: on the run's own GPUs its cumulative set (`first_fitting_fixes`,
-        cheapest first in lost throughput) or the offload or rollout TP that fits them (`fits_with`); past them the
-        fewest GPUs, as the run is or with offload where that needs fewer (`fits_with`), unless the cumulative set
-        fits on fewer still. That set's GPU step carries every cheaper fix before it, needed or not (offload where the
-        same GPUs alone fit), so at the same count it loses to `fits_with`. Megatron's search ranks its own by the
-        predicted step time."""
+        """The cheapest change that fits a misfit clear of the estimate's band, as key=value (CHEAPEST says the
+        order), chosen among what the preflight searched, never searched again: on the run's own GPUs its minimal set
+        (`first_fitting_fixes`: cheapest first in lost throughput until it fits, then every fix the others do not
+        need dropped; `fits_with.on_your_gpus` names the same) or the offload or rollout TP that fits them
+        (`fits_with`); past them the fewest GPUs, the minimal set at its count where that is as few as `fits_with`'s
+        count (as the run is or with offload). launch.preflight=fix applies this set where it changes no key the user
+        set. Megatron's search ranks its own by the predicted step time."""
         chain, found = self.first_fitting_fixes, self.fits_with
         if self.megatron or found is None or (chain and self.gpus_of(chain) is None):
             return chain
@@ -349,7 +349,7 @@ class Verdict:
         if searched is None:
             return chain
         fewer = self.gpus_of(chain) if chain else None
-        return chain if fewer is not None and fewer < searched.gpus else searched.overrides
+        return chain if fewer is not None and fewer <= searched.gpus else searched.overrides
 
     def gpus_of(self, overrides: tuple[str, ...]) -> int | None:
         """The GPUs a fix runs on, where it changes their count (None: the run's own; also where the recorded knobs

@@ -30,7 +30,9 @@ def render_preflight(verdict: Verdict | None) -> list[str]:
     if verdict is None:
         return ["  preflight     off"]
     predicted = verdict.predicted
-    head = "fits" if verdict.fits else "DOES NOT FIT"
+    # a misfit only within the estimate's band is queued with a warning by every policy (preflight.gate): the headline
+    # says so rather than a refusal the gate does not make
+    head = "fits" if verdict.fits else "TOO CLOSE TO CALL, queued" if verdict.too_close_to_call else "DOES NOT FIT"
     lines = [
         f"  preflight     {head} (policy {verdict.policy}); predicted MFU {predicted.mfu:.0%}, "
         f"{predicted.tokens_per_s_per_gpu} tokens/s/GPU; host RAM {verdict.host_ram_gib_per_node} GiB/node"

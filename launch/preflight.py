@@ -1195,22 +1195,44 @@ def settle(
 
 
 def gate(plans: list[Plan], policy: str) -> list[str]:
-    """The preflight's policy for plans that are about to run: `fail` refuses the first that does not fit, on the GPU
-    or in the node's host RAM (one UserError, the cheapest fix first), `warn` returns the same message for each as a
-    warning; `fix` and `tune` have already changed the config before it was planned (settle) and refuse what still
-    does not fit, `off` judged nothing."""
+    """The preflight's policy for plans that are about to run: `fail` refuses them all where any does not fit, on the
+    GPU or in the node's host RAM (one UserError whose first line names every misfit job, then the first one's
+    refusal, its cheapest fix first: refused_sweep), `warn` returns each misfit's message as a warning; `fix` and
+    `tune` have already changed the config before it was planned (settle) and refuse what still does not fit, `off`
+    judged nothing."""
     judged = [(plan.job_name, plan.preflight) for plan in plans if plan.preflight is not None]
     # a Megatron misfit within its estimate's margin is not called: queued with a warning, whatever the policy
     undecided = [too_close(verdict, job) for job, verdict in judged if verdict.too_close_to_call]
     verb = "warns" if policy == "warn" else "refuses"
     misfits = [
-        refusal(verdict, job, verb) for job, verdict in judged if not verdict.fits and not verdict.too_close_to_call
+        (job, refusal(verdict, job, verb))
+        for job, verdict in judged
+        if not verdict.fits and not verdict.too_close_to_call
     ]
     # host RAM is no knob fix or tune changes: a node short of it is refused under each, warned under warn
-    misfits += [host_ram_refusal(plan, verb) for plan in plans if plan.node_short_of_host_ram_gib is not None]
+    misfits += [
+        (plan.job_name, host_ram_refusal(plan, verb)) for plan in plans if plan.node_short_of_host_ram_gib is not None
+    ]
     if policy in ("fail", "fix", "tune") and misfits:
-        raise UserError(misfits[0])
-    return undecided + misfits if policy == "warn" else undecided
+        raise UserError(refused_sweep(misfits, len(plans)))
+    return undecided + [message for _, message in misfits] if policy == "warn" else undecided
+
+
+def refused_sweep(misfits: list[tuple[str, str]], jobs: int) -> str:
+    """The refusal of plans with misfits: one misfit's own refusal; several (a sweep) named each in the first line,
+    with nothing of the sweep submitted, then the first one's refusal (its arithmetic and fixes below)."""
+    named = list(dict.fromkeys(job for job, _ in misfits))
+    first = misfits[0][1]
+    if len(named) == 1:
+        return first
+    head, *rest = first.splitlines()
+    return "\n".join(
+        [
+            f"preflight refuses {len(named)} of {jobs} jobs ({', '.join(named)}): nothing of the sweep was submitted; "
+            f"the first, {head.removeprefix('preflight refuses ')}",
+            *rest,
+        ]
+    )
 
 
 # --- what-if questions of the report ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 from conftest import compose_config, cpu_facts
 
 from launch import preflight, render
+from launch.errors import UserError
 from launch.memory import Phase, Term
 from launch.plan import make_plan
 from launch.rundir import Plan
@@ -40,3 +41,28 @@ def test_a_verdict_too_close_to_call_says_so_in_the_headline(plan: Plan) -> None
     clear = verdict_at(90.0)
     assert render.render_preflight(clear)[0].startswith("  preflight     DOES NOT FIT (policy fail)")
     assert render.render_preflight(verdict_at(60.0))[0].startswith("  preflight     fits (policy fail)")
+
+
+def test_a_sweep_with_several_misfits_is_refused_naming_each(plan: Plan) -> None:
+    """A sweep of four models on A40s refused naming the first misfit only; its other misfits came out one at a
+    time, a submission each. The first line names each misfit and that nothing of the sweep was submitted; the first
+    misfit's arithmetic follows."""
+    jobs = [
+        replace(plan, job_name="llm=small", preflight=verdict_at(60.0)),
+        replace(plan, job_name="llm=big", preflight=verdict_at(90.0)),
+        replace(plan, job_name="llm=close", preflight=verdict_at(80.0)),
+        replace(plan, job_name="llm=bigger", preflight=verdict_at(120.0)),
+    ]
+    with pytest.raises(UserError) as refused:
+        preflight.gate(jobs, "fail")
+    first, *rest = str(refused.value).splitlines()
+    assert first.startswith(
+        "preflight refuses 2 of 4 jobs (llm=big, llm=bigger): nothing of the sweep was submitted"
+    ), first
+    assert "llm=small" not in first and "llm=close" not in first
+    alone = render.refusal(jobs[1].preflight, "llm=big").splitlines()
+    assert alone[0].removeprefix("preflight refuses ") in first and rest == alone[1:]
+    # one misfit, alone or in a sweep: its refusal as it was
+    with pytest.raises(UserError) as single:
+        preflight.gate(jobs[:2], "fail")
+    assert str(single.value) == render.refusal(jobs[1].preflight, "llm=big")

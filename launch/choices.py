@@ -22,13 +22,13 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from launch.errors import UserError, closest, deleted_key_message, fork_value_message
+from launch.errors import UserError, closest, deleted_key_message, fork_key_message, fork_value_message
 from launch.lora_targets import ALL_LINEAR
 from launch.memory import trains_critic
 from launch.overrides import key_of, parse
 from launch.ranges import SFT_PREFIX, declared_type, shown
 from launch.schema import select, verl_defaults, verl_package_dir
-from launch.verl_diff import base_config, user_verl_overrides
+from launch.verl_diff import base_config, leaves, user_verl_overrides
 
 CORE_ALGOS = "trainer/ppo/core_algos.py"
 TRAINER = "trainer/ppo/v1/trainer_base.py"
@@ -386,17 +386,12 @@ CHOICES: dict[str, Words] = {
         "the resume modes verl's trainer handles (trainer/ppo/v1/trainer_base.py)",
         "verl 0.9.1 would log 'Unknown resume mode' and fail as the trainer starts",
     ),
-    # where source is register; verl 0.9.1 moves the legacy reward_model.reward_manager here (reward_loop.py)
+    # where source is register (the legacy reward_model.reward_manager is refused: check_legacy_reward_keys)
     "reward.reward_manager.name": Words(
         _reward_managers,
         "the reward managers verl registers (experimental/reward_loop/reward_manager)",
         "verl 0.9.1 would fail as its reward workers start (get_reward_manager_cls: Unknown reward manager)",
         _registered_reward_manager,
-    ),
-    "reward_model.reward_manager": Words(
-        _reward_managers,
-        "the reward managers verl registers (experimental/reward_loop/reward_manager)",
-        "verl 0.9.1 moves it to reward.reward_manager.name and would fail as its reward workers start",
     ),
 }
 
@@ -404,6 +399,62 @@ CHOICES: dict[str, Words] = {
 @cache
 def allowed_words(key: str) -> tuple[str, ...]:
     return tuple(CHOICES[key].read())
+
+
+# verl 0.9.1 keeps the legacy reward settings (trainer/config/legacy_reward_impl.yaml: the root
+# custom_reward_function.*, reward_model.*, sandbox_fusion.*) in its config, but only its fully-async entry moves them
+# onto reward.* (experimental/reward_loop/reward_loop.py migrate_legacy_reward_impl); main_ppo reads reward.* alone,
+# so a pasted older script's value there is silently dropped. Where each one lives now, as that function moves it:
+LEGACY_REWARD_MOVES = {
+    "custom_reward_function": "reward.custom_reward_function",
+    "sandbox_fusion": "reward.sandbox_fusion",
+    "reward_model.num_workers": "reward.num_workers",
+    "reward_model.reward_manager": "reward.reward_manager.name",
+    "reward_model.reward_loop_source": "reward.reward_manager.source",
+    "reward_model.reward_loop_module_path": "reward.reward_manager.module.path",
+    "reward_model.reward_loop_class_name": "reward.reward_manager.module.name",
+    "reward_model.enable": "reward.reward_model.enable",
+    "reward_model.enable_resource_pool": "reward.reward_model.enable_resource_pool",
+    "reward_model.n_gpus_per_node": "reward.reward_model.n_gpus_per_node",
+    "reward_model.nnodes": "reward.reward_model.nnodes",
+    "reward_model.model.path": "reward.reward_model.model_path",
+    "reward_model.reward_kwargs": "reward.reward_kwargs",
+    "reward_model.rollout": "reward.reward_model.rollout",
+}
+LEGACY_REWARD_ROOTS = ("custom_reward_function", "reward_model", "sandbox_fusion")
+_ABSENT = object()
+
+
+def legacy_reward_home(key: str) -> str | None:
+    """Where verl 0.9.1 reads a legacy reward setting's value now (None: nowhere, the key went with the FSDP reward
+    worker)."""
+    for old, new in LEGACY_REWARD_MOVES.items():
+        if key == old or key.startswith(old + "."):
+            return new + key.removeprefix(old)
+    return None
+
+
+def check_legacy_reward_keys(cfg: DictConfig) -> None:
+    """A legacy reward setting with a value: main_ppo would run without it (LEGACY_REWARD_MOVES), scoring with verl's
+    default reward by data_source where it was the reward function, without the reward model where it enabled one."""
+    for root in LEGACY_REWARD_ROOTS:
+        node = OmegaConf.select(cfg, root, default=None)
+        if not isinstance(node, DictConfig):
+            continue
+        for path, value in leaves(OmegaConf.to_container(node, resolve=False)):
+            if value is None or value == {}:
+                continue
+            key = ".".join((root, *path))
+            fork = fork_key_message(key) or fork_value_message(key, value)
+            if fork is not None:  # a fork's key or word: its own message names verl 0.9.1's
+                raise UserError(fork)
+            home = legacy_reward_home(key)
+            added = "+" if home is not None and select(verl_defaults(), home, _ABSENT) is _ABSENT else ""
+            fix = f"write {added}{home}={shown(value)}" if home else "drop it (verl 0.9.1 has no such setting any more)"
+            raise UserError(
+                f"{key}={shown(value)}: verl 0.9.1's main_ppo never reads the legacy {root}.* settings (only its "
+                "fully-async entry moves them to reward.*), so the run would silently go without it; " + fix
+            )
 
 
 def check_words(cfg: DictConfig) -> None:

@@ -179,8 +179,9 @@ def _unresolved_interpolation(cause: BaseException) -> str | None:
     return None
 
 
-# verl 0.9.1 keeps the legacy reward_model.* only as a layer its reward loop migrates onto reward.* (the keys of its
-# trainer/config/legacy_reward_impl.yaml). Other keys older scripts set there (model.use_remove_padding,
+# verl 0.9.1 keeps the legacy reward_model.* only as a layer its fully-async entry migrates onto reward.* (the keys of
+# its trainer/config/legacy_reward_impl.yaml; main_ppo never reads them: choices.check_legacy_reward_keys refuses a
+# value there with its new home). Other keys older scripts set there (model.use_remove_padding,
 # model.fsdp_config.*, micro_batch_size_per_gpu) were the FSDP reward worker's, which 0.9.1 replaced by a rollout
 # engine: a same-named key of another role (critic.model.use_remove_padding) is no home for them.
 LEGACY_REWARD_ROOT = "reward_model"

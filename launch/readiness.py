@@ -596,7 +596,7 @@ def judge_multimodal(cfg: DictConfig, report: DataReport, findings: Findings) ->
             "data",
             f"{first.key} file {first.path} has multimodal columns ({', '.join(first.media)}) but {tokenizer} has no "
             "multimodal processor (a text-only model): verl's dataset would stop at the first such row (\"processor is "
-            "needed to process multimodal data\"); use a vision-language model (actor_rollout_ref.model.path), or "
+            'needed to process multimodal data"); use a vision-language model (actor_rollout_ref.model.path), or '
             "text-only data",
         )
     )
@@ -761,10 +761,9 @@ def judge_data(
 
 def reward_model_scores(cfg: DictConfig) -> bool:
     """verl 0.9.1 without a reward function of the run's own scores with the reward model alone when it is on
-    (experimental/reward_loop/reward_loop.py compute_score): default_compute_score is never called. The legacy
-    reward_model.enable, where set, replaces reward.reward_model.enable (migrate_legacy_reward_impl)."""
-    legacy = OmegaConf.select(cfg, "reward_model.enable", default=None)
-    return bool(legacy if legacy is not None else OmegaConf.select(cfg, "reward.reward_model.enable", default=False))
+    (experimental/reward_loop/reward_loop.py compute_score): default_compute_score is never called. (The legacy
+    reward_model.enable, which main_ppo never reads, is refused: choices.check_legacy_reward_keys.)"""
+    return bool(OmegaConf.select(cfg, "reward.reward_model.enable", default=False))
 
 
 def rows_unused(cfg: DictConfig, file: DataFile) -> bool:
@@ -1215,11 +1214,10 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
 
 # Python files verl 0.9.1 imports by path (utils/import_utils.py load_module): the reward function, a dataset class, a
 # reward manager of source importlib. "pkg://a.b" names a module verl imports by name and "file://" is stripped; any
-# other path is opened as written. The root custom_reward_function is verl's legacy spelling, which verl 0.9.1 moves to
-# reward.custom_reward_function when any of its keys is set (experimental/reward_loop/reward_loop.py).
+# other path is opened as written. (The legacy root custom_reward_function, which verl 0.9.1's main_ppo never reads, is
+# refused: choices.check_legacy_reward_keys.)
 MODULE_FILES = (
     "reward.custom_reward_function.path",
-    "custom_reward_function.path",
     "data.custom_cls.path",
     "reward.reward_manager.module.path",
 )
@@ -1285,7 +1283,6 @@ def file_problem(verl: dict[str, Any], key: str, job: JobDirectory, verl_roots: 
 # module, AttributeError "... not found in ..." in the job); the reward manager's only for its source importlib
 MODULE_OBJECTS = {
     "reward.custom_reward_function.path": "reward.custom_reward_function.name",
-    "custom_reward_function.path": "custom_reward_function.name",
     "data.custom_cls.path": "data.custom_cls.name",
     "reward.reward_manager.module.path": "reward.reward_manager.name",
 }

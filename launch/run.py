@@ -96,6 +96,7 @@ def plan_job(
         choices.check_group_names(overrides)
         choices.check_our_additions(cfg, overrides)
         choices.check_words(cfg)  # before prepare's repairs: the words as the user wrote them
+        choices.check_legacy_reward_keys(cfg)
         choices.check_booleans(cfg, overrides)
         choices.check_strategies(cfg)
         choices.check_resume_path(cfg)

@@ -74,7 +74,16 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("actor_rollout_ref.actor.policy_loss.loss_mode=bogus",), "would fail at the first actor update"),
     (("trainer.logger=[console,wandbb]",), "wandbb is not one of verl's tracking backends (utils/tracking.py): wandb,"),
     (("reward.reward_manager.name=bogus",), "not one of the reward managers verl registers (experimental/reward_loop"),
-    (("reward_model.reward_manager=prime",), "verl 0.9.1 moves it to reward.reward_manager.name and would fail as"),
+    # verl 0.9.1's main_ppo never reads the legacy reward settings (only its fully-async entry migrates them)
+    (
+        ("reward_model.reward_manager=prime",),
+        "reward_model.reward_manager=prime: verl 0.9.1's main_ppo never reads the legacy reward_model.* settings (only "
+        "its fully-async entry moves them to reward.*), so the run would silently go without it; write "
+        "reward.reward_manager.name=prime",
+    ),
+    (("custom_reward_function.path=/r.py",), "so the run would silently go without it; write reward.custom_reward_fun"),
+    (("sandbox_fusion.url=http://sandbox:8080",), "write reward.sandbox_fusion.url=http://sandbox:8080"),
+    (("reward_model.num_workers=4",), "write reward.num_workers=4"),
     # the legacy FSDP reward worker's switches: 0.9.1's reward model has none, and another role's is no home for them
     (("reward_model.model.use_remove_padding=true",), "verl 0.9.1 has no such reward-model setting and would"),
     (("reward_model.model.fsdp_config.param_offload=true",), "reward.reward_model.rollout.*), and reward_model.*"),

@@ -102,7 +102,8 @@ def test_partition_caps_resources_and_types_gres(tmp_path):
 def test_a_dry_run_says_in_its_cluster_line_that_it_stops_at_the_plan(tmp_path):
     """cluster=auto on a login node plans only: the plan had said 'slurm -> submit' beside 'this only planned'."""
     dry = plan_for(tmp_path, "cluster=slurm", "launch.dry_run=true")
-    assert dry.execution == "submit" and dry.execution_reason.endswith("(launch.dry_run: planned only, nothing started)")
+    assert dry.execution == "submit"
+    assert dry.execution_reason.endswith("(launch.dry_run: planned only, nothing started)")
     assert "dry_run" not in plan_for(tmp_path, "cluster=slurm", "launch.dry_run=false").execution_reason
 
 

@@ -503,7 +503,6 @@ FILE_KEYS = [
     "actor_rollout_ref.rollout.multi_turn.tool_config_path",
     "actor_rollout_ref.rollout.agent.agent_loop_config_path",
     "reward.custom_reward_function.path",  # imported when verl's trainer starts
-    "custom_reward_function.path",  # verl's legacy spelling of the same, which verl 0.9.1 moves under reward.
     "data.custom_cls.path",  # a dataset class, imported when verl builds its data
 ]
 
@@ -513,7 +512,7 @@ def test_files_verl_opens_in_the_job_are_refused_when_missing_and_the_check_turn
     missing = {key: f"{tmp_path}/scratch/{n}.yaml" for n, key in enumerate(FILE_KEYS)}
     overrides = [*tiny_run(tmp_path), *(f"{key}={path}" for key, path in missing.items())]
     with pytest.raises(
-        UserError, match=r"^\S+ '\S+/scratch/\d.yaml' does not exist.* \(and 4 more problem\(s\)\) \[check 'files'"
+        UserError, match=r"^\S+ '\S+/scratch/\d.yaml' does not exist.* \(and 3 more problem\(s\)\) \[check 'files'"
     ):
         submission(tmp_path, *overrides)
     warnings = dry_run(tmp_path, *overrides).warnings

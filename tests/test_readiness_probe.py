@@ -14,8 +14,7 @@ from tiny_assets import guru_rows, make_tiny_model
 from launch.errors import UserError
 
 
-@pytest.mark.parametrize("enable", ["reward.reward_model.enable=true", "reward_model.enable=true"])
-def test_a_reward_model_scores_any_data_source_without_a_reward_function(tmp_path: Path, enable: str):
+def test_a_reward_model_scores_any_data_source_without_a_reward_function(tmp_path: Path):
     """verl 0.9.1 without a reward function of the run's own scores with the reward model alone when it is on
     (reward_loop.py compute_score): default_compute_score, which knows only its own data sources, is never called."""
     overrides = [*tiny_run(tmp_path), "algo=verl", "algorithm.adv_estimator=grpo"]
@@ -23,7 +22,11 @@ def test_a_reward_model_scores_any_data_source_without_a_reward_function(tmp_pat
     with pytest.raises(UserError, match=r"data_source my_company/qa in .* is not one verl.s default reward scores"):
         submission(tmp_path, *overrides)
     model = next(o for o in overrides if o.startswith("actor_rollout_ref.model.path=")).partition("=")[2]
-    rm = [enable, f"reward.reward_model.model_path={model}", "reward.reward_model.rollout.name=vllm"]
+    rm = [
+        "reward.reward_model.enable=true",
+        f"reward.reward_model.model_path={model}",
+        "reward.reward_model.rollout.name=vllm",
+    ]
     plan = dry_run(tmp_path, *overrides, *rm)
     assert not [p for p in plan.readiness.problems if p.check == "data_sources"], plan.readiness.problems
     assert any("scores every response with the reward model alone" in note for note in plan.readiness.notes)

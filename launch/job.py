@@ -40,6 +40,7 @@ from launch.rundir import (
     attempt_log_path,
     attempts,
     load_plan,
+    parse_records,
 )
 
 # Variables worth a line in the attempt log; everything else (tokens, keys) stays out of files rlaunch writes.
@@ -345,15 +346,39 @@ class RunInAllocation(submitit.helpers.Checkpointable):
         elif hang_refusal := watchdog.requeue_refusal(Path(self.run_dir), len(history)):
             reason = hang_refusal
         elif len(history) >= 3 and checkpointed_step(plan) == 0:
-            reason = (
-                f"{len(history)} attempts and never a first checkpoint: lower trainer.save_freq "
-                f"(now {plan.verl['trainer']['save_freq']}) or give the mode more time"
-            )
+            reason = never_checkpointed(plan, len(history))
         if reason:
             (Path(self.run_dir) / NOT_REQUEUED_FILE).write_text(reason + "\n")
             print(f"rlaunch: not requeued: {reason}", flush=True)
             return None
         return super().checkpoint(*args, **kwargs)
+
+
+def never_checkpointed(plan: Plan, attempts_made: int) -> str:
+    """Why the requeues stop without a first checkpoint, with what would help: a smaller save_freq only where an
+    attempt reached a step; none did, and the attempt ends before verl's first step (its start-up, the validation
+    before training, or a requeue signal due at the start)."""
+    run_dir = Path(plan.run_dir)
+    stepped = any(
+        parse_records(path.read_text().splitlines())
+        for attempt in range(1, attempts_made + 1)
+        if (path := attempt_log_path(run_dir, attempt)).exists()
+    )
+    if stepped:
+        return (
+            f"{attempts_made} attempts and never a first checkpoint: lower trainer.save_freq "
+            f"(now {plan.verl['trainer']['save_freq']}) or give the mode more time"
+        )
+    time_s, delay_s = plan.resources.time_min * 60, int(plan.slurm.get("signal_delay_s") or 0)
+    signal = (
+        f" (the requeue signal comes {delay_s} s before --time={plan.resources.time_min} min ends)" if delay_s else ""
+    )
+    soon = "lower cluster.signal_delay_s, " if delay_s and delay_s >= time_s / 2 else ""
+    return (
+        f"{attempts_made} attempts and never a first step: each ended before verl's first step{signal}; "
+        f"{soon}raise mode.time_budget_min, or shorten the start-up (trainer.val_before_train=false skips the "
+        "validation before training)"
+    )
 
 
 def run_local(plan: Plan) -> int:

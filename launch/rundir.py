@@ -32,6 +32,7 @@ RAY_READY_FILE = "ray_ready.jsonl"  # one record per Ray bring-up in the job: ho
 CHECKPOINT_CALLS_FILE = "checkpoint_calls.txt"  # one line per signal that made the job checkpoint and requeue
 NOT_REQUEUED_FILE = "not_requeued.txt"  # why the job stopped requeueing its run (the failure is not transient)
 HANG_FILE = "hang.json"  # the hang watchdog's record of the attempt it stopped (launch/watchdog.py)
+STARTUP_PHASE = "start-up"  # a hang record's phase: no step yet, and no stack in verl's training loop
 HANG_DIR = "hang"  # hang/attempt-<n>/: every process's stack, ray status and nvidia-smi when the watchdog fired
 CALIBRATION_FILE = "calibration.json"  # predicted against measured, per phase (launch/calibration.py)
 STEP_TIME_METRIC = "timing_s/step"  # verl logs it for every training step (a validation-only record has none)

@@ -36,7 +36,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.rundir import HANG_DIR, HANG_FILE, STEP_TIME_METRIC, Plan, attempt_log_path, hang_records, parse_records
+from launch.rundir import (
+    HANG_DIR,
+    HANG_FILE,
+    STARTUP_PHASE,
+    STEP_TIME_METRIC,
+    Plan,
+    attempt_log_path,
+    hang_records,
+    parse_records,
+)
 
 DUMP_REQUEST = ".hang_dump-{tag}"  # in the run dir: the head asks every node for its stacks (content: the stacks dir)
 NODE_STACKS = "{node}.json"  # in the stacks dir: one node's processes, classified; written last, so it marks "done"
@@ -346,7 +355,6 @@ RAY_WAIT_CALL = re.compile(r"(^|\.)(get|wait|get_objects|wait_objects)$")
 SERVING_LOOP = re.compile(r"loop|serve|server|listen|accept|poll", re.IGNORECASE)
 RECEIVING_CALL = re.compile(r"recv|poll|accept|select|read", re.IGNORECASE)
 RAY_EXECUTOR = re.compile(r"actor_method_executor|function_executor")
-STARTUP_PHASE = "start-up"  # no step yet, and no stack in verl's training loop
 # verl's phase, named as its timers name them (timing_s/<phase>), by the method the stacks show
 PHASE_OF_METHOD = {
     "generate_sequences": "gen",

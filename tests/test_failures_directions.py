@@ -378,6 +378,18 @@ def test_an_attempt_the_watchdog_stopped_is_a_hang_over_its_time_limit(tmp_path:
     assert failures.summary(found).startswith("hang > unknown")
 
 
+def test_a_hang_in_start_up_with_no_process_blocked_points_at_the_floor(tmp_path: Path):
+    """The watchdog recorded no stuck process, no step and no stack in verl's training loop (phase start-up): verl may
+    only be slow to start on this node, which a larger floor lets through."""
+    run_dir = run_with_log(tmp_path, ["rlaunch: hang: no step for 60 s"])
+    starting = {**HANG, "phase": "start-up", "stuck_ranks": [], "last_step": None, "window_s": 60.0, "transient": False}
+    starting["evidence"] = "no process blocked outside Ray's own waits (2 waiting on ray.get, 9 idle)"
+    (run_dir / HANG_FILE).write_text(json.dumps([starting]))
+    (hang,) = [f for f in failures.run_failures(run_dir) if f.kind == "hang"]
+    assert "no step yet and no process blocked in its own work: verl was still starting" in hang.fix
+    assert "raise launch.hang.floor_s above 60 s" in hang.fix
+
+
 def test_a_broken_hang_record_is_ignored(tmp_path: Path):
     run_dir = run_with_log(tmp_path, ["ValueError: later"])
     (run_dir / HANG_FILE).write_text('{"attempt": 1, "pha')

@@ -39,7 +39,7 @@ from launch.report.failures.signatures import (
     strip_prefix,
     unwrap,
 )
-from launch.rundir import HANG_DIR, hang_records
+from launch.rundir import HANG_DIR, STARTUP_PHASE, hang_records
 from launch.rundir import attempts as rundir_attempts
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -409,6 +409,12 @@ def hang_failure(record: HangRecord, run_dir: Path, host: str | None) -> Failure
         )
     elif ranks:
         what = f"stuck in {phase}{step} on {ranks}: {record.evidence or 'see the stacks'}"
+    elif record.phase == STARTUP_PHASE:  # no process blocked itself: verl may only be slow to start here
+        what = (
+            f"no step yet and no process blocked in its own work: verl was still starting (building its workers, "
+            f"engines and queues; {record.evidence or 'see the stacks'}); where start-up is slow here (a loaded node, "
+            f"a model read over a network filesystem) raise launch.hang.floor_s above {record.window_s:.0f} s"
+        )
     else:
         what = f"stuck in {phase}{step}: {record.evidence or 'see the stacks'}"
     requeue = (

@@ -79,12 +79,21 @@ VOCAB_PARALLEL_ENTROPY_BYTES = 4.0
 # warning, never refused; beyond it, on either side, the verdict stands.
 EDGE_FRACTION = 0.10
 EDGE = Edge(below=EDGE_FRACTION, above=EDGE_FRACTION, checked_by="verl's own Megatron runs went either way")
+# Megatron's hybrid CPU optimizer in words: the whole optimizer state kept and stepped on the CPU, as verl's
+# examples/grpo_trainer/run_qwen3moe-30b_megatron_96gb.sh sets it (megatron.optimizer_offload brings the state back for
+# the update; this lowers the update's own peak). The search does not try it; `++`: verl's config holds none of these
+HYBRID = (
+    "the hybrid CPU optimizer (++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=true "
+    "++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction=1.0 "
+    "++actor_rollout_ref.actor.optim.override_optimizer_config.use_precision_aware_optimizer=true)"
+)
 # Megatron's own fixes in words, named where the preflight's search (launch/preflight.py megatron_search: PP, TP and
 # EP up to x4, offloads, full recompute, on the run's own GPUs) finds no change that fits
 FIXES = (
     "more pipeline or tensor parallel ranks (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size / "
     "tensor_model_parallel_size; expert_model_parallel_size for experts), param_offload/optimizer_offload=true, "
-    "full recompute (override_transformer_config.recompute_granularity=full), or a smaller training micro-batch "
+    "full recompute (override_transformer_config.recompute_granularity=full), "
+    f"{HYBRID}, or a smaller training micro-batch "
     "(actor_rollout_ref.actor.ppo_max_token_len_per_gpu, or ppo_micro_batch_size_per_gpu without use_dynamic_bsz)"
 )
 
@@ -102,6 +111,8 @@ def fixes_beyond(knobs: MegatronKnobs) -> str:
         parts.append(f"actor_rollout_ref.actor.megatron.{'/'.join(offloads)}=true")
     if knobs.recompute.granularity != "full":
         parts.append("full recompute (override_transformer_config.recompute_granularity=full)")
+    if knobs.optimizer_cpu_fraction < 1.0:
+        parts.append(HYBRID)
     parts.append(
         "a smaller training micro-batch (actor_rollout_ref.actor.ppo_max_token_len_per_gpu, or "
         "ppo_micro_batch_size_per_gpu without use_dynamic_bsz)"

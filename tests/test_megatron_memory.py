@@ -533,6 +533,9 @@ def test_the_knobs_beyond_the_search_leave_out_what_the_run_has_set_and_name_mor
     assert "more GPUs (trainer.nnodes" in bare
     full = mm.Recompute(granularity="full", method="uniform")
     done = mm.fixes_beyond(replace(megatron(eight, param_offload=True, optimizer_offload=True), recompute=full))
-    assert "offload" not in done and "recompute_granularity" not in done and "more GPUs" in done
+    assert mm.HYBRID in bare and mm.HYBRID in done  # Megatron's hybrid CPU optimizer, unless the run set it
+    assert "offload" not in done.replace(mm.HYBRID, "") and "recompute_granularity" not in done and "more GPUs" in done
+    hybrid = replace(megatron(eight, param_offload=True), optimizer_cpu_fraction=1.0)
+    assert mm.HYBRID not in mm.fixes_beyond(hybrid)
     half = mm.fixes_beyond(megatron(eight, param_offload=True))
     assert "actor_rollout_ref.actor.megatron.optimizer_offload=true" in half and "param_offload" not in half

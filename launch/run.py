@@ -145,9 +145,9 @@ def naming_the_job(overrides: Sequence[str]) -> Iterator[None]:
         message = errors.explain(error, key_explainers(overrides)) if varied else None
         if message is None:
             raise
-        # a message that starts with the job's own swept value names it already
-        told = message.startswith(tuple(varied))
-        raise errors.UserError(message if told else f"job {' '.join(varied)}: {message}") from error
+        # a message that starts with one of the job's swept values names that one already
+        apart = [value for value in varied if not message.startswith(value)]
+        raise errors.UserError(f"job {' '.join(apart)}: {message}" if apart else message) from error
 
 
 def checked_plan(

@@ -67,6 +67,7 @@ from launch.steptime import (
     STARTUP_MIN,
     STEP_TIME_MARGIN,
     Card,
+    budget_reaching,
     every_and_last,
     spent_s,
     steps_within,
@@ -893,14 +894,20 @@ def judge_model(cfg: DictConfig, plan: Plan, facts: Facts, findings: Findings) -
         )
 
 
+def model_roles(cfg: DictConfig) -> list[tuple[str, DictConfig]]:
+    """The model blocks verl's workers build: the actor's, and the critic's where verl trains one."""
+    roles = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
+    if trains_critic(cfg):
+        roles.append(("critic.model", cfg.critic.model))
+    return roles
+
+
 def model_path_problems(cfg: DictConfig, plan: Plan) -> list[str | None]:
     """The other paths verl's workers load a model's parts from as they build it (workers/config/model.py
     HFModelConfig, engine/fsdp/transformer_impl.py): the tokenizer, the modules of external_lib, a LoRA adapter
     (where LoRA is on), and the critic's own model where verl trains one. A hub id is fetched in the job (the HF
     cache check covers offline jobs): only local paths are judged here, as the actor's is."""
-    roles = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
-    if trains_critic(cfg):
-        roles.append(("critic.model", cfg.critic.model))
+    roles = model_roles(cfg)
     problems: list[str | None] = []
     for prefix, model in roles:
         if prefix == "critic.model":
@@ -921,9 +928,7 @@ def judge_lora_targets(cfg: DictConfig, findings: Findings) -> None:
     """A LoRA model's target_modules against the layers of its model, as peft resolves them (launch/lora_targets.py):
     peft's refusal is a problem (verl would stop as it builds the actor), list entries that name no layer a note
     (peft ignores them: LoRA on fewer layers than written)."""
-    roles = [("actor_rollout_ref.model", cfg.actor_rollout_ref.model)]
-    if trains_critic(cfg):
-        roles.append(("critic.model", cfg.critic.model))
+    roles = model_roles(cfg)
     caches = list(dict.fromkeys((node_hub_cache(cfg), hub_cache_dir(os.environ))))
     for prefix, model in roles:
         config_file = model_config_file(str(model.path), caches) if judged_targets(model) else None
@@ -1091,10 +1096,10 @@ def no_time_to_train(cfg: DictConfig, before_training_min: float, then_min: floa
     if cfg.mode.time_budget_min - STARTUP_MIN - before_training_min >= 1:
         return None
     validating = f" and {before_training_min:.1f} min of validation before training" if before_training_min else ""
-    needed = STARTUP_MIN + before_training_min + then_min
     return (
         f"mode.time_budget_min={cfg.mode.time_budget_min} leaves no time to train: the job's start-up takes "
-        f"{STARTUP_MIN} min{validating}; set mode.time_budget_min={math.ceil(needed) + 1} or more"
+        f"{STARTUP_MIN} min{validating}; set mode.time_budget_min={budget_reaching(before_training_min, then_min)} or "
+        "more"
     )
 
 

@@ -264,6 +264,12 @@ class Plan:
         return self.readiness.time if self.readiness is not None else None
 
 
+def requeue_signal_at_start(delay_s: int, time_min: int) -> bool:
+    """SLURM sends the requeue signal (--signal=USR2@delay_s) that long before --time ends: a delay not below the time
+    limit signals the job as it starts."""
+    return time_min > 0 and delay_s >= time_min * 60
+
+
 def save_plan(plan: Plan) -> None:
     (Path(plan.run_dir) / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
 

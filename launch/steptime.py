@@ -87,6 +87,14 @@ REWARD_CPU_S_PER_RESPONSE = 0.0005
 # An attempt's minutes before its first step, besides the validation before training: Ray bring-up, model and engine
 # load (assumed)
 STARTUP_MIN = 10
+
+
+def budget_reaching(before_training_min: float, then_min: float) -> int:
+    """The mode.time_budget_min that reaches past the job's start-up, the validation before training and then
+    `then_min` more (a first step, or the first checkpoint), with a minute to spare."""
+    return math.ceil(STARTUP_MIN + before_training_min + then_min) + 1
+
+
 # The step-time model's accuracy on published runs (bench/step_time.py counts a step within +-35 % as right): a
 # checkpoint planned closer than this to the end of an attempt may not come in time
 STEP_TIME_MARGIN = 0.35

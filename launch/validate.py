@@ -34,7 +34,7 @@ from launch.layout_checks import (
 )
 from launch.overrides import holds_interpolation
 from launch.readiness import executes, skipped
-from launch.rundir import Plan, Resources
+from launch.rundir import Plan, Resources, requeue_signal_at_start
 from launch.schema import LaunchSettings, choices_of, select
 from launch.verl_diff import leaves
 
@@ -332,7 +332,7 @@ def check_signal_delay(cfg: DictConfig, resources: Resources) -> None:
     the job's start, every attempt would be stopped and requeued at once, before any step (then left, once
     cluster.max_requeues is spent)."""
     delay_s, time_s = int(cfg.cluster.signal_delay_s), resources.time_min * 60
-    if delay_s >= time_s:
+    if requeue_signal_at_start(delay_s, resources.time_min):
         raise UserError(
             f"cluster.signal_delay_s={delay_s}: SLURM would send the requeue signal {delay_s} s before --time="
             f"{resources.time_min} min ends, that is as the job starts, and every attempt would be requeued before "

@@ -42,7 +42,7 @@ from launch.report.failures.signatures import (
     strip_prefix,
     tracebacks,
 )
-from launch.rundir import Plan, gib_text
+from launch.rundir import Plan, gib_text, requeue_signal_at_start
 
 Details = dict[str, float | str]  # what Failure.details holds: numbers parsed from the evidence, the phase
 
@@ -2558,7 +2558,7 @@ def signal_at_start(plan: Plan) -> str | None:
     SLURM signal the job as it starts, however long --time is: what to change (None where the delay is below it)."""
     delay = plan.slurm.get("signal_delay_s") if plan.slurm else None
     minutes = plan.resources.time_min
-    if delay is None or not minutes or int(delay) < minutes * 60:
+    if delay is None or not requeue_signal_at_start(int(delay), minutes):
         return None
     return (
         f"cluster.signal_delay_s={delay} (sbatch --signal=USR2@{delay}) is not below the time limit of {minutes} min "
@@ -2580,22 +2580,23 @@ def signal_before_work(plan: Plan, wall_s: float | None) -> str | None:
 def budget_for_a_first_step(plan: Plan) -> str:
     """A mode.time_budget_min that reaches a first step (and the first checkpoint, where readiness counted it): the
     start-up, the validation before training and the steps, as readiness's time check adds them up."""
-    from launch.steptime import STARTUP_MIN
+    from launch.steptime import STARTUP_MIN, budget_reaching
 
     predicted = plan.readiness.time if plan.readiness is not None else None
     if predicted is not None:
         before = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
         then = min(predicted.first_checkpoint_min or predicted.step_s / 60, 60.0)
-        needed = STARTUP_MIN + before + then
         return (
-            f"mode.time_budget_min={math.ceil(needed) + 1} or more (readiness counted {STARTUP_MIN} min of start-up"
+            f"mode.time_budget_min={budget_reaching(before, then)} or more (readiness counted {STARTUP_MIN} min of "
+            "start-up"
             + (f", {before:.1f} min of validation" if before else "")
             + f" and {then:.1f} min to the first checkpoint)"
         )
     if plan.time is not None:
-        needed = STARTUP_MIN + 2 * plan.time.step_s / 60  # a validation before training: one step's time as its floor
+        step_min = plan.time.step_s / 60  # a validation before training: one step's time as its floor
         return (
-            f"mode.time_budget_min={math.ceil(needed) + 1} or more (the job's start-up takes {STARTUP_MIN} min, a step "
+            f"mode.time_budget_min={budget_reaching(step_min, step_min)} or more (the job's start-up takes "
+            f"{STARTUP_MIN} min, a step "
             f"~{plan.time.step_s:.0f} s)"
         )
     return f"a longer mode.time_budget_min: the job's start-up alone takes about {STARTUP_MIN} min"

@@ -5,7 +5,8 @@ Runs on: the job head (after step `launch.calibrate_after_step` and when an atte
 
 - A run's `calibration.json` (rundir.CALIBRATION_FILE) holds, per phase, the plan's figure, the measured one (verl's
   `timing_s/*` medians, step 1 left out: it compiles and captures graphs) and the error; the memory the plan
-  predicted against verl's `perf/max_memory_*_gb`; and the response lengths with their trend.
+  predicted against verl's `perf/max_memory_*_gb`; and the response lengths with their trend. A checkpoint save
+  (verl times it inside its step) is measured apart: `other` and the step are without it, as the model times them.
 - The store is one append-only JSON-lines file per cluster, `<runs_dir>/calibration.jsonl` (the runs dir lives on
   the cluster's shared filesystem). Each line is one measured run: the cluster it ran on (`cluster_identity`: a
   store copied from another cluster, or a runs dir two clusters share, must not time this one), the GPU profile, the
@@ -66,6 +67,12 @@ PHASE_METRICS = {
     "log_prob": ("timing_s/old_log_prob", "timing_s/ref", "timing_s/values"),
     "update": ("timing_s/update_actor", "timing_s/update_critic"),
 }
+# timers verl 0.9.1 runs inside timing_s/step that the step model counts in no phase (ray_trainer.py's fit loop, and
+# v1/trainer_base.py's): the checkpoint save (every trainer.save_freq steps and the last) and the rollout dump
+# (trainer.rollout_data_dir). Left in, a save lands in `other`: at save_freq 1 or 2 it is the median step's, and every
+# record of the shape is left out as "beyond the bounds". timing_s/testing is timed after the step, not inside it.
+OUTSIDE_THE_MODEL = ("timing_s/save_checkpoint", "timing_s/dump_rollout_generations")
+CHECKPOINT_METRIC = "timing_s/save_checkpoint"
 RATIO_BOUNDS = (0.25, 4.0)  # a record further off than this is a different shape, not a calibration
 BOUNDS_SAID = f"x{RATIO_BOUNDS[0]:g}-{RATIO_BOUNDS[1]:g}"
 NEAREST = 5  # records one plan is corrected by
@@ -82,7 +89,8 @@ class Measured:
 
     steps: list[int]
     phases_s: dict[str, float]
-    step_s: float
+    step_s: float  # the step as the model times it: verl's timing_s/step less the timers in OUTSIDE_THE_MODEL
+    checkpoint_s: float | None  # one checkpoint save (median over the steps that saved); None where none did
     response_mean: float | None
     response_max: float | None
     response_clip_ratio: float | None
@@ -109,8 +117,10 @@ def measure(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozens
         timed = [sum(history[s].get(n, 0.0) for n in names) for s in steady if any(n in history[s] for n in names)]
         if timed:
             phases[phase] = statistics.median(timed)
-    step_s = statistics.median(history[s][STEP_TIME_METRIC] for s in steady)
+    step_s = statistics.median(modelled_step_s(history[s]) for s in steady)
     phases["other"] = max(0.0, step_s - sum(phases.values()))
+    # a save does not compile: every logged one counts, the run's first step's too
+    saves = [float(history[s][CHECKPOINT_METRIC]) for s in steps if CHECKPOINT_METRIC in history[s]]
 
     def last(name: str) -> float | None:
         values = [float(history[s][name]) for s in steps if name in history[s]]
@@ -127,6 +137,7 @@ def measure(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozens
         steps=steps,
         phases_s={phase: round(seconds, 2) for phase, seconds in phases.items()},
         step_s=round(step_s, 2),
+        checkpoint_s=round(statistics.median(saves), 2) if saves else None,
         response_mean=_median([float(history[s]["response_length/mean"]) for s in steady if has(s, "response")]),
         response_max=peak("response_length/max"),
         response_clip_ratio=last("response_length/clip_ratio"),
@@ -135,6 +146,12 @@ def measure(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozens
         memory_reserved_gib=peak("perf/max_memory_reserved_gb"),
         response_trend_pct_per_10_steps=response_trend(history, steps),
     )
+
+
+def modelled_step_s(metrics: dict[str, Any]) -> float:
+    """One step's seconds as the step model times it: verl's step timer less the timers it runs inside the step that
+    no phase counts (OUTSIDE_THE_MODEL: a checkpoint save, a rollout dump)."""
+    return float(metrics[STEP_TIME_METRIC]) - sum(float(metrics.get(name, 0.0)) for name in OUTSIDE_THE_MODEL)
 
 
 def response_trend(history: dict[int, dict[str, Any]], steps: list[int]) -> float | None:
@@ -211,6 +228,8 @@ def calibration_of(
             | {"step": error_pct(plan.time.step_s, measured.step_s)},
             "model_at_measured_lengths_s": raw.phases_s if raw else None,
             "predicted_source": plan.time.source,
+            # verl times a save inside its step; the step model does not (measured_s's step is without it)
+            "checkpoint_s": measured.checkpoint_s,
         },
         "memory": {
             "predicted_peak_gib": torch_peak,
@@ -272,6 +291,7 @@ class StoreRecord:
     backend: str = "fsdp"  # the trainer's strategy: megatron's step is another model (a store before it held fsdp's)
     trainer_mode: str = ""  # verl's trainer.v1.trainer_mode ("" in a store written before it was recorded)
     cluster: str = ""  # cluster_identity of the cluster the run ran on ("" in a store written before it was recorded)
+    checkpoint_s: float | None = None  # one checkpoint save, timed apart from measured_s (None: none, or not recorded)
 
 
 def store_path(runs_dir: str | Path) -> Path:
@@ -313,6 +333,7 @@ def store_record(
         backend=backend_of(plan.verl),
         trainer_mode=trainer_mode_of(plan.verl),
         cluster=plan.cluster_identity,
+        checkpoint_s=measured.checkpoint_s,
     )
 
 
@@ -365,7 +386,7 @@ def malformed(record: StoreRecord) -> str | None:
     for name in ("params", "rollout_tp", "n_gpus", "tokens_per_gpu", "max_response_tokens"):
         if not is_finite_number(getattr(record, name)):
             return f"{name} is not a number"
-    for name in ("prompt_mean", "response_mean"):
+    for name in ("prompt_mean", "response_mean", "checkpoint_s"):
         if getattr(record, name) is not None and not is_finite_number(getattr(record, name)):
             return f"{name} is not a number"
     if not isinstance(record.train_files, list):

@@ -1,0 +1,48 @@
+"""The plan learns from what verl really logs (launch/calibration.py, launch/calibrate.py): the timers verl runs inside
+its step that no phase counts (a checkpoint save), metric names another verl wrote, runs that disagree, lengths
+measured under another limit, a SLURM plan whose cluster name is not readable here, and the calibrating runs named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_calibration import SHAPE, data, planned, run_dir_of, write_metrics
+from test_calibration_robust import calibrate, write_lines
+
+from launch.calibration import read_store, store_path
+from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path
+
+CHECKPOINT_S = 90.0  # one save, as verl's timing_s/save_checkpoint times it
+
+
+def with_checkpoints(plan: Plan, every: int) -> None:
+    """verl 0.9.1 saves inside the step (ray_trainer.py: the save_checkpoint timer within the step timer): every
+    `every` steps and the last, timing_s/step grows by the save."""
+    log = attempt_log_path(Path(plan.run_dir), 1)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    for index, line in enumerate(lines):
+        if line["step"] % every == 0 or index == len(lines) - 1:
+            line["data"]["timing_s/save_checkpoint"] = CHECKPOINT_S
+            line["data"]["timing_s/step"] += CHECKPOINT_S
+    write_lines(log, lines)
+
+
+def test_a_checkpoint_saved_inside_the_step_is_not_other_and_other_calibrates(tmp_path: Path):
+    """save_freq 2 (the 72B plan saves every step): the save had landed in `other`, x10 the model, left out of every
+    plan as beyond the bounds; the step measured with it was compared with a plan that never counts it."""
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=saves")
+    write_metrics(plan, response_mean=800.0, factor=2.0, steps=6)
+    with_checkpoints(plan, every=2)
+    result = calibrate(plan.run_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "other " in result.stdout and "checkpoint save 90 s (timed apart from the step)" in result.stdout
+    (stored,) = read_store(store_path(Path(plan.run_dir).parent.parent))[0]
+    assert stored.measured_s["other"] / stored.model_s["other"] == pytest.approx(2.0, rel=0.02)
+    assert stored.checkpoint_s == CHECKPOINT_S  # kept for whatever plans a save's cost
+    on_disk = json.loads((Path(plan.run_dir) / CALIBRATION_FILE).read_text())["time"]
+    assert on_disk["checkpoint_s"] == CHECKPOINT_S
+    assert on_disk["measured_s"]["step"] == pytest.approx(sum(stored.measured_s.values()), abs=0.05)
+    after = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=next").time
+    assert after.sources["other"].startswith("model x 2.00 from 1 run(s)"), after.sources

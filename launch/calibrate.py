@@ -17,7 +17,7 @@ from pathlib import Path
 
 from launch import calibration
 from launch.errors import UserError
-from launch.rundir import is_run_dir, load_plan
+from launch.rundir import is_run_dir, load_plan, read_history
 from launch.steptime import PHASES
 
 
@@ -33,10 +33,11 @@ def run_dirs_of(path: Path) -> list[Path]:
 def summary(run_dir: Path, record: calibration.StoreRecord | None, runs_dir: Path | None) -> str:
     if record is None:
         plan = load_plan(run_dir)
-        why = "its plan has no step time (planned before calibration, or algo=rft)"
-        if plan.time is not None:
-            why = "no step after the first logged: the first of each attempt compiles and is left out"
-        return f"{run_dir.name}: nothing to ingest yet ({why})"
+        if plan.time is None:
+            why = "its plan has no step time: planned before calibration, or algo=rft"
+            return f"{run_dir.name}: nothing to ingest ({why})"
+        why, later = calibration.why_unmeasured(read_history(run_dir))
+        return f"{run_dir.name}: " + (f"nothing to ingest yet ({why})" if later else f"nothing to ingest: {why}")
     parts = []
     for phase in PHASES:
         model, measured = record.model_s.get(phase, 0.0), record.measured_s.get(phase, 0.0)

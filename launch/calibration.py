@@ -73,6 +73,8 @@ PHASE_METRICS = {
 # record of the shape is left out as "beyond the bounds". timing_s/testing is timed after the step, not inside it.
 OUTSIDE_THE_MODEL = ("timing_s/save_checkpoint", "timing_s/dump_rollout_generations")
 CHECKPOINT_METRIC = "timing_s/save_checkpoint"
+TIMERS_SAID = 12  # timing keys a run without timing_s/step is said to have logged
+VERL_VERSION = "0.9.1"  # whose metric names these are
 RATIO_BOUNDS = (0.25, 4.0)  # a record further off than this is a different shape, not a calibration
 BOUNDS_SAID = f"x{RATIO_BOUNDS[0]:g}-{RATIO_BOUNDS[1]:g}"
 NEAREST = 5  # records one plan is corrected by
@@ -145,6 +147,27 @@ def measure(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozens
         memory_allocated_gib=peak("perf/max_memory_allocated_gb"),
         memory_reserved_gib=peak("perf/max_memory_reserved_gb"),
         response_trend_pct_per_10_steps=response_trend(history, steps),
+    )
+
+
+def why_unmeasured(history: dict[int, dict[str, Any]]) -> tuple[str, bool]:
+    """Why measure() found no steady step, said so the user can act on it, and whether later steps may bring one.
+    A log without verl 0.9.1's step timer is not read under other names: verl's `timing/` prefix (before v0.2) never
+    had a step timer, and `timing(s)/` lived four days between two commits of January 2025, so a `timing/step` is no
+    verl's and reading it would be a guess."""
+    if any(STEP_TIME_METRIC in metrics for metrics in history.values()):
+        return "no step after the first logged: the first of each attempt compiles and is left out", True
+    # training steps: a record of validation metrics alone (before training) is no step
+    logged = [step for step, metrics in history.items() if any(not name.startswith("val-") for name in metrics)]
+    if not logged:
+        return "no step logged yet", True
+    timers = sorted({name for step in logged for name in history[step] if "timing" in name and "per_token" not in name})
+    more = f" and {len(timers) - TIMERS_SAID} more" if len(timers) > TIMERS_SAID else ""
+    seen = f"timing keys seen: {', '.join(timers[:TIMERS_SAID])}{more}" if timers else "no timing key logged"
+    return (
+        f"{STEP_TIME_METRIC} (verl {VERL_VERSION}'s step timer) is in none of the {len(logged)} step(s) logged; "
+        f"{seen}; log the run with verl {VERL_VERSION}, whose timing_s/* timers rlaunch reads",
+        False,
     )
 
 

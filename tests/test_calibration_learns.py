@@ -46,3 +46,22 @@ def test_a_checkpoint_saved_inside_the_step_is_not_other_and_other_calibrates(tm
     assert on_disk["measured_s"]["step"] == pytest.approx(sum(stored.measured_s.values()), abs=0.05)
     after = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=next").time
     assert after.sources["other"].startswith("model x 2.00 from 1 run(s)"), after.sources
+
+
+def test_a_log_without_verls_step_timer_says_so_and_names_the_timers_it_holds(tmp_path: Path):
+    """Five steps logged under another verl's names (timing/*): calibrate had said "nothing to ingest yet (no step
+    after the first logged ...)", a wait for steps that were there and a reason that was not the one."""
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=oldnames")
+    write_metrics(plan, response_mean=800.0, factor=2.0, steps=5)
+    log = attempt_log_path(Path(plan.run_dir), 1)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    for line in lines:
+        line["data"] = {name.replace("timing_s/", "timing/"): value for name, value in line["data"].items()}
+    write_lines(log, [{"step": 0, "data": {"val-core/math/reward/mean@1": 0.3}}, *lines])
+    result = calibrate(plan.run_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    said = result.stdout.strip()
+    assert said.startswith(f"{Path(plan.run_dir).name}: nothing to ingest: timing_s/step (verl 0.9.1's step timer)")
+    assert "is in none of the 5 step(s) logged" in said and "yet" not in said
+    assert "timing keys seen: timing/gen, timing/old_log_prob, timing/step, timing/update_actor;" in said
+    assert not store_path(Path(plan.run_dir).parent.parent).exists()

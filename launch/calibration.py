@@ -77,6 +77,9 @@ TIMERS_SAID = 12  # timing keys a run without timing_s/step is said to have logg
 VERL_VERSION = "0.9.1"  # whose metric names these are
 RATIO_BOUNDS = (0.25, 4.0)  # a record further off than this is a different shape, not a calibration
 BOUNDS_SAID = f"x{RATIO_BOUNDS[0]:g}-{RATIO_BOUNDS[1]:g}"
+# runs of one shape whose ratios lie further apart than this timed different steps (a setting the shape does not see,
+# a slow node): the plan says so, as the median of such runs may fit none of them
+DISAGREEING = 1.5
 NEAREST = 5  # records one plan is corrected by
 MAX_SIZE_RATIO = 2.0  # parameters within 2x: same architecture family and roughly the same size
 MAX_TOKENS_RATIO = 4.0  # tokens per GPU per step within 4x
@@ -619,6 +622,8 @@ class PhaseRatio:
     runs: int
     left_out: tuple[float, ...] = ()  # ratios beyond RATIO_BOUNDS: another shape (or a stalled run), not a calibration
     where: str = "this cluster"  # where_measured
+    lowest: float | None = None  # the range of the runs' ratios: a median of two runs is their mean, like neither
+    highest: float | None = None
 
     def said(self) -> str:
         off = ", ".join(f"x{ratio:.2f}" for ratio in self.left_out)
@@ -626,6 +631,12 @@ class PhaseRatio:
         if not self.runs:
             return f"model ({left_out})"
         said = f"model x {self.ratio:.2f} from {self.runs} run(s) of this shape on {self.where}"
+        low, high = self.lowest or self.ratio, self.highest or self.ratio
+        if f"{low:.2f}" != f"{high:.2f}":
+            said += f", x{low:.2f}-x{high:.2f}"
+        if high > DISAGREEING * low:
+            apart = f"x{high / low:.2f} apart (more than x{DISAGREEING:g})"
+            said += f": the runs disagree, {apart}: check what differs in them"
         return said + (f" ({left_out})" if self.left_out else "")
 
 
@@ -644,7 +655,7 @@ def phase_ratios(records: list[StoreRecord], where: str = "this cluster") -> dic
         kept = [value for value in values if low <= value <= high]
         left_out = tuple(value for value in values if not low <= value <= high)
         if kept:
-            ratios[phase] = PhaseRatio(statistics.median(kept), len(kept), left_out, where)
+            ratios[phase] = PhaseRatio(statistics.median(kept), len(kept), left_out, where, min(kept), max(kept))
         elif left_out:
             ratios[phase] = PhaseRatio(1.0, 0, left_out, where)  # the model as it is, and why no run corrected it
     return ratios

@@ -5,16 +5,25 @@ measured under another limit, a SLURM plan whose cluster name is not readable he
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_calibration import SHAPE, data, planned, run_dir_of, write_metrics
+from test_calibration import SHAPE, data, planned, record, run_dir_of, write_metrics
 from test_calibration_robust import calibrate, write_lines
 
-from launch.calibration import read_store, store_path
+from launch import calibration
+from launch.calibration import StoreRecord, read_store, store_path
+from launch.render import render
 from launch.rundir import CALIBRATION_FILE, Plan, attempt_log_path
 
 CHECKPOINT_S = 90.0  # one save, as verl's timing_s/save_checkpoint times it
+
+
+def scaled_record(run_id: str, ratio: float, **changes: object) -> StoreRecord:
+    """A store record whose every phase measured `ratio` x the model."""
+    base = record(run_id)
+    return replace(base, measured_s={phase: ratio * seconds for phase, seconds in base.model_s.items()}, **changes)
 
 
 def with_checkpoints(plan: Plan, every: int) -> None:
@@ -65,3 +74,24 @@ def test_a_log_without_verls_step_timer_says_so_and_names_the_timers_it_holds(tm
     assert "is in none of the 5 step(s) logged" in said and "yet" not in said
     assert "timing keys seen: timing/gen, timing/old_log_prob, timing/step, timing/update_actor;" in said
     assert not store_path(Path(plan.run_dir).parent.parent).exists()
+
+
+def test_runs_that_disagree_are_shown_with_their_range_and_said(tmp_path: Path):
+    """One run at x1.44, one at x3.36: the plan said "model x 2.40 from 2 run(s)", a figure neither run measured."""
+    two = calibration.phase_ratios([scaled_record("low", 1.44), scaled_record("high", 3.36)])["generate"].said()
+    assert two.startswith("model x 2.40 from 2 run(s) of this shape on this cluster, x1.44-x3.36: the runs disagree")
+    assert "x2.33 apart (more than x1.5)" in two
+    close = calibration.phase_ratios([scaled_record("a", 1.9), scaled_record("b", 2.1)])["generate"].said()
+    assert close == "model x 2.00 from 2 run(s) of this shape on this cluster, x1.90-x2.10"  # within x1.5: no warning
+    alike = calibration.phase_ratios([scaled_record("c", 2.0), scaled_record("d", 2.0)])["generate"].said()
+    assert alike == "model x 2.00 from 2 run(s) of this shape on this cluster"
+
+    runs = []
+    for index, factor in enumerate((1.44, 3.36)):
+        plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), f"launch.sweep_id=d{index}")
+        write_metrics(plan, response_mean=800.0, factor=factor)
+        runs.append(plan.run_dir)
+    assert calibrate(*runs, cwd=tmp_path).returncode == 0
+    after = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=next")
+    assert ", x1.44-x3.36: the runs disagree" in after.time.sources["generate"]
+    assert after.time.sources["generate"] in render(after)

@@ -59,6 +59,7 @@ from launch.memory import (
     rollout_phase,
     trains_critic,
 )
+from launch.overrides import as_overrides
 from launch.verdict import Predicted, Verdict
 
 # bytes of one parameter in Megatron's buffers (verl: dtype bfloat16; DDP grad_reduce_in_fp32 by default)
@@ -79,16 +80,19 @@ VOCAB_PARALLEL_ENTROPY_BYTES = 4.0
 # warning, never refused; beyond it, on either side, the verdict stands.
 EDGE_FRACTION = 0.10
 EDGE = Edge(below=EDGE_FRACTION, above=EDGE_FRACTION, checked_by="verl's own Megatron runs went either way")
-# Megatron's hybrid CPU optimizer in words: the whole optimizer state kept and stepped on the CPU, as verl's
+# Megatron's hybrid CPU optimizer: the whole optimizer state kept and stepped on the CPU, as verl's
 # examples/grpo_trainer/run_qwen3moe-30b_megatron_96gb.sh sets it (megatron.optimizer_offload brings the state back for
-# the update; this lowers the update's own peak). The search does not try it; `++`: verl's config holds none of these
-HYBRID = (
-    "the hybrid CPU optimizer (++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=true "
-    "++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction=1.0 "
-    "++actor_rollout_ref.actor.optim.override_optimizer_config.use_precision_aware_optimizer=true)"
-)
+# the update; this lowers the update's own peak, for a slower step). `++`: verl's config holds none of these keys.
+# The preflight's fix search tries it (launch/preflight.py megatron_changes).
+HYBRID_OPTIMIZER = "actor_rollout_ref.actor.optim.override_optimizer_config"
+HYBRID_VALUES = {
+    f"++{HYBRID_OPTIMIZER}.optimizer_cpu_offload": True,
+    f"++{HYBRID_OPTIMIZER}.optimizer_offload_fraction": 1.0,
+    f"++{HYBRID_OPTIMIZER}.use_precision_aware_optimizer": True,
+}
+HYBRID = "the hybrid CPU optimizer (" + " ".join(as_overrides(HYBRID_VALUES)) + ")"
 # Megatron's own fixes in words, named where the preflight's search (launch/preflight.py megatron_search: PP, TP and
-# EP up to x4, offloads, full recompute, on the run's own GPUs) finds no change that fits
+# EP up to x4, offloads, full recompute, the hybrid CPU optimizer, on the run's own GPUs) finds no change that fits
 FIXES = (
     "more pipeline or tensor parallel ranks (actor_rollout_ref.actor.megatron.pipeline_model_parallel_size / "
     "tensor_model_parallel_size; expert_model_parallel_size for experts), param_offload/optimizer_offload=true, "

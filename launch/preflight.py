@@ -36,7 +36,7 @@ from launch.layout_checks import (
     engine_tp_splits_heads,
 )
 from launch.lengths import TypicalLengths, typical_lengths
-from launch.megatron_memory import MegatronKnobs, fixes_beyond
+from launch.megatron_memory import HYBRID_VALUES, MegatronKnobs, fixes_beyond
 from launch.megatron_memory import estimate as megatron_estimate
 from launch.megatron_memory import summarize as megatron_summary
 from launch.memory import (
@@ -919,12 +919,18 @@ class MegatronChange:
     description: str
     values: dict[str, Any]
 
+    @property
+    def keys(self) -> set[str]:
+        """The config keys it sets (a `++` key as the config and the user's overrides name it)."""
+        return {bare_key(key) for key in self.values}
+
 
 def with_values(verl: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the resolved config with these dotted keys set (parents copied, the rest shared)."""
+    """A copy of the resolved config with these dotted keys (a `++` one added where verl's config lacks it) set
+    (parents copied, the rest shared)."""
     changed = dict(verl)
     for key, value in values.items():
-        *parents, leaf = key.split(".")
+        *parents, leaf = bare_key(key).split(".")
         node = changed
         for part in parents:
             node[part] = dict(node.get(part) or {})
@@ -999,19 +1005,23 @@ def megatron_changes(
     for words, values in switches:
         already = all(select(megatron, name) == value for name, value in values.items())
         options.append([("", {})] + ([] if already else [(words, values)]))
+    hybrid_already = all(select(verl, bare_key(key)) == value for key, value in HYBRID_VALUES.items())
+    hybrid_options = [("", {})] + ([] if hybrid_already else [("hybrid CPU optimizer", HYBRID_VALUES)])
     batch_options = [("", {}), *narrower]
     changes = []
     for combination in itertools.product(*options):
-        for (engine_words, engine_values), (batch_words, batch_values) in itertools.product(
-            engine_options, batch_options
+        for (engine_words, engine_values), (hybrid_words, hybrid_values), (batch_words, batch_values) in (
+            itertools.product(engine_options, hybrid_options, batch_options)
         ):
-            words = [text for text, _ in combination if text] + [text for text in (engine_words, batch_words) if text]
+            words = [text for text, _ in combination if text] + [
+                text for text in (engine_words, hybrid_words, batch_words) if text
+            ]
             if not words:
                 continue
             actor_values = {name: value for _, values in combination for name, value in values.items()}
             actor_values = {name: value for name, value in actor_values.items() if select(megatron, name) != value}
-            others = {**engine_values, **batch_values}
-            changed = {key: value for key, value in others.items() if select(verl, key) != value}
+            others = {**engine_values, **hybrid_values, **batch_values}
+            changed = {key: value for key, value in others.items() if select(verl, bare_key(key)) != value}
             changes.append(MegatronChange(" and ".join(words), {**megatron_values(verl, actor_values), **changed}))
     return changes
 
@@ -1083,7 +1093,7 @@ def megatron_single_fixes(
                 overrides=change.values,
                 peaks_gib={name: round(phase.peak_gib, 1) for name, phase in candidate.phases.items()},
                 fits=candidate.fits,
-                you_set=tuple(sorted(locked & set(change.values))),
+                you_set=tuple(sorted(locked & change.keys)),
             )
         )
     return tuple(reports)
@@ -1097,9 +1107,9 @@ def megatron_search(
     narrower = [] if verdict.phases["training"].fits else narrower_batches(verl, judged_at.knobs)
     changes = megatron_changes(verl, judged_at.arch, judged_at.knobs, not verdict.phases["rollout"].fits, narrower)
     best = megatron_fitting(judged_at, verl, changes)
-    free = [change for change in changes if not locked & set(change.values)]
+    free = [change for change in changes if not locked & change.keys]
     applicable = (
-        best if best is None or not locked & set(best.change.values) else megatron_fitting(judged_at, verl, free)
+        best if best is None or not locked & best.change.keys else megatron_fitting(judged_at, verl, free)
     )
     found = None
     if best is not None:

@@ -409,11 +409,14 @@ def megatron_pass_s(
     return slowed / (1 - pipeline_bubble(layout, micro_batches))
 
 
-def megatron_offload_s(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) -> tuple[float, float]:
+def megatron_offload_s(
+    arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, optimizer_steps: int = 1
+) -> tuple[float, float]:
     """(log_prob, update) seconds of host copies on the worst stage: param_offload brings the actor's parameters on
     and off for each phase, the reference's param_offload its own for its pass, optimizer_offload the optimizer
-    state for the update; the hybrid CPU optimizer sends its share's fp32 gradients down, its bf16 parameters back
-    and steps them on the host (CPU_ADAM_PARAMS_PER_S)."""
+    state for the update (once: verl loads it before the update and offloads it after); the hybrid CPU optimizer,
+    at each of the update's `optimizer_steps` (one per mini-batch and epoch), sends its share's fp32 gradients down,
+    its bf16 parameters back and steps them on the host (CPU_ADAM_PARAMS_PER_S)."""
     log_prob = update = 0.0
     link = HOST_TO_GPU_GBS * 1e9
     for actor_stage, ref_stage in paired(arch, megatron):
@@ -422,7 +425,7 @@ def megatron_offload_s(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs
         ref_params = held.ref_params if knobs.ref_model and megatron.ref_param_offload else 0.0
         optimizer = held.optimizer if megatron.optimizer_offload else 0.0
         on_host = held.optimizer_shard * megatron.optimizer_cpu_fraction
-        hybrid = on_host * (FP32_BYTES + BF16_BYTES) / link + on_host / CPU_ADAM_PARAMS_PER_S
+        hybrid = optimizer_steps * (on_host * (FP32_BYTES + BF16_BYTES) / link + on_host / CPU_ADAM_PARAMS_PER_S)
         log_prob = max(log_prob, 2 * (params + ref_params) / link)
         update = max(update, 2 * (params + optimizer) / link + hybrid)
     return log_prob, update
@@ -474,7 +477,8 @@ def megatron_trainer_s(
     models = 1 + int(critic)
     flops = models * epochs * tokens * per_token * recompute
     update = megatron_pass_s(arch, knobs, card, megatron.actor, flops, mfu, train_count)
-    offload_log_prob, offload_update = megatron_offload_s(arch, knobs, megatron)
+    optimizer_steps = epochs * max(1, math.ceil(sequences / mini_batch))
+    offload_log_prob, offload_update = megatron_offload_s(arch, knobs, megatron, optimizer_steps)
     log_prob += offload_log_prob + driver_s(sequences, knobs, len(layouts))
     update += offload_update + driver_s(sequences, knobs, models)
     inputs = {

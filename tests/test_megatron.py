@@ -708,10 +708,10 @@ def test_a_clear_megatron_misfits_cheapest_fix_applied_fits(tmp_path):
     assert any(".megatron." in override for override in fix), fix
     fixed, dumped, _ = planned(tmp_path, *args, *fix)
     assert fixed["preflight"]["fits"], fixed["preflight"]["arithmetic"]
-    for override in fix:  # each override reached verl's config
+    for override in fix:  # each override reached verl's config (a `++` one added to it)
         key, value = override.split("=", 1)
         node: Any = dumped
-        for part in key.split("."):
+        for part in key.lstrip("+").split("."):
             node = node[part]
         assert str(node).lower() == value.strip("'"), override
 
@@ -795,10 +795,38 @@ def test_a_two_node_megatron_job_reaches_verls_gpu_check_on_the_dev_cluster(slur
 
 
 def test_a_dry_run_of_a_misfit_no_searched_change_fixes_names_the_knobs_beyond_the_search(tmp_path: Path):
-    """Qwen2.5-72B at TP 8 x PP 2 on 16 H100s: 76 GiB of states a GPU before activations (DP 1 shards no optimizer
-    state); nothing in the search fits, and the plan says what would, as a refusal does."""
+    """Qwen2.5-72B at TP 4 on one node of 4 H100s: 34 GiB of bf16 weights and 68 GiB of fp32 gradients a GPU, which
+    no offload moves during the update, and no wider layout fits in 4 GPUs; nothing in the search fits, and the plan
+    says what would, as a refusal does."""
     megatron = "actor_rollout_ref.actor.megatron"
     result = run_here(
+        "backend=megatron",
+        "algo=verl",
+        "algorithm.adv_estimator=grpo",
+        "gpu=h100",
+        "llm=qwen2_5_72b",
+        f"{megatron}.tensor_model_parallel_size=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+        "trainer.n_gpus_per_node=4",
+        "data.train_batch_size=256",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+        "actor_rollout_ref.rollout.n=8",
+        "launch.skip_checks=[model,data,files]",
+        "launch.dry_run=true",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "DOES NOT FIT" in result.stdout
+    assert "  no fix found  more pipeline or tensor parallel ranks" in result.stdout, result.stdout[-3000:]
+
+
+def test_a_misfit_only_the_hybrid_cpu_optimizer_fixes_is_searched_with_it_and_fix_applies_it(tmp_path: Path):
+    """Qwen2.5-72B at TP 8 x PP 2 on 16 H100s: the update holds 51 GiB of optimizer state a GPU (DP 1 shards none)
+    that megatron.optimizer_offload brings back for the step; Megatron's hybrid CPU optimizer (verl's
+    run_qwen3moe-30b_megatron_96gb.sh sets it) steps it on the CPU. The search finds it, with its `++` keys (verl's
+    config holds none), and launch.preflight=fix applies exactly them: the dumped config holds them and fits."""
+    megatron = "actor_rollout_ref.actor.megatron"
+    args = [
         "backend=megatron",
         "algo=verl",
         "algorithm.adv_estimator=grpo",
@@ -812,9 +840,15 @@ def test_a_dry_run_of_a_misfit_no_searched_change_fixes_names_the_knobs_beyond_t
         "actor_rollout_ref.actor.ppo_mini_batch_size=64",
         "actor_rollout_ref.rollout.n=8",
         "launch.skip_checks=[model,data,files]",
-        "launch.dry_run=true",
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "DOES NOT FIT" in result.stdout
-    assert "  no fix found  more pipeline or tensor parallel ranks" in result.stdout, result.stdout[-3000:]
+    ]
+    too_big, _, _ = planned(tmp_path, *args)
+    verdict = too_big["preflight"]
+    assert not verdict["fits"]
+    fix = verdict["first_fitting_fixes"]
+    hybrid = "++actor_rollout_ref.actor.optim.override_optimizer_config"
+    assert f"{hybrid}.optimizer_cpu_offload=true" in fix and f"{hybrid}.optimizer_offload_fraction=1.0" in fix, fix
+    assert "hybrid CPU optimizer" in verdict["fits_with"]["summary"]
+    fixed, dumped, _ = planned(tmp_path, *args, "launch.preflight=fix")
+    assert fixed["preflight"]["fits"], fixed["preflight"]["arithmetic"]
+    override = dumped["actor_rollout_ref"]["actor"]["optim"]["override_optimizer_config"]
+    assert override["optimizer_cpu_offload"] is True and override["optimizer_offload_fraction"] == 1.0

@@ -1010,17 +1010,13 @@ def megatron_changes(
     batch_options = [("", {}), *narrower]
     changes = []
     for combination in itertools.product(*options):
-        for (engine_words, engine_values), (hybrid_words, hybrid_values), (batch_words, batch_values) in (
-            itertools.product(engine_options, hybrid_options, batch_options)
-        ):
-            words = [text for text, _ in combination if text] + [
-                text for text in (engine_words, hybrid_words, batch_words) if text
-            ]
+        for beside in itertools.product(engine_options, hybrid_options, batch_options):  # keys outside megatron.*
+            words = [text for text, _ in (*combination, *beside) if text]
             if not words:
                 continue
             actor_values = {name: value for _, values in combination for name, value in values.items()}
             actor_values = {name: value for name, value in actor_values.items() if select(megatron, name) != value}
-            others = {**engine_values, **hybrid_values, **batch_values}
+            others = {key: value for _, values in beside for key, value in values.items()}
             changed = {key: value for key, value in others.items() if select(verl, bare_key(key)) != value}
             changes.append(MegatronChange(" and ".join(words), {**megatron_values(verl, actor_values), **changed}))
     return changes
@@ -1108,9 +1104,7 @@ def megatron_search(
     changes = megatron_changes(verl, judged_at.arch, judged_at.knobs, not verdict.phases["rollout"].fits, narrower)
     best = megatron_fitting(judged_at, verl, changes)
     free = [change for change in changes if not locked & change.keys]
-    applicable = (
-        best if best is None or not locked & best.change.keys else megatron_fitting(judged_at, verl, free)
-    )
+    applicable = best if best is None or not locked & best.change.keys else megatron_fitting(judged_at, verl, free)
     found = None
     if best is not None:
         now = judged_at.step_s(verl)

@@ -663,7 +663,9 @@ def phase_ratios(records: list[StoreRecord], where: str = "this cluster") -> dic
 
 @dataclass(frozen=True)
 class DataIdentity:
-    """What makes two runs' lengths comparable: the same model on the same data with the same response limit."""
+    """What makes two runs' lengths comparable: the same model on the same data; for the responses, also the same
+    response limit (verl cuts every response at it: a mean measured under another limit is another mean). A prompt
+    does not depend on the response limit, and is capped at the plan's own prompt limit (lengths.typical_lengths)."""
 
     model_path: str
     train_files: tuple[str, ...]
@@ -674,27 +676,53 @@ class DataIdentity:
         files = train_files if isinstance(train_files, list | tuple) else [train_files]
         return cls(str(model_path), tuple(sorted(str(path) for path in files)), int(max_response_tokens))
 
+    @classmethod
+    def of_record(cls, record: StoreRecord) -> DataIdentity:
+        return cls.of(record.model_path, record.train_files, record.max_response_tokens)
+
+    def same_prompts(self, other: DataIdentity) -> bool:
+        return (self.model_path, self.train_files) == (other.model_path, other.train_files)
+
 
 def same_data(identity: DataIdentity, records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
-    """Runs of the same model on the same data and response limit: their measured lengths are this run's best guess."""
+    """Runs of the same model on the same data and response limit: their measured responses are this run's best
+    guess."""
     return [
-        record
-        for record in records
-        if DataIdentity.of(record.model_path, record.train_files, record.max_response_tokens) == identity
-        and record.response_mean is not None
+        record for record in records if DataIdentity.of_record(record) == identity and record.response_mean is not None
     ]
 
 
-def measured_mean_lengths(
-    identity: DataIdentity, records: tuple[StoreRecord, ...]
-) -> tuple[float | None, float | None, int]:
-    """(prompt mean, response mean, runs) over the runs of the same model and data."""
-    runs = same_data(identity, tuple(latest_per_run(records)))
-    if not runs:
-        return None, None, 0
-    prompts = [record.prompt_mean for record in runs if record.prompt_mean is not None]
-    responses = [record.response_mean for record in runs if record.response_mean is not None]
-    return (statistics.fmean(prompts) if prompts else None, statistics.fmean(responses), len(runs))
+def same_prompts(identity: DataIdentity, records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
+    """Runs of the same model on the same data, whatever their response limit: their measured prompts are this run's."""
+    return [
+        record
+        for record in records
+        if identity.same_prompts(DataIdentity.of_record(record)) and record.prompt_mean is not None
+    ]
+
+
+@dataclass(frozen=True)
+class MeasuredLengths:
+    """The store's measured means for a plan's model and data, each with the runs it is the mean of."""
+
+    prompt: float | None
+    response: float | None
+    prompt_runs: int
+    response_runs: int
+
+
+def measured_mean_lengths(identity: DataIdentity, records: tuple[StoreRecord, ...]) -> MeasuredLengths:
+    """The mean prompt over the runs of the same model and data, the mean response over those of the same response
+    limit too."""
+    runs = tuple(latest_per_run(records))
+    prompts = [record.prompt_mean for record in same_prompts(identity, runs) if record.prompt_mean is not None]
+    responses = [record.response_mean for record in same_data(identity, runs) if record.response_mean is not None]
+    return MeasuredLengths(
+        statistics.fmean(prompts) if prompts else None,
+        statistics.fmean(responses) if responses else None,
+        len(prompts),
+        len(responses),
+    )
 
 
 def typical_for(cfg: DictConfig, records: tuple[StoreRecord, ...], prompts: PromptStats | None) -> TypicalLengths:
@@ -704,12 +732,12 @@ def typical_for(cfg: DictConfig, records: tuple[StoreRecord, ...], prompts: Prom
     files = cfg.data.get("train_files") or []
     files = OmegaConf.to_container(files, resolve=True) if isinstance(files, ListConfig) else files
     identity = DataIdentity.of(cfg.actor_rollout_ref.model.path, files, cfg.data.max_response_length)
-    stored_prompt, stored_response, runs = measured_mean_lengths(identity, records)
-    typical = typical_lengths(cfg, prompts.p50 if prompts else stored_prompt, stored_response)
-    runs_said = f"({runs} run(s) of this model and data)"
-    data_said = runs_said
+    stored = measured_mean_lengths(identity, records)
+    typical = typical_lengths(cfg, prompts.p50 if prompts else stored.prompt, stored.response)
+    data_said = f"({stored.prompt_runs} run(s) of this model and data)"
     if prompts is not None:
         data_said = f"(p50 of {prompts.rows} rows tokenized; p95 {prompts.p95}, max {prompts.max})"
+    runs_said = f"({stored.response_runs} run(s) of this model and data)"
     source = typical.source.replace("prompt: measured", f"prompt: measured {data_said}")
     return replace(typical, source=source.replace("response: measured", f"response: measured {runs_said}"))
 

@@ -95,3 +95,23 @@ def test_runs_that_disagree_are_shown_with_their_range_and_said(tmp_path: Path):
     after = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=next")
     assert ", x1.44-x3.36: the runs disagree" in after.time.sources["generate"]
     assert after.time.sources["generate"] in render(after)
+
+
+def test_a_measured_prompt_survives_another_response_limit_and_a_measured_response_does_not(tmp_path: Path):
+    """The same model and data measured 300-token prompts under data.max_response_length=2048: a plan at 4096 had
+    reverted the prompt to half of data.max_prompt_length. Its responses were cut at 2048: not 4096's."""
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=limit")
+    write_metrics(plan, response_mean=800.0, factor=2.0)
+    log = attempt_log_path(Path(plan.run_dir), 1)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    write_lines(log, [line | {"data": line["data"] | {"prompt_length/mean": 300.0}} for line in lines])
+    assert calibration.ingest(Path(plan.run_dir)) is not None
+
+    same = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=same").time.lengths
+    assert (same.prompt_tokens, same.response_tokens) == (300.0, 800.0)
+    longer = planned(tmp_path, *SHAPE, *data(tmp_path), "data.max_response_length=4096", "launch.sweep_id=longer")
+    lengths = longer.time.lengths
+    assert (lengths.prompt_tokens, lengths.response_tokens) == (300.0, 2048.0)
+    assert lengths.source == (
+        "prompt: measured (1 run(s) of this model and data); response: half of data.max_response_length"
+    )

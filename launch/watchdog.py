@@ -70,10 +70,29 @@ def predicted_step_s(plan: Plan) -> float | None:
     return float(forecast) if isinstance(forecast, int | float) and forecast > 0 else None
 
 
-def expected_step_s(predicted: float | None, measured: list[float]) -> float | None:
+# The typical step: the median of the last few steady steps (each attempt's first step, which compiles and warms up,
+# left out), so a run whose steps grow slower is followed and one old stall is forgotten.
+RECENT_STEPS = 5
+# The slowest step counts (a checkpoint save recurs), but at most this many typical steps: one step that stalled for
+# hours and then went on is a one-off, and K x it would hold the window open past the job's time limit for the rest of
+# the run. A save slower than this is what the floor is for.
+SLOWEST_OVER_TYPICAL = 4.0
+
+
+def expected_step_s(predicted: float | None, measured: list[float], steady: list[float] | None = None) -> float | None:
     """Once the run has measured steps, the slowest of them (steps that save a checkpoint are slower, and they
-    recur); before, the plan's prediction."""
-    return max(measured) if measured else predicted
+    recur), but at most SLOWEST_OVER_TYPICAL x the median of the last RECENT_STEPS `steady` ones (no cap before
+    there is one); before any step, the plan's prediction."""
+    if not measured:
+        return predicted
+    recent = (steady or [])[-RECENT_STEPS:]
+    slowest = max(measured)
+    return min(slowest, SLOWEST_OVER_TYPICAL * statistics.median(recent)) if recent else slowest
+
+
+def steady_times(times_per_attempt: Iterable[list[float]]) -> list[float]:
+    """The step times of each attempt after its first (which compiles, captures graphs, warms the allocator)."""
+    return [seconds for times in times_per_attempt for seconds in times[1:]]
 
 
 @dataclass(frozen=True)
@@ -181,8 +200,10 @@ class Progress:
     last_progress_at: float = 0.0
     last_step: int | None = None
     measured: list[float] = field(default_factory=list)
+    steady: list[float] = field(default_factory=list)  # the measured steps but each attempt's first (steady_times)
     measured_validations: list[float] = field(default_factory=list)
     observed_intervals: list[float] = field(default_factory=list)  # between records, for loggers without step times
+    timed_this_attempt: int = 0  # step times this attempt logged: its first is no steady step
 
     def __post_init__(self) -> None:
         self.last_progress_at = self.last_progress_at or self.started_at
@@ -192,7 +213,10 @@ class Progress:
         if not records:
             return
         self.observed_intervals.append(now - self.last_progress_at)
-        self.measured += measured_times(records)
+        times = measured_times(records)
+        self.measured += times
+        self.steady += times[1:] if self.timed_this_attempt == 0 else times
+        self.timed_this_attempt += len(times)
         self.measured_validations += measured_times(records, TEST_TIME)
         self.last_step = records[-1][0]
         self.last_progress_at = now
@@ -201,8 +225,10 @@ class Progress:
     def expected_s(self) -> float | None:
         # a logger without verl's step timer: the intervals the head saw between records (the first one includes
         # the start-up, so it is left out while there are others)
-        measured = self.measured or self.observed_intervals[1:] or []
-        return expected_step_s(self.predicted_s, measured)
+        if self.measured:
+            return expected_step_s(self.predicted_s, self.measured, self.steady)
+        intervals = self.observed_intervals[1:]
+        return expected_step_s(self.predicted_s, intervals, intervals)
 
     @property
     def validation_s(self) -> float:
@@ -712,6 +738,7 @@ class HangWatch:
     factor: float
     floor_s: float
     earlier_step_times: list[float] = field(default_factory=list)
+    earlier_steady_times: list[float] = field(default_factory=list)  # steady_times of the earlier attempts
     validations: Validations = field(default_factory=Validations)
     earlier_validation_times: list[float] = field(default_factory=list)
     ray_marker: str | None = None  # NAME=value in the environment of this run's Ray workers (dump_node)
@@ -719,15 +746,18 @@ class HangWatch:
     unreached: str | None = None
     hang: dict[str, Any] | None = None  # the record, once the attempt was stopped as hung
     clock: Callable[[], float] = time.monotonic
+    time_limit_at: float | None = None  # on `clock`, when the job's time limit ends it (None: no limit known)
 
     def wait(self, driver: subprocess.Popen) -> int:
         """The driver's exit code; or, when no step comes within the window, HUNG once every stack is recorded
         (the caller stops the driver)."""
         progress = Progress(self.clock(), self.predicted_s, self.factor, self.floor_s, self.validations)
         progress.measured += self.earlier_step_times
+        progress.steady += self.earlier_steady_times
         progress.measured_validations += self.earlier_validation_times
         tail = MetricsTail(attempt_log_path(self.run_dir, self.attempt))
         poll_s = poll_interval_s(self.floor_s)
+        beyond_the_limit = False  # said once each time the window grows past the time left
         while True:
             try:
                 return driver.wait(timeout=poll_s)
@@ -735,9 +765,17 @@ class HangWatch:
                 pass
             now = self.clock()
             progress.observe(tail.new_records(), now)
+            left = self.time_left_s(now)
+            if (left is not None and progress.window_s > left) != beyond_the_limit:
+                beyond_the_limit = not beyond_the_limit
+                if beyond_the_limit:
+                    print(f"rlaunch: hang watchdog: {beyond_time_left(progress, left)}", flush=True)
             if progress.overdue(now):
                 self.hang = self.record_hang(progress, now, driver.pid)
                 return HUNG
+
+    def time_left_s(self, now: float) -> float | None:
+        return None if self.time_limit_at is None else self.time_limit_at - now
 
     def record_hang(self, progress: Progress, now: float, driver_pid: int) -> dict[str, Any]:
         """Every node's stacks, `ray status`, then the record appended to hang.json."""
@@ -791,6 +829,40 @@ class HangWatch:
 
 
 HUNG = -1  # HangWatch.wait's answer for an attempt it found hung
+
+
+def beyond_time_left(progress: Progress, left_s: float) -> str:
+    """What a window longer than the attempt's time left means (the log's line): the time limit, not the watchdog,
+    would end a hang from here."""
+    step = f"{progress.expected_s:.0f} s" if progress.expected_s else "no step time"
+    return (
+        f"the window ({progress.window_s:.0f} s: {progress.factor:g} x {step}"
+        f"{f' + {progress.validation_s:.0f} s of validation' if progress.validation_s else ''}, floor "
+        f"{progress.floor_s:.0f} s) is longer than the {max(left_s, 0.0):.0f} s left before the job's time limit: a "
+        "hang from here is ended by the time limit, without stacks (a smaller launch.hang.factor or floor_s keeps it "
+        "within)"
+    )
+
+
+def time_limit_at(plan: Plan, clock: Callable[[], float] = time.monotonic) -> float | None:
+    """When the job's time limit ends this attempt, on `clock`: SLURM's own end time where the job's environment has
+    it (SLURM_JOB_END_TIME, SLURM 23.02 on), else the plan's time limit from this process's start; None off SLURM."""
+    if plan.cluster != "slurm" or not plan.resources.time_min:
+        return None
+    end = os.environ.get("SLURM_JOB_END_TIME", "")
+    if end.isdigit():
+        return clock() + int(end) - time.time()
+    return clock() - process_age_s() + plan.resources.time_min * 60
+
+
+def process_age_s(pid: int | str = "self") -> float:
+    """Seconds since the process started (/proc: its start in clock ticks after boot, against the uptime)."""
+    try:
+        started_ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime_s - started_ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def collect_nodes(stacks_dir: Path, nodes: Iterable[str], deadline: float) -> tuple[list[ProcessStack], list[str]]:
@@ -902,12 +974,12 @@ def watch_for(
         print(f"rlaunch: hang watchdog off: {reason}", flush=True)
         return None
     run_dir = Path(plan.run_dir)
-    earlier_records = [  # the run's own records in its earlier attempts
-        record
+    records_per_attempt = [  # the run's own records in its earlier attempts
+        list(parse_records(attempt_log_path(run_dir, number).read_text(errors="replace").splitlines()))
         for number in range(1, attempt)
         if attempt_log_path(run_dir, number).exists()
-        for record in parse_records(attempt_log_path(run_dir, number).read_text(errors="replace").splitlines())
     ]
+    earlier_records = [record for records in records_per_attempt for record in records]
     earlier = measured_times(earlier_records)
     watch = HangWatch(
         run_dir=run_dir,
@@ -921,12 +993,14 @@ def watch_for(
         factor=float(settings.hang_factor),
         floor_s=float(settings.hang_floor_s),
         earlier_step_times=earlier,
+        earlier_steady_times=steady_times(measured_times(records) for records in records_per_attempt),
         validations=Validations.of(plan),
         earlier_validation_times=measured_times(earlier_records, TEST_TIME),
         ray_marker=ray_marker,
         unreached=unreached,
+        time_limit_at=time_limit_at(plan),
     )
-    expected = expected_step_s(watch.predicted_s, earlier)
+    expected = expected_step_s(watch.predicted_s, earlier, watch.earlier_steady_times)
     source = "earlier steps" if earlier else "the plan" if expected else "no prediction"
     validation_s = max(watch.earlier_validation_times, default=watch.validations.predicted_s)
     window = window_text(expected, watch.factor, watch.floor_s, watch.validations, validation_s)

@@ -174,6 +174,42 @@ def test_before_the_first_step_the_plans_prediction_or_the_floor_sets_the_window
         assert (watch.hang["last_step"], watch.hang["window_s"]) == (None, window)
 
 
+# the probe's run: the first step compiles (~6000 s more), step 4 stalls for 20000 s and goes on, steps are ~1300 s
+ONE_STALL = [7229.0, 1319.0, 1229.0, 21319.0, 1229.0, 1319.0]
+
+
+def test_one_step_that_stalled_for_hours_does_not_hold_the_window_open_for_the_rest_of_the_run(tmp_path: Path):
+    """K x the slowest step made one stalled step a window of 29.6 h, longer than the job's 24 h limit: a hang after
+    it was never caught. The slowest counts only up to SLOWEST_OVER_TYPICAL x the median steady step."""
+    cap = watchdog.SLOWEST_OVER_TYPICAL * 1319.0
+    assert watchdog.expected_step_s(None, ONE_STALL, watchdog.steady_times([ONE_STALL])) == cap
+    # a checkpoint step within the cap still widens it, as it recurs
+    assert watchdog.expected_step_s(None, [60.0, 62.0, 200.0, 61.0], [62.0, 200.0, 61.0]) == 200.0
+    clock = FakeClock()
+    watch = scripted_watch(tmp_path, clock, predicted=2000.0, factor=5, floor_s=60)
+    assert watch.wait(ScriptedDriver(clock, attempt_log_path(tmp_path, 1), ONE_STALL, exits=False)) == watchdog.HUNG  # type: ignore[arg-type]
+    assert watch.hang is not None and (watch.hang["last_step"], watch.hang["window_s"]) == (6, 5 * cap)
+    # an earlier attempt's stall counts the same way: its first step is no steady step either
+    (tmp_path / "resumed").mkdir()
+    clock = FakeClock()
+    watch = scripted_watch(tmp_path / "resumed", clock, predicted=2000.0, factor=5, floor_s=60)
+    watch.earlier_step_times, watch.earlier_steady_times = ONE_STALL, watchdog.steady_times([ONE_STALL])
+    driver = ScriptedDriver(clock, attempt_log_path(tmp_path / "resumed", 1), [], exits=False)
+    assert watch.wait(driver) == watchdog.HUNG  # type: ignore[arg-type]
+    assert watch.hang is not None and watch.hang["window_s"] == 5 * cap
+
+
+def test_a_window_longer_than_the_time_left_is_said_in_the_log(tmp_path: Path, capsys):
+    clock = FakeClock()
+    watch = scripted_watch(tmp_path, clock, predicted=100.0, factor=5, floor_s=60)
+    watch.time_limit_at = clock.now + 3000.0  # the window grows to 5 x 400 s with 2100 s left, then past what is left
+    driver = ScriptedDriver(clock, attempt_log_path(tmp_path, 1), [100.0, 400.0, 400.0, 400.0], exits=True)
+    assert watch.wait(driver) == 0  # type: ignore[arg-type]
+    said = [line for line in capsys.readouterr().out.splitlines() if "left before the job's time limit" in line]
+    assert len(said) == 1 and said[0].startswith("rlaunch: hang watchdog: the window (2000 s: 5 x 400 s, floor 60 s)")
+    assert "a hang from here is ended by the time limit" in said[0]
+
+
 class ScriptedRecords(ScriptedDriver):
     """A driver that logs the given records, each (seconds after the one before, step, data), then hangs."""
 

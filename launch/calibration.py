@@ -507,8 +507,9 @@ CLUSTER_NAME_LINE = re.compile(r"(?im)^\s*ClusterName\s*=\s*(\S+)")
 
 
 def cluster_identity(cfg: DictConfig) -> str:
-    """The cluster a run is planned for, recorded in its plan and thus in its store record: SLURM's ClusterName, the
-    Ray head's address, or this host for cluster=local. "" when SLURM's configuration is not readable here."""
+    """The cluster a run is planned for, recorded in its plan and thus in its store record: its kind, then SLURM's
+    ClusterName, the Ray head's address, or this host for cluster=local. "slurm" alone when SLURM's configuration is
+    not readable here (a configless login node has no slurm.conf): the kind still keeps a workstation's runs out."""
     kind = str(cfg.cluster.name)
     if kind == "ray":
         return f"ray {cfg.cluster.address}"
@@ -526,8 +527,8 @@ def slurm_cluster_name(in_allocation: str | None, slurm_conf: str | None) -> str
     try:
         found = CLUSTER_NAME_LINE.search(Path(slurm_conf or SLURM_CONF_DEFAULT).read_text(errors="replace"))
     except OSError:
-        return ""
-    return f"slurm {found.group(1).lower()}" if found else ""  # SLURM lower-cases the name it keeps
+        return "slurm"
+    return f"slurm {found.group(1).lower()}" if found else "slurm"  # SLURM lower-cases the name it keeps
 
 
 @dataclass(frozen=True)
@@ -577,19 +578,39 @@ def distance(shape: Shape, record: StoreRecord) -> float | None:
     return size + 0.5 * tokens + 0.3 * (record.rollout_tp != shape.rollout_tp) + 0.2 * (record.n_gpus != shape.n_gpus)
 
 
+def cluster_kind(identity: str) -> str:
+    """slurm, ray or local: an identity's first word ("" for a record written before records named their cluster)."""
+    return identity.split(" ", 1)[0]
+
+
+def named(identity: str) -> bool:
+    """Whether an identity names its cluster, not only its kind (cluster_identity's "slurm" alone)."""
+    return " " in identity
+
+
 def another_cluster(shape: Shape, record: StoreRecord) -> bool:
-    """Both clusters known and not the same: its step times are another network's, another filesystem's."""
-    return bool(record.cluster and shape.cluster and record.cluster != shape.cluster)
+    """Another kind of cluster (a workstation's run for a SLURM plan), or both named and not the same: its step
+    times are another network's, another filesystem's. A record or a plan that names no cluster is not another."""
+    if not record.cluster or not shape.cluster:
+        return False
+    if cluster_kind(record.cluster) != cluster_kind(shape.cluster):
+        return True
+    return named(record.cluster) and named(shape.cluster) and record.cluster != shape.cluster
 
 
 def where_measured(shape: Shape, close: list[StoreRecord]) -> str:
     """Where the calibrating runs ran, as far as their records say: the plan says "this cluster" only when it is."""
     clusters = {record.cluster for record in close}
-    if shape.cluster and clusters == {shape.cluster}:
+    if named(shape.cluster) and clusters == {shape.cluster}:
         return "this cluster"
     if "" in clusters:
         return "a cluster its records do not name"
-    return "cluster " + ", ".join(sorted(clusters))
+    said = []
+    if names := sorted(identity for identity in clusters if named(identity)):
+        said.append("cluster " + ", ".join(names))
+    # planned where slurm.conf was not readable: a SLURM cluster, which one unknown
+    said += sorted(f"a {identity} cluster whose name was not readable" for identity in clusters if not named(identity))
+    return " and ".join(said)
 
 
 def other_clusters(shape: Shape, records: tuple[StoreRecord, ...]) -> str:

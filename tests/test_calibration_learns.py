@@ -115,3 +115,33 @@ def test_a_measured_prompt_survives_another_response_limit_and_a_measured_respon
     assert lengths.source == (
         "prompt: measured (1 run(s) of this model and data); response: half of data.max_response_length"
     )
+
+
+def test_a_slurm_plan_whose_cluster_name_is_unreadable_is_never_calibrated_by_a_workstation_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A configless SLURM login node has no slurm.conf: its plans had no cluster identity, so a local workstation's
+    run of the same shape calibrated them ("from 1 run(s) of this shape on cluster local ..."). The kind is known."""
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nonexistent.conf"))
+    monkeypatch.delenv("SLURM_CLUSTER_NAME", raising=False)
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=workstation")
+    write_metrics(plan, response_mean=800.0, factor=2.0)
+    stored = calibration.ingest(Path(plan.run_dir))
+    assert stored is not None and stored.cluster.startswith("local ")
+
+    on_slurm = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=login", cluster="slurm")
+    assert on_slurm.cluster_identity == "slurm"  # the kind, its name unknown here
+    assert on_slurm.time.source == f"model (runs of this shape on {stored.cluster} not used: another cluster)"
+    assert "not used: another cluster" in render(on_slurm)
+
+    # runs planned on that login node calibrate its next plans, without calling it "this cluster"
+    store = store_path(tmp_path / "rlaunch")
+    write_lines(store, [json.loads(line) | {"cluster": "slurm"} for line in store.read_text().splitlines()])
+    again = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=again", cluster="slurm").time
+    assert again.sources["generate"] == (
+        "model x 2.00 from 1 run(s) of this shape on a slurm cluster whose name was not readable"
+    )
+    named = calibration.shape_of(on_slurm.verl, on_slurm.llm, on_slurm.gpu_profile, 1e5, "slurm alpha")
+    assert not calibration.another_cluster(named, replace(stored, cluster="slurm"))
+    assert calibration.another_cluster(named, replace(stored, cluster="slurm beta"))
+    assert calibration.another_cluster(named, replace(stored, cluster="ray 10.0.0.1:6379"))

@@ -48,7 +48,9 @@ def summary(run_dir: Path, record: calibration.StoreRecord | None, runs_dir: Pat
         parts.append(f"{phase} {measured:g} s ({ratio} the model)")
     if record.checkpoint_s is not None:  # verl times it inside its step; the step model leaves it out of every phase
         parts.append(f"checkpoint save {record.checkpoint_s:g} s (timed apart from the step)")
-    lengths = f"mean response {record.response_mean:.0f}" if record.response_mean is not None else "no lengths logged"
+    lengths = "no lengths logged"
+    if record.response_mean is not None:
+        lengths = f"mean response {record.response_mean:.0f} tokens"
     store = calibration.store_path(runs_dir or run_dir.parent.parent)
     return f"{run_dir.name}: " + ", ".join(parts) + f"; {lengths}; appended to {store}"
 

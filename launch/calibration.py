@@ -222,7 +222,8 @@ def measured_lengths(plan: Plan, measured: Measured) -> Lengths:
 
 
 def error_pct(predicted: float, measured: float) -> float | None:
-    return round(100 * (predicted - measured) / measured, 1) if measured > 0 else None
+    # + 0.0: a plan right to the tenth rounds to -0.0, which json writes as "-0.0"
+    return round(100 * (predicted - measured) / measured, 1) + 0.0 if measured > 0 else None
 
 
 def calibration_of(
@@ -625,6 +626,17 @@ def other_clusters(shape: Shape, records: tuple[StoreRecord, ...]) -> str:
     return f"runs of this shape on {', '.join(names)} not used: another cluster" if names else ""
 
 
+def other_sizes(shape: Shape, close: list[StoreRecord]) -> str:
+    """The calibrating runs of another model size (the shape takes its family within MAX_SIZE_RATIO), named: a 14B
+    plan timed by a 7B run says which; "" when every run is of the plan's size."""
+    others = sorted({(record.params, record.model_path) for record in close if record.params != shape.params})
+    if not others:
+        return ""
+    runs = sum(record.params != shape.params for record in close)
+    models = ", ".join(f"{path} ({params / 1e9:.1f}B)" for params, path in others)
+    return f"{runs} of them of another size than this {shape.params / 1e9:.1f}B model: {models}"
+
+
 def latest_per_run(records: tuple[StoreRecord, ...]) -> list[StoreRecord]:
     """A run ingested again (after each attempt, or by hand) counts once: its latest record."""
     return list({record.run_id: record for record in records}.values())
@@ -812,5 +824,5 @@ def planned_forecast(
     if not ratios:
         return replace(model, source=f"{model.source} ({elsewhere})") if elsewhere else model
     runs = f"from {len(close)} run(s) of this shape on {where_measured(shape, close)}"
-    runs += f" ({elsewhere})" if elsewhere else ""
+    runs += "".join(f" ({said})" for said in (other_sizes(shape, close), elsewhere) if said)
     return model.scaled({phase: r.ratio for phase, r in ratios.items()}, runs, {p: r.said() for p, r in ratios.items()})

@@ -145,3 +145,34 @@ def test_a_slurm_plan_whose_cluster_name_is_unreadable_is_never_calibrated_by_a_
     assert not calibration.another_cluster(named, replace(stored, cluster="slurm"))
     assert calibration.another_cluster(named, replace(stored, cluster="slurm beta"))
     assert calibration.another_cluster(named, replace(stored, cluster="ray 10.0.0.1:6379"))
+
+
+def test_a_plan_right_to_the_tenth_writes_zero_not_minus_zero_and_lengths_have_their_unit(tmp_path: Path):
+    plan = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=exact")
+    write_metrics(plan, response_mean=plan.time.lengths.response_tokens, factor=1.0)
+    log = attempt_log_path(Path(plan.run_dir), 1)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    for line in lines:  # the plan's own seconds, a hair over: (predicted - measured) / measured rounds to -0.0
+        line["data"]["timing_s/gen"] = plan.time.phases_s["generate"] * 1.0001 + (30.0 if line["step"] == 1 else 0.0)
+    write_lines(log, lines)
+    result = calibrate(plan.run_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = (Path(plan.run_dir) / CALIBRATION_FILE).read_text()
+    assert json.loads(text)["time"]["error_pct"]["generate"] == 0.0 and "-0.0" not in text
+    assert f"mean response {plan.time.lengths.response_tokens:.0f} tokens;" in result.stdout
+
+
+def test_a_plan_calibrated_by_a_run_of_another_size_names_that_model(tmp_path: Path):
+    """The shape takes a family's sizes within 2x: a 14B plan timed by a 7B run had said "from 1 run(s) of this
+    shape", as if it were the 14B's own."""
+    seven = run_dir_of(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=seven")
+    write_metrics(seven, response_mean=800.0, factor=2.0)
+    stored = calibration.ingest(Path(seven.run_dir))
+    assert stored is not None
+    fourteen = planned(tmp_path, *SHAPE, *data(tmp_path), "llm=qwen2_5_14b", "launch.sweep_id=fourteen").time
+    assert fourteen.source == (
+        "calibrated: from 1 run(s) of this shape on this cluster (1 of them of another size than this 14.8B model: "
+        f"{stored.model_path} ({stored.params / 1e9:.1f}B))"
+    )
+    again = planned(tmp_path, *SHAPE, *data(tmp_path), "launch.sweep_id=again").time
+    assert again.source == "calibrated: from 1 run(s) of this shape on this cluster"  # its own size: nothing more

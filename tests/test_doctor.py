@@ -358,6 +358,25 @@ def test_a_run_that_ran_out_of_requeues_after_progress(fixture_runs, tmp_path):
     assert found.importance == 1.0
 
 
+HANG_REFUSAL = (
+    "attempt {n} hung and its stacks show no transient cause (a collective or network wait): a requeue would hang the "
+    "same way; see hang/attempt-{n}"
+)
+
+
+@pytest.mark.parametrize("checkpointed", [(0,), (0, 20, 40, 60)])
+def test_a_hang_the_job_refused_to_requeue_is_not_told_to_requeue_more(fixture_runs, tmp_path, checkpointed):
+    """not_requeued.txt is written for every stop: a hang stopped on purpose (after 1 of 4 allowed attempts, or as the
+    4th of cluster.max_requeues=3 + 1) is not a run that ran out of requeues; its failure says what hung."""
+    plan = load_plan(fixture_runs["healthy"])
+    attempt = len(checkpointed)
+    (tmp_path / "not_requeued.txt").write_text(HANG_REFUSAL.format(n=attempt) + "\n")
+    (tmp_path / "hang.json").write_text(json.dumps([{"attempt": attempt, "transient": False, "last_step": 63}]))
+    attempts = [{"checkpointed_step": step} for step in checkpointed]
+    run = RunMetrics(tmp_path, plan, dict(run_records(range(60, 64), StepProfile(), 0.0)), attempts)
+    assert [item.kind for item in doctor.diagnose(run) if item.kind.startswith("requeue")] == []
+
+
 def test_several_diagnoses_come_most_important_first(fixture_runs):
     found = diagnoses_of(fixture_runs["several"])
     assert [item.kind for item in found] == ["low_mfu", "reward_bound", "memory_calibration"]

@@ -47,7 +47,7 @@ from launch.report.metrics import (
     run_dirs,
     series,
 )
-from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path, read_records, steady_steps, warmup_steps
+from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path, hang_records, read_records, steady_steps, warmup_steps
 from launch.steptime import Lengths, forecast
 
 THRESHOLDS_FILE = Path(__file__).resolve().parents[2] / "conf" / "doctor.yaml"
@@ -456,7 +456,13 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
         stalled += 1
     stop_file = run.run_dir / NOT_REQUEUED_FILE
     stop_reason = stop_file.read_text().strip() if stop_file.exists() else ""
-    if stalled < thresholds.requeues_without_progress and not stop_reason:
+    # the job writes not_requeued.txt for every stop (launch/job.py): requeues used up (the test its checkpoint()
+    # applies), but also a hang it refused to requeue on purpose, which more requeues would only repeat (the
+    # failure says that one)
+    limit = run.local_plan.cluster_settings.max_requeues
+    hung_last = any(record.get("attempt") == len(starts) for record in hang_records(run.run_dir))
+    ran_out = bool(stop_reason) and len(starts) > limit and not hung_last
+    if stalled < thresholds.requeues_without_progress and not ran_out:
         return None
     trainer = run.local_plan.verl["trainer"]
     reached = steps_reached(run, starts)
@@ -472,7 +478,6 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
     if stop_reason:
         evidence["not_requeued"] = stop_reason
     if stalled == 0:  # stopped after making progress: it ran out of requeues
-        limit = run.local_plan.cluster_settings.max_requeues
         headline = f"the job stopped requeueing at step {last_step}: {stop_reason}"
         return Diagnosis(
             "requeues_exhausted", headline, evidence, [as_override("cluster.max_requeues", 2 * limit)], 1.0
@@ -762,7 +767,20 @@ def classify_log(path: Path, as_json: bool) -> str:
     elif outcome == "completed":
         then = f"then attempt {len(attempts)} completed: " if found else "no failure: "
         lines.append(then + "the job's log ends with submitit's 'Job completed successfully'")
+    else:  # the outcome last, as the lines above say it for the others (--json: `outcome`)
+        lines.append(ended_line(outcome, failed, len(attempts)))
     return "\n".join(lines)
+
+
+def ended_line(outcome: str, failed: failures.Failure | None, attempts: int) -> str:
+    """The last line of --log's text for a job that failed, was interrupted or was cancelled."""
+    cause = f" on {failed.label}" if failed is not None else ""
+    last = f" (attempt {attempts}, its last)" if attempts > 1 else ""
+    if outcome == "interrupted":
+        return f"outcome: interrupted{cause}{last}: SLURM requeues the job, and its next attempt logs here"
+    if outcome == "cancelled":
+        return f"outcome: cancelled{last}: the job was stopped through its scheduler"
+    return f"outcome: {outcome}{cause}{last}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -33,6 +33,8 @@ from launch.report.failures.signatures import (
     INTERRUPTIONS,
     KINDS,
     NODE_PATTERNS,
+    RLAUNCH_HANG_END,
+    RLAUNCH_HANG_STOP,
     WRAPPER,
     Failure,
     match_kind,
@@ -111,7 +113,7 @@ def classify(text: str, attempt: int | None = None, host: str | None = None) -> 
     """The cause of one attempt's failure from its log text (a bare log is one attempt): the first kind whose
     signature the log shows, else the kind its words read like when that is clear (likeness.py), else unknown."""
     lines = [clean(line) for line in text.splitlines()]
-    matched = by_signature(lines, text, attempt, host)
+    matched = logged_hang(lines, attempt, host) or by_signature(lines, text, attempt, host)
     if not matched:  # a log hard-wrapped at a fixed width can cut a signature in two: a second look at it rejoined
         rejoined = [clean(line) for line in unwrap(ANSI.sub("", text).splitlines())]
         if len(rejoined) < len(lines):
@@ -152,6 +154,41 @@ def by_signature(lines: list[str], text: str, attempt: int | None, host: str | N
             failure.fix = generic_fix(failure, text)
             return failure
     return None
+
+
+def logged_hang(lines: list[str], attempt: int | None, host: str | None) -> Failure | None:
+    """rlaunch's own hang watchdog's lines in the job's log (RLAUNCH_HANG_STOP, RLAUNCH_HANG_END): a `hang`, with what
+    they say of it; the run directory's hang.json says more (read_hang_records)."""
+    stops = [line for line in lines if RLAUNCH_HANG_STOP.search(line)]
+    ends = [(line, found) for line in lines if (found := RLAUNCH_HANG_END.search(line))]
+    if not stops and not ends:
+        return None
+    evidence = list(dict.fromkeys(evidence_line(line) for line in [*stops[:1], *(line for line, _ in ends[:1])]))
+    stop = RLAUNCH_HANG_STOP.search(stops[0]) if stops else None
+    end = ends[0][1] if ends else None
+    said = end or stop
+    assert said is not None
+    details: dict[str, float | str] = {"waited_s": float(said["waited"]), "window_s": float(said["window"])}
+    if stop is not None and stop["step"]:
+        details["last_step"] = int(stop["step"])
+    step = f" after step {details['last_step']}" if "last_step" in details else ""
+    fix = f"the hang watchdog stopped the attempt: no step for {said['waited']} s (window {said['window']} s)"
+    if end is None:  # the log stops before the job's end on it
+        fix += f"{step}; every process's stack is in the run directory's {HANG_DIR}/ folder"
+    else:
+        known = end["phase"] != "an unknown phase"  # watchdog.summary's words for none
+        details |= {"phase": end["phase"] if known else "?", "stacks_dir": end["stacks"]}
+        requeue = (
+            "requeued once (the stacks point to a transient cause)"
+            if end["requeue"] == "requeued once"
+            else f"not requeued: {end['why']}"
+        )
+        fix += (
+            f" in {end['phase']}{step}: {end['evidence']}; every process's stack is in the run directory's "
+            f"{end['stacks']}; {requeue}"
+        )
+    fix += "; python launch/report/doctor.py <run dir> reads its hang.json"
+    return Failure("hang", evidence, attempt, node_near(lines, evidence) or host, fix=fix, details=details)
 
 
 def before_interruption(lines: list[str]) -> dict[str, float | str]:

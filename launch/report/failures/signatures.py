@@ -36,10 +36,21 @@ KINDS = (
     "nccl_timeout",
     "unknown",
 )
-# Kinds no log line shows: a record says them: the hang watchdog's in the run directory (launch.rundir.HANG_FILE); the
-# scheduler's for a cancel (SLURM's bare cancel line in the log is a scancel, a preemption under PreemptMode=CANCEL or
-# the batch script's end alike: sacct's 'CANCELLED by <uid>' decides), or the stop line a Ray job's entrypoint writes
+# Kinds no public log's line shows: a record says them: the hang watchdog's in the run directory
+# (launch.rundir.HANG_FILE), which rlaunch's own job log repeats (RLAUNCH_HANG); the scheduler's for a cancel (SLURM's
+# bare cancel line in the log is a scancel, a preemption under PreemptMode=CANCEL or the batch script's end alike:
+# sacct's 'CANCELLED by <uid>' decides), or the stop line a Ray job's entrypoint writes
 RECORDED_KINDS = ("hang", "cancelled")
+# rlaunch's hang watchdog in the job's log: its stop (launch/watchdog.py record_hang), then the job's end on it
+# (launch/job.py end_hung_attempt: requeued once, or the RuntimeError that fails the job). It names the cause itself,
+# so it comes before every signature: what follows it in the log (the kill, a requeue signal) is its consequence.
+RLAUNCH_HANG_STOP = re.compile(
+    r"rlaunch: hang watchdog: no step for (?P<waited>\d+) s \(window (?P<window>\d+) s(?:, last step (?P<step>\d+))?\)"
+)
+RLAUNCH_HANG_END = re.compile(
+    r"\bhang: no step for (?P<waited>\d+) s \(window (?P<window>\d+) s\) in (?P<phase>.+?): (?P<evidence>.*?) "
+    r"\(stacks in (?P<stacks>[^)]*)\); (?P<requeue>requeued once\b|not requeued: (?P<why>.*?)(?: \(run \w+\))?$)"
+)
 
 
 def slurm_state(*states: str) -> tuple[str, ...]:

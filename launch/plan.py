@@ -7,6 +7,7 @@ count from trainer.nnodes x trainer.n_gpus_per_node) and a plan can be diffed in
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -17,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from algos.verl_entry_points import hydra_entry_command
-from launch import snapshot
+from launch import snapshot, watchdog
 from launch.calibration import StoreRecord, cluster_identity, planned_forecast
 from launch.compose_once import full_resolution
 from launch.container import resolve as resolve_container
@@ -29,7 +30,7 @@ from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.readiness import file_list
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
-from launch.schema import RLAUNCH_ROOTS, model_tag
+from launch.schema import RLAUNCH_ROOTS, HangWatchdog, model_tag
 from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN, StepTime
 from launch.verdict import Verdict
 from launch.verl_diff import algo_suggestion, changed_from_verl, relabel
@@ -381,6 +382,48 @@ def megatron_not_modelled(verl: dict[str, Any]) -> list[str]:
     ]
 
 
+def hang_window_warnings(plan: Plan) -> list[str]:
+    """The hang window the job starts with where it cannot work: shorter than a start-up (a normal start would be
+    stopped as a start-up hang), or longer than the job's time limit (the limit would end a hang first, without
+    stacks). One line each, naming the key, its value and the value that would make sense; only where the user
+    changed the defaults, which never start shorter than a start-up (where a step alone nears the time limit, the
+    time check says so and the job's log says the window passes the time left)."""
+    settings = plan.cluster_settings
+    factor, floor_s = settings.hang_factor, settings.hang_floor_s
+    defaults = HangWatchdog()
+    if watchdog.watch_off_reason(plan) or (factor, floor_s) == (defaults.factor, defaults.floor_s):
+        return []
+    step_s = watchdog.predicted_step_s(plan)
+    validations = watchdog.Validations.of(plan)
+    first_s = validations.before_next_record(None) * validations.predicted_s  # a validation before the first record
+    warnings = []
+    start_window = watchdog.hang_window_s(step_s, factor, floor_s, first_s)
+    # the first record comes after the start-up (model and engine load), the validation before training and a step
+    first_record_s = STARTUP_MIN * 60 + (step_s or 0.0) + first_s
+    if start_window < first_record_s:
+        warnings.append(
+            f"launch.hang.floor_s={floor_s:g}: the hang window before the first step is {start_window:.0f} s from the "
+            f"driver's start, while a start-up alone is planned at {STARTUP_MIN} min and the first record at "
+            f"{first_record_s:.0f} s: a normal start-up would be stopped as a hang; give launch.hang.floor_s="
+            f"{math.ceil(first_record_s / 60) * 60} or more"
+        )
+    limit_s = plan.resources.time_min * 60
+    window = watchdog.hang_window_s(step_s, factor, floor_s)
+    # a step planned at the time limit or longer is the time check's to say (readiness): no factor (> 1) fits it
+    if limit_s and window > limit_s and (step_s or 0.0) < limit_s:
+        if floor_s >= window or not step_s:
+            key, within = f"launch.hang.floor_s={floor_s:g}", f"launch.hang.floor_s below {limit_s}"
+        else:
+            largest = math.floor(limit_s / step_s * 10) / 10
+            key, within = f"launch.hang.factor={factor:g}", f"launch.hang.factor up to {largest:g}"
+        warnings.append(
+            f"{key}: the hang window (max({factor:g} x {step_s or 0:.0f} s, {floor_s:.0f} s) = {window:.0f} s) is "
+            f"longer than the job's time limit ({limit_s} s): the limit would end a hang first, without stacks; "
+            f"{within} keeps it within"
+        )
+    return warnings
+
+
 def decide_execution(cfg: DictConfig, facts: Facts) -> tuple[str, str]:
     """What the run would do once planned, and why; a dry run says that it stops at the plan."""
     shown = "" if str(cfg.launch.dry_run).lower() == "false" else " (launch.dry_run: planned only, nothing started)"
@@ -457,7 +500,7 @@ def make_plan(
     if cadence is not None:
         changes = relabel(changes, ["trainer.save_freq"], cadence[1])
     python = container["python"] if container else python  # the job's driver runs inside the container
-    return Plan(
+    plan = Plan(
         sweep_id=sweep_id,
         run_id=run_id,
         job_name=job_name or str(cfg.gpu.name),
@@ -497,3 +540,4 @@ def make_plan(
         cluster_identity=cluster_identity(cfg),
         node_short_of_host_ram_gib=node_short_of_host_ram(cfg, facts, host_ram_gib),
     )
+    return dataclasses.replace(plan, warnings=plan.warnings + hang_window_warnings(plan))

@@ -69,6 +69,27 @@ def test_the_predicted_step_time_comes_from_the_plans_time_forecast_and_the_sett
     assert (settings.hang_enabled, settings.hang_factor, settings.hang_floor_s) == (False, 2.0, 30.0)
 
 
+def test_the_plan_warns_of_a_window_shorter_than_a_start_up_or_longer_than_the_time_limit(tmp_path):
+    base = ["cluster=local", f"cluster.shared_dir={tmp_path}", "gpu=a40", "launch.sweep_id=hang"]
+
+    def hang_warnings(*extra: str) -> list[str]:
+        overrides = [*base, *extra]
+        plan = make_plan(compose_config(*overrides), cpu_facts(), overrides, tmp_path, "python")
+        return [warning for warning in plan.warnings if warning.startswith("launch.hang.")]
+
+    assert hang_warnings() == []  # the defaults: a 1800 s floor, 5 x the step
+    tiny = ["llm=qwen2_5_0_5b", "data.max_prompt_length=256", "data.max_response_length=512"]
+    [short] = hang_warnings(*tiny, "launch.hang.floor_s=60")
+    assert short.startswith("launch.hang.floor_s=60: the hang window before the first step is ")
+    assert "a normal start-up would be stopped as a hang; give launch.hang.floor_s=" in short
+    assert hang_warnings(*tiny, "launch.hang.floor_s=60", "launch.hang.enabled=false") == []  # no watch, no window
+    [long] = hang_warnings("launch.hang.factor=1000")
+    assert long.startswith("launch.hang.factor=1000: the hang window (max(1000 x ")
+    assert "longer than the job's time limit" in long and "launch.hang.factor up to " in long
+    [long] = hang_warnings("launch.hang.floor_s=100000")
+    assert "launch.hang.floor_s below " in long
+
+
 # --- progress --------------------------------------------------------------------------------------------------------
 
 

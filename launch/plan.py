@@ -382,6 +382,11 @@ def megatron_not_modelled(verl: dict[str, Any]) -> list[str]:
     ]
 
 
+def as_given(value: float) -> str:
+    """A number as one would write it on the command line: 1000000000000, not 1e+12."""
+    return f"{value:.0f}" if value == int(value) else f"{value:g}"
+
+
 def hang_window_warnings(plan: Plan) -> list[str]:
     """The hang window the job starts with where it cannot work: shorter than a start-up (a normal start would be
     stopped as a start-up hang), or longer than the job's time limit (the limit would end a hang first, without
@@ -402,20 +407,20 @@ def hang_window_warnings(plan: Plan) -> list[str]:
     first_record_s = STARTUP_MIN * 60 + (step_s or 0.0) + first_s
     if start_window < first_record_s:
         warnings.append(
-            f"launch.hang.floor_s={floor_s:g}: the hang window before the first step is {start_window:.0f} s from the "
-            f"driver's start, while a start-up alone is planned at {STARTUP_MIN} min and the first record at "
-            f"{first_record_s:.0f} s: a normal start-up would be stopped as a hang; give launch.hang.floor_s="
-            f"{math.ceil(first_record_s / 60) * 60} or more"
+            f"launch.hang.floor_s={as_given(floor_s)}: the hang window before the first step is "
+            f"{start_window:.0f} s from the driver's start, while a start-up alone is planned at {STARTUP_MIN} min "
+            f"and the first record at {first_record_s:.0f} s: a normal start-up would be stopped as a hang; give "
+            f"launch.hang.floor_s={math.ceil(first_record_s / 60) * 60} or more"
         )
     limit_s = plan.resources.time_min * 60
     window = watchdog.hang_window_s(step_s, factor, floor_s)
     # a step planned at the time limit or longer is the time check's to say (readiness): no factor (> 1) fits it
     if limit_s and window > limit_s and (step_s or 0.0) < limit_s:
         if floor_s >= window or not step_s:
-            key, within = f"launch.hang.floor_s={floor_s:g}", f"launch.hang.floor_s below {limit_s}"
+            key, within = f"launch.hang.floor_s={as_given(floor_s)}", f"launch.hang.floor_s below {limit_s}"
         else:
             largest = math.floor(limit_s / step_s * 10) / 10
-            key, within = f"launch.hang.factor={factor:g}", f"launch.hang.factor up to {largest:g}"
+            key, within = f"launch.hang.factor={as_given(factor)}", f"launch.hang.factor up to {largest:g}"
         warnings.append(
             f"{key}: the hang window (max({factor:g} x {step_s or 0:.0f} s, {floor_s:.0f} s) = {window:.0f} s) is "
             f"longer than the job's time limit ({limit_s} s): the limit would end a hang first, without stacks; "

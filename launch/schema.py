@@ -205,7 +205,7 @@ class HangWatchdog:
 
     enabled: bool = True
     factor: float = 5.0  # K: how many expected step times without progress make a hang
-    floor_s: int = 1800  # never call a hang sooner than this (start-up, first generation, checkpoint saves)
+    floor_s: float = 1800.0  # never call a hang sooner than this (start-up, first generation, checkpoint saves)
 
 
 @dataclass(kw_only=True)

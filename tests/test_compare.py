@@ -3,6 +3,7 @@ whose metric files use verl's real names: the report's numbers, the merged histo
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from metric_fixtures import DOMAINS, SWEEP_ID, make_fixture_sweep, make_run, val
 from PIL import Image
 
 from launch.report import failures
-from launch.report.compare import against_baseline, compare, step_time_rows, summarize
+from launch.report.compare import against_baseline, compare, diagnose_local, memory_cell, step_time_rows, summarize
 from launch.report.metrics import read_run, run_dirs
 from launch.steptime import PHASES
 
@@ -149,3 +150,24 @@ def test_a_reward_validated_only_before_training_is_not_called_final(tmp_path: P
     assert untrained.final_reward_cell == f"{untrained.mean_final_reward:.3f} (step 0, before training)"
     assert untrained.reward_vs_baseline is None
     assert "before training" not in summaries["guru_baseline"].final_reward_cell
+
+
+def test_the_memory_peak_against_the_prediction_reads_as_a_multiple_as_the_step_times_do(sweep: Path):
+    """'33.0 / 9.2 (359%)' read like a share; the step-time table says x."""
+    summary = summaries_by_label(sweep)["guru_baseline · a40"]
+    summary.peak_gib, summary.predicted_gib = 33.0, 9.2
+    assert memory_cell(summary) == "33.0 / 9.2 (x3.59)"
+
+
+def test_a_dry_runs_run_gets_no_diagnosis_in_compare_as_in_the_doctor(tmp_path: Path):
+    """The doctor says a dry run's run has nothing to diagnose; compare listed memory_calibration for the same run
+    where metrics sat in its directory."""
+    sweep_dir = tmp_path / SWEEP_ID
+    run_dir = make_run(sweep_dir, "guru_baseline", "a40", memory_ratio=3.0)
+    run = {"run_id": run_dir.name, "run_dir": str(run_dir), "job_name": "a40"}
+    manifest = {"sweep_id": SWEEP_ID, "sweep_dir": str(sweep_dir), "runs": [run], "arrays": [], "dry_run": True}
+    (sweep_dir / "manifest.json").write_text(json.dumps(manifest))
+    summary = summarize(read_run(run_dir))
+    diagnose_local(summary, None)
+    assert summary.state == failures.DRY_RUN_STATE
+    assert (summary.diagnoses, summary.diagnosis_file) == ([], None) and not (run_dir / "diagnosis.md").exists()

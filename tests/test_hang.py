@@ -88,6 +88,9 @@ def test_the_plan_warns_of_a_window_shorter_than_a_start_up_or_longer_than_the_t
     assert "longer than the job's time limit" in long and "launch.hang.factor up to " in long
     [long] = hang_warnings("launch.hang.floor_s=100000")
     assert "launch.hang.floor_s below " in long
+    # a floor given as a float (1e12 is one to Hydra) is a number of seconds, not a type error
+    [long] = hang_warnings("launch.hang.floor_s=1e12")
+    assert long.startswith("launch.hang.floor_s=1000000000000: the hang window (max(")
 
 
 # --- progress --------------------------------------------------------------------------------------------------------

@@ -194,6 +194,8 @@ def diagnose_local(summary: RunSummary, record: failures.JobRecord | None) -> No
     """The run's state and the causes of its failed attempts, with what its scheduler says of it (`record`) where
     it answered."""
     summary.state = failures.run_state(summary.run.run_dir, record)
+    if summary.state == failures.DRY_RUN_STATE:  # nothing ran: the doctor diagnoses nothing of it either
+        return
     summary.failed = doctor.run_failures(summary.run, record=record)
     if not summary.run.history and not summary.failed:
         return
@@ -272,7 +274,8 @@ def memory_cell(summary: RunSummary) -> str:
         return "—"
     if summary.predicted_gib is None:
         return f"{summary.peak_gib:.1f}"
-    return f"{summary.peak_gib:.1f} / {summary.predicted_gib:.1f} ({summary.peak_gib / summary.predicted_gib:.0%})"
+    # measured as a multiple of the prediction, as the step-time table says it (a percent read as a share misleads)
+    return f"{summary.peak_gib:.1f} / {summary.predicted_gib:.1f} (x{summary.peak_gib / summary.predicted_gib:.3g})"
 
 
 def overview_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str]]]:

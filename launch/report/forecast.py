@@ -48,7 +48,7 @@ class Forecast:
             planned = f" (plan {self.planned_step_s:g} s, {shown}x)"
         parts = [f"step {self.step}{total} at {self.measured_step_s:.0f} s/step{planned}"]
         if self.eta_h is not None:
-            parts.append(f"ETA {self.eta_h:.1f} h")
+            parts.append(f"ETA {duration_text(self.eta_h * 3600)}")
         if self.attempts_needed is not None:
             parts.append(f"{self.attempts_needed} attempt(s) of {self.attempts_allowed} allowed")
         if self.first_checkpoint_min is not None and self.first_checkpoint_step is not None:
@@ -57,6 +57,16 @@ class Forecast:
                 f"an attempt's {self.attempt_min:.0f}"
             )
         return ["forecast: " + "; ".join(parts), *(f"WARNING: {warning}" for warning in self.warnings)]
+
+
+def duration_text(seconds: float) -> str:
+    """Hours from an hour on (1.4 h); below, minutes (12 min), and seconds below a minute (40 s): 'ETA 0.0 h' said
+    nothing of a run with minutes left."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{max(seconds, 0.0):.0f} s"
 
 
 def measured_step_s(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()) -> float | None:

@@ -225,7 +225,8 @@ class Plan:
     changed_from_verl: list[Change] = field(default_factory=list)
     # one step's predicted seconds per phase at the typical lengths, calibrated where runs of this shape were measured
     time: StepTime | None = None
-    # the cluster it runs on (calibration.cluster_identity): its measured steps calibrate that cluster's plans only
+    # the cluster it runs on (calibration.cluster_identity; `slurm` alone where slurm.conf was unreadable, "" where
+    # unknown): its measured steps calibrate that cluster's plans only
     cluster_identity: str = ""
     # the node's GiB where 1.2 x the preflight's host-RAM estimate exceeds it (plan.node_short_of_host_ram)
     node_short_of_host_ram_gib: float | None = None

@@ -322,12 +322,15 @@ def borrowed_positions(llm: Mapping[str, object]) -> str:
     table = next((table for table in _llm_tables() if table.get("name") == name), None)
     if table is None or table.get("path") == path or not str(llm.get("source", "")).startswith(f"conf/llm/{name}.yaml"):
         return ""
-    where = "its directory has none readable here" if is_local_path(path) else "not in the HF cache here"
-    fetch = "" if is_local_path(path) else f" (hf download {path} config.json)"
+    if is_local_path(path):
+        unread, fix = f"{path} has no config.json readable here", "make its config.json readable here"
+    else:
+        unread = f"{path}'s own config.json is not in the HF cache here"
+        fix = f"cache its config.json (hf download {path} config.json)"
     return (
-        f"{llm.get('max_position_embeddings')}, {table.get('path')}'s (llm={name}): {path}'s own config.json is "
-        f"{where}, and its positions may differ; they cap prompt + response and size vLLM's context while "
-        f"actor_rollout_ref.rollout.max_model_len is null: cache its config.json{fetch} to plan with its own"
+        f"{llm.get('max_position_embeddings')}, {table.get('path')}'s (llm={name}): {unread}, and its positions may "
+        "differ; they cap prompt + response and size vLLM's context while actor_rollout_ref.rollout.max_model_len "
+        f"is null: {fix} to plan with its own"
     )
 
 

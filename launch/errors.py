@@ -66,6 +66,8 @@ def unparsable_override_message(override: str) -> str:
     """Hydra's override grammar takes only some characters unquoted (not ~, spaces, quotes or brackets in a plain
     value): the value quoted for it, as one shell word."""
     key, equals, value = override.partition("=")
+    if len(value) > 2 and value.startswith("<") and value.endswith(">"):  # a script's <path_to_...>: not a quoting slip
+        return f"{key} is a placeholder (value {value!r}): give it a value on the command line ({key}=...)"
     said = f"cannot parse the override '{override}'"
     if not equals or not value or value[0] in "'\"[{" or "'" in value:
         return f"{said}: write key=value (quote values with spaces or commas)"

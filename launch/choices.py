@@ -379,7 +379,10 @@ CHOICES: dict[str, Words] = {
     "data.truncation": Words(
         lambda: _asserted_in("utils/torch_functional.py", "truncation"),
         "verl's truncation modes (utils/torch_functional.py)",
-        "verl 0.9.1 would fail at the first prompt longer than data.max_prompt_length",
+        # verl 0.9.1's RLHFDataset stores the mode and never reads it (rl_dataset.py); a word no verl code takes is a
+        # typo still, refused with what verl does instead
+        "verl 0.9.1's RL dataset stores it and never reads it: a prompt longer than data.max_prompt_length is dropped "
+        "where data.filter_overlong_prompts=true, else the agent loop keeps its last rollout.prompt_length tokens",
     ),
     "trainer.resume_mode": Words(
         lambda: sorted(set(_compared(TRAINER, "resume_mode"))),

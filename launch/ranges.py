@@ -60,7 +60,10 @@ class Range:
 
     def describe(self, kind: str) -> str:
         noun = "an integer" if kind == "int" else "a number"
-        bound = f"{noun} {'>' if self.low_open else '>='} {self.low:g}"
+        if not math.isfinite(self.low):
+            bound = f"a finite {noun.split()[-1]}"
+        else:
+            bound = f"{noun} {'>' if self.low_open else '>='} {self.low:g}"
         if self.high is not None:
             bound += f" and <= {self.high:g}"
         text = f"{self.never} (never) or {bound}" if self.never is not None else bound
@@ -123,6 +126,24 @@ TOP_K = Range(
     verl_does="verl 0.9.1 passes it to vLLM's and SGLang's sampling parameters, which refuse it when generating",
 )
 WORKERS = Range(1, verl_does="verl 0.9.1 would fail at the first step, splitting the batch over no workers")
+# the engine's own prompt and response lengths (rollout.yaml: data.max_prompt_length / max_response_length unless set):
+# the agent loop keeps a prompt's last prompt_length tokens (agent_loop.py _cap_text_prompt_length) and the engine
+# generates at most response_length
+ENGINE_PROMPT = Range(
+    1,
+    verl_does="verl 0.9.1 would run it, the agent loop keeping each prompt's last N tokens (-1: all but the first; "
+    "0: the whole prompt, padded to no length)",
+)
+ENGINE_RESPONSE = Range(1, verl_does="verl 0.9.1 would run it, the engine generating at most N tokens (0: none)")
+# any sign (a negative coefficient rewards a sharper policy), but a number: NaN or inf makes every loss NaN, and verl's
+# engines skip each optimizer step whose gradient norm is not finite (transformer_impl.py), so nothing is trained
+ANY_FINITE = Range(-math.inf, verl_does="verl 0.9.1 would run it, every loss NaN and every optimizer step skipped")
+# verl's adaptive KL controller (core_algos.AdaptiveKLController.update) divides by both
+KL_CONTROLLER = Range(
+    0,
+    low_open=True,
+    verl_does="verl 0.9.1's adaptive KL controller divides by it: its coefficient turns inf or NaN at the first step",
+)
 
 # verl's PPO and SFT trainers alike
 EPOCHS = Range(1, verl_does="verl 0.9.1 would train 0 steps")
@@ -251,6 +272,11 @@ RANGES: dict[str, Range] = {
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": OPTIONAL_SIZE,
     "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": SIZE,
     "algorithm.kl_ctrl.kl_coef": COEFFICIENT,
+    "algorithm.kl_ctrl.horizon": KL_CONTROLLER,
+    "algorithm.kl_ctrl.target_kl": KL_CONTROLLER,
+    "actor_rollout_ref.actor.entropy_coeff": ANY_FINITE,
+    "actor_rollout_ref.rollout.prompt_length": ENGINE_PROMPT,
+    "actor_rollout_ref.rollout.response_length": ENGINE_RESPONSE,
     "algorithm.gamma": DISCOUNT,
     "algorithm.lam": DISCOUNT,
     **LORA_RANGES,

@@ -306,6 +306,10 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
         "unlike the actor's, never copies this deprecated key there, so the critic would run with SP 1: write "
         "critic.fsdp.ulysses_sequence_parallel_size=2 instead",
     ),
+    # verl's engines skip every optimizer step whose gradient norm is not finite: a NaN coefficient trains nothing
+    (("actor_rollout_ref.actor.entropy_coeff=nan",), "actor_rollout_ref.actor.entropy_coeff=nan: must be a finite"),
+    (("algorithm.kl_ctrl.horizon=0",), "algorithm.kl_ctrl.horizon=0: must be an integer > 0"),
+    (("actor_rollout_ref.rollout.prompt_length=-1",), "keeping each prompt's last N tokens (-1: all but the first"),
 ]
 
 

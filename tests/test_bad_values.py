@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, run_cli
+from conftest import compose_config, run_cli, run_here
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 from test_readiness import dry_run, submission, tiny_run
@@ -544,3 +544,20 @@ def test_verls_engines_are_read_from_its_registry():
 def test_a_strategy_of_the_composed_tree_plans(tmp_path: Path):
     plan = dry_run(tmp_path, "actor_rollout_ref.actor.strategy=fsdp2")
     assert plan.verl["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"
+
+
+def test_a_refusal_removes_the_shared_dir_it_made_and_keeps_one_that_was_there(tmp_path: Path):
+    """Hydra makes its output directory's parents before rlaunch's checks run: a new cluster.shared_dir outside the
+    working directory (and its rlaunch/) had been left behind, empty; one that existed (empty too) stays."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    refused = ("actor_rollout_ref.actor.optim.lr=-1", "launch.dry_run=true")
+    result = run_here(*refused, f"cluster.shared_dir={elsewhere / 'new' / 'shared'}", cwd=work)
+    assert result.returncode == 2 and "optim.lr=-1" in result.stderr, result.stderr[-3000:]
+    assert list(elsewhere.iterdir()) == [], list(elsewhere.rglob("*"))
+    existing = elsewhere / "existing"
+    existing.mkdir()
+    result = run_here(*refused, f"cluster.shared_dir={existing}", cwd=work)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert existing.is_dir() and list(existing.iterdir()) == [], list(existing.rglob("*"))

@@ -209,6 +209,31 @@ def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
     ]
 
 
+# Keys verl 0.9.1's config holds that its trainer does not read (each with the key it reads instead): a pasted value
+# has no effect. ActorConfig/CriticConfig.grad_clip: the engines clip at optim.clip_grad (only optim.grad_clip is
+# carried over, optimizer.py). critic.ppo_max_token_len_per_gpu: the v1 trainer (trainer.use_v1, verl's default)
+# gives the critic's engine ppo_infer_max_token_len_per_gpu for its updates too (trainer/ppo/v1/trainer_base.py; the
+# legacy trainer, ray_trainer.py, reads it)
+UNREAD_BY_VERL = {
+    "actor_rollout_ref.actor.grad_clip": ("actor_rollout_ref.actor.optim.clip_grad", False),
+    "critic.grad_clip": ("critic.optim.clip_grad", False),
+    "critic.ppo_max_token_len_per_gpu": ("critic.ppo_infer_max_token_len_per_gpu", True),
+}
+
+
+def unread_keys(cfg: DictConfig, overrides: list[str]) -> list[str]:
+    """A key the user set that verl 0.9.1's trainer does not read, said with the one it reads: the value would change
+    nothing."""
+    set_by_user = {key_of(override) for override in parse(overrides)}
+    v1 = bool(cfg.trainer.get("use_v1", True))
+    return [
+        f"{key} is not read by verl 0.9.1{' (its v1 trainer, trainer.use_v1=true)' if only_v1 else ''}: its value "
+        f"changes nothing; verl reads {reads}, set that instead"
+        for key, (reads, only_v1) in UNREAD_BY_VERL.items()
+        if key in set_by_user and (v1 or not only_v1)
+    ]
+
+
 def guarded_setup_line(index: int, line: str) -> str:
     """A cluster.setup line that stops the job when it fails (a `module load` of a module the site lacks, a venv
     that is not there), saying which line: the job would otherwise go on and fail later for a reason nothing points
@@ -535,6 +560,7 @@ def make_plan(
         warnings=warnings
         + megatron_not_modelled(verl)
         + ignored_batch_knobs(cfg, overrides)
+        + unread_keys(cfg, overrides)
         + algo_suggestion(cfg, overrides, changes)
         + slurm_unreachable_warning(cfg, facts),
         code_dir=code_dir,

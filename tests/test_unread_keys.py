@@ -1,0 +1,31 @@
+"""A key verl 0.9.1's config holds but its trainer does not read (a pasted script's actor.grad_clip, a critic token
+budget the v1 trainer replaces) is said in the plan with the key verl reads: its value would change nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import compose_config, cpu_facts
+
+from launch.plan import make_plan
+
+
+def warnings_of(*overrides: str) -> list[str]:
+    cfg = compose_config(*overrides)
+    return make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python").warnings
+
+
+def test_a_key_verl_does_not_read_is_said_with_the_one_it_reads():
+    warnings = warnings_of(
+        "actor_rollout_ref.actor.grad_clip=0.5", "algorithm.adv_estimator=gae", "critic.ppo_max_token_len_per_gpu=8192"
+    )
+    said = [warning for warning in warnings if "is not read by verl 0.9.1" in warning]
+    assert len(said) == 2, warnings
+    assert "actor_rollout_ref.actor.grad_clip" in said[0] and "actor_rollout_ref.actor.optim.clip_grad" in said[0]
+    assert "critic.ppo_infer_max_token_len_per_gpu" in said[1]
+
+
+def test_what_the_legacy_trainer_reads_is_not_said_under_it_and_nothing_is_said_unset():
+    legacy = warnings_of("trainer.use_v1=false", "algorithm.adv_estimator=gae", "critic.ppo_max_token_len_per_gpu=8192")
+    assert not any("is not read by verl" in warning for warning in legacy), legacy
+    assert not any("is not read by verl" in warning for warning in warnings_of("algorithm.adv_estimator=gae"))

@@ -106,6 +106,7 @@ KNOB_KEYS = {
     "critic_param_offload": "critic.fsdp.param_offload",
     "critic_optimizer_offload": "critic.fsdp.optimizer_offload",
     "critic_tokens": "+critic.ppo_infer_max_token_len_per_gpu",
+    "critic_checkpointing": "critic.model.enable_gradient_checkpointing",
 }
 
 

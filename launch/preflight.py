@@ -276,9 +276,13 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
         fixes.append(Fix("compute log-probs in 512-token chunks (fused kernels)", fused, "fused kernels"))
     if not knobs.checkpointing:
         fixes.append(Fix("turn on gradient checkpointing", {"checkpointing": True}, "gradient checkpointing"))
+    if knobs.critic and not knobs.critic_checkpointing:  # the critic's update saves every layer's activations
+        changes = {"critic_checkpointing": True}
+        fixes.append(Fix("turn on the critic's gradient checkpointing", changes, "critic gradient checkpointing"))
     if knobs.communicators and knobs.communicator_gib_without_nvls:  # slower collectives, no host traffic
         off = {"communicator_gib": knobs.communicator_gib_without_nvls, "communicator_gib_without_nvls": 0.0}
-        fixes.append(Fix("turn NCCL's NVLink SHARP off (smaller communicator buffers)", off, "NVLS off"))
+        words = f"NVLS off ({' '.join(change_overrides(off, knobs))})"  # named by its override: no knob of verl's
+        fixes.append(Fix("turn NCCL's NVLink SHARP off (smaller communicator buffers)", off, words))
     halved = max(knobs.train_tokens // 2, knobs.sequence)
     if halved < knobs.train_tokens:
         if knobs.dynamic_bsz:
@@ -292,6 +296,15 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
                 "logprob_micro_batch": max(1, (knobs.logprob_micro_batch or 1) // 2),
             }
             fixes.append(Fix(f"halve the micro-batch to {micro}", changes, f"micro-batch {micro}"))
+    # verl 0.9.1's critic engine packs by tokens at critic.ppo_infer_max_token_len_per_gpu (memory.critic_knobs): halve
+    # what a GPU holds of it (a budget above the rank's share holds only the share, so halving the budget alone may
+    # change nothing); a critic engine without a token budget (critic.fsdp.use_dynamic_bsz false) is not searched
+    critic_halved = max(knobs.critic_train_tokens_on_gpu // 2, knobs.sequence)
+    if knobs.critic and knobs.critic_dynamic_bsz and critic_halved < knobs.critic_train_tokens_on_gpu:
+        words = f"critic token budget {critic_halved}"
+        fixes.append(
+            Fix(f"halve the critic's token budget per GPU to {critic_halved}", {"critic_tokens": critic_halved}, words)
+        )
     if knobs.critic and not knobs.critic_optimizer_offload:
         changes = {"critic_optimizer_offload": True}
         fixes.append(Fix("offload the critic's optimizer state to host RAM", changes, "critic optimizer offload"))
@@ -344,6 +357,17 @@ def splits(knobs: Knobs) -> bool:
 
 def host_fits(arch: Architecture, knobs: Knobs, host_gib_per_gpu: float) -> bool:
     return not host_gib_per_gpu or host_ram_per_node(arch, knobs) <= host_gib_per_gpu * knobs.gpus_per_node
+
+
+def host_budget_per_gpu(arch: Architecture, knobs: Knobs, profile_gib_per_gpu: float) -> float:
+    """The host RAM per GPU a fix may take (0: not checked): the profile's share, or what the run as it is already
+    takes, whichever is more. The run gets --mem of at least 1.2 x its own estimate whatever the share
+    (plan.make_resources) and the plan judges the node's host RAM itself, so a fix that takes no more than the run
+    does is no host-RAM risk; the share held it alone, and Llama-3.1-8B LoRA on one A40 (67.8 GiB, share 64) had the
+    free engine-context fix refused and 2 GPUs added to it."""
+    if not profile_gib_per_gpu:
+        return 0.0
+    return max(profile_gib_per_gpu, host_ram_per_node(arch, knobs) / knobs.gpus_per_node)
 
 
 def smallest_gpu_count(
@@ -413,19 +437,18 @@ def fitting_change(
     capacity: float,
     host_gib_per_gpu: float,
     fixes: list[Fix] | None = None,
-    locked: set[str] | None = None,
 ) -> FittingChange:
     """The cheapest change that makes a misfit fit clear of the estimate's band: on the run's own GPUs (the minimal
-    set of the single `fixes` that keep them and no key in `locked`, cheapest first, as the cheapest fix names it and
-    launch.preflight=fix applies it; else an offload, host RAM permitting, or a larger rollout TP), and the smallest
+    set of the single `fixes` that keep them, cheapest first: the very set the cheapest fix names, keys the user set
+    included, as the plan's `cheapest fix` does; launch.preflight=fix applies it only where it leaves those keys
+    alone; else an offload, host RAM permitting, or a larger rollout TP), and the smallest
     GPU count at today's knobs (and, when nothing fits the run's GPUs, with offload). Its `summary` says it in one
     line, e.g. "fits on 8 with param+optimizer offload (host RAM 1.1 TiB/node); without offload needs 32"."""
     mine: SameGpuChange | None = None
-    own = [
-        fix
-        for fix in fixes or ()
-        if not GPU_COUNT_CHANGES & fix.changes.keys() and not locks(overrides_for(fix.changes, knobs), locked or set())
-    ]
+    # the fixes of keys the user set count here too, as in the cheapest fix: leaving them out, `what fits` named
+    # another change than the cheapest fix (a pasted script set the engine fraction whose lowering fits; `what fits`
+    # named NVLS off, "without NVLS off it needs 16 GPUs")
+    own = [fix for fix in fixes or () if not GPU_COUNT_CHANGES & fix.changes.keys()]
     chain = minimal_set(arch, knobs, capacity, own, host_gib_per_gpu)
     if chain:
         changes = chained_changes(chain)
@@ -729,6 +752,7 @@ def run(
     also carries `fits_with`: the cheapest change that fits, searched."""
     locked = locked_keys(overrides, knobs)
     verdict = summarize(arch, knobs, capacity, bf16_tflops, policy)
+    host_gib_per_gpu = host_budget_per_gpu(arch, knobs, host_gib_per_gpu)
     applicable: dict[str, Any] = {}
     fixed = knobs
     if not verdict.fits:
@@ -737,7 +761,7 @@ def run(
             verdict,
             fixes=reports,
             first_fitting_fixes=advice,
-            fits_with=fitting_change(arch, knobs, capacity, host_gib_per_gpu, fixes, locked),
+            fits_with=fitting_change(arch, knobs, capacity, host_gib_per_gpu, fixes),
         )
         # what `fix` applies is the cheapest fix the plan and the refusal name (Verdict.cheapest_fix, verdict.CHEAPEST)
         # where it leaves the user's keys alone; else the minimal set of the fixes that do

@@ -476,16 +476,20 @@ def fitting_change(
                 overrides=change_overrides(offload | count_changes(fewer, knobs), knobs),
                 host_ram_gib_per_node=round(host_ram_per_node(arch, fewer), 1),
             )
+    # where nothing fits the run's GPUs clear of the band but a set of fixes fits within it, `what fits` says so: the
+    # GPUs it names are then for a verdict that can be called, not for memory the run as fixed lacks
+    close = [] if mine is not None else minimal_set(arch, knobs, capacity, own, host_gib_per_gpu, clear_of_band=False)
     found = FittingChange(on_your_gpus=mine, gpus_needed=needed, gpus_needed_offloaded=offloaded, summary="")
-    return replace(found, summary=fitting_summary(found, knobs))
+    return replace(found, summary=fitting_summary(found, knobs, " and ".join(fix.words for fix in close)))
 
 
 def tib_or_gib(gib: float) -> str:
     return f"{gib / 1024:.1f} TiB" if gib >= 1024 else f"{gib:.0f} GiB"
 
 
-def fitting_summary(found: FittingChange, knobs: Knobs) -> str:
-    """One line: what fits the run's GPUs, else the GPU count that fits with offload; then the count without it."""
+def fitting_summary(found: FittingChange, knobs: Knobs, too_close: str = "") -> str:
+    """One line: what fits the run's GPUs, else the GPU count that fits with offload; then the count without it.
+    `too_close`: the fixes that fit the run's GPUs only within the estimate's band around the card."""
     mine, needed, offloaded = found.on_your_gpus, found.gpus_needed, found.gpus_needed_offloaded
 
     def tp(count: GpuCount) -> str:
@@ -493,6 +497,10 @@ def fitting_summary(found: FittingChange, knobs: Knobs) -> str:
 
     if mine is not None:
         parts = [f"fits on {knobs.n_gpus} with {mine.change} (host RAM {tib_or_gib(mine.host_ram_gib_per_node)}/node)"]
+    elif too_close:
+        parts = [
+            f"on {knobs.n_gpus} only too close to call with {too_close} (within the estimate's band around the card)"
+        ]
     else:
         parts = [f"no offload or rollout TP fits it on {knobs.n_gpus}"]
     if offloaded is not None:
@@ -546,22 +554,35 @@ def chained_changes(fixes: Iterable[Fix]) -> dict[str, Any]:
 
 
 def minimal_set(
-    arch: Architecture, knobs: Knobs, capacity: float, fixes: list[Fix], host_gib_per_gpu: float = 0.0
+    arch: Architecture,
+    knobs: Knobs,
+    capacity: float,
+    fixes: list[Fix],
+    host_gib_per_gpu: float = 0.0,
+    clear_of_band: bool = True,
 ) -> list[Fix]:
     """The cheapest set of fixes that fits clear of the band (fits_clear), or [] where none does: fixes applied
     cumulatively, cheapest first, until the run fits; then each fix of that chain, dearest first, dropped where the
     rest still fit without it (a backward elimination). So no fix is named that the others do not need: NVLS off and a
-    halved token budget tried before optimizer offload are no part of a fix that optimizer offload makes alone."""
+    halved token budget tried before optimizer offload are no part of a fix that optimizer offload makes alone.
+    `clear_of_band` False: the set that fits at all, the band allowed (what `what fits` says is too close to call)."""
+
+    def reaches(chain: list[Fix]) -> bool:
+        candidate = with_changes(knobs, **chained_changes(chain))
+        if clear_of_band:
+            return fits_clear(arch, candidate, capacity, host_gib_per_gpu)
+        return fits(arch, candidate, capacity) and host_fits(arch, candidate, host_gib_per_gpu)
+
     chain: list[Fix] = []
     for fix in fixes:
         chain.append(fix)
-        if fits_clear(arch, with_changes(knobs, **chained_changes(chain)), capacity, host_gib_per_gpu):
+        if reaches(chain):
             break
     else:
         return []
     for fix in list(reversed(chain)):
         rest = [kept for kept in chain if kept is not fix]
-        if rest and fits_clear(arch, with_changes(knobs, **chained_changes(rest)), capacity, host_gib_per_gpu):
+        if rest and reaches(rest):
             chain = rest
     return chain
 

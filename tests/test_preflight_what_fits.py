@@ -124,3 +124,16 @@ def test_nvls_off_is_named_by_its_override() -> None:
     assert verdict.knobs is not None and verdict.knobs.communicator_gib_without_nvls
     words = [fix.words for fix in preflight.candidate_fixes(arch, verdict.knobs, verdict.capacity_gib)]
     assert "NVLS off (++cluster.env.NCCL_NVLS_ENABLE='0')" in words, words
+
+
+def test_what_fits_says_where_a_fix_on_the_runs_own_gpus_is_too_close_to_call() -> None:
+    """Qwen3-8B on 2 H100s: a lower engine fraction and NVLS off fit the 2 GPUs only within the band around the card,
+    so the cheapest fix is 4 GPUs; `what fits` said "no offload or rollout TP fits it on 2", as if the 2 GPUs lacked
+    the memory, not the estimate the certainty."""
+    verdict = judged("gpu=h100", "llm=qwen3_8b", "trainer.n_gpus_per_node=2")
+    assert verdict.gpus_of(verdict.cheapest_fix) == 4
+    found = verdict.fits_with
+    assert found is not None and found.on_your_gpus is None
+    assert found.summary.startswith("on 2 only too close to call with "), found.summary
+    assert "(within the estimate's band around the card); as it is it needs 4 GPUs" in found.summary
+    assert found.summary.endswith("it needs 4 GPUs"), found.summary

@@ -10,6 +10,7 @@ plan's architecture, nothing else (no files, no verl import).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from launch.errors import UserError
@@ -72,9 +73,13 @@ def neighbours(whole: int, part: int) -> str:
     return f"{below} or {above}" if above is not None and below != above else str(below)
 
 
-def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens: int) -> None:
+def check_ppo_batches(
+    verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens: int, set_by: Mapping[str, str] | None = None
+) -> None:
     """PPO's update arithmetic: batch into mini-batches, mini-batches over the GPUs, micro-batches or token budgets.
-    Each refusal says where verl 0.9.1 would stop (the first update, after a whole rollout)."""
+    Each refusal says where verl 0.9.1 would stop (the first update, after a whole rollout). `set_by`: key -> who set
+    its value, as a clause ("you set it on the command line"), said with a budget refused."""
+    set_by = set_by or {}
     data, actor, rollout = verl.data, verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
     batch, mini = data.train_batch_size, actor.ppo_mini_batch_size
     # verl 0.9.1's v1 trainer (trainer.use_v1, its default) pads each batch with no-op samples to a multiple of the
@@ -117,24 +122,14 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
                 f"data-parallel ranks: {critic_sequences} % {critic_ranks} = {critic_sequences % critic_ranks}; change "
                 f"critic.ppo_mini_batch_size or the GPU count; {VERL_MINI_OVER_RANKS.replace('actor', 'critic')}"
             )
-    # each role packs its own budget where its dynamic batching is on; verl asserts a budget holds the longest
-    # sequence (utils/seqlen_balancing.py) at that role's first pass
-    budgets: dict[str, int | None] = {}
-    if actor.use_dynamic_bsz:
-        budgets["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] = actor.ppo_max_token_len_per_gpu
-        budgets["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"] = rollout.log_prob_max_token_len_per_gpu
-    ref = verl.actor_rollout_ref.get("ref") or {}
-    if "actor_rollout_ref.ref" in roles and ref.get("log_prob_use_dynamic_bsz"):
-        budgets["actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"] = ref["log_prob_max_token_len_per_gpu"]
-    if "critic" in roles:
-        budgets |= critic_budgets(verl)
-    needed = -(-sequence_tokens // sp)  # a Ulysses group packs budget x SP tokens and splits each sequence
+    needed = budget_for_one_sequence(actor, sequence_tokens)
     split = f", split over ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
-    for key, budget in budgets.items():
+    for key, budget in packed_budgets(verl).items():
         if budget is not None and budget < needed:
+            who = f"{set_by[key]}: " if key in set_by else ""
             raise UserError(
                 f"{key} ({budget}) cannot hold one sequence of data.max_prompt_length + max_response_length "
-                f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}{split}); raise it "
+                f"({data.max_prompt_length} + {data.max_response_length} = {sequence_tokens}{split}); {who}raise it "
                 f"to at least {needed} or shorten the lengths"
             )
     if not actor.use_dynamic_bsz:
@@ -154,6 +149,34 @@ def check_ppo_batches(verl: ConfigView, gpus: str, n_gpus: int, sequence_tokens:
                 f"{share % micro}; pick a micro-batch that divides {share} (e.g. {neighbours(share, micro)}); "
                 f"{VERL_MICRO_BATCHES}"
             )
+
+
+def packed_budgets(verl: Any) -> dict[str, int | None]:
+    """The token budgets of the roles the run builds, each where its dynamic batching is on: verl asserts a budget
+    holds the longest sequence (utils/seqlen_balancing.py) at that role's first pass. `verl`: the resolved config
+    (ConfigView) or the composed one (DictConfig)."""
+    actor, rollout = verl.actor_rollout_ref.actor, verl.actor_rollout_ref.rollout
+    roles = built_roles(verl)
+    budgets: dict[str, int | None] = {}
+    if actor.use_dynamic_bsz:
+        budgets["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] = actor.ppo_max_token_len_per_gpu
+        budgets["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"] = rollout.log_prob_max_token_len_per_gpu
+    ref = verl.actor_rollout_ref.get("ref") or {}
+    if "actor_rollout_ref.ref" in roles and ref.get("log_prob_use_dynamic_bsz"):
+        budgets["actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"] = ref["log_prob_max_token_len_per_gpu"]
+    if "critic" in roles:
+        budgets |= critic_budgets(verl)
+    return budgets
+
+
+def budget_for_one_sequence(actor: Any, sequence_tokens: int) -> int:
+    """The least token budget that holds one sequence: a Ulysses group (Megatron's context-parallel group) packs
+    budget x its size tokens and splits each sequence over it."""
+    if actor.get("strategy") == "megatron":
+        share = megatron_sizes(actor.megatron)["CP"]
+    else:
+        share = int(actor.get("ulysses_sequence_parallel_size") or 1)
+    return -(-sequence_tokens // share)
 
 
 def critic_budgets(verl: ConfigView) -> dict[str, int | None]:
@@ -461,10 +484,13 @@ def check_rollout_span(verl: ConfigView) -> None:
         )
 
 
-def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: bool = True) -> None:
+def check_batches(
+    verl: ConfigView, max_position_embeddings: int, ppo_updates: bool = True, set_by: Mapping[str, str] | None = None
+) -> None:
     """The arithmetic verl would otherwise check on the GPUs, hours later, or not at all; the values are of the right
     type and range already (launch/ranges.py, at the start of planning). `ppo_updates` false (RFT:
-    the PPO config only generates; algos/rft/validate.py checks its SFT batches) skips the mini-batch arithmetic."""
+    the PPO config only generates; algos/rft/validate.py checks its SFT batches) skips the mini-batch arithmetic.
+    `set_by`: check_ppo_batches's."""
     trainer, data, rollout = verl.trainer, verl.data, verl.actor_rollout_ref.rollout
     n_gpus = trainer.nnodes * trainer.n_gpus_per_node
     gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
@@ -484,7 +510,7 @@ def check_batches(verl: ConfigView, max_position_embeddings: int, ppo_updates: b
             f"{shorter}), or pick a longer-context llm"
         )
     if ppo_updates:
-        check_ppo_batches(verl, gpus, n_gpus, sequence_tokens)
+        check_ppo_batches(verl, gpus, n_gpus, sequence_tokens, set_by)
     tp = rollout.tensor_model_parallel_size
     if trainer.n_gpus_per_node % tp and n_gpus % tp:
         raise UserError(

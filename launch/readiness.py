@@ -9,13 +9,15 @@ Runs on: the login node (or the machine of a cluster=local run), between composi
   the one column needed (pyarrow), so GURU's 92k rows take well under a second;
 - the files verl opens by path in the job (the reward function, a dataset class, the rollout's tool, agent-loop and
   router configs), read where the job's Ray workers will open them;
-- the time: steps from the rows and the batch, the plan's step time and verl's validations, the first checkpoint
-  within one attempt (a requeued job without a checkpoint starts over);
+- the time: the steps verl runs (rows // batch per epoch; the fewer of total_training_steps and the epochs'), the
+  plan's step time and verl's validations, the first checkpoint within one attempt (a requeued job without a
+  checkpoint starts over);
 - the disk: what verl's checkpoints hold at most at once (the saves, max_actor_ckpt_to_keep, an earlier attempt's
   leftovers) against the free space of trainer.default_local_dir's filesystem, a sweep's runs together;
-- two repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
-  files), and the data file lists name absolute files: glob patterns are resolved to the files they match (GURU
-  copies name files differently), relative paths (and a relative model path) to the files they name from here.
+- repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those
+  files), the data file lists name absolute files: glob patterns are resolved to the files they match (GURU
+  copies name files differently), relative paths (and a relative model path) to the files they name from here, and a
+  token budget the gpu profile set shorter than one sequence is raised to hold one.
 Problems refuse a run that executes (a submission or a local run); a dry run shows them as warnings. A check that
 cannot see the truth from here (data only the compute nodes see) is switched off with launch.skip_checks=[name].
 """
@@ -34,6 +36,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from launch import snapshot
@@ -62,7 +65,7 @@ from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_cri
 from launch.overrides import as_written, keys_of
 from launch.ranges import check_ranges, shown
 from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem, gib_text
-from launch.schema import RLAUNCH_ROOTS, LaunchSettings, choices_of, select, verl_package_dir
+from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, LaunchSettings, choices_of, select, verl_package_dir
 from launch.steptime import (
     STARTUP_MIN,
     STEP_TIME_MARGIN,
@@ -248,7 +251,41 @@ def prepare(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[str]:
     check_chat_template_kwargs(cfg)
     absolute = absolute_model_paths(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
     repairs = ensure_file_logger(cfg) + critic_from_actor(cfg) + dynamic_batching_pair(cfg, overrides)
+    repairs += profile_budgets_hold_one_sequence(cfg, overrides)
     return absolute + repairs + environment_read_here(cfg, overrides)
+
+
+def profile_budgets_hold_one_sequence(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """A token budget the gpu profile set (conf/gpu/*.yaml), not the user, shorter than one sequence of
+    data.max_prompt_length + max_response_length is raised to hold one: the profile's is a packing size for its
+    card, not a limit the script asked for (verl alone packs only where the script sets use_dynamic_bsz), and verl
+    asserts each budget it packs by holds the longest sequence. One the user typed stays, and is refused naming them
+    (launch/layout_checks.py check_ppo_batches)."""
+    from launch.layout_checks import budget_for_one_sequence, packed_budgets  # it imports launch.plan, which imports us
+
+    profile = _gpu_profile_tree(str(cfg.gpu.name))
+    sequence_tokens = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
+    needed = budget_for_one_sequence(cfg.actor_rollout_ref.actor, sequence_tokens)
+    typed = keys_of(overrides)
+    said = []
+    for key, budget in packed_budgets(cfg).items():
+        if key in typed or select(profile, key) is None or budget is None or int(budget) >= needed:
+            continue
+        with open_dict(cfg):
+            OmegaConf.update(cfg, key, needed, merge=False)
+        said.append(
+            f"{key}={budget} (gpu={cfg.gpu.name}) cannot hold one sequence of data.max_prompt_length + "
+            f"max_response_length ({cfg.data.max_prompt_length} + {cfg.data.max_response_length}), which verl 0.9.1 "
+            f"asserts of every budget it packs by: raised to {needed}; set {key} yourself to choose another"
+        )
+    return said
+
+
+@cache  # read once per process: a sweep prepares every job, and conf/ does not change while it plans
+def _gpu_profile_tree(name: str) -> dict[str, Any]:
+    """The keys conf/gpu/<name>.yaml sets (empty for a profile chosen at run time, gpu=auto, before it resolves)."""
+    option = PROJECT_DIR / "conf" / "gpu" / f"{name}.yaml"
+    return (yaml.safe_load(option.read_text()) or {}) if option.is_file() else {}
 
 
 def environment_read_here(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
@@ -661,7 +698,14 @@ def apply_data_facts(cfg: DictConfig, report: DataReport) -> None:
 
 
 def missing_file_fix(cfg: DictConfig, key: str, set_on_command_line: dict[str, str]) -> str:
-    """Where the path came from decides the fix: the user's own `key=...`, or the dataset group under dataset.root."""
+    """Where the path came from decides the fix: the user's own `key=...`, or the dataset group under dataset.root.
+    A pasted verl script (algo=verl) that drops the key gets the dataset group's files too, not verl's own default
+    (its gsm8k under ~/data/rlhf): said as such, never offered as a fix."""
+    if key in set_on_command_line and cfg.algo.name == "verl":
+        return (
+            f"{key}={set_on_command_line[key]} was set on the command line: correct the path there (without it, "
+            f"rlaunch reads dataset={cfg.dataset.name}'s files under dataset.root, not verl's own default)"
+        )
     if key in set_on_command_line:
         return (
             f"{key}={set_on_command_line[key]} was set on the command line: correct the path there, or drop it to "
@@ -693,7 +737,7 @@ def judge_data(
         )
         count = f" ({len(bad)} of {len([f for f in report.files if f.key == key])} files)" if len(bad) > 1 else ""
         findings.problems.append(("data", f"{first.problem}{count}: {fix}"))
-    findings.notes += [file.note for file in report.files if file.note]
+    findings.notes += dict.fromkeys(file.note for file in report.files if file.note)  # a file both keys name: once
     judge_chat_template(cfg, report, findings)
     judge_multimodal(cfg, report, findings)
     for key in DATA_KEYS:
@@ -730,6 +774,14 @@ def judge_data(
     judged = (
         report if validates(cfg) else replace(report, files=tuple(f for f in report.files if f.key != "data.val_files"))
     )
+    manager = OmegaConf.select(cfg, "reward.reward_manager.name")
+    if OmegaConf.select(cfg, "reward.reward_manager.source", default="register") == "importlib":
+        if report.sources():  # its file and class are checked with the files verl opens (judge_files)
+            findings.notes.append(
+                f"data_source values not checked: reward.reward_manager.source=importlib builds your own reward "
+                f"manager ({manager}), which verl 0.9.1 scores with and which need not call its default_compute_score"
+            )
+        return
     known = scored_domains(cfg)
     if known is None and not cfg.reward.custom_reward_function.get("path"):
         if reward_model_scores(cfg):
@@ -746,18 +798,31 @@ def judge_data(
             findings.notes.append("data_source values not checked: the run uses its own reward function")
         return
     domains, domain_of = known
-    for file in judged.files:
+    for file, roles in each_file_once(judged.files):
         unknown = [source for source in file.sources if domain_of(source) not in domains]
         if unknown:
             shown = ", ".join(unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
             findings.problems.append(
                 (
                     "data_sources",
-                    f"data_source {shown} in {file.path} maps to no reward domain rlaunch scores "
+                    f"data_source {shown} in {file.path}{roles} maps to no reward domain rlaunch scores "
                     f"({', '.join(sorted(domains))}, named <domain>__<dataset>): rename the data sources, or set "
                     "reward.custom_reward_function.path to your own reward function",
                 )
             )
+
+
+def each_file_once(files: Sequence[DataFile]) -> list[tuple[DataFile, str]]:
+    """Each file read once, with " (data.train_files and data.val_files)" where both keys name it: what its rows lack
+    is said once, naming both roles."""
+    keys_of_path: dict[str, list[str]] = {}
+    for file in files:
+        keys_of_path.setdefault(file.path, []).append(file.key)
+    firsts = {file.path: file for file in reversed(files)}
+    return [
+        (firsts[path], f" ({' and '.join(dict.fromkeys(keys))})" if len(set(keys)) > 1 else "")
+        for path, keys in keys_of_path.items()
+    ]
 
 
 def reward_model_scores(cfg: DictConfig) -> bool:
@@ -822,14 +887,14 @@ def judge_overlong_filter(cfg: DictConfig, report: DataReport, findings: Finding
 def judge_verl_default_reward(report: DataReport, findings: Findings) -> None:
     """No reward function of the run's own or rlaunch's (algo=verl): verl's default scores a fixed list of data
     sources and raises NotImplementedError for any other, at the first reward of the first step."""
-    for file in report.files:
+    for file, roles in each_file_once(report.files):
         unknown = [source for source in file.sources if not verl_scores(source)]
         if unknown:
             shown = ", ".join(unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
             findings.problems.append(
                 (
                     "data_sources",
-                    f"data_source {shown} in {file.path} is not one verl's default reward scores (verl 0.9.1's "
+                    f"data_source {shown} in {file.path}{roles} is not one verl's default reward scores (verl 0.9.1's "
                     "default_compute_score raises NotImplementedError for it at the first step): set "
                     "reward.custom_reward_function.path to your reward function, or use rlaunch's GURU reward "
                     "(algo=guru_baseline) for <domain>__<dataset> sources",
@@ -1039,6 +1104,44 @@ def one_validation_s(cfg: DictConfig, plan: Plan, val_rows: int | None) -> float
     return validation_s(arch, knobs, card, plan.time, validation_batches(plan.verl, val_rows))
 
 
+@dataclass(frozen=True)
+class VerlSteps:
+    """The steps verl 0.9.1's fit loop runs: it stops at trainer.total_training_steps or at the end of
+    trainer.total_epochs, whichever comes first (trainer/ppo/v1/trainer_base.py fit, main_ppo's default
+    trainer.use_v1=true; the legacy trainer/ppo/ray_trainer.py loops over the epochs the same way). Its last-step save
+    and validation (is_last_step: global_steps >= total_training_steps) come only where the step count ends the run;
+    a run its epochs end saves and validates on save_freq's and test_freq's multiples alone."""
+
+    total: int
+    per_epoch: int
+    by_epochs: bool  # trainer.total_training_steps is more than the epochs allow: a value that changes nothing
+
+    @classmethod
+    def of(cls, trainer: Mapping[str, Any], steps_per_epoch: int) -> VerlSteps:
+        epochs_allow = steps_per_epoch * int(trainer["total_epochs"])
+        limit = trainer.get("total_training_steps")
+        by_epochs = limit is not None and int(limit) > epochs_allow
+        return cls(epochs_allow if limit is None or by_epochs else int(limit), steps_per_epoch, by_epochs)
+
+    def acts(self, freq: int) -> int:
+        """How often verl acts every freq-th step (its saves, its validations) in this run; never where freq <= 0."""
+        if self.by_epochs:
+            return self.total // freq if freq > 0 else 0
+        return every_and_last(self.total, freq)
+
+    def note(self, trainer: Mapping[str, Any]) -> str | None:
+        """Said where trainer.total_training_steps asks for more than verl runs."""
+        if not self.by_epochs or self.per_epoch == 0:  # no whole batch: the data check refuses it
+            return None
+        asked = int(trainer["total_training_steps"])
+        return (
+            f"time: trainer.total_training_steps={asked} is more than the {self.total} step(s) "
+            f"trainer.total_epochs={trainer['total_epochs']} allows ({self.per_epoch}/epoch): verl 0.9.1 stops at the "
+            f"end of its epochs, after step {self.total}, with no last-step save or validation; set "
+            f"trainer.total_epochs={math.ceil(asked / self.per_epoch)} to run {asked} steps"
+        )
+
+
 def predict_time(
     cfg: DictConfig, plan: Plan, train_rows: int | None, val_rows: int | None = None
 ) -> PredictedTime | None:
@@ -1053,20 +1156,22 @@ def predict_time(
     batch = int(data["train_batch_size"])
     limit = int(data.get("train_max_samples") or -1)
     rows = min(train_rows, limit) if limit > 0 else train_rows
-    steps_per_epoch = rows // batch
-    total = int(trainer.get("total_training_steps") or steps_per_epoch * int(trainer["total_epochs"]))
+    steps = VerlSteps.of(trainer, rows // batch)
+    total = steps.total
     step_s = plan.time.step_s
     validation = one_validation_s(cfg, plan, val_rows)
     test_freq = int(trainer.get("test_freq") or -1)
-    validations = verl_validations(total, test_freq) if validation else 0
+    validations = steps.acts(test_freq) if validation else 0
     before_training = validation / 60 if validation and trainer.get("val_before_train", True) else 0.0
     attempt_min = max(int(cfg.mode.time_budget_min - STARTUP_MIN - before_training), 1)
-    train_min = spent_s(total, step_s, validation, test_freq) / 60
+    train_min = (total * step_s + validations * validation) / 60
     save_freq = int(trainer.get("save_freq") or -1)
-    first_checkpoint = save_freq if 0 < save_freq < total else total
+    checkpoints = steps.acts(save_freq) > 0
+    first_checkpoint = min(save_freq, total) if checkpoints else total
+    first_checkpoint_s = spent_s(first_checkpoint, step_s, validation, test_freq, False) if checkpoints else None
     return PredictedTime(
         rows=rows,
-        steps_per_epoch=steps_per_epoch,
+        steps_per_epoch=steps.per_epoch,
         total_steps=total,
         step_s=round(step_s, 1),
         step_source=plan.time.source,
@@ -1074,18 +1179,23 @@ def predict_time(
         time_limit_min=int(cfg.mode.time_budget_min),
         attempts=max(1, math.ceil(train_min / attempt_min)),
         first_checkpoint_step=first_checkpoint,
-        checkpoints=save_freq > 0,
+        checkpoints=checkpoints,
         attempt_min=attempt_min,
         validation_s=round(validation, 1),
         validations=validations,
         validates_before_training=before_training > 0,
         test_freq=test_freq,
-        first_checkpoint_min=round(spent_s(first_checkpoint, step_s, validation, test_freq, save_freq <= 0) / 60, 1),
+        first_checkpoint_min=round((first_checkpoint_s if first_checkpoint_s is not None else train_min * 60) / 60, 1),
     )
 
 
 def time_spent(predicted: PredictedTime, steps: int, to_the_end: bool) -> str:
-    validations = verl_validations(steps, predicted.test_freq, to_the_end) if predicted.validation_s else 0
+    """`steps` steps and their validations: `to_the_end`, the whole run's (its steps); else those before step
+    `steps`'s checkpoint."""
+    if to_the_end:
+        validations = predicted.validations
+    else:
+        validations = verl_validations(steps, predicted.test_freq, False) if predicted.validation_s else 0
     spent = f"{steps} steps x {predicted.step_s:g} s"
     return spent + (f" + {validations} validation(s) x {predicted.validation_s:g} s" if validations else "")
 
@@ -1196,7 +1306,7 @@ def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings
     if needed <= allowed:
         return
     step_s, attempt_min, total = predicted.step_s, predicted.attempt_min, predicted.total_steps
-    train_min = spent_s(total, step_s, predicted.validation_s, predicted.test_freq) / 60
+    train_min = (total * step_s + predicted.validations * predicted.validation_s) / 60
     fitting_steps = steps_within(allowed * attempt_min, step_s, predicted.validation_s, predicted.test_freq, True)
     before_training = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
     budget = math.ceil(train_min / allowed + STARTUP_MIN + before_training)
@@ -1556,7 +1666,8 @@ def checkpoint_gib(plan: Plan) -> float:
 
 
 def checkpoint_saves(total_steps: int, save_freq: int) -> int:
-    """verl saves every save_freq steps and at the last step (trainer/ppo/ray_trainer.py fit)."""
+    """verl saves every save_freq steps and at the last step (trainer/ppo/ray_trainer.py fit), in a run the step
+    count ends (VerlSteps.acts counts one its epochs end)."""
     return every_and_last(total_steps, save_freq)
 
 
@@ -1589,7 +1700,9 @@ def measure_disk(plan: Plan, facts: Facts, predicted: PredictedTime | None) -> C
     save_freq = int(trainer.get("save_freq") or -1)
     if predicted is None or save_freq <= 0:
         return None
-    saves = checkpoint_saves(predicted.total_steps, save_freq)
+    saves = VerlSteps.of(trainer, predicted.steps_per_epoch).acts(save_freq)
+    if saves == 0:  # a save_freq beyond the steps the epochs allow
+        return None
     keep = trainer.get("max_actor_ckpt_to_keep")
     space = facts.checkpoint_disk
     attempts = predicted.attempts if plan.cluster == "slurm" else 1  # only SLURM requeues
@@ -1683,6 +1796,10 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     findings.notes += critic_checks_left_to_the_job(plan.verl)
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     judge_time(cfg, predicted, findings)
+    trainer = plan.verl["trainer"]
+    steps_left_out = VerlSteps.of(trainer, predicted.steps_per_epoch).note(trainer) if predicted is not None else None
+    if steps_left_out:
+        findings.notes.append(steps_left_out)
     if predicted is None and report.rows("data.train_files") is None:
         judge_budget_without_rows(cfg, plan, findings)
     disk = measure_disk(plan, facts, predicted) if "disk" not in skipped(cfg) else None

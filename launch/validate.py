@@ -31,8 +31,9 @@ from launch.layout_checks import (
     check_megatron,
     check_rollout_span,
     check_ulysses_heads,
+    packed_budgets,
 )
-from launch.overrides import holds_interpolation
+from launch.overrides import holds_interpolation, keys_of
 from launch.readiness import executes, skipped
 from launch.rundir import Plan, Resources, requeue_signal_at_start
 from launch.schema import LaunchSettings, choices_of, select
@@ -423,6 +424,16 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
         raise
 
 
+def budget_setters(plan: Plan) -> dict[str, str]:
+    """Who set each token budget the run packs by, said where one is refused: the layer that changed it from verl's
+    own composition of the user's keys (changed_from_verl), else the command line, else verl's own value. (One a gpu
+    profile set too short for a sequence was raised already: readiness.profile_budgets_hold_one_sequence.)"""
+    changed = {change.key: f"{change.by} set it" for change in plan.changed_from_verl}
+    typed = keys_of(plan.overrides)
+    mine_or_verls = lambda key: "you set it on the command line" if key in typed else "it is verl's own"  # noqa: E731
+    return {key: changed.get(key) or mine_or_verls(key) for key in packed_budgets(ConfigView(plan.verl))}
+
+
 def check_after_gpu_count(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     """The checks of verl's config, down to verl's own: where the preflight found too few GPUs, their failures are
     its symptoms, and validate says the cause instead."""
@@ -432,7 +443,9 @@ def check_after_gpu_count(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
         check_megatron(verl, plan.llm)
         check_rollout_span(verl)
     check_engine_heads(verl, plan.llm)
-    check_batches(verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft")
+    check_batches(
+        verl, int(plan.llm["max_position_embeddings"]), ppo_updates=cfg.algo.name != "rft", set_by=budget_setters(plan)
+    )
     check_ulysses_heads(verl, plan.llm)  # after the GPU count it must divide (check_batches)
     names = {"run_dir": plan.run_dir, "sweep_id": plan.sweep_id, "run_id": plan.run_id}
     cache = str(cfg.launch.verl_check_cache)

@@ -102,10 +102,11 @@ KNOB_KEYS = {
     "engine_max_model_len": "actor_rollout_ref.rollout.max_model_len",
     "nnodes": "trainer.nnodes",
     "gpus_per_node": "trainer.n_gpus_per_node",
-    # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list
+    # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list (`++`:
+    # Hydra adds it, or overrides it where the user added it with `+`, which a second `+` would refuse)
     "critic_param_offload": "critic.fsdp.param_offload",
     "critic_optimizer_offload": "critic.fsdp.optimizer_offload",
-    "critic_tokens": "+critic.ppo_infer_max_token_len_per_gpu",
+    "critic_tokens": "++critic.ppo_infer_max_token_len_per_gpu",
     "critic_checkpointing": "critic.model.enable_gradient_checkpointing",
 }
 

@@ -65,7 +65,7 @@ def test_the_critics_token_budget_is_searched_where_it_is_what_does_not_fit() ->
     held = wide.critic_train_tokens_on_gpu
     fixes = {fix.words: fix for fix in preflight.candidate_fixes(arch, wide, verdict.capacity_gib)}
     halved = fixes[f"critic token budget {held // 2}"]
-    assert preflight.overrides_for(halved.changes, wide) == {"+critic.ppo_infer_max_token_len_per_gpu": held // 2}
+    assert preflight.overrides_for(halved.changes, wide) == {"++critic.ppo_infer_max_token_len_per_gpu": held // 2}
     assert with_changes(wide, **halved.changes).critic_train_tokens_on_gpu == held // 2
 
 
@@ -137,3 +137,13 @@ def test_what_fits_says_where_a_fix_on_the_runs_own_gpus_is_too_close_to_call() 
     assert found.summary.startswith("on 2 only too close to call with "), found.summary
     assert "(within the estimate's band around the card); as it is it needs 4 GPUs" in found.summary
     assert found.summary.endswith("it needs 4 GPUs"), found.summary
+
+
+def test_the_critics_token_budget_fix_is_taken_where_the_user_set_the_budget() -> None:
+    """The user's own `+critic.ppo_infer_max_token_len_per_gpu=65536` (7B with a critic on 16 A100-40s): the cheapest
+    fix halves it, printed with `++`, which Hydra takes after the user's `+` (a second `+` is refused)."""
+    base = ("gpu=a100_40", "llm=qwen2_5_7b", "algorithm.adv_estimator=gae", "trainer.nnodes=2")
+    user = "+critic.ppo_infer_max_token_len_per_gpu=65536"
+    verdict = judged(*base, user)
+    assert verdict.cheapest_fix == ("++critic.ppo_infer_max_token_len_per_gpu=32768",), verdict.cheapest_fix
+    assert clear(judged(*base, user, *verdict.cheapest_fix))

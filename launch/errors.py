@@ -144,7 +144,7 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
             if merging and merging.group(1).startswith(f"{key}."):  # a key under one that holds a single value
                 written, value = merging.groups()
                 return f"{written}: {key} holds a single value, not keys of its own: write {key}={value}"
-            return f"bad value for {key}: {_first_line(cause)}; give a value of the key's type"
+            return _wrong_type_message(key, _first_line(cause), merging.group(2) if merging else None)
     appended = re.search(r"Could not append to config\. An item is already at '([^']+)'", str(exc))
     if appended:
         key = appended.group(1)
@@ -160,6 +160,34 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
         # Hydra's own lines after the first are its hint: kept, on the one line
         return f"{'; '.join(_lines(exc))}: check the command-line overrides"
     return None
+
+
+# OmegaConf's names of the types it converts to, as a user would write a value of one
+TYPE_WORDS = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false", "String": "a string"}
+# the unit a key of rlaunch's names at its end (mode.time_budget_min, cluster.mem_gb, cluster.signal_delay_s)
+KEY_UNITS = {"_min": "minutes", "_gb": "GB", "_s": "seconds"}
+
+
+def _wrong_type_message(key: str, said: str, written: str | None) -> str:
+    """A value of the wrong type for a typed key of rlaunch's (OmegaConf's ValidationError, `said`): the key, the value
+    as written and what it takes, with the form to write: a list in brackets, a number in the key's own unit."""
+    converted = re.search(r"Value '(.*)' of type '\w+' could not be converted to (\w+)", said)
+    not_bool = re.search(r"Value '(.*)' is not a valid bool", said)
+    if converted and converted.group(2) in TYPE_WORDS:
+        value, wanted = converted.group(1), TYPE_WORDS[converted.group(2)]
+        unit = next((words for suffix, words in KEY_UNITS.items() if key.endswith(suffix)), None)
+        unit_written = unit and re.match(r"-?\d", value)  # 1h, 64G: a number with a unit of its own
+        return (
+            f"{key}={value}: must be {wanted}"
+            + (f" of {unit}" if unit else "")
+            + (", without a unit" if unit_written else "")
+        )
+    if not_bool:
+        return f"{key}={not_bool.group(1)}: must be true or false"
+    if "is not a ListConfig, list or tuple" in said:
+        value = written if written is not None else "..."
+        return f"{key}={value}: must be a list, in brackets: write {key}=[{value}]"
+    return f"bad value for {key}: {said}; give a value of the key's type"
 
 
 def _unresolved_interpolation(cause: BaseException) -> str | None:
@@ -226,12 +254,44 @@ def _explain_unknown_key(exc: BaseException, cause: BaseException, key_explainer
             return message
     from launch.schema import RLAUNCH_ROOTS, open_table
 
+    entries = _new_entries_message(written, full_key, parent) if override else None
+    if entries is not None:
+        return entries
     # rlaunch's own settings are typed: a new one would do nothing; its open tables (cluster.env, rft.sft) take one
     if full_key.split(".", 1)[0] in RLAUNCH_ROOTS and not open_table(parent):
         match = difflib.get_close_matches(str(missing), siblings, n=1, cutoff=0.6)
         meant = f" (did you mean '{full_key.rpartition('.')[0]}.{match[0]}'?)" if match else ""
         return f"unknown key '{full_key}'{meant}: rlaunch has no such setting (python launch/run.py --help lists them)"
-    return f"unknown key '{full_key}'{hint}: fix the spelling, or add a new key on purpose with +{full_key}=..."
+    return f"unknown key '{full_key}'{hint}: fix the spelling{new_key_advice(full_key, parent)}"
+
+
+def new_key_advice(key: str, parent: object, parent_key: str | None = None) -> str:
+    """How to add `key` on purpose: `+key=...`, except under a node (`parent`, at `parent_key`: key's parent unless
+    said) verl builds into one of its dataclasses (the node's `_target_`), which takes its own fields only: verl would
+    refuse a new key there as it checks the config."""
+    target = parent.get("_target_") if hasattr(parent, "get") else None
+    if isinstance(target, str):
+        node = parent_key if parent_key is not None else key.rpartition(".")[0]
+        return f"; verl builds {node} into its {target.rpartition('.')[2]}, which takes no other key"
+    return f", or add a new key on purpose with +{key}=..."
+
+
+def _new_entries_message(written: str, key: str, table: object) -> str | None:
+    """`key={A:1}` on an open table of ours (cluster.env, cluster.sbatch_extra, algo.pcgrad.task_map): Hydra merges the
+    mapping into the table, which takes no new key that way; each entry takes a `+`."""
+    from launch.overrides import as_override, parse
+    from launch.schema import open_table
+
+    if not open_table(table) or not written.startswith(f"{key}="):
+        return None
+    try:
+        value = parse([written])[0].value()
+    except Exception:  # noqa: BLE001 - not a mapping Hydra reads: the caller's message stands
+        return None
+    if not isinstance(value, dict) or not value:
+        return None
+    adds = " ".join(f"+{as_override(f'{key}.{name}', entry)}" for name, entry in value.items())
+    return f"{written}: {key} is a table whose new entries each take a +: write {adds}"
 
 
 def _causes(exc: BaseException) -> Iterable[BaseException]:

@@ -13,7 +13,7 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -297,7 +297,34 @@ def run_verl_validation(verl: DictConfig, critic_model_here: bool = True) -> Non
             validate_config(verl, use_reference_policy=need_reference_policy(verl), use_critic=use_critic)
             omega_conf_to_dataclass(verl.actor_rollout_ref.rollout)
     except Exception as error:  # anything verl raises building its config (Hydra wraps it in InstantiationException)
-        raise UserError(f"verl rejects the config: {verl_message(error)}") from error
+        said = verl_message(error)
+        raise UserError(f"verl rejects the config: {unexpected_field(verl, said) or said}") from error
+
+
+def unexpected_field(verl: DictConfig, said: str) -> str | None:
+    """verl's `Class.__init__() got an unexpected keyword argument 'name'` (a key added with + under a node verl builds
+    into its dataclass) said with the key's full path, found as the node whose `_target_` is that class."""
+    unexpected = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", said)
+    if not unexpected:
+        return None
+    cls, name = unexpected.groups()
+    tree = OmegaConf.to_container(verl, resolve=False)
+    places = [
+        path for path, node in _nodes(tree, "") if str(node.get("_target_", "")).endswith(f".{cls}") and name in node
+    ]
+    if not places:
+        return None
+    keys = " and ".join(f"{place}.{name}" for place in places)
+    nodes = " and ".join(places)
+    return f"{keys}: no field of verl's {cls}, which verl builds {nodes} into as it checks the config: drop it"
+
+
+def _nodes(tree: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every mapping of a config tree with its dotted path."""
+    if isinstance(tree, dict):
+        yield path, tree
+        for key, child in tree.items():
+            yield from _nodes(child, f"{path}.{key}" if path else str(key))
 
 
 def verl_message(error: BaseException) -> str:

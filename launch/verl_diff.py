@@ -35,7 +35,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from launch.compose_once import interpolation_read_paths
-from launch.errors import closest
+from launch.errors import closest, new_key_advice
 from launch.overrides import find, holds_interpolation, key_of, parse, value_in
 from launch.rundir import Change
 from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, select, verl_config_source, verl_package_dir
@@ -184,8 +184,8 @@ def dtype_key_message(key: str, base: str) -> str | None:
     listed = "; ".join(f"{place}={select(raw, place)} ({DTYPE_MEANINGS[place.rsplit('.', 1)[-1]]})" for place in places)
     return (
         f"unknown key '{key}': verl 0.9.1 sets no dtype there and would refuse it too; its dtypes are per role: "
-        f"{listed}: write the one you meant (the engine's is the rollout's dtype), or add a new key on purpose with "
-        f"+{key}=..."
+        f"{listed}: write the one you meant (the engine's is the rollout's dtype)"
+        f"{new_key_advice(key, select(raw, key.rpartition('.')[0]))}"
     )
 
 
@@ -206,8 +206,8 @@ def retired_key_message(key: str, base: str) -> str | None:
     hint = closest(name, [str(sibling) for sibling in parent]) if isinstance(parent, dict) else ""
     return (
         f"unknown key '{key}'{hint}: no verl 0.9.1 config has {name} and verl's code never reads it (a key of "
-        f"another verl version, or a misspelling): fix or drop it, as verl would refuse it too, or add a new key on "
-        f"purpose with +{key}=..."
+        f"another verl version, or a misspelling): fix or drop it, as verl would refuse it too"
+        f"{new_key_advice(key, parent)}"
     )
 
 
@@ -237,7 +237,7 @@ def missing_node_message(key: str, base: str) -> str | None:
     return (
         f"unknown key '{key}'{hint}: verl 0.9.1's {base} has no {'.'.join(parts[:depth])} and would refuse it "
         f"too{where}: "
-        f"a key of another verl version? fix or drop it, or add a new key on purpose with +{key}=..."
+        f"a key of another verl version? fix or drop it{new_key_advice(key, parent, '.'.join(parts[: depth - 1]))}"
     )
 
 

@@ -99,7 +99,7 @@ BAD_INPUTS = [
         "+cluster.env.NCCL_DEBUG=...",
     ),
     (["algo=rft", "rft.sft.data.max_length=4096"], "or add a new key on purpose with +rft.sft.data.max_length=..."),
-    (["gpu.usable_gib=lots"], "bad value for gpu.usable_gib"),
+    (["gpu.usable_gib=lots"], "gpu.usable_gib=lots: must be a number"),
     (
         ["data.train_batch_size=500", "trainer.use_v1=false"],  # verl's v1 trainer pads the batch instead
         "data.train_batch_size (500) is not a multiple of "

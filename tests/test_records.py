@@ -277,6 +277,7 @@ def test_the_preflights_overrides_read_back_as_hydra_reads_them():
     misfit = planned(*SEED_MISFIT).preflight
     assert misfit is not None and misfit.fits_with is not None and misfit.fits_with.on_your_gpus is not None
     written = [*misfit.first_fitting_fixes, *misfit.fits_with.on_your_gpus.overrides]
+    written += [override for fix in misfit.fixes for override in as_overrides(fix.overrides)]
     assert "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true" in written
     assert not [override for override in written if override.endswith(("=True", "=False"))]
 

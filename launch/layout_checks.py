@@ -15,8 +15,15 @@ from typing import Any
 
 from launch.errors import UserError
 from launch.memory import trains_critic
-from launch.plan import GLOBAL_MICRO_BATCHES
 from launch.schema import select
+
+# the global micro-batch sizes older verl scripts still paste, by role under actor_rollout_ref: older verl divided them
+# by the data-parallel ranks, verl 0.9.1 reads none of them (refused below with the per-GPU value)
+GLOBAL_MICRO_BATCHES = {
+    "actor": "ppo_micro_batch_size",
+    "rollout": "log_prob_micro_batch_size",
+    "ref": "log_prob_micro_batch_size",
+}
 
 
 class ConfigView(dict):

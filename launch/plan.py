@@ -26,6 +26,7 @@ from launch.container import setup_lines as container_setup_lines
 from launch.container import srun_args as container_srun_args
 from launch.errors import UserError
 from launch.facts import Facts, is_local_path
+from launch.layout_checks import GLOBAL_MICRO_BATCHES
 from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
 from launch.readiness import file_list
@@ -178,14 +179,6 @@ def slurm_unreachable_warning(cfg: DictConfig, facts: Facts) -> list[str]:
 
 
 # The batch knobs verl reads in each mode (actor.use_dynamic_bsz): a token budget per GPU, or sequences per GPU.
-# the global micro-batch sizes older verl scripts still paste, by role under actor_rollout_ref: older verl divided them
-# by the data-parallel ranks, verl 0.9.1 reads none of them (launch/layout_checks.py refuses them with the per-GPU
-# value)
-GLOBAL_MICRO_BATCHES = {
-    "actor": "ppo_micro_batch_size",
-    "rollout": "log_prob_micro_batch_size",
-    "ref": "log_prob_micro_batch_size",
-}
 BATCH_KNOBS = {
     True: ("ppo_max_token_len_per_gpu", "log_prob_max_token_len_per_gpu"),
     False: ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu", *GLOBAL_MICRO_BATCHES.values()),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import math
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, fields, is_dataclass
 from functools import cache
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from launch.errors import UserError
+from launch.errors import UserError, closest
 from launch.memory import trains_critic
 from launch.schema import RlaunchSchema, select, verl_defaults, verl_package_dir
 
@@ -409,6 +410,38 @@ def sft_defaults() -> dict[str, Any]:
             options = yaml.load((config_dir / group / f"{option}.yaml").read_text(), Loader=loader) or {}
             tree[place or group] = {**options, **(tree.get(place or group) or {})}  # the tree's own keys come last
     return tree
+
+
+def sft_key_message(key: str) -> str | None:
+    """An unknown rft.sft.* key (launch/errors.py explain): one verl's sft_trainer_engine has is added with `+` (rft.sft
+    sets only some of them); one it lacks is not, as stage 3 would refuse it: the nearest names instead."""
+    if not key.startswith(SFT_PREFIX):
+        return None
+    rest = key.removeprefix(SFT_PREFIX)
+    parent, _, name = rest.rpartition(".")
+    if select(sft_defaults(), rest, _ABSENT) is not _ABSENT:
+        return (
+            f"unknown key '{key}': rft.sft does not set {rest} of verl's sft_trainer_engine (stage 3's trainer): add a "
+            f"new key on purpose with +{key}=..."
+        )
+    siblings = select(sft_defaults(), parent, None) if parent else sft_defaults()
+    names = [str(sibling) for sibling in siblings] if isinstance(siblings, dict) else []
+    elsewhere = [f"{SFT_PREFIX}{place}" for place in _places_of(sft_defaults(), name, "")]
+    where = f" (it has {name} at {' and '.join(elsewhere)})" if elsewhere else closest(name, names)
+    return (
+        f"unknown key '{key}'{where}: verl's sft_trainer_engine (stage 3's trainer) has no {rest} and would refuse it: "
+        "fix the key"
+    )
+
+
+def _places_of(tree: Any, name: str, path: str) -> Iterator[str]:
+    """The dotted paths of every key called `name` in a config tree."""
+    if isinstance(tree, dict):
+        for key, child in tree.items():
+            place = f"{path}.{key}" if path else str(key)
+            if key == name:
+                yield place
+            yield from _places_of(child, name, place)
 
 
 def kind_of(value: Any) -> str:

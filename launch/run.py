@@ -23,7 +23,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
-from launch import calibration, choices, errors, preflight, provenance, readiness, snapshot
+from launch import calibration, choices, errors, preflight, provenance, ranges, readiness, snapshot
 from launch.auto import (
     fsdp_knob_deletions,
     launcher_aliases,
@@ -326,6 +326,7 @@ def key_explainers(overrides: Sequence[str]) -> tuple[errors.KeyExplainer, ...]:
         partial(moved_key_message, base=base),
         partial(retired_key_message, base=base),
         partial(missing_node_message, base=base),
+        ranges.sft_key_message,
     )
 
 

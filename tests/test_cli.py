@@ -98,7 +98,11 @@ BAD_INPUTS = [
         "unknown key 'cluster.env.NCCL_DEBUG': fix the spelling, or add a new key on purpose with "
         "+cluster.env.NCCL_DEBUG=...",
     ),
-    (["algo=rft", "rft.sft.data.max_length=4096"], "or add a new key on purpose with +rft.sft.data.max_length=..."),
+    (
+        ["algo=rft", "rft.sft.data.max_length=4096"],
+        "rft.sft does not set data.max_length of verl's sft_trainer_engine (stage 3's trainer): add a new key on "
+        "purpose with +rft.sft.data.max_length=...",
+    ),
     (["gpu.usable_gib=lots"], "gpu.usable_gib=lots: must be a number"),
     (
         ["data.train_batch_size=500", "trainer.use_v1=false"],  # verl's v1 trainer pads the batch instead

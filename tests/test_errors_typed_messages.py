@@ -52,3 +52,26 @@ def test_no_plus_advice_under_a_node_verl_builds_into_its_dataclass(tmp_path: Pa
     added = refusal(tmp_path, "+actor_rollout_ref.actor.optim.lrr=1e-6")
     assert "actor_rollout_ref.actor.optim.lrr: no field of verl's FSDPOptimizerConfig" in added, added
     assert "+trainer.foo_bar=..." in refusal(tmp_path, "trainer.foo_bar=1")  # trainer is no dataclass of verl's
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        (  # a key of verl's SFT tree rft.sft does not set: added with +
+            "rft.sft.data.micro_batch_size_per_gpu=3",
+            "add a new key on purpose with +rft.sft.data.micro_batch_size_per_gpu=...",
+        ),
+        (  # one it lacks: not offered a + that stage 3 refuses, but where the name lives
+            "rft.sft.micro_batch_size_per_gpu=0",
+            "(it has micro_batch_size_per_gpu at rft.sft.data.micro_batch_size_per_gpu)",
+        ),
+        (
+            "rft.sft.optim.lrr=1e-5",
+            "(did you mean 'lr'?): verl's sft_trainer_engine (stage 3's trainer) has no optim.lrr",
+        ),
+    ],
+)
+def test_an_unknown_rft_sft_key_is_judged_against_verls_sft_tree(tmp_path: Path, override: str, said: str):
+    line = refusal(tmp_path, "algo=rft", override)
+    assert said in line, line
+    assert "+" not in line or "rft.sft.data.micro_batch_size_per_gpu=3" == override, line

@@ -417,6 +417,35 @@ def no_ground_truth(key: str, path: str, names: list[str]) -> tuple[str, str, st
     )
 
 
+def null_ground_truth(key: str, path: str, missing: int, rows: int | None) -> tuple[str, str, str]:
+    return (
+        f"{key} file {path}: {missing} of {rows} rows have a null reward_model.ground_truth, which no reward can judge "
+        "an answer against (rlaunch's scores each such sample 0, as an error)",
+        "give every row its ground truth, or drop the rows without one",
+        "reward_model",
+    )
+
+
+def null_ground_truths(parquet: Any) -> int:
+    """Rows whose reward_model.ground_truth is null, from the file's metadata alone (a column of nulls only, or the
+    row groups' null counts): reading the column itself would read every codegen test. 0 where the writer kept no
+    statistics."""
+    import pyarrow as pa
+
+    reward = parquet.schema_arrow.field("reward_model").type
+    if not pa.types.is_struct(reward) or reward.get_field_index("ground_truth") < 0:
+        return 0
+    if pa.types.is_null(reward.field("ground_truth").type):
+        return parquet.metadata.num_rows
+    metadata, nulls = parquet.metadata, 0
+    for group in range(metadata.num_row_groups):
+        for index in range(metadata.num_columns):
+            chunk = metadata.row_group(group).column(index)
+            if chunk.path_in_schema == "reward_model.ground_truth" and chunk.statistics is not None:
+                nulls += chunk.statistics.null_count or 0
+    return nulls
+
+
 def read_parquet(key: str, path: str, columns: dict[str, str]) -> DataFile:
     """A parquet file's metadata (rows, schema) and the distinct values of its data_source column only."""
     # only for a file there is (pyarrow.compute alone takes ~0.2 s to import, a fifth of a plan's own time)
@@ -443,6 +472,8 @@ def read_parquet(key: str, path: str, columns: dict[str, str]) -> DataFile:
         reward = schema.field("reward_model").type
         if pa.types.is_struct(reward) and reward.get_field_index("ground_truth") < 0:
             problem, fix, column = no_ground_truth(key, path, names)
+    if not problem and (missing := null_ground_truths(parquet)):
+        problem, fix, column = null_ground_truth(key, path, missing, rows)
     if problem:
         return DataFile(key, path, rows=rows, problem=problem, fix=fix, column=column)
     source_column = parquet.read(columns=[DATA_SOURCE]).column(0)
@@ -470,6 +501,9 @@ def read_json(key: str, path: str, columns: dict[str, str]) -> DataFile:
     problem, fix, column = column_problems(key, path, names, prompt_is_text, reward_is_text, columns)
     if not problem and isinstance(first.get("reward_model"), dict) and "ground_truth" not in first["reward_model"]:
         problem, fix, column = no_ground_truth(key, path, names)
+    truths = [row["reward_model"].get("ground_truth") for row in records if isinstance(row.get("reward_model"), dict)]
+    if not problem and (missing := sum(truth is None for truth in truths)):
+        problem, fix, column = null_ground_truth(key, path, missing, len(records))
     if problem:
         return DataFile(key, path, rows=len(records), problem=problem, fix=fix, column=column)
     sources = tuple(sorted({str(row.get(DATA_SOURCE)) for row in records}))
@@ -640,16 +674,17 @@ def judge_multimodal(cfg: DictConfig, report: DataReport, findings: Findings) ->
     )
 
 
-def scored_domains(cfg: DictConfig) -> tuple[set[str], Any] | None:
-    """(domains rlaunch scores, the data_source -> domain function), or None when the run brings its own reward."""
+def scored_domains(cfg: DictConfig) -> tuple[set[str], Any, Any] | None:
+    """(domains rlaunch scores, the data_source -> domain function, the data_source -> why it is not scored function
+    the scorer itself raises with), or None when the run brings its own reward."""
     from launch.schema import project_path
 
     path = cfg.reward.custom_reward_function.get("path")
     if not path or Path(str(path)).resolve() != Path(project_path("rewards/verl_entry.py")).resolve():
         return None
-    from rewards.scorer import DOMAINS, domain_of
+    from rewards.scorer import DOMAINS, domain_of, refusal
 
-    return set(DOMAINS), domain_of
+    return set(DOMAINS), domain_of, refusal
 
 
 @cache
@@ -692,7 +727,7 @@ def apply_data_facts(cfg: DictConfig, report: DataReport) -> None:
     sources = report.sources()
     if not sources or known is None:
         return
-    _, domain_of = known
+    _, domain_of, _ = known
     with open_dict(cfg):
         cfg.dataset.domains = sorted({domain_of(source) for source in sources})
 
@@ -797,9 +832,20 @@ def judge_data(
         if report.sources():
             findings.notes.append("data_source values not checked: the run uses its own reward function")
         return
-    domains, domain_of = known
+    domains, domain_of, refusal = known
     for file, roles in each_file_once(judged.files):
         unknown = [source for source in file.sources if domain_of(source) not in domains]
+        refused = [source for source in file.sources if source not in unknown and refusal(source)]
+        if refused:  # a domain rlaunch scores, a dataset its reward does not (the scorer would raise its refusal)
+            more = " and more" if len(refused) > 5 else ""
+            others = f" (also {', '.join(refused[1:5])}{more})" if refused[1:] else ""
+            findings.problems.append(
+                (
+                    "data_sources",
+                    f"{refusal(refused[0])}{others}, in {file.path}{roles}: the first reward would fail; rename the "
+                    "data sources, or set reward.custom_reward_function.path to your own reward function",
+                )
+            )
         if unknown:
             shown = ", ".join(unknown[:5]) + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else "")
             findings.problems.append(

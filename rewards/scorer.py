@@ -24,9 +24,10 @@ from rewards.domains import codegen, logic, simulation, stem, table
 from rewards.domains import math as math_domain
 from rewards.domains.stem import Judge
 from rewards.pool import Pool
+from rewards.result import unjudged
 from rewards.settings import RewardSettings
 from rewards.sources import MATH_SOURCES, domain_of
-from rewards.task import Task
+from rewards.task import Task, missing
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +45,30 @@ DOMAINS: dict[str, Prepare] = {
 LOG_FIRST, LOG_EVERY = 10, 100
 
 
-def prepare(data_source: str, solution: str, ground_truth: Any, extra_info: dict, settings: RewardSettings) -> Task:
+# domain -> why it cannot score a data_source of its own (None: it can); a domain not listed scores all of its own
+REFUSALS: dict[str, Callable[[str], str | None]] = {"logic": logic.refusal}
+
+
+def refusal(data_source: str) -> str | None:
+    """Why no reward scores this data_source, or None where one does: the scorer raises it at the first reward, and
+    the readiness check of the data (launch/readiness.py) refuses the run with it before the queue."""
     domain = domain_of(data_source)
-    step = DOMAINS.get(domain)
-    if step is None:
-        raise ValueError(
+    if domain not in DOMAINS:
+        return (
             f"no reward for data_source '{data_source}' (domain '{domain}'): registered domains are "
             f"{', '.join(sorted(DOMAINS))} (as <domain>__<dataset>) and {', '.join(MATH_SOURCES)}"
         )
-    return step(data_source, str(solution), ground_truth, extra_info, settings)
+    domain_refusal = REFUSALS.get(domain)
+    return domain_refusal(data_source) if domain_refusal is not None else None
+
+
+def prepare(data_source: str, solution: str, ground_truth: Any, extra_info: dict, settings: RewardSettings) -> Task:
+    why_not = refusal(data_source)
+    if why_not is not None:
+        raise ValueError(why_not)
+    if missing(ground_truth):
+        return Task.done(unjudged(f"no ground truth: reward_model.ground_truth is null for this {data_source} row"))
+    return DOMAINS[domain_of(data_source)](data_source, str(solution), ground_truth, extra_info, settings)
 
 
 def _digest(task: Task) -> bytes:

@@ -49,6 +49,13 @@ def plain(value: Any) -> Any:
     return value
 
 
+def missing(ground_truth: Any) -> bool:
+    """A null ground truth (parquet's null, or a one-element list of it): nothing to judge an answer against. Said
+    as an error, never turned into the text "None" that an answer could match."""
+    value = plain(ground_truth)
+    return value is None or (isinstance(value, list) and len(value) == 1 and value[0] is None)
+
+
 def canonical(value: Any) -> str:
     """A ground truth as one stable string: hashable for the cache, picklable for the pool."""
     value = plain(value)

@@ -265,6 +265,32 @@ def test_good_tiny_run_is_ready(tmp_path: Path):
             lambda train: pd.DataFrame(guru_rows(["mystery/set", "math__x"], 8, "train")).to_parquet(train),
             r"data_source mystery/set in .* maps to no reward domain rlaunch scores \(codegen, logic, math",
         ),
+        # a domain rlaunch scores, a dataset its reward refuses: the scorer's own refusal, before the queue
+        (
+            lambda train: pd.DataFrame(guru_rows(["logic__knights_knaves", "math__x"], 8, "train")).to_parquet(train),
+            r"no logic reward for data_source 'logic__knights_knaves': the dataset name must contain one of zebra, "
+            r"ordering, graph, arcagi, barc .*, in \S+train.parquet: the first reward would fail; rename",
+        ),
+        # a null ground truth: every one of those rows would be an error, never judged
+        (
+            lambda train: pd.DataFrame(
+                [
+                    row | {"reward_model": {"style": "rule", "ground_truth": None if i % 2 else "1"}}
+                    for i, row in enumerate(guru_rows(["math__x"], 8, "t"))
+                ]
+            ).to_parquet(train),
+            r"file \S+train.parquet: 4 of 8 rows have a null reward_model.ground_truth.*give every row its ground "
+            r"truth",
+        ),
+        (
+            lambda train: pd.DataFrame(
+                [
+                    row | {"reward_model": {"style": "rule", "ground_truth": None}}
+                    for row in guru_rows(["math__x"], 8, "t")
+                ]
+            ).to_parquet(train),
+            r"file \S+train.parquet: 8 of 8 rows have a null reward_model.ground_truth",
+        ),
     ],
     ids=[
         "missing",
@@ -277,6 +303,9 @@ def test_good_tiny_run_is_ready(tmp_path: Path):
         "overlong-prompts-filtered",
         "too-few-rows",
         "unknown-data_source",
+        "unscorable-logic-data_source",
+        "some-null-ground_truth",
+        "null-ground_truth-column",
     ],
 )
 def test_bad_data_is_refused_at_submission_and_shown_in_a_dry_run(tmp_path: Path, change, message):

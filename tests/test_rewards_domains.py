@@ -85,6 +85,15 @@ def test_set_answers_report_the_matched_fraction():
     assert result["score"] == 0.0 and result["passed"] == 0.5
 
 
+@pytest.mark.parametrize("data_source", ["math__x", "table__hitab", "logic__graph_logical", "simulation__codeio"])
+def test_a_null_ground_truth_is_an_error_never_the_text_none(data_source: str):
+    """A parquet null was once the string "None": `\\boxed{None}` scored 1.0 and any other answer a judged 0.0."""
+    for truth in (None, [None], np.array([None], dtype=object)):
+        result = rewards.compute_score(data_source, "\\boxed{None} <answer>None</answer>", truth, **SETTINGS)
+        assert result["errored"] == 1.0 and result["score"] == 0.0, (truth, result)
+        assert result["error"].startswith("no ground truth"), result
+
+
 def test_an_unknown_logic_dataset_is_a_clear_error():
     with pytest.raises(ValueError, match="no logic reward for data_source 'logic__sudoku'.*zebra"):
         rewards.compute_score("logic__sudoku", "<answer>1</answer>", "1", **SETTINGS)

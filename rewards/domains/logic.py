@@ -25,15 +25,28 @@ from rewards.task import Task, canonical
 KINDS = {"zebra": "zebra", "ordering": "ordering", "graph": "graph", "arcagi": "arc", "barc": "arc"}
 
 
-def kind_of(data_source: str) -> str:
+def kind(data_source: str) -> str | None:
+    """The puzzle kind a data_source's dataset name says, or None where it says none."""
     dataset = data_source.split("__", 1)[-1].lower()
-    for fragment, kind in KINDS.items():
-        if fragment in dataset:
-            return kind
-    raise ValueError(
+    return next((kind for fragment, kind in KINDS.items() if fragment in dataset), None)
+
+
+def refusal(data_source: str) -> str | None:
+    """Why this domain cannot score a data_source, or None where it can: asked by the scorer at each reward and by
+    the readiness check of the data before the queue (launch/readiness.py), so both refuse the same names."""
+    if kind(data_source) is not None:
+        return None
+    return (
         f"no logic reward for data_source '{data_source}': the dataset name must contain one of "
         f"{', '.join(KINDS)} (GURU: zebra_puzzle, ordering_puzzle, graph_logical, arcagi1, arcagi2, barc)"
     )
+
+
+def kind_of(data_source: str) -> str:
+    found = kind(data_source)
+    if found is None:
+        raise ValueError(refusal(data_source))
+    return found
 
 
 def prepare(data_source: str, solution: str, ground_truth: Any, extra_info: dict, settings: RewardSettings) -> Task:

@@ -31,7 +31,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -77,8 +77,11 @@ def _root_filesystem() -> list[str]:
     return args
 
 
-def command(limits: Limits, program_fd: int, status_fd: int) -> list[str]:
-    """The full argv: setpriv (drop root, die with the caller) -> bwrap -> prlimit -> python on the program."""
+def command(
+    limits: Limits, program_fd: int, status_fd: int, files: Sequence[tuple[int, str]] = (), args: Sequence[str] = ()
+) -> list[str]:
+    """The full argv: setpriv (drop root, die with the caller) -> bwrap -> prlimit -> python on the program.
+    `files`: more read-only files (memfd, name under /program); `args`: the program's own arguments."""
     setpriv, bwrap, prlimit = _tool("setpriv"), _tool("bwrap"), _tool("prlimit")
     if not (setpriv and bwrap and prlimit):
         raise FileNotFoundError("bwrap, setpriv or prlimit not found")
@@ -111,6 +114,7 @@ def command(limits: Limits, program_fd: int, status_fd: int) -> list[str]:
         "--ro-bind-data",
         str(program_fd),
         "/program/main.py",
+        *[arg for fd, name in files for arg in ("--ro-bind-data", str(fd), f"/program/{name}")],
         "--remount-ro",
         "/dev",
         "--remount-ro",
@@ -145,6 +149,7 @@ def command(limits: Limits, program_fd: int, status_fd: int) -> list[str]:
         "-I",
         "-B",
         "/program/main.py",
+        *args,
     ]
 
 
@@ -192,22 +197,42 @@ async def _finish(task: asyncio.Future[bytes]) -> bytes:
         return b""
 
 
-async def run_program(program: str, stdin: str, limits: Limits) -> Outcome:
-    """Run one Python program on one input inside a fresh sandbox."""
+def _memfd(name: str, text: str) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.write(fd, text.encode("utf-8", errors="surrogatepass"))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _secret_pipe(secret: str) -> int:
+    """The read end of a pipe holding `secret`, then its end (a marker is far smaller than the pipe's buffer)."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, secret.encode())
+    os.close(write_end)
+    return read_end
+
+
+async def run_program(
+    program: str, stdin: str, limits: Limits, files: Mapping[str, str] | None = None, secret: str = ""
+) -> Outcome:
+    """Run one Python program on one input inside a fresh sandbox. `files`: more read-only files beside it under
+    /program (name -> text). `secret`: readable once by the program from the file descriptor its first argument
+    names (a pipe, never a file): for a harness that must not share it with the code it runs (rewards/domains/
+    codegen.py)."""
     started = time.monotonic()
-    program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
+    program_fd = _memfd("program", program)
+    file_fds = [(_memfd(name, text), name) for name, text in (files or {}).items()]
+    secret_r = _secret_pipe(secret) if secret else -1
     status_r, status_w = os.pipe()
     try:
-        os.write(program_fd, program.encode("utf-8", errors="surrogatepass"))
-        os.lseek(program_fd, 0, os.SEEK_SET)
         try:
-            argv = command(limits, program_fd, status_w)
+            argv = command(limits, program_fd, status_w, file_fds, [str(secret_r)] if secret else [])
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(program_fd, status_w),
+                pass_fds=(program_fd, status_w, *(fd for fd, _ in file_fds), *([secret_r] if secret else [])),
                 env={"PATH": "/usr/bin:/bin"},
                 cwd="/",
             )
@@ -215,6 +240,9 @@ async def run_program(program: str, stdin: str, limits: Limits) -> Outcome:
             return Outcome("sandbox_error", None, "", f"cannot start the sandbox: {exc}", time.monotonic() - started)
         os.close(status_w)
         status_w = -1
+        if secret:  # the sandbox holds it now; the host needs it no more
+            os.close(secret_r)
+            secret_r = -1
         try:
             outcome = await _watch(process, stdin, limits, started)
         finally:
@@ -230,7 +258,7 @@ async def run_program(program: str, stdin: str, limits: Limits) -> Outcome:
             outcome.status, _exit_code(bwrap_status, outcome.exit_code), outcome.stdout, outcome.stderr, outcome.seconds
         )
     finally:
-        for fd in (program_fd, status_r, status_w):
+        for fd in (program_fd, status_r, status_w, secret_r, *(fd for fd, _ in file_fds)):
             if fd >= 0:
                 os.close(fd)
 
@@ -277,10 +305,16 @@ def _exit_code(bwrap_status: str, returncode: int | None) -> int | None:
 
 
 async def run_all(
-    jobs: Sequence[tuple[str, str]], limits: Limits, parallel: int, budget_s: float | None = None
+    jobs: Sequence[tuple[str, str]],
+    limits: Limits,
+    parallel: int,
+    budget_s: float | None = None,
+    files: Mapping[str, str] | None = None,
+    secret: str = "",
 ) -> list[Outcome]:
-    """(program, stdin) pairs, at most `parallel` sandboxes at a time, results in order. Jobs not started within
-    `budget_s` are not run (status "timeout"): the whole set ends within budget_s + wall_s."""
+    """(program, stdin) pairs, at most `parallel` sandboxes at a time, results in order; `files` and `secret` go to
+    each (run_program). Jobs not started within `budget_s` are not run (status "timeout"): the whole set ends within
+    budget_s + wall_s."""
     gate = asyncio.Semaphore(max(1, parallel))
     deadline = None if budget_s is None else time.monotonic() + budget_s
 
@@ -288,7 +322,7 @@ async def run_all(
         async with gate:
             if deadline is not None and time.monotonic() >= deadline:
                 return Outcome("timeout", None, "", "not run: the sample's time budget was used up", 0.0)
-            return await run_program(program, stdin, limits)
+            return await run_program(program, stdin, limits, files, secret)
 
     return list(await asyncio.gather(*(one(program, stdin) for program, stdin in jobs)))
 

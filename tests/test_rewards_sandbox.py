@@ -62,6 +62,14 @@ CASES = [
     ("def add(a, b):\n    return a - b", {"functional": "assert add(1, 2) == 3"}, 0.0, 0.0),
     # the exit(0) hack: leave with success before the asserts run
     ("import sys\ndef add(a, b):\n    return a - b\nsys.exit(0)", {"functional": "assert add(1, 2) == 3"}, 0.0, 0.0),
+    # helper-35's hack: print the end marker read out of the program's own file, then leave before the asserts
+    (
+        "import os, re\nfor name in os.listdir('/program'):\n    found = re.findall(r'rlaunch-tests-done-[0-9a-f]+', "
+        "open('/program/' + name).read())\n    print(*found, flush=True)\nos._exit(0)\ndef add(a, b):\n    return 0",
+        {"functional": "assert add(1, 2) == 3\nassert add(-1, 1) == 0"},
+        0.0,
+        0.0,
+    ),
     (
         "class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
         "        for i, x in enumerate(nums):\n            if target - x in seen:\n"

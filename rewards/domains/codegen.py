@@ -4,12 +4,16 @@ Runs in: `prepare` in the scorer (verl's reward worker); `grade` in a pool worke
 sandboxes (up to `code_parallel` at a time for one sample) and compares outputs outside them.
 
 Ground truth follows GURU: a JSON string with either `functional` (assert-style test code, appended to the
-program: the test passes when the program exits 0 after printing a random end marker placed after the tests, so
-`sys.exit(0)` before the asserts does not pass; code that reads the marker out of its own source still could: the
-program and its tests share one process) or `inputs`/`outputs` (stdin/stdout cases). The program is the
-last ```python (or untagged) block after the thinking. Score 1 only if every test passes; `passed` is the passed
-fraction. A failing, crashing or too slow program is judged (it fails its tests); a sandbox that cannot run is an
-error, and the code is then never run unconfined.
+program) or `inputs`/`outputs` (stdin/stdout cases). Functional tests pass only when they ran to their end, which
+neither an exit code (`sys.exit(0)` or `os._exit(0)` before the asserts) nor any text the program can print says:
+the sandbox runs a fixed HARNESS, which forks, runs program and tests in the child (/program/solution.py), and only
+then, in the parent, prints a random marker of this call. The marker is in no file and never in the child's memory
+(the parent reads it from a pipe after the fork, and the child closes that pipe first), so the program can neither
+read nor print it. What the harness cannot stop, as the program and its tests share one process: code written
+against this harness itself (writing its completion byte to the inherited pipe, or objects that equal anything).
+The program is the last ```python (or untagged) block after the thinking. Score 1 only if every test passes;
+`passed` is the passed fraction. A failing, crashing or too slow program is judged (it fails its tests); a sandbox
+that cannot run is an error, and the code is then never run unconfined.
 """
 
 from __future__ import annotations
@@ -27,6 +31,43 @@ from rewards.task import Task, text_of
 FLOAT_TOLERANCE = 1e-6
 # a pool worker needs time beyond the tests' own budget to start the last sandboxes and compare
 POOL_MARGIN_S = 30.0
+
+
+# the program under /program/main.py for functional tests; argv[1] names the pipe that holds this call's marker
+HARNESS = """\
+import os, sys, traceback
+
+marker_fd = int(sys.argv[1])
+done_r, done_w = os.pipe()
+child = os.fork()
+if child == 0:
+    os.close(marker_fd)
+    os.close(done_r)
+    sys.argv = ["/program/solution.py"]
+    with open("/program/solution.py", encoding="utf-8") as file:
+        source = file.read()
+    code = 1
+    try:
+        exec(compile(source, "/program/solution.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        code = 0
+    except SystemExit as stop:  # an exit before the tests' end is no pass, whatever its code
+        code = 1 if stop.code in (None, 0) else stop.code if isinstance(stop.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code == 0:
+        os.write(done_w, b"1")
+    os._exit(code)
+os.close(done_w)
+finished = os.read(done_r, 1) == b"1"
+_, status = os.waitpid(child, 0)
+marker = os.read(marker_fd, 256).decode()
+if finished and os.waitstatus_to_exitcode(status) == 0:
+    print(marker, flush=True)
+    sys.exit(0)
+sys.exit(1)
+"""
 
 
 def prepare(data_source: str, solution: str, ground_truth: Any, extra_info: dict, settings: RewardSettings) -> Task:
@@ -84,10 +125,12 @@ def grade(code: str, tests_text: str, limits: sandbox.Limits, parallel: int, bud
         return unjudged("codegen ground truth is not JSON")
     if not isinstance(tests, dict):
         return unjudged("codegen ground truth is not a JSON object")
-    # exit code 0 alone would reward `sys.exit(0)` before the asserts: functional tests must also run to their end
-    done = f"rlaunch-tests-done-{secrets.token_hex(8)}"
+    # exit code 0 alone would reward `sys.exit(0)` before the asserts: functional tests must also run to their end,
+    # said by the harness with a marker the program never sees (HARNESS)
+    done, files = f"rlaunch-tests-done-{secrets.token_hex(16)}", None
     if "functional" in tests:
-        jobs = [(f"{code}\n\n{tests['functional']}\n\nprint({done!r})\n", "")]
+        jobs = [(HARNESS, "")]
+        files = {"solution.py": f"{code}\n\n{tests['functional']}\n"}
         expected: list[str | None] = [None]
     elif "inputs" in tests and "outputs" in tests:
         inputs, outputs = tests["inputs"], tests["outputs"]
@@ -100,7 +143,7 @@ def grade(code: str, tests_text: str, limits: sandbox.Limits, parallel: int, bud
     refused = sandbox.unavailable_reason(limits)
     if refused:
         return unjudged(refused)
-    outcomes = asyncio.run(sandbox.run_all(jobs, limits, parallel, budget_s))
+    outcomes = asyncio.run(sandbox.run_all(jobs, limits, parallel, budget_s, files, done if files else ""))
     broken = next((o for o in outcomes if o.status == "sandbox_error"), None)
     if broken is not None:
         return unjudged(f"sandbox error: {broken.stderr.strip()[-300:]}")

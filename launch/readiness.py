@@ -833,6 +833,7 @@ def judge_data(
             findings.notes.append("data_source values not checked: the run uses its own reward function")
         return
     domains, domain_of, refusal = known
+    judge_stem_judge(cfg, judged, domain_of, findings)
     for file, roles in each_file_once(judged.files):
         unknown = [source for source in file.sources if domain_of(source) not in domains]
         refused = [source for source in file.sources if source not in unknown and refusal(source)]
@@ -856,6 +857,30 @@ def judge_data(
                     "reward.custom_reward_function.path to your own reward function",
                 )
             )
+
+
+def judge_stem_judge(cfg: DictConfig, report: DataReport, domain_of: Any, findings: Findings) -> None:
+    """rlaunch's stem reward asks a verifier model (rewards/domains/stem.py): data with stem rows and no judge set in
+    reward_kwargs scores every stem sample 0, as an error, for the whole run."""
+    from rewards.domains.stem import unset_judge_keys
+
+    stem_files = [file.path for file in report.files if any(domain_of(source) == "stem" for source in file.sources)]
+    kwargs = OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs") or {}
+    unset = unset_judge_keys(kwargs)
+    if not stem_files or not unset:
+        return
+    root = "reward.custom_reward_function.reward_kwargs"
+    others = f" (and {len(stem_files) - 1} more files)" if len(stem_files) > 1 else ""
+    keys = " and ".join(f"{root}.{key}" for key in unset)
+    findings.problems.append(
+        (
+            "data_sources",
+            f"{stem_files[0]}{others} has stem rows, which rlaunch's reward judges with a verifier model, and {keys} "
+            f"{'is' if len(unset) == 1 else 'are'} not set: every stem sample would score 0 as an error; set "
+            f"{root}.stem_judge_url to its OpenAI-compatible server and {root}.stem_judge_model to its served model "
+            "name, or leave the stem data out",
+        )
+    )
 
 
 def each_file_once(files: Sequence[DataFile]) -> list[tuple[DataFile, str]]:
@@ -1551,6 +1576,20 @@ def reward_kwargs_problem(verl: dict[str, Any], root: str, job: JobDirectory) ->
     )
 
 
+def reward_settings_problems(verl: dict[str, Any], root: str) -> list[str]:
+    """rlaunch's own scorer takes only the settings RewardSettings has, each in its range: an unknown key raises at
+    every reward call, a time or size of 0 makes every sample an error, sandbox_uid=0 runs model code as root. Asked
+    of RewardSettings itself (rewards/settings.py), which owns the field list."""
+    from launch.schema import project_path
+
+    kwargs, path = select(verl, f"{root}.reward_kwargs"), select(verl, f"{root}.path")
+    if not kwargs or not path or Path(str(path)).resolve() != Path(project_path("rewards/verl_entry.py")).resolve():
+        return []
+    from rewards.settings import RewardSettings
+
+    return RewardSettings.problems(kwargs, f"{root}.reward_kwargs")
+
+
 def judge_files(plan: Plan, findings: Findings) -> None:
     """The files the job's verl opens by path, and what it takes out of each module. Before a submission writes the
     code snapshot, a path into it is read at the checkout file it will copy (an untracked reward file keeps its
@@ -1564,6 +1603,7 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     if validates(plan.verl):
         problems.append(output_dir_problem(verl, "trainer.validation_data_dir", "at the first validation"))
     problems += [reward_kwargs_problem(verl, root, job) for root in REWARD_FUNCTIONS]
+    problems += [problem for root in REWARD_FUNCTIONS for problem in reward_settings_problems(verl, root)]
     findings.problems += [("files", problem) for problem in problems if problem is not None]
 
 

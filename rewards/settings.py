@@ -7,6 +7,7 @@ Runs in: verl's reward workers (Ray) and any caller of rewards' batch API.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from rewards.sandbox import Limits
 
 # verl adds these to every call when a reward model router exists; they mean nothing to rule-based rewards
 VERL_CALL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+# numbers that may be 0 (no retries, no cache); every other number is a time, a size or a count, and must be positive
+MAY_BE_ZERO = ("stem_judge_retries", "cache_size")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +62,48 @@ class RewardSettings:
                 f"valid: {', '.join(sorted(known))}"
             )
         return cls(**{k: v for k, v in kwargs.items() if k in known})
+
+    @classmethod
+    def problems(cls, kwargs: Mapping[str, Any], where: str) -> list[str]:
+        """What in these keyword arguments the reward would refuse at every call (an unknown key) or run wrongly (a
+        number out of range: every sample an error, or model code run as root), one line each naming key, value and
+        fix; `where` is the config key that holds them. Asked before the queue (launch/readiness.py)."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        found = []
+        for key, value in kwargs.items():
+            key = str(key)
+            if key in VERL_CALL_KWARGS:
+                continue
+            if key not in fields:
+                near = difflib.get_close_matches(key, list(fields), n=1)
+                fix = f"did you mean {where}.{near[0]}={value}?" if near else f"valid: {', '.join(sorted(fields))}"
+                found.append(
+                    f"{where}.{key}={value}: no such reward setting (rewards/settings.py), and the reward would raise "
+                    f"ValueError at every call; {fix}"
+                )
+                continue
+            default = fields[key].default
+            if isinstance(default, bool) or not isinstance(default, int | float) and key != "procs":
+                continue  # text (code_python, the judge's URL and model), checked where used
+            if value is None and default is None:
+                continue
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                found.append(f"{where}.{key}={value}: must be a number; the default is {default}")
+                continue
+            if key == "sandbox_uid" and number <= 0:
+                found.append(
+                    f"{where}.{key}={value}: model code would run as root (uid 0), for which RLIMIT_NPROC does not "
+                    f"hold; give an unprivileged uid (the default is {default}, nobody)"
+                )
+            elif number < 0 or (number == 0 and key not in MAY_BE_ZERO):
+                least = "0 or more" if key in MAY_BE_ZERO else "positive"
+                found.append(
+                    f"{where}.{key}={value}: must be {least}, or every sample it governs is an error; the default is "
+                    f"{default}"
+                )
+        return found
 
     def pool_procs(self) -> int:
         if self.procs is not None:

@@ -16,6 +16,7 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -42,6 +43,8 @@ End your reply with exactly one line:
 or
 <Final Grade>: INCORRECT
 """
+# the settings without which no stem answer can be judged (asked before the queue too: launch/readiness.py)
+JUDGE_KEYS = ("stem_judge_url", "stem_judge_model")
 GRADE = re.compile(r"Final Grade>?\s*:?\s*\**\s*(INCORRECT|CORRECT)", re.I)
 BACKOFF_S = (0.5, 2.0, 5.0)
 
@@ -55,6 +58,11 @@ def prepare(data_source: str, solution: str, ground_truth: Any, extra_info: dict
     if not question:
         return Task.done(unjudged("stem needs the question in extra_info['question'] for the judge"))
     return Task.judge((str(question), text_of(ground_truth), answer))
+
+
+def unset_judge_keys(settings: Mapping[str, Any]) -> list[str]:
+    """The judge's settings (reward_kwargs) left unset, without which every stem sample is an error."""
+    return [key for key in JUDGE_KEYS if not settings.get(key)]
 
 
 def endpoint(url: str) -> str:
@@ -84,7 +92,7 @@ class Judge:
 
     def ask(self, question: str, reference: str, answer: str) -> dict[str, Any]:
         settings = self.settings
-        if not settings.stem_judge_url or not settings.stem_judge_model:
+        if unset_judge_keys({key: getattr(settings, key) for key in JUDGE_KEYS}):
             return unjudged(
                 "judge unreachable: set reward.custom_reward_function.reward_kwargs.stem_judge_url and "
                 ".stem_judge_model (an OpenAI-compatible server of the verifier model)"

@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from algos.pcgrad_checks import pcgrad_refusal
 from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message, fork_value_message
 from launch.facts import Facts, is_local_path
@@ -34,7 +35,7 @@ from launch.layout_checks import (
     packed_budgets,
 )
 from launch.overrides import holds_interpolation, keys_of
-from launch.readiness import executes, skipped
+from launch.readiness import executes, file_list, skipped
 from launch.rundir import Plan, Resources, requeue_signal_at_start
 from launch.schema import LaunchSettings, choices_of, select
 from launch.verl_diff import leaves
@@ -427,6 +428,42 @@ def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
         )
 
 
+def train_file_columns(cfg: DictConfig) -> frozenset[str] | None:
+    """The columns every train file read here has (a parquet file's schema, a json file's first row); None when no
+    file could be read here (remote, missing, not parquet: readiness says so)."""
+    import json
+
+    found: list[frozenset[str]] = []
+    for path in file_list(cfg.data.train_files):
+        local = Path(path).expanduser()
+        if not is_local_path(path) or not local.is_file():
+            continue
+        try:
+            if path.endswith((".json", ".jsonl")):
+                with local.open() as file:
+                    first = file.readline() if path.endswith(".jsonl") else file.read()
+                row = json.loads(first)
+                row = row[0] if isinstance(row, list) and row else row
+                found.append(frozenset(row) if isinstance(row, dict) else frozenset())
+            else:
+                import pyarrow.parquet as pq
+
+                found.append(frozenset(pq.read_schema(local).names))
+        except Exception:  # an unreadable file is readiness's to refuse, with its own fix
+            continue
+    return frozenset.intersection(*found) if found else None
+
+
+def check_pcgrad(cfg: DictConfig, verl: dict[str, Any]) -> None:
+    """A run that selects PCGrad and would run without it (verl's legacy trainer, Megatron's grad buffers) or fail
+    only at its first actor update (a task key verl's batch lacks) is refused here, before the queue."""
+    if not cfg.algo.pcgrad.enabled:
+        return
+    refusal = pcgrad_refusal(verl, str(cfg.algo.pcgrad.task_key), train_file_columns(cfg))
+    if refusal:
+        raise UserError(refusal)
+
+
 def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     """All checks, cheapest first; the first failure stops the run before anything is written or submitted."""
     check_launch_settings(cfg)
@@ -437,6 +474,7 @@ def validate(cfg: DictConfig, plan: Plan, facts: Facts) -> None:
     if cfg.algo.name != "rft":  # rft's stages are not PPO steps: it has no advantages
         check_sampling(plan.verl)
     check_fork_keys(plan.verl)
+    check_pcgrad(cfg, plan.verl)
     # the TPs and Ulysses sizes that cannot split the model's heads at any GPU count: a cause, never a symptom of too
     # few GPUs (the preflight's GPU-count search keeps the run's TP, so it would call such a run unfittable)
     check_engine_heads(ConfigView(plan.verl), plan.llm)

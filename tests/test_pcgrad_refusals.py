@@ -1,0 +1,50 @@
+"""A run that selects PCGrad and would run without it, or fail only at its first actor update, is refused before the
+queue in one line naming key, value and fix (algos/pcgrad_checks.py, launch/validate.py::check_pcgrad)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import compose_config
+from tiny_assets import make_tiny_dataset
+
+from launch.errors import UserError
+from launch.run import plan_job
+
+
+def data(tmp_path: Path, domains: tuple[str, ...] = ("math", "logic")) -> list[str]:
+    train, val = make_tiny_dataset(tmp_path / "data", domains, per_source=64)
+    return [f"data.train_files={train}", f"data.val_files={val}", "launch.skip_checks=[model,hub_cache]"]
+
+
+def planned(tmp_path: Path, *overrides: str):
+    given = ["algo=mtl_pcgrad", "gpu=h100", "data.train_batch_size=64", *data(tmp_path), *overrides]
+    cfg = compose_config(f"launch.runs_dir={tmp_path / 'runs'}", "launch.dry_run=true", *given)
+    return plan_job(cfg, given)
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("trainer.use_v1=false", "trainer.use_v1=false with algo=mtl_pcgrad: verl's legacy trainer never reads"),
+        ("backend=megatron", "backend=megatron with algo=mtl_pcgrad: the PCGrad plug-in reads FSDP's"),
+        ("algo.pcgrad.task_key=foo", "algo.pcgrad.task_key=foo: no such field in verl's batch (the train files'"),
+    ],
+)
+def test_a_pcgrad_run_that_would_not_run_pcgrad_is_refused_before_the_queue(tmp_path: Path, override: str, says: str):
+    with pytest.raises(UserError) as refused:
+        planned(tmp_path, override)
+    message = str(refused.value)
+    assert message.startswith(says) and "\n" not in message
+
+
+def test_a_task_key_that_is_a_column_of_the_data_plans(tmp_path: Path):
+    assert planned(tmp_path, "algo.pcgrad.task_key=ability").verl["trainer"]["v1"]["trainer_mode"] == "mtl_pcgrad"
+
+
+def test_the_task_key_fix_pastes(tmp_path: Path):
+    with pytest.raises(UserError) as refused:
+        planned(tmp_path, "algo.pcgrad.task_key=foo")
+    fix = str(refused.value).rsplit("write ", 1)[1]
+    assert planned(tmp_path, fix).verl["trainer"]["v1"]["trainer_mode"] == "mtl_pcgrad"

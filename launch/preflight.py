@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from algos.pcgrad_checks import pcgrad_tasks
 from algos.rft import RftConfigError, planned_sft_config
 from algos.rft.sft import FOLLOWED
 from launch.compose_once import Resolve
@@ -847,7 +848,7 @@ def judge(
     architecture launch/plan.py's llm_architecture finds; packages: the venv's; lengths: the typical lengths for the
     `typical` figures, by default launch/lengths.py's from cfg): the verdict, and the verl keys its policy would set
     with their typed values (settle applies them). Pure."""
-    tasks = len(cfg.dataset.domains) if cfg.algo.pcgrad.enabled else 0
+    tasks = len(pcgrad_tasks(cfg)) if cfg.algo.pcgrad.enabled else 0
     software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
     communicators, communicators_without_nvls = communicator_gib(cfg)
     knobs = with_changes(

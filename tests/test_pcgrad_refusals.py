@@ -48,3 +48,20 @@ def test_the_task_key_fix_pastes(tmp_path: Path):
         planned(tmp_path, "algo.pcgrad.task_key=foo")
     fix = str(refused.value).rsplit("write ", 1)[1]
     assert planned(tmp_path, fix).verl["trainer"]["v1"]["trainer_mode"] == "mtl_pcgrad"
+
+
+FOLD_ALL_INTO_MATH = ("+algo.pcgrad.task_map.logic=math",)
+
+
+def test_the_preflight_counts_the_tasks_the_task_map_leaves(tmp_path: Path):
+    """Two domains folded into one task: one buffer of the policy's size, not two (helper-35's six-domain case: 3.5 GiB
+    of buffers, planned as 21.3)."""
+    folded = planned(tmp_path, *FOLD_ALL_INTO_MATH).preflight
+    apart = planned(tmp_path).preflight
+    assert folded.knobs.pcgrad_tasks == 1 and apart.knobs.pcgrad_tasks == 2
+
+
+def test_pcgrad_with_a_single_task_suggests_the_baseline(tmp_path: Path):
+    warned = [line for line in planned(tmp_path, *FOLD_ALL_INTO_MATH).warnings if "single task" in line]
+    assert len(warned) == 1 and "algo=guru_baseline" in warned[0]
+    assert not [line for line in planned(tmp_path).warnings if "single task" in line]

@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from algos.pcgrad_checks import single_task_warning
 from algos.verl_entry_points import hydra_entry_command
 from launch import snapshot, watchdog
 from launch.calibration import StoreRecord, cluster_identity, planned_forecast
@@ -555,6 +556,7 @@ def make_plan(
         + ignored_batch_knobs(cfg, overrides)
         + unread_keys(cfg, overrides)
         + algo_suggestion(cfg, overrides, changes)
+        + single_task_warning(cfg)
         + slurm_unreachable_warning(cfg, facts),
         code_dir=code_dir,
         container=container,

@@ -124,6 +124,18 @@ def test_validate_rft_refuses_in_one_line_naming_the_key(tiny_model: Path, overr
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_the_fixes_for_a_zero_temperature_paste(tiny_model: Path):
+    """Each fix the refusal prints, pasted after rft.temperature=0 as written, is accepted (rft.oversample=1 alone was
+    refused again: rft.k=4 must be between 1 and rft.oversample)."""
+    with pytest.raises(RftConfigError) as caught:
+        validate_composed(compose_config(*rft_overrides(tiny_model, "rft.temperature=0")))
+    sample_once = str(caught.value).rsplit("with ", 1)[1].split()
+    assert sample_once == ["rft.oversample=1", "rft.k=1"]
+    validate_composed(compose_config(*rft_overrides(tiny_model, "rft.temperature=0", *sample_once)))
+    raise_it = str(caught.value).split("(e.g. ", 1)[1].split(")", 1)[0]
+    validate_composed(compose_config(*rft_overrides(tiny_model, "rft.temperature=0", raise_it)))
+
+
 def test_sft_config_is_verls_tree_with_the_runs_hardware_knobs_and_rlaunchs_paths(tiny_model: Path, tmp_path: Path):
     cfg = compose_config(
         *rft_overrides(tiny_model, "gpu=a100_80", "trainer.n_gpus_per_node=8", "+rft.sft.optim.betas=[0.9,0.95]")

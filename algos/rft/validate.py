@@ -45,7 +45,9 @@ def check_settings(rft: dict[str, Any], rollout: dict[str, Any]) -> None:
     if temperature == 0 and oversample > 1:
         # verl's generation server asserts the same; the samples would all be identical anyway
         raise RftConfigError(
-            f"rft.temperature=0 gives {oversample} identical samples: raise it (e.g. 0.7) or oversample=1"
+            # rft.k (the samples kept per prompt) must stay within rft.oversample: the fix sets both
+            f"rft.temperature=0 gives {oversample} identical samples: raise it (e.g. rft.temperature=0.7) or sample "
+            "once with rft.oversample=1 rft.k=1"
         )
 
 

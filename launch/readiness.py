@@ -789,7 +789,9 @@ def judge_data(
     usable = min(train_rows, limit) if train_rows is not None and limit > 0 else train_rows
     if usable == 0:
         findings.problems.append(("data", f"data.train_files hold no rows: verl trains 0 steps; {REWRITE}"))
-    elif usable is not None and usable < batch:
+    elif usable is not None and usable < batch and cfg.algo.name != "rft":
+        # algo=rft's first stage is verl's main_generation_server, which generates for every row and never reads
+        # data.train_batch_size (main_generation_server.py); its SFT stage's batch is rft.sft's, on rows not yet made
         findings.problems.append(
             (
                 "data",

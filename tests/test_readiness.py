@@ -1037,3 +1037,13 @@ def test_a_critic_starts_from_the_actors_model_instead_of_verls_placeholder(tmp_
     assert listed["critic.model.path"] == "rlaunch: critic from the actor"
     grpo = dry_run(tmp_path, *overrides, "algorithm.adv_estimator=grpo")  # no critic: verl's value stays
     assert grpo.verl["critic"]["model"]["path"] == "~/models/deepseek-llm-7b-chat"
+
+
+def test_rft_is_not_refused_for_fewer_rows_than_data_train_batch_size(tmp_path: Path):
+    """algo=rft's first stage is verl's main_generation_server: it generates for every row and never reads
+    data.train_batch_size, so fewer rows than a batch is no reason to refuse (algo=guru_baseline's is:
+    test_bad_data_is_refused_at_submission_and_shown_in_a_dry_run[too-few-rows])."""
+    overrides = [*tiny_run(tmp_path, per_source=2), "data.train_batch_size=8"]
+    plan = dry_run(tmp_path, "algo=rft", *overrides)
+    assert not any("fewer than one batch" in warning for warning in plan.warnings), plan.warnings
+    assert any("fewer than one batch" in warning for warning in dry_run(tmp_path, *overrides).warnings)

@@ -35,7 +35,7 @@ POOL_MARGIN_S = 30.0
 
 # the program under /program/main.py for functional tests; argv[1] names the pipe that holds this call's marker
 HARNESS = """\
-import os, sys, traceback
+import os, sys, traceback, types
 
 marker_fd = int(sys.argv[1])
 done_r, done_w = os.pipe()
@@ -44,11 +44,14 @@ if child == 0:
     os.close(marker_fd)
     os.close(done_r)
     sys.argv = ["/program/solution.py"]
+    main = types.ModuleType("__main__")  # the program's own __main__, as if run as a script (pickle, dataclasses)
+    main.__file__ = "/program/solution.py"
+    sys.modules["__main__"] = main
     with open("/program/solution.py", encoding="utf-8") as file:
         source = file.read()
     code = 1
     try:
-        exec(compile(source, "/program/solution.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        exec(compile(source, "/program/solution.py", "exec"), main.__dict__)
         code = 0
     except SystemExit as stop:  # an exit before the tests' end is no pass, whatever its code
         code = 1 if stop.code in (None, 0) else stop.code if isinstance(stop.code, int) else 1

@@ -120,7 +120,7 @@ BAD_VALUES: list[tuple[tuple[str, ...], str]] = [
     (("trainer.max_actor_ckpt_to_keep=0",), "keeps every checkpoint for 0 or less"),
     (("trainer.max_critic_ckpt_to_keep=-1",), "must be an integer >= 1 or null"),
     (("mode.time_budget_min=-5",), "must be an integer > 0 (rlaunch's ModeSettings.time_budget_min is int)"),
-    (("mode.time_budget_min=abc",), "bad value for mode.time_budget_min"),
+    (("mode.time_budget_min=abc",), "mode.time_budget_min=abc: must be a whole number of minutes"),
     (("mode.checkpoint_every_min=0",), "must be an integer >= 1 or null (rlaunch's ModeSettings.checkpoint_every_min"),
     (("cluster.max_requeues=-1",), "must be an integer >= 0 (rlaunch's ClusterSettings.max_requeues is int)"),
     (("trainer.logger=console,wandb",), "write a list in brackets (trainer.logger=[console,wandb])"),

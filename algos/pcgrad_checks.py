@@ -12,11 +12,17 @@ from typing import Any
 
 from algos.tasks import task_of
 
+TRAINER_NAME = "mtl_pcgrad"  # the verl trainer mode the plug-in registers (algos/verl_pcgrad.py)
 # The fields verl 0.9.1 adds to every sample besides the data file's own columns (utils/dataset/rl_dataset.py's
 # __getitem__, and the trainer's prompt uid), all carried to the actor's update batch as non-tensor fields.
 VERL_SAMPLE_FIELDS = ("uid", "index", "tools_kwargs", "interaction_kwargs", "raw_prompt")
 # The column verl's own reward reads from every row: present whatever file the run reads.
 ALWAYS_A_COLUMN = "data_source"
+
+
+def selects_pcgrad(verl: Mapping[str, Any]) -> bool:
+    """A resolved verl config that runs the plug-in's trainer (conf/algo/mtl_pcgrad.yaml sets the mode)."""
+    return (verl["trainer"].get("v1") or {}).get("trainer_mode") == TRAINER_NAME
 
 
 def tasks_in(sources: Iterable[str], task_map: Mapping[str, str]) -> list[str]:

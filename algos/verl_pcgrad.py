@@ -50,10 +50,10 @@ from verl.utils.device import get_device_id
 from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
 from algos.pcgrad import PcgradResult, cosine_matrix, random_order
+from algos.pcgrad_checks import TRAINER_NAME
 from algos.sharded import TaskGradientBuffers, sharded_pcgrad
 from algos.tasks import PcgradWorkerSettings, stratify_batch, task_of
 
-TRAINER_NAME = "mtl_pcgrad"
 VERL_VERSION = "0.9.1"  # the seams above are verl 0.9.1's; pyproject pins it exactly
 MASK_KEYS = ("response_mask", "loss_mask")
 

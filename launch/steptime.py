@@ -36,6 +36,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from algos.pcgrad_checks import selects_pcgrad
 from launch.megatron_memory import BF16_BYTES, FP32_BYTES, Layout, MegatronKnobs, packing, paired, states
 from launch.memory import (
     Architecture,
@@ -49,6 +50,14 @@ from launch.memory import (
 )
 
 PHASES = ("generate", "log_prob", "update", "other")
+# PCGrad's update over the plain one: bench/pcgrad.py on one H100 (bench/results/pcgrad_h100.txt, qwen2_5_0_5b, six
+# tasks: x1.037 wall). One GPU only: the per-task gradient reductions and the Gram all-reduce of several GPUs are
+# unmeasured, so the plan says so where it applies the factor.
+PCGRAD_UPDATE_FACTOR = 1.037
+PCGRAD_UPDATE_SOURCE = (
+    f"model x {PCGRAD_UPDATE_FACTOR:.2f} for PCGrad (measured on 1 GPU, bench/results/pcgrad_h100.txt; its cost on "
+    "several GPUs is unmeasured)"
+)
 GIB = 1024**3
 
 # Fractions of the datasheet figures a phase reaches (fitted).
@@ -523,6 +532,10 @@ def forecast(
         log_prob, update, trainer_inputs = megatron_trainer_s(
             arch, knobs, card, megatron, sequences, lengths, epochs, critic
         )
+    sources = dict.fromkeys(PHASES, "model")
+    if selects_pcgrad(verl):  # one forward-backward per task and the surgery, against one for the whole batch
+        update *= PCGRAD_UPDATE_FACTOR
+        sources["update"] = PCGRAD_UPDATE_SOURCE
     phases = {
         "generate": generate,
         "log_prob": log_prob,
@@ -543,5 +556,5 @@ def forecast(
         source="model" if megatron is None else MEGATRON_SOURCE,
         lengths=lengths,
         inputs=inputs,
-        sources=dict.fromkeys(PHASES, "model"),
+        sources=sources,
     )

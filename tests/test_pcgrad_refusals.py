@@ -11,6 +11,7 @@ from tiny_assets import make_tiny_dataset
 
 from launch.errors import UserError
 from launch.run import plan_job
+from launch.steptime import PCGRAD_UPDATE_FACTOR
 
 
 def data(tmp_path: Path, domains: tuple[str, ...] = ("math", "logic")) -> list[str]:
@@ -65,3 +66,15 @@ def test_pcgrad_with_a_single_task_suggests_the_baseline(tmp_path: Path):
     warned = [line for line in planned(tmp_path, *FOLD_ALL_INTO_MATH).warnings if "single task" in line]
     assert len(warned) == 1 and "algo=guru_baseline" in warned[0]
     assert not [line for line in planned(tmp_path).warnings if "single task" in line]
+
+
+def test_pcgrads_update_is_timed_at_its_measured_cost_and_says_so(tmp_path: Path):
+    pcgrad = planned(tmp_path).time
+    given = ["algo=guru_baseline", "gpu=h100", "data.train_batch_size=64", *data(tmp_path)]
+    cfg = compose_config(f"launch.runs_dir={tmp_path / 'runs'}", "launch.dry_run=true", *given)
+    baseline = plan_job(cfg, given).time
+    assert pcgrad.phases_s["update"] == pytest.approx(baseline.phases_s["update"] * PCGRAD_UPDATE_FACTOR, abs=0.1)
+    assert {phase: pcgrad.phases_s[phase] for phase in ("generate", "log_prob", "other")} == {
+        phase: baseline.phases_s[phase] for phase in ("generate", "log_prob", "other")
+    }
+    assert "measured on 1 GPU" in pcgrad.sources["update"] and baseline.sources["update"] == "model"

@@ -51,6 +51,7 @@ from launch.facts import (
     model_config_file,
     variant_hint,
 )
+from launch.layout_checks import budget_for_one_sequence, packed_budgets
 from launch.lengths import (
     JSON_SUFFIXES,
     PromptStats,
@@ -261,8 +262,6 @@ def profile_budgets_hold_one_sequence(cfg: DictConfig, overrides: Sequence[str])
     card, not a limit the script asked for (verl alone packs only where the script sets use_dynamic_bsz), and verl
     asserts each budget it packs by holds the longest sequence. One the user typed stays, and is refused naming them
     (launch/layout_checks.py check_ppo_batches)."""
-    from launch.layout_checks import budget_for_one_sequence, packed_budgets  # it imports launch.plan, which imports us
-
     profile = _gpu_profile_tree(str(cfg.gpu.name))
     sequence_tokens = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
     needed = budget_for_one_sequence(cfg.actor_rollout_ref.actor, sequence_tokens)

@@ -925,10 +925,22 @@ def judge_overlong_filter(cfg: DictConfig, report: DataReport, findings: Finding
     """data.filter_overlong_prompts: verl's RLHFDataset drops every prompt longer than data.max_prompt_length as it
     loads (rl_dataset.py maybe_filter_out_long_prompts). Where the measured sample says too few remain (none, or
     fewer than one batch when the sample is every row), the trainer fails or trains 0 steps: refused; a share dropped
-    is said."""
-    if not cfg.data.get("filter_overlong_prompts"):
-        return
+    is said. Without the filter verl keeps them, and its agent loop cuts each to its last rollout.prompt_length tokens
+    (agent_loop.py _cap_text_prompt_length): said too, as a prompt's beginning (often its instructions) is lost."""
     limit, batch = int(cfg.data.max_prompt_length), int(cfg.data.train_batch_size)
+    if not cfg.data.get("filter_overlong_prompts"):
+        cut_at = int(OmegaConf.select(cfg, "actor_rollout_ref.rollout.prompt_length", default=None) or limit)
+        for key in DATA_KEYS:
+            stats = measure_prompts(cfg, report, key)
+            cut = stats.longer_than(cut_at) if stats is not None and stats.lengths else 0
+            if cut:
+                findings.notes.append(
+                    f"{cut} of {stats.rows} prompts sampled from {key} are longer than {cut_at} tokens (max "
+                    f"{stats.max}): with data.filter_overlong_prompts=false verl keeps them and its agent loop keeps "
+                    f"each one's last {cut_at} tokens, losing its beginning; raise data.max_prompt_length to "
+                    f"{stats.max}, or set data.filter_overlong_prompts=true to drop them"
+                )
+        return
     for key in DATA_KEYS:
         stats, rows = measure_prompts(cfg, report, key), report.rows(key)
         if stats is None or not stats.lengths or rows is None:

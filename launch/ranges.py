@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import math
 import typing
-from collections.abc import Iterator
 from dataclasses import dataclass, fields, is_dataclass
 from functools import cache
 from pathlib import Path
@@ -27,7 +26,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.errors import UserError, closest
 from launch.memory import trains_critic
-from launch.schema import RlaunchSchema, select, verl_defaults, verl_package_dir
+from launch.schema import RlaunchSchema, mappings, select, verl_defaults, verl_package_dir
 
 NUMBER_TYPES = ("int", "float")
 _ABSENT = object()
@@ -426,22 +425,16 @@ def sft_key_message(key: str) -> str | None:
         )
     siblings = select(sft_defaults(), parent, None) if parent else sft_defaults()
     names = [str(sibling) for sibling in siblings] if isinstance(siblings, dict) else []
-    elsewhere = [f"{SFT_PREFIX}{place}" for place in _places_of(sft_defaults(), name, "")]
+    elsewhere = [
+        f"{SFT_PREFIX}{path}.{name}" if path else f"{SFT_PREFIX}{name}"
+        for path, node in mappings(sft_defaults())
+        if name in node
+    ]
     where = f" (it has {name} at {' and '.join(elsewhere)})" if elsewhere else closest(name, names)
     return (
         f"unknown key '{key}'{where}: verl's sft_trainer_engine (stage 3's trainer) has no {rest} and would refuse it: "
         "fix the key"
     )
-
-
-def _places_of(tree: Any, name: str, path: str) -> Iterator[str]:
-    """The dotted paths of every key called `name` in a config tree."""
-    if isinstance(tree, dict):
-        for key, child in tree.items():
-            place = f"{path}.{key}" if path else str(key)
-            if key == name:
-                yield place
-            yield from _places_of(child, name, place)
 
 
 def kind_of(value: Any) -> str:

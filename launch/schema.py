@@ -9,6 +9,7 @@ verl's own tree, which verl's yaml files and dataclasses own.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cache
 from pathlib import Path
@@ -264,6 +265,15 @@ def verl_package_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("verl is not installed in this environment: pip install 'verl[verl-core]==0.9.1'")
     return Path(spec.submodule_search_locations[0])
+
+
+def mappings(tree: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every mapping of a plain config tree (a container, as OmegaConf.to_container or yaml gives it) with its dotted
+    path, parents first."""
+    if isinstance(tree, dict):
+        yield path, tree
+        for key, child in tree.items():
+            yield from mappings(child, f"{path}.{key}" if path else str(key))
 
 
 def open_table(node: object) -> bool:

@@ -13,7 +13,7 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from launch.layout_checks import (
 from launch.overrides import holds_interpolation, keys_of
 from launch.readiness import executes, file_list, skipped
 from launch.rundir import Plan, Resources, requeue_signal_at_start
-from launch.schema import LaunchSettings, choices_of, select
+from launch.schema import LaunchSettings, choices_of, mappings, select
 from launch.verl_diff import leaves
 
 ROLLOUT_ENGINES = ("vllm", "sglang", "trtllm")
@@ -311,21 +311,13 @@ def unexpected_field(verl: DictConfig, said: str) -> str | None:
     cls, name = unexpected.groups()
     tree = OmegaConf.to_container(verl, resolve=False)
     places = [
-        path for path, node in _nodes(tree, "") if str(node.get("_target_", "")).endswith(f".{cls}") and name in node
+        path for path, node in mappings(tree) if str(node.get("_target_", "")).endswith(f".{cls}") and name in node
     ]
     if not places:
         return None
     keys = " and ".join(f"{place}.{name}" for place in places)
     nodes = " and ".join(places)
     return f"{keys}: no field of verl's {cls}, which verl builds {nodes} into as it checks the config: drop it"
-
-
-def _nodes(tree: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every mapping of a config tree with its dotted path."""
-    if isinstance(tree, dict):
-        yield path, tree
-        for key, child in tree.items():
-            yield from _nodes(child, f"{path}.{key}" if path else str(key))
 
 
 def verl_message(error: BaseException) -> str:

@@ -14,7 +14,9 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
@@ -208,6 +210,25 @@ def latent_attention_of(raw: dict) -> dict[str, int]:
     if "qk_nope_head_dim" in raw:
         latent["head_dim"] = _count(raw, "qk_nope_head_dim")
     return latent
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings held back while the planner reads a model's files with it, and put back after.
+    transformers logs to stderr through its own handler (transformers/utils/logging.py), so its warnings would print
+    as stray lines beside rlaunch's one-line message or plan: a config.json whose model_type it does not know makes
+    every AutoTokenizer / AutoConfig load warn "You are using a model of type ..." (configuration_utils.py
+    PreTrainedConfig.from_pretrained). What matters to the run, rlaunch says itself; its errors still print."""
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():  # the Python warnings transformers and peft raise while building the model
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)
 
 
 def hub_cache_dir(environ: Mapping[str, str]) -> str:

@@ -14,11 +14,12 @@ transformers builds without remote code; anything else is left to the job.
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from launch.facts import quiet_transformers
 
 ALL_LINEAR = "all-linear"  # peft's shorthand (INCLUDE_LINEAR_LAYERS_SHORTHAND): every linear layer, always found
 
@@ -60,11 +61,11 @@ def reach(config_file: Path, model: Mapping[str, Any]) -> TargetReach | None:
     from verl.utils.model import get_hf_auto_model_class
 
     try:
-        hf_config = AutoConfig.from_pretrained(str(config_file.parent), trust_remote_code=False)
-        auto_class = get_hf_auto_model_class(hf_config)
-        with torch.device("meta"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module = auto_class.from_config(hf_config)
+        with quiet_transformers():
+            hf_config = AutoConfig.from_pretrained(str(config_file.parent), trust_remote_code=False)
+            auto_class = get_hf_auto_model_class(hf_config)
+            with torch.device("meta"):
+                module = auto_class.from_config(hf_config)
     except Exception:  # unknown model_type, remote code, a config transformers refuses: the job will say
         return None
     linear = sorted(
@@ -87,8 +88,7 @@ def reach(config_file: Path, model: Mapping[str, Any]) -> TargetReach | None:
         bias="none",
     )
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet_transformers():
             get_peft_model(module, lora)
     except (ValueError, TypeError, KeyError) as error:  # peft's NoMatchingPeftModuleError is a ValueError
         return TargetReach(peft_words(str(error)), tuple(unmatched), tuple(linear), type(module).__name__)

@@ -76,8 +76,11 @@ def load_cached_tokenizer(tokenizer_path: str) -> Any | None:
         from transformers import AutoTokenizer
     except ImportError:
         return None
+    from launch.facts import quiet_transformers  # here: facts is heavy, and most planning never loads a tokenizer
+
     try:
-        return AutoTokenizer.from_pretrained(tokenizer_path, local_files_only=True)
+        with quiet_transformers():  # a model_type transformers does not know warns as a stray line beside the plan
+            return AutoTokenizer.from_pretrained(tokenizer_path, local_files_only=True)
     # not cached (OSError), not a tokenizer transformers knows (ValueError), or files it cannot read (a tokenizer.json
     # without its added_tokens raises KeyError): the lengths fall back to the next source, and the planner never stops
     except (OSError, ValueError, KeyError, TypeError):

@@ -69,11 +69,6 @@ def test_lora_targets_builds_the_model_without_a_word(tmp_path: Path):
     assert "Unrecognized keys" not in stderr_of(code)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="launch/lengths.py load_cached_tokenizer calls AutoTokenizer.from_pretrained outside "
-    "launch.facts.quiet_transformers (helper-39's report: not a file of theirs)",
-)
 def test_the_planner_prints_rlaunch_s_words_only(unknown_arch_model: Path, tmp_path: Path):
     train, val = make_tiny_dataset(tmp_path / "data")
     done = run_cli(*tiny_run_overrides(unknown_arch_model, train, val), "launch.dry_run=true", cwd=tmp_path)

@@ -36,7 +36,6 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from launch import snapshot
@@ -66,7 +65,7 @@ from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_cri
 from launch.overrides import as_written, keys_of
 from launch.ranges import check_ranges, shown
 from launch.rundir import CheckpointDisk, DataRead, PredictedTime, Readiness, ReadinessProblem, gib_text
-from launch.schema import PROJECT_DIR, RLAUNCH_ROOTS, LaunchSettings, choices_of, select, verl_package_dir
+from launch.schema import RLAUNCH_ROOTS, LaunchSettings, choices_of, select, verl_package_dir
 from launch.steptime import (
     STARTUP_MIN,
     STEP_TIME_MARGIN,
@@ -78,6 +77,7 @@ from launch.steptime import (
     validation_s,
     verl_validations,
 )
+from launch.verl_diff import option_tree
 
 if TYPE_CHECKING:
     from launch.rundir import Plan
@@ -262,7 +262,8 @@ def profile_budgets_hold_one_sequence(cfg: DictConfig, overrides: Sequence[str])
     card, not a limit the script asked for (verl alone packs only where the script sets use_dynamic_bsz), and verl
     asserts each budget it packs by holds the longest sequence. One the user typed stays, and is refused naming them
     (launch/layout_checks.py check_ppo_batches)."""
-    profile = _gpu_profile_tree(str(cfg.gpu.name))
+    # the profile as composed: l40s, rtx6000ada and a6000 take their budgets from a40's through their defaults list
+    profile = option_tree("gpu", str(cfg.gpu.name))
     sequence_tokens = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
     needed = budget_for_one_sequence(cfg.actor_rollout_ref.actor, sequence_tokens)
     typed = keys_of(overrides)
@@ -278,13 +279,6 @@ def profile_budgets_hold_one_sequence(cfg: DictConfig, overrides: Sequence[str])
             f"asserts of every budget it packs by: raised to {needed}; set {key} yourself to choose another"
         )
     return said
-
-
-@cache  # read once per process: a sweep prepares every job, and conf/ does not change while it plans
-def _gpu_profile_tree(name: str) -> dict[str, Any]:
-    """The keys conf/gpu/<name>.yaml sets (empty for a profile chosen at run time, gpu=auto, before it resolves)."""
-    option = PROJECT_DIR / "conf" / "gpu" / f"{name}.yaml"
-    return (yaml.safe_load(option.read_text()) or {}) if option.is_file() else {}
 
 
 def environment_read_here(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:

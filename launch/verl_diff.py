@@ -351,7 +351,7 @@ def _same_number(a: Any, b: Any) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _option_tree(group: str, option: str) -> dict[str, Any]:
+def option_tree(group: str, option: str) -> dict[str, Any]:
     """A group option's own keys at their place in the composed tree, with the options its defaults list includes
     merged under it (its own keys win, as Hydra's `_self_` last). Read-only: shared by every lookup."""
     path = CONF_DIR / group / f"{option}.yaml"
@@ -362,7 +362,7 @@ def _option_tree(group: str, option: str) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for entry in content.pop("defaults", None) or []:
         if isinstance(entry, str) and entry != "_self_":
-            _merge(merged, _option_tree(group, entry.removeprefix(f"/{group}/")))
+            _merge(merged, option_tree(group, entry.removeprefix(f"/{group}/")))
     placed = content if "@package _global_" in text.split("\n", 3)[0] else {group: content}
     _merge(merged, placed)
     return merged
@@ -380,7 +380,7 @@ def option_keys_outside(group: str, option: str, base: str) -> list[str]:
             for key, value in node.items():
                 walk(value, f"{path}.{key}" if path else str(key))
 
-    tree = _option_tree(group, option)
+    tree = option_tree(group, option)
     walk({key: value for key, value in tree.items() if key not in RLAUNCH_ROOTS}, "")
     return outside
 
@@ -429,9 +429,7 @@ def _layer_of(
         # the user set it and a later stage changed it: one of the planner's own keys
         return _planner_reason(key) or "rlaunch"
     layers = [(CONFIG_YAML, _config_yaml())]
-    layers += [
-        (f"{group}={cfg[group].name}", _option_tree(group, str(cfg[group].name))) for group in LAYER_GROUPS[::-1]
-    ]
+    layers += [(f"{group}={cfg[group].name}", option_tree(group, str(cfg[group].name))) for group in LAYER_GROUPS[::-1]]
     for name, tree in layers:
         value = select(tree, key)
         if value is None:
@@ -509,7 +507,7 @@ def algo_suggestion(cfg: DictConfig, overrides: Sequence[str], changes: Sequence
     if find(overrides, "algo") is not None:
         return []
     layer = f"algo={cfg.algo.name}"
-    tree = _option_tree("algo", str(cfg.algo.name))
+    tree = option_tree("algo", str(cfg.algo.name))
     typed = sorted({key for key in map(key_of, user_verl_overrides(overrides)) if select(tree, key) is not None})
     changed = [change.key for change in changes if change.by == layer]
     if not typed or not changed:

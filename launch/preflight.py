@@ -356,19 +356,29 @@ def splits(knobs: Knobs) -> bool:
     return divides and knobs.n_gpus % knobs.rollout_tp == 0 and knobs.n_gpus % knobs.sequence_parallel == 0
 
 
+def within_host_budget(host_gib_per_node: float, gpus_per_node: int, host_gib_per_gpu: float) -> bool:
+    """A node's host RAM within a budget per GPU (0: not checked)."""
+    return not host_gib_per_gpu or host_gib_per_node <= host_gib_per_gpu * gpus_per_node
+
+
 def host_fits(arch: Architecture, knobs: Knobs, host_gib_per_gpu: float) -> bool:
-    return not host_gib_per_gpu or host_ram_per_node(arch, knobs) <= host_gib_per_gpu * knobs.gpus_per_node
+    return within_host_budget(host_ram_per_node(arch, knobs), knobs.gpus_per_node, host_gib_per_gpu)
+
+
+def host_budget(run_gib_per_node: float, gpus_per_node: int, profile_gib_per_gpu: float) -> float:
+    """The host RAM per GPU a fix may take (0: not checked): the profile's share, or what the run as it is already
+    takes (`run_gib_per_node`, FSDP's estimate or Megatron's), whichever is more. The run gets --mem of at least
+    1.2 x its own estimate whatever the share (plan.make_resources) and the plan judges the node's host RAM itself, so
+    a fix that takes no more than the run does is no host-RAM risk; the share held it alone, and Llama-3.1-8B LoRA on
+    one A40 (67.8 GiB, share 64) had the free engine-context fix refused and 2 GPUs added to it."""
+    if not profile_gib_per_gpu:
+        return 0.0
+    return max(profile_gib_per_gpu, run_gib_per_node / gpus_per_node)
 
 
 def host_budget_per_gpu(arch: Architecture, knobs: Knobs, profile_gib_per_gpu: float) -> float:
-    """The host RAM per GPU a fix may take (0: not checked): the profile's share, or what the run as it is already
-    takes, whichever is more. The run gets --mem of at least 1.2 x its own estimate whatever the share
-    (plan.make_resources) and the plan judges the node's host RAM itself, so a fix that takes no more than the run
-    does is no host-RAM risk; the share held it alone, and Llama-3.1-8B LoRA on one A40 (67.8 GiB, share 64) had the
-    free engine-context fix refused and 2 GPUs added to it."""
-    if not profile_gib_per_gpu:
-        return 0.0
-    return max(profile_gib_per_gpu, host_ram_per_node(arch, knobs) / knobs.gpus_per_node)
+    """host_budget of an FSDP run as it is."""
+    return host_budget(host_ram_per_node(arch, knobs), knobs.gpus_per_node, profile_gib_per_gpu)
 
 
 def smallest_gpu_count(
@@ -1105,8 +1115,8 @@ def megatron_fitting(
     edge: MegatronFit | None = None
     for change, config in ranked:
         candidate = judged_at.verdict(config, "fail")
-        host_ok = not judged_at.host_gib_per_gpu or candidate.host_ram_gib_per_node <= (
-            judged_at.host_gib_per_gpu * judged_at.knobs.gpus_per_node
+        host_ok = within_host_budget(
+            candidate.host_ram_gib_per_node, judged_at.knobs.gpus_per_node, judged_at.host_gib_per_gpu
         )
         if not candidate.fits or not host_ok:
             continue
@@ -1182,6 +1192,9 @@ def megatron_verdict(
     verdict = judged_at.verdict(verl, policy)
     megatron = MegatronKnobs.from_verl(verl)
     arch, knobs, capacity = judged_at.arch, judged_at.knobs, judged_at.capacity
+    # a fix may take the host RAM the run as it is takes, as FSDP's search allows (host_budget)
+    budget = host_budget(verdict.host_ram_gib_per_node, knobs.gpus_per_node, judged_at.host_gib_per_gpu)
+    judged_at = replace(judged_at, host_gib_per_gpu=budget)
     usual = typical(arch, knobs, capacity, judged_at.lengths, lambda a, k, c: megatron_estimate(a, k, megatron, c))
     proposed: dict[str, Any] = {}
     if not verdict.fits:

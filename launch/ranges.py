@@ -563,6 +563,7 @@ def check_ranges(cfg: DictConfig) -> None:
             )
         raise UserError(f"{key}={shown(value, kind)}: must be {allowed.describe(kind)}{source}{verl_does}")
     check_betas(cfg, critic)
+    check_expected_lengths(cfg)
 
 
 # Adam's two decay rates: torch's AdamW refuses another shape, or a rate outside [0, 1), as verl builds the optimizer
@@ -586,3 +587,29 @@ def check_betas(cfg: DictConfig, critic: bool) -> None:
                 f"{key}={written}: must be two decay rates in [0, 1) (e.g. {key}=[0.9,0.999]); verl 0.9.1 would fail "
                 "as the worker builds its optimizer (torch's AdamW)"
             )
+
+
+# what verl does at each side's limit: rollout.prompt_length / response_length (data.max_*_length unless set)
+ENGINE_CUTS = {
+    "prompt": "keeps a prompt's last {limit} tokens (agent_loop.py _cap_text_prompt_length)",
+    "response": "cuts a response at {limit} tokens (agent_loop.py response_ids[:response_length])",
+}
+
+
+def check_expected_lengths(cfg: DictConfig) -> None:
+    """launch.expect.prompt_tokens / .response_tokens (typical lengths: launch/lengths.py typical_lengths) no longer
+    than the engine's limit, which no sequence of verl's passes (ENGINE_CUTS). A mean above it is a typo or a stale
+    number, which the forecast would quietly have replaced by the limit."""
+    for side, cut in ENGINE_CUTS.items():
+        key = f"launch.expect.{side}_tokens"
+        stated = OmegaConf.select(cfg, key, default=None)
+        data_key, engine_key = f"data.max_{side}_length", f"actor_rollout_ref.rollout.{side}_length"
+        data_limit = OmegaConf.select(cfg, data_key, default=None)
+        limit = OmegaConf.select(cfg, engine_key, default=data_limit)
+        if stated is None or limit is None or stated <= limit:
+            continue
+        named = data_key if limit == data_limit else engine_key  # the key that sets the limit, to raise it
+        raise UserError(
+            f"{key}={stated}: above the {side} length limit {named}={limit}, past which verl's agent loop "
+            f"{cut.format(limit=limit)}: set {key} to at most {limit} (a mean length), or raise {named}"
+        )

@@ -30,7 +30,7 @@ from launch.facts import Facts, is_local_path
 from launch.layout_checks import GLOBAL_MICRO_BATCHES
 from launch.lengths import TypicalLengths
 from launch.overrides import find, identity_excluded, key_in, key_of, parse
-from launch.readiness import file_list
+from launch.readiness import READINESS_REPAIR, file_list, raised_budgets
 from launch.rundir import VERL_CONFIG_NAME, Driver, JobSettings, Plan, Resources, attempt_log_path
 from launch.schema import RLAUNCH_ROOTS, HangWatchdog, model_tag
 from launch.steptime import STARTUP_MIN, STEP_TIME_MARGIN, StepTime
@@ -519,6 +519,9 @@ def make_plan(
     if cadence is not None:
         verl["trainer"]["save_freq"] = cadence[0]
     changes = changed_from_verl(cfg, overrides, verl)
+    # readiness's repair raised these after the layers (launch/run.py prepares before it plans): the gpu layer's tree
+    # sets them, the value is the repair's
+    changes = relabel(changes, raised_budgets(cfg, overrides), READINESS_REPAIR)
     if verdict is not None and verdict.changed:  # the preflight's policy set these, after the layers did
         changes = relabel(changes, list(verdict.changed), f"launch.preflight={cfg.launch.preflight}")
     if cadence is not None:

@@ -87,6 +87,8 @@ DATA_KEYS = ("data.train_files", "data.val_files")
 # verl fetches these itself (hdfs via its copy_to_local); nothing here can look inside them
 REMOTE_PREFIXES = ("hdfs://", "s3://", "gs://", "gcs://", "az://", "abfs://", "http://", "https://")
 OFFLINE_VALUES = ("1", "true", "yes", "on")
+# changed_from_verl's label for a value prepare's repairs set (the style of "rlaunch: run dir", "launch.preflight=fix")
+READINESS_REPAIR = "rlaunch: readiness repair"
 
 
 @dataclass(frozen=True)
@@ -262,15 +264,9 @@ def profile_budgets_hold_one_sequence(cfg: DictConfig, overrides: Sequence[str])
     card, not a limit the script asked for (verl alone packs only where the script sets use_dynamic_bsz), and verl
     asserts each budget it packs by holds the longest sequence. One the user typed stays, and is refused naming them
     (launch/layout_checks.py check_ppo_batches)."""
-    # the profile as composed: l40s, rtx6000ada and a6000 take their budgets from a40's through their defaults list
-    profile = option_tree("gpu", str(cfg.gpu.name))
-    sequence_tokens = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
-    needed = budget_for_one_sequence(cfg.actor_rollout_ref.actor, sequence_tokens)
-    typed = keys_of(overrides)
+    needed = one_sequence_budget(cfg)
     said = []
-    for key, budget in packed_budgets(cfg).items():
-        if key in typed or select(profile, key) is None or budget is None or int(budget) >= needed:
-            continue
+    for key, budget in profile_budgets_short_of_one_sequence(cfg, overrides).items():
         with open_dict(cfg):
             OmegaConf.update(cfg, key, needed, merge=False)
         said.append(
@@ -279,6 +275,28 @@ def profile_budgets_hold_one_sequence(cfg: DictConfig, overrides: Sequence[str])
             f"asserts of every budget it packs by: raised to {needed}; set {key} yourself to choose another"
         )
     return said
+
+
+def one_sequence_budget(cfg: DictConfig) -> int:
+    sequence_tokens = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
+    return budget_for_one_sequence(cfg.actor_rollout_ref.actor, sequence_tokens)
+
+
+def profile_budgets_short_of_one_sequence(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, int]:
+    """The packed token budgets the gpu profile set and the user did not, shorter than one sequence: {key: the
+    profile's value}. Read from the profile, not the config, so the same before the repair raised them and after."""
+    # the profile as composed: l40s, rtx6000ada and a6000 take their budgets from a40's through their defaults list
+    profile = option_tree("gpu", str(cfg.gpu.name))
+    needed, typed = one_sequence_budget(cfg), keys_of(overrides)
+    short = {key: select(profile, key) for key in packed_budgets(cfg) if key not in typed}
+    return {key: budget for key, budget in short.items() if isinstance(budget, int) and budget < needed}
+
+
+def raised_budgets(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """The budgets profile_budgets_hold_one_sequence raised in this config: changed_from_verl credits them to the gpu
+    layer, whose tree sets them (verl_diff._layer_of), though the value is the repair's (launch/plan.py relabels)."""
+    short = profile_budgets_short_of_one_sequence(cfg, overrides)
+    return [key for key, budget in short.items() if select(cfg, key) != budget]
 
 
 def environment_read_here(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:

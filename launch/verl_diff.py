@@ -14,7 +14,8 @@ pasted verl script is verl's run plus this list, and nothing changes silently.
 
 Layers are named the way a user chooses them (`gpu=h100`, `mode=standard`, `algo=guru_baseline`, `llm=...`,
 `dataset=...`, `cluster=...`), or `rlaunch (...)` for what the planner itself sets, or `launch.preflight=fix|tune`
-for what the preflight's policy changed before the plan was made (launch/plan.py relabels those).
+for what the preflight's policy changed before the plan was made, or `rlaunch: readiness repair` for a token budget
+readiness raised to hold one sequence (launch/plan.py relabels those two).
 """
 
 from __future__ import annotations
@@ -485,8 +486,8 @@ def apply_changes(verl: dict[str, Any], changes: Sequence[Change]) -> dict[str, 
 
 
 def relabel(changes: Sequence[Change], keys: Sequence[str], by: str) -> list[Change]:
-    """The same changes, with those at (or under) `keys` credited to `by` (the preflight's policy, which changed them
-    after the layers did)."""
+    """The same changes, with those at (or under) `keys` credited to `by`: a stage that changed them after the layers
+    did (readiness's repairs, the preflight's policy, the checkpoint cadence), which the layers' trees cannot show."""
     return by_layer(
         Change(change.key, change.verl, change.value, by)
         if any(

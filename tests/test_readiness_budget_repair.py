@@ -1,5 +1,6 @@
 """A token budget a gpu profile set shorter than one sequence is raised by readiness's repair
-(launch/readiness.py profile_budgets_hold_one_sequence): for every profile, inherited ones too."""
+(launch/readiness.py profile_budgets_hold_one_sequence): for every profile, inherited ones too, and plan.json's
+changed_from_verl credits the raised value to the repair, not to the profile that set the shorter one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from launch.run import plan_job
 from launch.rundir import Plan
 
 ACTOR_BUDGET = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+LOG_PROB_BUDGET = "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"
 # 4096-token prompts (guru_baseline) + these responses: longer than every budget a40's family sets
 LONG = ["llm=qwen2_5_0_5b", "data.max_response_length=28000"]
 
@@ -36,3 +38,16 @@ def test_a_profile_budget_shorter_than_one_sequence_is_raised_for_inherited_prof
     assert (actor["ppo_max_token_len_per_gpu"], rollout["log_prob_max_token_len_per_gpu"]) == (32096, 32096)
     said = [w for w in plan.warnings if w.startswith(f"{ACTOR_BUDGET}=12288 (gpu={gpu}) cannot hold one sequence")]
     assert len(said) == 1 and said[0].endswith(f"raised to 32096; set {ACTOR_BUDGET} yourself to choose another")
+
+
+def test_a_raised_budget_is_credited_to_the_readiness_repair_in_changed_from_verl(tmp_path: Path):
+    plan = dry_run(tmp_path, "gpu=a40", *LONG)
+    by = {change.key: (change.value, change.by) for change in plan.changed_from_verl}
+    assert by[ACTOR_BUDGET] == (32096, "rlaunch: readiness repair")
+    assert by[LOG_PROB_BUDGET] == (32096, "rlaunch: readiness repair")
+    # a budget of the profile's that holds one sequence stays the profile's
+    assert by["actor_rollout_ref.rollout.gpu_memory_utilization"][1] == "gpu=a40"
+    # one the user typed is theirs: never raised, so verl's composition of the user's keys has it too
+    typed = dry_run(tmp_path, "gpu=a40", *LONG, f"{ACTOR_BUDGET}=40000")
+    assert ACTOR_BUDGET not in {change.key for change in typed.changed_from_verl}
+    assert {change.key: change.by for change in typed.changed_from_verl}[LOG_PROB_BUDGET] == "rlaunch: readiness repair"

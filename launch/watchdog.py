@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launch.readiness import VerlSteps
 from launch.rundir import (
     HANG_DIR,
     HANG_FILE,
@@ -95,6 +96,31 @@ def steady_times(times_per_attempt: Iterable[list[float]]) -> list[float]:
     return [seconds for times in times_per_attempt for seconds in times[1:]]
 
 
+def planned_steps(plan: Plan) -> VerlSteps | None:
+    """The steps verl's fit loop runs for this plan (readiness's VerlSteps: the fewer of trainer.total_training_steps
+    and total_epochs x the steps per epoch, and whether the epochs end the run, without a last-step validation or
+    save), from the steps per epoch of the plan's time check, else from the training rows readiness read. Where
+    neither is known (the data was not read), trainer.total_training_steps as written, None where it is null."""
+    trainer = plan.verl.get("trainer", {})
+    checked = plan.predicted_time
+    per_epoch = checked.steps_per_epoch if checked is not None else planned_steps_per_epoch(plan)
+    if per_epoch is not None:
+        return VerlSteps.of(trainer, per_epoch)
+    limit = trainer.get("total_training_steps")
+    return VerlSteps(int(limit), 0, by_epochs=False) if limit else None  # 0 per epoch: not known here
+
+
+def planned_steps_per_epoch(plan: Plan) -> int | None:
+    """Whole batches of the training rows readiness read (verl drops the last incomplete one; data.train_max_samples
+    caps the rows), as readiness's predict_time counts them; None where a training file was not read."""
+    rows = [file.rows for file in (plan.readiness.data if plan.readiness else ()) if file.key == "data.train_files"]
+    if not rows or any(count is None for count in rows):
+        return None
+    data = plan.verl.get("data", {})
+    total, limit = sum(rows), int(data.get("train_max_samples") or -1)
+    return (min(total, limit) if limit > 0 else total) // int(data["train_batch_size"])
+
+
 @dataclass(frozen=True)
 class Validations:
     """When verl validates and how long one takes (the plan's prediction until the run measured one): the metrics
@@ -105,17 +131,20 @@ class Validations:
     test_freq: int = -1
     total_steps: int | None = None
     before_training: bool = False
+    # verl validates at its last step only where trainer.total_training_steps ends the run (VerlSteps.by_epochs)
+    at_the_last_step: bool = True
 
     @classmethod
     def of(cls, plan: Plan) -> Validations:
         checked = plan.predicted_time
         trainer = plan.verl.get("trainer", {})
-        total = checked.total_steps if checked is not None else trainer.get("total_training_steps")
+        steps = planned_steps(plan)
         return cls(
             predicted_s=float(getattr(checked, "validation_s", 0.0) or 0.0),
             test_freq=int(trainer.get("test_freq") or -1),
-            total_steps=int(total) if total else None,
+            total_steps=steps.total if steps is not None else None,
             before_training=bool(trainer.get("val_before_train", True)),
+            at_the_last_step=steps is None or not steps.by_epochs,
         )
 
     def before_next_record(self, last_step: int | None) -> int:
@@ -124,7 +153,8 @@ class Validations:
         if last_step is None:
             return 1 if self.before_training else int(self.test_freq == 1)
         step = last_step + 1
-        return int(self.test_freq > 0 and (step % self.test_freq == 0 or step == self.total_steps))
+        last = self.at_the_last_step and step == self.total_steps
+        return int(self.test_freq > 0 and (step % self.test_freq == 0 or last))
 
 
 def hang_window_s(expected: float | None, factor: float, floor_s: float, validation_s: float = 0.0) -> float:
@@ -142,7 +172,8 @@ def window_text(
     text = (
         f"no step within max({factor:g} x {step}, {floor_s:.0f} s) = {hang_window_s(expected, factor, floor_s):.0f} s"
     )
-    when = [f"every {validations.test_freq} steps and the last"] if validations.test_freq > 0 else []
+    last = " and the last" if validations.at_the_last_step else ""
+    when = [f"every {validations.test_freq} steps{last}"] if validations.test_freq > 0 else []
     when += ["before training"] if validations.before_training else []
     if validation_s and when:
         both = f"({expected:.0f} + {validation_s:.0f}) s" if expected else f"{validation_s:.0f} s"

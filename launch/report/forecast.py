@@ -17,7 +17,8 @@ from typing import Any
 
 from launch.calibration import response_trend
 from launch.rundir import STEP_TIME_METRIC, Plan, is_run_dir, load_plan, read_history, steady_steps, warmup_steps
-from launch.steptime import STARTUP_MIN, spent_s, steps_within, verl_validations
+from launch.steptime import STARTUP_MIN, spent_s, steps_within
+from launch.watchdog import planned_steps
 
 RECENT_STEPS = 10  # the measured step time: median of the last steps (step 1 left out: compilation, graph capture)
 SLOWER_THAN_PLANNED = 1.5  # a measured step this much slower than planned is said, even when everything still fits
@@ -90,8 +91,8 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[i
         return None
     step = max(history)
     timing = plan.predicted_time
-    total = (timing.total_steps if timing is not None else None) or plan.verl["trainer"].get("total_training_steps")
-    total = int(total) if total else None
+    steps = planned_steps(plan)  # the fewer of total_training_steps and the epochs' steps, as verl's fit loop runs
+    total = steps.total if steps is not None else None
     attempt_min = timing.attempt_min if timing is not None else None
     allowed = 1 + plan.cluster_settings.max_requeues
     warnings: list[str] = []
@@ -104,31 +105,35 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[i
     eta_h = attempts = first_step = first_min = None
     validation_s = measured_validation_s(history) or (timing.validation_s if timing is not None else 0.0)
     test_freq = int(plan.verl["trainer"].get("test_freq") or -1)
-    if total:
+    if steps is not None and total:
+        # VerlSteps.acts: no last-step validation (nor save) where the epochs end the run before total_training_steps
+        validations = steps.acts(test_freq)
         done = step // test_freq if test_freq > 0 else 0  # a step's metrics are logged after its validation
-        remaining = verl_validations(total, test_freq) - done
-        eta_h = (max(0, total - step) * step_s + max(0, remaining) * validation_s) / 3600
-    if total and attempt_min:
-        train_min = spent_s(total, step_s, validation_s, test_freq) / 60
-        attempts = max(1, math.ceil(train_min / attempt_min))
-        save_freq = int(plan.verl["trainer"].get("save_freq") or -1)
-        first_step = save_freq if 0 < save_freq < total else total
-        first_min = STARTUP_MIN + spent_s(first_step, step_s, validation_s, test_freq, save_freq <= 0) / 60
-        limit = attempt_min + STARTUP_MIN
-        if attempts > 1 and first_min > limit:
-            fitting = steps_within(attempt_min, step_s, validation_s, test_freq)
-            fix = f"set trainer.save_freq={fitting}" if fitting >= 1 else "one step outlasts the attempt"
-            warnings.append(
-                f"at {step_s:.0f} s/step the first checkpoint (step {first_step}) lands after the time limit "
-                f"({first_min:.0f} of {limit:.0f} min): every requeue would start over; cancel and {fix}"
-            )
-        if attempts > allowed:
-            steps = steps_within(allowed * attempt_min, step_s, validation_s, test_freq, to_the_end=True)
-            warnings.append(
-                f"at {step_s:.0f} s/step the run needs {attempts} attempts but cluster.max_requeues="
-                f"{allowed - 1} allows {allowed}: it would stop unfinished; cancel and set "
-                f"cluster.max_requeues={attempts - 1} or trainer.total_training_steps={steps}"
-            )
+        eta_h = (max(0, total - step) * step_s + max(0, validations - done) * validation_s) / 3600
+        train_s = total * step_s + validations * validation_s
+        if attempt_min:
+            attempts = max(1, math.ceil(train_s / 60 / attempt_min))
+            # as readiness's predict_time: the first save, else (none) the whole run with nothing kept
+            save_freq = int(plan.verl["trainer"].get("save_freq") or -1)
+            checkpoints = steps.acts(save_freq) > 0
+            first_step = min(save_freq, total) if checkpoints else total
+            first_s = spent_s(first_step, step_s, validation_s, test_freq, False) if checkpoints else train_s
+            first_min = STARTUP_MIN + first_s / 60
+            limit = attempt_min + STARTUP_MIN
+            if attempts > 1 and first_min > limit:
+                fitting = steps_within(attempt_min, step_s, validation_s, test_freq)
+                fix = f"set trainer.save_freq={fitting}" if fitting >= 1 else "one step outlasts the attempt"
+                warnings.append(
+                    f"at {step_s:.0f} s/step the first checkpoint (step {first_step}) lands after the time limit "
+                    f"({first_min:.0f} of {limit:.0f} min): every requeue would start over; cancel and {fix}"
+                )
+            if attempts > allowed:
+                fitting_steps = steps_within(allowed * attempt_min, step_s, validation_s, test_freq, to_the_end=True)
+                warnings.append(
+                    f"at {step_s:.0f} s/step the run needs {attempts} attempts but cluster.max_requeues="
+                    f"{allowed - 1} allows {allowed}: it would stop unfinished; cancel and set "
+                    f"cluster.max_requeues={attempts - 1} or trainer.total_training_steps={fitting_steps}"
+                )
     warnings += memory_warning(plan, history)
     return Forecast(
         step, total, step_s, planned, eta_h, attempts, allowed, first_step, first_min, attempt_min, warnings

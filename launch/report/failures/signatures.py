@@ -95,7 +95,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # Ray 1.x's memory monitor raising in the task that crossed its threshold
         r"RayOutOfMemoryError: More than [\d.]+% of the memory on node",
         r"Detected \d+ oom[-_]kill event",
-        r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit",
+        r"exceeded memory limit \(\d+ > \d+\), being killed|Exceeded (?:job|step) memory limit",
         r"oom-kill event\(s\)",
         # the kernel's OOM killer: its verdict (old kernels "Kill process", cgroups "Memory cgroup out of memory") and
         # the victim's sizes, a line only the OOM killer and its reaper print; platforms that relay it by name
@@ -115,6 +115,13 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"\b_ArrayMemoryError\b|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
         r"\bstd::bad_alloc\b",
         r"(?:^|[\s(:])MemoryError(?::|\s*$)",
+        # the kernel refusing a process more memory (ENOMEM as Python's OSError: a fork, an mmap): NCCL's and verbs'
+        # "Cannot allocate memory" of pinned memory (the memlock limit) never carries Python's errno form
+        r"\[Errno 12\] Cannot allocate memory",
+        # torch's SIGBUS handler for a DataLoader worker: /dev/shm, host memory, could not back a batch
+        r"dataloader's workers are out of shared memory",
+        # Ray's object store (in /dev/shm) full, with nothing it could spill (plasma_store_provider.cc)
+        r"\bObjectStoreFullError\b|in object store because it is full\. Object size is",
     ),
     # a write that found its filesystem full or its quota used: before the collective timeouts and dead actors of the
     # ranks that waited for the one whose save failed
@@ -132,6 +139,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # spilling is required.`, or `<path> has no capacity, object creation will fail if spilling is required.`
         r"\bis over [\d.]+% full, available space: .*Object creation will fail if spilling is required",
         r"\bhas no capacity, object creation will fail if spilling is required",
+        # datasets' own check of its cache directory's free space before it prepares a dataset (builder.py)
+        r"Not enough disk space\. Needed: ",
     ),
     "engine_memory": (
         r"No available memory for the cache blocks",
@@ -165,6 +174,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"(?:CUDA )?out of memory occurred when warming up (?:the )?(?:sampler|pooler)\b",
         r"\((?:EngineCore\w*|RayWorkerWrapper|VllmWorker\S*) pid=\d+.*CUDA out of memory",
         r"Worker failed with error 'CUDA out of memory",
+        # SGLang's scheduler finding no KV-cache slots for a batch even after evicting its radix cache (mem_cache/
+        # common.py); its INFO "Decode out of memory happened" retracts requests and goes on, so it is no cause
+        r"(?:Prefill|Decode) out of memory\. Try to lower your batch size",
+        # SGLang capturing its CUDA graphs inside its memory share (cuda_graph_runner.py), out of memory there
+        r"Capture cuda graph failed: .*out of memory",
     ),
     "cuda_oom": (
         # torch's own exception by its module (Ray's memory monitor raises a class of the same name: host_oom's rules
@@ -216,6 +230,16 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # a device index past those the process sees: torch's assert, the runtime's and the driver's codes
         r"device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",
         r"\bcudaErrorInvalidDevice\b|\bCUDA_ERROR_(?:INVALID_DEVICE|NO_DEVICE)\b",
+        # torch's count of the devices failing in the CUDA driver (c10/cuda/CUDAFunctions.cpp): 802 an NVSwitch node
+        # whose fabric manager is down, 803/804 a driver the CUDA runtime cannot use; error 2 (out of memory) is not
+        # the GPU missing
+        r"Unexpected error from cudaGetDeviceCount\(\)\..*? Error (?!2:)\d+:",
+        # cudaErrorDevicesUnavailable: a card in exclusive-process mode that another process holds
+        r"CUDA-capable device\(s\) is/are busy or unavailable|\bcudaErrorDevicesUnavailable\b",
+        # NCCL (init.cc): two ranks of one communicator on the same card, fewer distinct GPUs than ranks
+        r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device",
+        # SLURM's ESLURM_INVALID_GRES: a --gres (GPU type) the partition's nodes do not have
+        r"Invalid generic resource \(gres\) specification",
     ),
     "model_not_cached": (
         r"We couldn't connect to '?https://huggingface\.co'? to load",
@@ -240,6 +264,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Can't load the configuration of '[^']+'",
         r"You are trying to access a gated repo|Cannot access gated repo for url|\bGatedRepoError\b",
         r"Repository Not Found for url: (?!\S*/datasets/)",
+        r"Revision Not Found for url: (?!\S*/datasets/)",  # the Hub has the model, not the revision asked for
+        # transformers finding a model directory (or a snapshot) without the file it needs: no weights, no config
+        r"Error no file named \S+.* found in directory\b|\bdoes not appear to have a file named\b",
+        # vLLM's model-path check: neither a Hub id nor a directory with a config it recognises
+        r"Invalid repository ID or local directory specified: ",
         # urllib3's failure to reach the Hub by name (no DNS, no route, a timeout) where it names the Hub's host
         r"host='(?:[\w-]+\.)*(?:huggingface\.co|hf\.co)', port=\d+\): Max retries exceeded with url: (?!/datasets/)"
         r".*(?:NameResolutionError|NewConnectionError|ConnectTimeout|Network is unreachable|Name or service not known"
@@ -273,7 +302,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Cannot find valid samples, check `data/README\.md`",
         r"Parquet magic bytes not found",
         r"DatasetGenerationError",
-        r"ArrowTypeError|ArrowNotImplementedError",
+        r"ArrowTypeError|ArrowNotImplementedError|ArrowCapacityError",
+        r"Couldn't deserialize thrift",  # a parquet file whose footer or page headers are corrupt (a cut copy)
+        # datasets casting the files of one split to one schema: their columns differ (table.py, exceptions.py)
+        r"\bDatasetGenerationCastError\b|\bCastError: Couldn't cast\b",
         r"KeyError: '(?:prompt|data_source|reward_model|ground_truth|extra_info)'",
         # pandas: none of the columns asked for is in the DataFrame ("None of [Index([...])] are in the [columns]"; its
         # [index] form is about row labels)
@@ -320,6 +352,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # gRPC's own words when a Ray daemon's server cannot bind its port (its JSON error, wrapped or not)
         r"Failed to add any wildcard listeners|\bNo address added out of total \d+ resolved",
         r"Ray is trying to start at \S+, but is already running at",
+        # a process whose Ray (or Python) differs from the cluster's (ray/_private/utils.py check_version_info), and
+        # a Ray client (ray://) that no client server answered
+        r"Error: Version mismatch: The cluster was started with",
+        r"ConnectionError: ray client connection timeout",
         r"Ray component \w+ is trying to use a port number \d+ that is used by other components",
         # the dashboard Ray was told to start (include_dashboard=True) raised; its logged error alone is not fatal
         r"(?:Exception|Error): Failed to start (?:a|the) dashboard",
@@ -354,6 +390,11 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"No such file or directory: '[^']*model_world_size_\d+_rank_\d+\.pt'",
         # vLLM's scheduler refusing to start: a step's token budget below one sequence, chunked prefill off
         r"max_num_batched_tokens \(\d+\) is smaller than max_model_len \(\d+\)",
+        # vLLM refusing bfloat16 on a card before Ampere: the rollout's dtype must be float16 there
+        r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
+        # verl's async rollout servers (vllm_async_server.py, async_sglang_server.py): a prompt that fills the
+        # engine's context, kept by data.filter_overlong_prompts=false
+        r"Prompt length \(\d+\) (?:leaves no room to generate within|exceeds) the model's maximum context length",
         # DeepSpeed's batch check: train_batch_size against micro batch x accumulation x world size
         r"Check batch related parameters|train_batch_size is not equal to micro_batch_per_gpu",
         # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)
@@ -418,6 +459,12 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"\bRendezvousTimeoutError\b",
         # a process group forming over the store (Gloo's, NCCL's): a rank waiting for a peer's key that never came
         r"DistStoreError: wait timeout after \d+ ?ms, keys:",
+        # Gloo's collective timeout (torch's CPU process groups), and the NCCL watchdog's desync report of the
+        # collective that timed out (ProcessGroupNCCL.cpp), where a log kept it and not the watchdog's own line
+        r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",
+        r"\bTimeout at NCCL work: \d+",
+        # NCCL's InfiniBand transport: a work completion in error (a peer's port, link or switch stopped answering)
+        r"NET/IB ?: Got completion from peer \S+ with (?:status=|error )\d+",
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}
@@ -694,13 +741,21 @@ OTHER_HOST = re.compile(
 )
 
 
+# a host name that did not resolve (getaddrinfo's EAI_NONAME, EAI_AGAIN) is the Hub's only where the traceback went
+# through the Hub's client: httpx (huggingface_hub >= 1.0) does not name the host in its error
+NO_NAME = re.compile(r"\[Errno -[23]\] (?:Temporary failure in name resolution|Name or service not known)")
+HUB_CLIENT_FRAME = re.compile(r'File "[^"]*/(?:huggingface_hub|transformers)/')
+
+
 def unreachable_fetch(lines: list[str]) -> list[str]:
-    """The no-route line of a traceback through Python's HTTP stack, where nothing names a host other than the Hub's."""
+    """The no-route line of a traceback through Python's HTTP stack, where nothing names a host other than the Hub's;
+    or its unresolved name, where the Hub's client made the request."""
     if any(OTHER_HOST.search(line) or REWARD_FRAME.search(line) or DATA_READER_FRAME.search(line) for line in lines):
         return []
     if not any(HTTP_STACK_FRAME.search(line) for line in lines):
         return []
-    return [line for line in lines if NO_ROUTE.search(line)][:1]
+    unresolved = [line for line in lines if NO_NAME.search(line)] if any(map(HUB_CLIENT_FRAME.search, lines)) else []
+    return [line for line in lines if NO_ROUTE.search(line)][:1] or unresolved[:1]
 
 
 # a FileNotFoundError out of a data reader (Ray Data's read_* API, datasets' loaders, pandas' read_*), whatever its

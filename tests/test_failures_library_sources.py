@@ -20,6 +20,11 @@ EXCERPTS = sorted(LIBRARY.glob("*/*.log"))
 ROLLOUT_FRACTION = "actor_rollout_ref.rollout.gpu_memory_utilization"
 # what each excerpt's fix must say, where its message names the knob (or the file, node setting) to change
 FIX_NAMES = {
+    "config_error/verl-sglang-prompt-exceeds-context": "data.filter_overlong_prompts=true",
+    "config_error/verl-vllm-prompt-leaves-no-room": "actor_rollout_ref.rollout.max_model_len",
+    "config_error/vllm-attention-heads-divisible-tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "config_error/vllm-bfloat16-compute-capability": "actor_rollout_ref.rollout.dtype=float16",
+    "config_error/vllm-max-model-len-above-derived": "actor_rollout_ref.rollout.max_model_len=32768",
     "cuda_oom/torch-caching-allocator-update-actor": "ppo_micro_batch_size_per_gpu",
     "data_missing/datasets-unable-to-find-data-file": "data.train_files",
     "data_missing/pyarrow-failed-to-open-local-file": "data.train_files",

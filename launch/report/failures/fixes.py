@@ -907,11 +907,14 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             "(--cfg job shows the composed config), or run the entry point whose config has it"
         ), {"config_key": key}
     return (
-        generations_fix(log_text)
+        rollout_dtype_fix(log_text)
+        or prompt_length_fix(log_text)
+        or generations_fix(log_text)
         or engine_batching_fix(log_text)
         or chat_template_fix(log_text)
         or resume_world_size_fix(log_text)
         or split_dimension_fix(log_text)
+        or engine_length_fix(log_text)
         or train_batch_fix(log_text)
         or divisible_fix(log_text)
         or deepspeed_batch_fix(log_text)
@@ -919,6 +922,69 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         or verl_check_fix(log_text)
         or pydantic_fix(log_text)
     )
+
+
+# vLLM's dtype check (vllm/platforms/cuda.py): bfloat16 needs compute capability 8.0 (Ampere)
+BF16_REFUSED = re.compile(
+    r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0\. Your (?P<gpu>.+?) GPU "
+    r"(?:has compute capability (?P<capability>[\d.]+?)|does not have a compute capability)\.?(?:\s|$)"
+)
+# verl's async rollout servers refusing a prompt that fills the engine's context (vllm_async_server.py,
+# async_sglang_server.py generate); verl 0.9.1 sets a null rollout max_model_len to the model's max_position_embeddings
+PROMPT_FILLS_CONTEXT = re.compile(
+    r"Prompt length \((?P<prompt>\d+)\) (?:leaves no room to generate within|exceeds) the model's maximum context "
+    r"length \((?P<context>\d+)\)"
+)
+
+
+# vLLM's _get_and_verify_max_len: the engine's max_model_len above what the model's config.json allows
+ENGINE_LENGTH_REFUSED = re.compile(
+    r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived max_model_len \((?:[^)]*?=)?"
+    r"(?P<derived>\d+)(?:\.0)?\b"
+)
+
+
+def engine_length_fix(log_text: str) -> tuple[str, Details] | None:
+    """The rollout engine's context asked longer than the model's: the length that fits."""
+    refused = ENGINE_LENGTH_REFUSED.search(log_text)
+    if not refused:
+        return None
+    asked, derived = int(refused.group("asked")), int(refused.group("derived"))
+    return (
+        f"the rollout engine was asked for a context of {asked} tokens and the model's config.json allows {derived}: "
+        f"set actor_rollout_ref.rollout.max_model_len={derived} (or leave it null: verl then uses the model's), and "
+        f"keep data.max_prompt_length + data.max_response_length within {derived}; a longer context needs the model's "
+        "own rope scaling (its config.json), not vLLM's override"
+    ), {"config_key": "actor_rollout_ref.rollout.max_model_len", "value": asked, "limit": derived}
+
+
+def rollout_dtype_fix(log_text: str) -> tuple[str, Details] | None:
+    """vLLM refusing bfloat16 on a card older than Ampere: the rollout's dtype, and the actor's, must be float16."""
+    refused = BF16_REFUSED.search(log_text)
+    if not refused:
+        return None
+    capability = refused.group("capability")
+    card = f"{refused.group('gpu')} (compute capability {capability})" if capability else refused.group("gpu")
+    return (
+        f"vLLM refuses bfloat16 on the {card}: bfloat16 needs compute capability 8.0 (Ampere or newer); set "
+        "actor_rollout_ref.rollout.dtype=float16, and the actor's to match "
+        "(actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16, the ref's likewise), or run on an "
+        "Ampere or newer card (gpu=a100_80, h100, ...)"
+    ), {"config_key": "actor_rollout_ref.rollout.dtype"} | ({"compute_capability": capability} if capability else {})
+
+
+def prompt_length_fix(log_text: str) -> tuple[str, Details] | None:
+    """A prompt as long as the engine's context: verl keeps such prompts unless it filters them."""
+    refused = PROMPT_FILLS_CONTEXT.search(log_text)
+    if not refused:
+        return None
+    prompt, context = int(refused.group("prompt")), int(refused.group("context"))
+    return (
+        f"a prompt of {prompt} tokens fills the rollout engine's context of {context} tokens, leaving none to "
+        "generate: set data.filter_overlong_prompts=true (verl then drops prompts longer than data.max_prompt_length) "
+        f"and keep data.max_prompt_length + data.max_response_length within actor_rollout_ref.rollout.max_model_len "
+        "(null: the model's max_position_embeddings), or raise that where the model allows"
+    ), {"config_key": "data.filter_overlong_prompts", "prompt_tokens": prompt, "context_tokens": context}
 
 
 # where each of verl's config modules sits in the composed config (verl/workers/config/<module>.py)
@@ -1195,13 +1261,23 @@ SPLIT_KEYS = {
 }
 
 
+# vLLM's own check of the model against its parallel config (vllm/config/model.py verify_with_parallel_config)
+ENGINE_HEADS_REFUSED = re.compile(
+    r"Total number of attention heads \((?P<size>\d+)\) must be divisible by tensor parallel size \((?P<ranks>\d+)\)"
+)
+
+
 def split_dimension_fix(log_text: str) -> tuple[str, Details] | None:
     """A model dimension the tensor-parallel degree does not divide: the degrees that would."""
     refused, frame = SPLIT_REFUSED.search(log_text), SPLIT_FRAME.search(log_text)
-    if not refused or not frame:
+    heads = ENGINE_HEADS_REFUSED.search(log_text)
+    if heads:  # vLLM's rollout engine saying so in its own words: its tensor parallel size is the rollout's
+        refused, key = heads, SPLIT_KEYS["vllm"]
+    elif refused and frame:
+        key = SPLIT_KEYS[frame.group("engine")]
+    else:
         return None
     size, ranks = int(refused.group("size")), int(refused.group("ranks"))
-    key = SPLIT_KEYS[frame.group("engine")]
     fitting = [degree for degree in range(1, min(size, 64) + 1) if size % degree == 0]
     return (
         f"the model has a dimension of {size} (attention or KV heads, experts) that tensor parallelism {ranks} cannot "

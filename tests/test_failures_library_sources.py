@@ -36,6 +36,8 @@ FIX_NAMES = {
     "engine_memory/vllm-v1-kv-cache-below-max-seq-len": f"raise {ROLLOUT_FRACTION}",
     "engine_memory/vllm-v1-no-available-memory-cache-blocks": f"raise {ROLLOUT_FRACTION}",
     "gpu_unavailable/nccl-duplicate-gpu-detected": "trainer.n_gpus_per_node",
+    "gpu_unavailable/slurm-invalid-gres-specification": "cluster.gres_types",
+    "gpu_unavailable/torch-cudagetdevicecount-802-fabric-manager": "fabricmanager",
     "gpu_unavailable/verl-total-available-gpus": "trainer.n_gpus_per_node",
     "host_oom/ray-object-store-full": "cluster.mem_gb",
     "host_oom/slurm-exceeded-step-memory-limit": "cluster.mem_gb",

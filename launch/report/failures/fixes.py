@@ -2274,6 +2274,57 @@ def no_gpu_registered(asked: float) -> tuple[str, Details]:
     ), {"gpus_requested": asked, "gpus_available": 0}
 
 
+# GPUs a node has but the job cannot use: the CUDA driver failing torch's device count (c10/cuda/CUDAFunctions.cpp),
+# a card another process holds in exclusive-process mode, two ranks given one card (NCCL's init.cc), and SLURM refusing
+# the --gres type
+CUDA_DRIVER_ERROR = re.compile(
+    r"Unexpected error from cudaGetDeviceCount\(\)\..*? Error (?P<code>(?!2:)\d+): (?P<what>.+?)(?: \(Triggered|$)",
+    re.M,
+)
+GPU_HELD = re.compile(r"CUDA-capable device\(s\) is/are busy or unavailable|\bcudaErrorDevicesUnavailable\b")
+DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank (?P<first>\d+) and rank (?P<second>\d+) both on CUDA device")
+GRES_REFUSED = re.compile(r"Invalid generic resource \(gres\) specification")
+KEEP_OFF_NODE = "keep the job off it (+cluster.sbatch_extra.exclude=<node>) and tell its admins"
+
+
+def unusable_gpu_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """GPUs that are there but cannot be used by this job: what stops them, and the setting or node to change."""
+    where = f" on {failure.node}" if failure.node else ""
+    driver = CUDA_DRIVER_ERROR.search(log_text)
+    if driver:
+        code, what = driver.group("code"), driver.group("what").strip()
+        why = {
+            "802": "an NVSwitch node (HGX, DGX) whose nvidia-fabricmanager is not running or not matching the driver",
+            "803": "a driver older than the CUDA runtime the job's torch was built for",
+            "804": "CUDA's forward compatibility package loaded on a card it does not support",
+        }.get(code, "the node's driver or device state")
+        return (
+            f"the CUDA driver{where} could not count its GPUs (error {code}: {what}): {why}; no batch size or memory "
+            f"setting can help: {KEEP_OFF_NODE}"
+        ), {"cuda_error": int(code)}
+    if GPU_HELD.search(log_text):
+        return (
+            f"a GPU{where} is in exclusive-process compute mode and another process holds it (a process left from an "
+            "earlier job, another job sharing the node): nvidia-smi on that node shows it; ask for whole nodes "
+            f"(cluster.exclusive=true), or {KEEP_OFF_NODE}"
+        ), {"gpu_held": "exclusive-process"}
+    duplicate = DUPLICATE_GPU.search(log_text)
+    if duplicate:
+        return (
+            f"NCCL found ranks {duplicate.group('first')} and {duplicate.group('second')} on the same GPU: the "
+            "processes see fewer distinct GPUs than the job has ranks; trainer.n_gpus_per_node above the GPUs each "
+            "node has, or a CUDA_VISIBLE_DEVICES set by hand over the one SLURM and Ray give each worker (unset it "
+            f"in cluster.env); lower {GPU_COUNT_KEYS} to the GPUs the job has"
+        ), {"duplicate_gpu": f"{duplicate.group('first')},{duplicate.group('second')}"}
+    if GRES_REFUSED.search(log_text):
+        return (
+            "SLURM refused the job's --gres: the partition's nodes have no GPU of that type name; set the name this "
+            "cluster uses for the card in cluster.gres_types (sinfo -o '%P %G' lists them), or an untyped --gres "
+            "with cluster.gres_types empty"
+        ), {"gres": "invalid"}
+    return None
+
+
 def no_driver_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     """nvidia-smi in the job found no GPU: a node without one (or without its driver), or SLURM gave the job none."""
     if "NVIDIA-SMI has failed" not in log_text and not re.search(r"(?m)^No devices were found$", log_text):
@@ -2414,6 +2465,8 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         return pending
     if failure.kind == "gpu_unavailable" and (no_driver := no_driver_fix(failure, log_text)):
         return no_driver
+    if failure.kind == "gpu_unavailable" and (unusable := unusable_gpu_fix(failure, log_text)):
+        return unusable
     if failure.kind == "gpu_unavailable" and (counted := gpu_count_fix(log_text, fork)):
         return counted
     if failure.kind == "gpu_unavailable" and (no_device := vllm_no_device_fix(log_text, fork)):

@@ -1835,11 +1835,36 @@ def refused_allocation_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"refused_gib": round(gib, 2)}
 
 
+# torch's SIGBUS handler for a DataLoader worker (torch/csrc/DataLoader.cpp), and Ray's object store, full and unable
+# to spill (plasma_store_provider.cc): both live in /dev/shm, host memory with a size of its own
+DATALOADER_SHM = re.compile(r"dataloader's workers are out of shared memory")
+OBJECT_STORE_FULL = re.compile(r"\bObjectStoreFullError\b|in object store because it is full")
+
+
+def shared_memory_fix(log_text: str) -> tuple[str, Details] | None:
+    """/dev/shm ran out under the DataLoader's workers or Ray's object store: its own size, not the job's --mem."""
+    if DATALOADER_SHM.search(log_text):
+        return (
+            "the DataLoader's worker processes ran out of shared memory (/dev/shm, host RAM with a size of its own: a "
+            "container's default is 64 MB): lower data.dataloader_num_workers (verl's default is 8; 0 loads in the "
+            "trainer's process), or give the job a larger /dev/shm (docker/apptainer --shm-size, the site's tmpfs)"
+        ), {"shared_memory": "dataloader"}
+    if OBJECT_STORE_FULL.search(log_text):
+        return (
+            "Ray's object store (in /dev/shm, 30 % of the node's RAM by default) was full and could not spill the "
+            "object: raise the job's memory (--mem, rlaunch: cluster.mem_gb) so Ray sizes a larger store, give "
+            "/dev/shm more room, or keep spilling on (a writable, non-full RAY_TMPDIR); a batch that large is a "
+            "rollout of data.train_batch_size x actor_rollout_ref.rollout.n sequences: fewer make it smaller"
+        ), {"shared_memory": "object_store"}
+    return None
+
+
 def host_oom_fix_from_log(log_text: str, fork: str | None) -> tuple[str, Details] | None:
     """Ray's memory monitor, the kernel's OOM killer or SLURM's cgroup on who held the memory, else a fork's own
     options; Ray's list of the node's top memory users says which processes held it, whichever of those spoke."""
     found = (
         host_fix_from_log(log_text, fork)
+        or shared_memory_fix(log_text)
         or refused_allocation_fix(log_text)
         or oom_killer_fix(log_text, fork)
         or slurm_cgroup_fix(log_text, fork)
@@ -2358,11 +2383,22 @@ def disk_monitor_words(found: re.Match[str]) -> str:
     return "no capacity at all"
 
 
+# NCCL's shared-memory transport growing its segment (src/misc/shmutils.cc ncclShmOpen)
+SHM_SEGMENT_FULL = re.compile(r"failed to extend /dev/shm/\S+ to \d+ bytes")
+
+
 def disk_fix_from_log(log_text: str) -> tuple[str, Details] | None:
     """What filled up, as far as the log says: verl's checkpoints (its checkpoint manager in the frames, or a
     global_step_N directory), Ray's session directory (object spilling, logs) or the Hugging Face cache."""
     named = FULL_PATH.search(log_text)
     path = named.group("path") if named else ""
+    if SHM_SEGMENT_FULL.search(log_text):
+        return (
+            "/dev/shm is full: NCCL could not grow the shared-memory segment its ranks on one node talk through (a "
+            "container's /dev/shm is 64 MB unless given more); give the job a larger /dev/shm (docker/apptainer "
+            "--shm-size, the site's tmpfs), or set cluster.env.NCCL_SHM_DISABLE=1 to talk through the GPUs' P2P or "
+            "sockets instead"
+        ), {"filled": "/dev/shm"}
     if CHECKPOINT_SAVE.search(log_text) or CHECKPOINT_PATH.search(path):
         where = CHECKPOINT_PATH.search(path or log_text)
         at = f" under {where.group('path').rsplit('/', 1)[0]}" if where else ""
@@ -2644,7 +2680,7 @@ def fix_engine_memory(failure: Failure, context: FixContext, log_text: str) -> t
 
 def fix_host_oom(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
     fork = fork_of(log_text)
-    told = host_fix_from_log(log_text, fork)
+    told = host_fix_from_log(log_text, fork) or shared_memory_fix(log_text)
     if told is not None and not told[0].startswith("the node's host RAM ran out"):
         return told  # the driver itself, or memory held elsewhere: more --mem is not the fix
     mem = context.plan.resources.mem_gb

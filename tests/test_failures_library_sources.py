@@ -32,6 +32,7 @@ FIX_NAMES = {
     "disk_full/python-errno122-disk-quota-checkpoint": "trainer.max_actor_ckpt_to_keep",
     "disk_full/safetensors-storage-full": "trainer.max_actor_ckpt_to_keep",
     "engine_memory/sglang-capture-cuda-graph-oom": f"lower {ROLLOUT_FRACTION}",
+    "engine_memory/sglang-prefill-out-of-memory": "actor_rollout_ref.rollout.max_num_seqs",
     "engine_memory/vllm-free-memory-below-utilization": ROLLOUT_FRACTION,
     "engine_memory/vllm-sampler-warmup-oom": "actor_rollout_ref.rollout.max_num_seqs",
     "engine_memory/vllm-v1-kv-cache-below-max-seq-len": f"raise {ROLLOUT_FRACTION}",

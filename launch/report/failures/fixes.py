@@ -277,6 +277,14 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
         if max_len:  # vLLM checks one request of the model's max length: fewer requests at a time leave it as big
             fix += "; lowering max_num_seqs cannot help, one sequence of that length alone does not fit"
         return fix, found
+    slots = SGLANG_NO_SLOTS.search(log_text)
+    if slots:
+        asked = f" ({slots.group('tokens')} tokens asked)" if slots.group("tokens") else ""
+        return (
+            f"SGLang's KV cache had no room for a {slots.group('stage').lower()} batch{asked} even after evicting its "
+            f"prefix cache: {moved(key, fraction, 0.1, True)} (more KV cache), or lower "
+            "actor_rollout_ref.rollout.max_num_seqs (SGLang's max_running_requests) so fewer requests share it"
+        ), found | ({"tokens_asked": int(slots.group("tokens"))} if slots.group("tokens") else {})
     if re.search(r"torch_memory_saver|cumem_allocator|wake_up|out of memory", log_text, re.I):
         return (
             "the engine could not map its memory (the card was taken when it allocated or woke up): "
@@ -284,6 +292,14 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
             "to true)"
         ), found
     return GENERIC_FIXES["engine_memory"], found
+
+
+# SGLang's scheduler finding no KV-cache slots for a batch (python/sglang/srt/mem_cache/common.py), and the tokens
+# it tried to allocate, on the line after
+SGLANG_NO_SLOTS = re.compile(
+    r"(?P<stage>Prefill|Decode) out of memory\. Try to lower your batch size\.(?:\s*(?:\([^)]*\)\s*)?Try to "
+    r"allocate (?P<tokens>\d+) tokens)?"
+)
 
 
 # SGLang's memory profile after loading the weights: the tokens left for the KV cache, and the weights' share

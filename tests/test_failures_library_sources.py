@@ -44,6 +44,7 @@ FIX_NAMES = {
     "host_oom/ray-object-store-full": "cluster.mem_gb",
     "host_oom/slurm-exceeded-step-memory-limit": "cluster.mem_gb",
     "host_oom/torch-dataloader-worker-bus-error-shm": "data.dataloader_num_workers",
+    "model_not_cached/huggingface-hub-revision-not-found": "no revision v1.1",
     "model_not_cached/transformers-no-weights-in-directory": "actor_rollout_ref.model.path",
     "model_not_cached/vllm-invalid-repository-id": "actor_rollout_ref.model.path",
     "reward_error/verl-custom-reward-module-not-found": "reward.custom_reward_function.path",

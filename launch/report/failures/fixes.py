@@ -2153,6 +2153,58 @@ def local_model_path_fix(path: str, state: str, hint: str = "") -> tuple[str, De
     ), {"model_path": path}
 
 
+# a model that is there but lacks a file it needs: transformers' weights in a local directory and a file in a
+# repository or snapshot (modeling_utils.py, utils/hub.py), vLLM's path check (transformers_utils/config.py), and the
+# Hub's answer for a revision it does not have (huggingface_hub/utils/_http.py)
+NO_WEIGHTS_IN = re.compile(r"Error no file named (?P<files>.+?) found in directory (?P<dir>\S+?)\.?$", re.M)
+LACKS_FILE = re.compile(r"(?P<model>\S+) does not appear to have a file named (?P<file>[\w.-]+?)\.?(?:\s|$)")
+VLLM_PATH_REFUSED = re.compile(r"Invalid repository ID or local directory specified: '(?P<path>[^']+)'")
+REVISION_MISSING = re.compile(
+    r"Revision Not Found for url: https?://[^/\s]+/api/models/(?P<model>[^/\s]+/[^/\s]+)/revision/(?P<rev>[^\s]+?)\.?"
+    r"(?:\s|$)"
+)
+IS_PATH = ("/", "~", "./", "../")
+
+
+def model_directory_fix(directory: str, lacking: str) -> tuple[str, Details]:
+    """A local model path whose directory lacks what the loader reads: a path to fix or a copy to finish."""
+    return (
+        f"the model directory {directory} has no {lacking} on the node that loaded it: a download or copy cut short, "
+        "or a path one level off; point actor_rollout_ref.model.path at the directory that holds config.json and the "
+        "*.safetensors shards, on the filesystem every node reads, or fetch it again (`hf download <model> "
+        f"--local-dir {directory}`)"
+    ), {"model_path": directory}
+
+
+def model_files_fix(log_text: str) -> tuple[str, Details] | None:
+    """A model directory, repository or revision without what the loader needs: the path or id to fix, as the log
+    names it; a download into the cache does not help a directory the path names."""
+    weights = NO_WEIGHTS_IN.search(log_text)
+    if weights:
+        return model_directory_fix(weights.group("dir"), f"weights ({weights.group('files').rstrip(',')})")
+    lacking = LACKS_FILE.search(log_text)
+    refused = VLLM_PATH_REFUSED.search(log_text)
+    if lacking and lacking.group("model").strip("'\"").startswith(IS_PATH):
+        return model_directory_fix(lacking.group("model").strip("'\""), lacking.group("file"))
+    if lacking:
+        model, file = lacking.group("model").strip("'\""), lacking.group("file")
+        return (
+            f"{model} has no {file} on the Hub or in the cache the job reads: a repository of another kind (an "
+            "adapter, a GGUF or a dataset) or a misspelt id; point actor_rollout_ref.model.path at the full model's "
+            "repository, downloaded with `hf download <that id>` into the HF_HOME the nodes read"
+        ), {"model": model, "missing_file": file}
+    if refused and refused.group("path").startswith(IS_PATH):
+        return model_directory_fix(refused.group("path"), "config.json vLLM recognises")
+    revision = REVISION_MISSING.search(log_text)
+    if revision:
+        model, rev = revision.group("model"), revision.group("rev")
+        return (
+            f"the Hub has {model} but no revision {rev} (a branch, tag or commit): fix the revision the job asks for, "
+            f"or drop it to use main; then `hf download {model} --revision <rev>` into the HF_HOME the nodes read"
+        ), {"model": model, "revision": rev}
+    return None
+
+
 def hub_refused_fix(log_text: str) -> tuple[str, Details] | None:
     """The Hub has no repository by that id that this job may read: a typo or a local path that does not exist, a
     private repository without a token, or a gated one without access. No download helps until that is fixed."""
@@ -2204,7 +2256,7 @@ def submitit_requeue_fix(log_text: str) -> tuple[str, Details] | None:
 def model_fix_from_log(log_text: str) -> tuple[str, Details] | None:
     """The model to download where the log names it; with the Hub switched off, that switching it on helps only
     where the nodes reach huggingface.co. A local path that is no directory is a path to fix, not a download."""
-    refused = hub_refused_fix(log_text)
+    refused = hub_refused_fix(log_text) or model_files_fix(log_text)
     if refused:
         return refused
     if NO_ROUTE.search(log_text) and not MODEL_NAMED.search(log_text):

@@ -47,6 +47,7 @@ FIX_NAMES = {
     "model_not_cached/huggingface-hub-revision-not-found": "no revision v1.1",
     "model_not_cached/transformers-no-weights-in-directory": "actor_rollout_ref.model.path",
     "model_not_cached/vllm-invalid-repository-id": "actor_rollout_ref.model.path",
+    "ray_start_failed/ray-version-mismatch": "Ray 2.49.1 here, 2.43.0 on the cluster",
     "reward_error/verl-custom-reward-module-not-found": "reward.custom_reward_function.path",
     "reward_error/verl-default-compute-score-data-source": "reward.custom_reward_function.path",
     "time_limit/slurm-step-cancelled-time-limit": "mode.time_budget_min",

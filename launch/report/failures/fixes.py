@@ -565,6 +565,34 @@ def died_connecting_fix(log_text: str) -> tuple[str, Details] | None:
     ), found
 
 
+# Ray's check_version_info (ray/_private/utils.py): the cluster's Ray and Python, then this process's
+RAY_VERSIONS = re.compile(
+    r"Version mismatch: The cluster was started with:\s*Ray: (?P<cluster_ray>\S+)\s*Python: (?P<cluster_python>\S+)\s*"
+    r"This process on (?:node )?(?P<node>\S+) was started with:\s*Ray: (?P<ray>\S+)\s*Python: (?P<python>\S+)"
+)
+# strip_prefix's Ray prefix on each line of the message, which spans several
+RAY_LINE_PREFIX = re.compile(r"(?m)^\([^)]*\)\s?")
+
+
+def ray_version_fix(log_text: str) -> tuple[str, Details] | None:
+    """A process (the driver, a node's `ray start`) whose Ray or Python is not the cluster's: one environment for
+    all."""
+    found = RAY_VERSIONS.search(RAY_LINE_PREFIX.sub("", log_text))
+    if not found:
+        return None
+    differs = [
+        f"{name} {found.group(mine)} here, {found.group(theirs)} on the cluster"
+        for name, mine, theirs in (("Ray", "ray", "cluster_ray"), ("Python", "python", "cluster_python"))
+        if found.group(mine) != found.group(theirs)
+    ]
+    return (
+        f"the process on {found.group('node')} runs another Ray than the cluster it joined ({'; '.join(differs)}): "
+        "start every node's Ray and the driver from one environment (the same venv or container: cluster.setup, "
+        "cluster.python), or stop the Ray cluster left from another environment (ray stop) before the job starts "
+        "its own"
+    ), {"ray": found.group("ray"), "cluster_ray": found.group("cluster_ray")}
+
+
 def head_unreachable_fix(log_text: str) -> tuple[str, Details] | None:
     """A worker's `ray start` that could not reach the head at the address it was given: name the address, and say
     when it can never work (a loopback address reaches only the worker's own node)."""
@@ -2533,6 +2561,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
             ), {"head_address": empty.group(1)}
         return (
             empty_node_fix(log_text)
+            or ray_version_fix(log_text)
             or agent_failed_fix(log_text)
             or died_connecting_fix(log_text)
             or gcs_start_fix(log_text)

@@ -49,6 +49,7 @@ FIX_NAMES = {
     "model_not_cached/vllm-invalid-repository-id": "actor_rollout_ref.model.path",
     "ray_start_failed/ray-version-mismatch": "Ray 2.49.1 here, 2.43.0 on the cluster",
     "reward_error/verl-custom-reward-module-not-found": "reward.custom_reward_function.path",
+    "reward_error/verl-custom-reward-object-not-found": "reward.custom_reward_function.name",
     "reward_error/verl-default-compute-score-data-source": "reward.custom_reward_function.path",
     "time_limit/slurm-step-cancelled-time-limit": "mode.time_budget_min",
 }

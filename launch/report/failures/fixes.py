@@ -1501,6 +1501,34 @@ def reward_server_fix(log_text: str) -> tuple[str, Details] | None:
 REWARD_FRAME_AT = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function>\w+)')
 
 
+# verl loading reward.custom_reward_function (verl/utils/import_utils.py load_module, load_extern_object): the file is
+# not there, or has no function of that name; a scorer that raised is reward_fix_from_log's
+REWARD_FILE_MISSING = re.compile(r"Custom module file not found: module_path='(?P<path>[^']+)'")
+REWARD_NAME_MISSING = re.compile(
+    r"Object not found in module: object_name='(?P<name>[^']+)', module_path='(?P<path>[^']+)'"
+)
+
+
+def reward_file_fix(log_text: str) -> tuple[str, Details] | None:
+    """The custom reward function verl could not load: the path or the name to fix."""
+    missing = REWARD_FILE_MISSING.search(log_text)
+    if missing:
+        path = missing.group("path")
+        return (
+            f"verl found no reward file {path} on the node that loaded it: point reward.custom_reward_function.path "
+            "at the file where every node reads it (an absolute path on the shared filesystem; rlaunch copies a "
+            "reward file inside the repository into the run's code snapshot)"
+        ), {"config_key": "reward.custom_reward_function.path", "path": path}
+    unnamed = REWARD_NAME_MISSING.search(log_text)
+    if unnamed:
+        name, path = unnamed.group("name"), unnamed.group("path")
+        return (
+            f"the reward file {path} defines no {name}: set reward.custom_reward_function.name to the scorer's "
+            "function name in that file (verl's default is compute_score)"
+        ), {"config_key": "reward.custom_reward_function.name", "function": name}
+    return None
+
+
 def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     """Which scorer raised: a data source verl has no scorer for, math-verify's timeout off the main thread, else the
     deepest reward frame of the evidence."""
@@ -2544,7 +2572,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "config_error":
         return config_fix_from_log(log_text)
     if failure.kind == "reward_error":
-        return reward_server_fix(log_text) or reward_fix_from_log(failure, log_text)
+        return reward_server_fix(log_text) or reward_file_fix(log_text) or reward_fix_from_log(failure, log_text)
     if failure.kind == "unknown":
         return unknown_fix_from_log(failure, log_text)
     if failure.kind == "time_limit":

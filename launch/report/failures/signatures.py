@@ -390,6 +390,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"No such file or directory: '[^']*model_world_size_\d+_rank_\d+\.pt'",
         # vLLM's scheduler refusing to start: a step's token budget below one sequence, chunked prefill off
         r"max_num_batched_tokens \(\d+\) is smaller than max_model_len \(\d+\)",
+        # sbatch refusing the job's --time (above the partition's MaxTime) or its --mem (above every node's
+        # RealMemory): SLURM's ESLURM_INVALID_TIME_LIMIT and ESLURM_INVALID_TASK_MEMORY (src/common/slurm_errno.c)
+        r"Requested time limit is invalid \(missing or exceeds some limit\)",
+        r"Memory specification can not be satisfied",
         # vLLM refusing bfloat16 on a card before Ampere: the rollout's dtype must be float16 there
         r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
         # verl's async rollout servers (vllm_async_server.py, async_sglang_server.py): a prompt that fills the
@@ -464,7 +468,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",
         r"\bTimeout at NCCL work: \d+",
         # NCCL's InfiniBand transport: a work completion in error (a peer's port, link or switch stopped answering)
-        r"NET/IB ?: Got completion from peer \S+ with (?:status=|error )\d+",
+        r"NET/IB ?: Got completion (?:from peer \S+ )?with (?:status=|error )\d+",
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}

@@ -20,6 +20,8 @@ EXCERPTS = sorted(LIBRARY.glob("*/*.log"))
 ROLLOUT_FRACTION = "actor_rollout_ref.rollout.gpu_memory_utilization"
 # what each excerpt's fix must say, where its message names the knob (or the file, node setting) to change
 FIX_NAMES = {
+    "config_error/slurm-memory-specification-not-satisfied": "lower cluster.mem_gb",
+    "config_error/slurm-requested-time-limit-invalid": "lower mode.time_budget_min",
     "config_error/verl-sglang-prompt-exceeds-context": "data.filter_overlong_prompts=true",
     "config_error/verl-vllm-prompt-leaves-no-room": "actor_rollout_ref.rollout.max_model_len",
     "config_error/vllm-attention-heads-divisible-tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",

@@ -951,7 +951,8 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
             "(--cfg job shows the composed config), or run the entry point whose config has it"
         ), {"config_key": key}
     return (
-        rollout_dtype_fix(log_text)
+        slurm_refusal_fix(log_text)
+        or rollout_dtype_fix(log_text)
         or prompt_length_fix(log_text)
         or generations_fix(log_text)
         or engine_batching_fix(log_text)
@@ -979,6 +980,29 @@ PROMPT_FILLS_CONTEXT = re.compile(
     r"Prompt length \((?P<prompt>\d+)\) (?:leaves no room to generate within|exceeds) the model's maximum context "
     r"length \((?P<context>\d+)\)"
 )
+
+
+# sbatch refusing the job's --time or --mem against the partition (SLURM's ESLURM_INVALID_TIME_LIMIT,
+# ESLURM_INVALID_TASK_MEMORY in src/common/slurm_errno.c)
+SLURM_TIME_REFUSED = re.compile(r"Requested time limit is invalid \(missing or exceeds some limit\)")
+SLURM_MEM_REFUSED = re.compile(r"Memory specification can not be satisfied")
+
+
+def slurm_refusal_fix(log_text: str) -> tuple[str, Details] | None:
+    """SLURM refused to queue the job for its time or memory: the rlaunch key that sets it."""
+    if SLURM_TIME_REFUSED.search(log_text):
+        return (
+            "SLURM refused the job's --time: it is above the partition's MaxTime (sinfo -o '%P %l' lists them); "
+            "lower mode.time_budget_min (rlaunch asks it plus cluster.time_margin_min), or set cluster.partition to "
+            "one whose limit is longer; checkpoints and requeues carry a run across several jobs"
+        ), {"config_key": "mode.time_budget_min"}
+    if SLURM_MEM_REFUSED.search(log_text):
+        return (
+            "SLURM refused the job's --mem: no node of the partition has that much memory (sinfo -o '%P %m' lists "
+            "their RealMemory in MB); lower cluster.mem_gb below it, or leave it null (rlaunch then asks the "
+            "profile's host RAM per GPU, capped at the node)"
+        ), {"config_key": "cluster.mem_gb"}
+    return None
 
 
 # vLLM's _get_and_verify_max_len: the engine's max_model_len above what the model's config.json allows

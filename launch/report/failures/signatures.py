@@ -306,6 +306,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Couldn't deserialize thrift",  # a parquet file whose footer or page headers are corrupt (a cut copy)
         # datasets casting the files of one split to one schema: their columns differ (table.py, exceptions.py)
         r"\bDatasetGenerationCastError\b|\bCastError: Couldn't cast\b",
+        # verl's RLHFDataset reading a data path that is not a .parquet/.json/.jsonl file (a directory, a .csv)
+        r"ValueError: Unsupported file format: \S",
         r"KeyError: '(?:prompt|data_source|reward_model|ground_truth|extra_info)'",
         # pandas: none of the columns asked for is in the DataFrame ("None of [Index([...])] are in the [columns]"; its
         # [index] form is about row labels)
@@ -399,6 +401,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # verl's async rollout servers (vllm_async_server.py, async_sglang_server.py): a prompt that fills the
         # engine's context, kept by data.filter_overlong_prompts=false
         r"Prompt length \(\d+\) (?:leaves no room to generate within|exceeds) the model's maximum context length",
+        # verl's own checks of the rollout against the model (vllm_async_server.py _validate_configs) and vLLM's LoRA
+        # ranks (vllm_rollout/utils.py get_vllm_max_lora_rank)
+        r"max_model_len \(\d+\) should be less than or equal to max_position_embeddings \(\d+\)",
+        r"lora_rank must be less than or equal to \d+, but got \d+",
         # DeepSpeed's batch check: train_batch_size against micro batch x accumulation x world size
         r"Check batch related parameters|train_batch_size is not equal to micro_batch_per_gpu",
         # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)

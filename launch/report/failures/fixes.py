@@ -960,6 +960,7 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         or resume_world_size_fix(log_text)
         or split_dimension_fix(log_text)
         or engine_length_fix(log_text)
+        or lora_rank_fix(log_text)
         or train_batch_fix(log_text)
         or divisible_fix(log_text)
         or deepspeed_batch_fix(log_text)
@@ -1005,16 +1006,36 @@ def slurm_refusal_fix(log_text: str) -> tuple[str, Details] | None:
     return None
 
 
-# vLLM's _get_and_verify_max_len: the engine's max_model_len above what the model's config.json allows
-ENGINE_LENGTH_REFUSED = re.compile(
-    r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived max_model_len \((?:[^)]*?=)?"
-    r"(?P<derived>\d+)(?:\.0)?\b"
+# the engine's max_model_len above what the model's config.json allows: vLLM's _get_and_verify_max_len, and verl's own
+# check before it (vllm_async_server.py _validate_configs)
+ENGINE_LENGTH_REFUSED = (
+    re.compile(
+        r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived max_model_len \((?:[^)]*?=)?"
+        r"(?P<derived>\d+)(?:\.0)?\b"
+    ),
+    re.compile(
+        r"max_model_len \((?P<asked>\d+)\) should be less than or equal to max_position_embeddings \((?P<derived>\d+)\)"
+    ),
 )
+# verl mapping the actor's LoRA rank onto vLLM's max_lora_rank values (vllm_rollout/utils.py get_vllm_max_lora_rank)
+LORA_RANK_REFUSED = re.compile(r"lora_rank must be less than or equal to (?P<most>\d+), but got (?P<rank>\d+)")
+
+
+def lora_rank_fix(log_text: str) -> tuple[str, Details] | None:
+    """The actor's LoRA rank above the largest vLLM serves: the rank that fits."""
+    refused = LORA_RANK_REFUSED.search(log_text)
+    if not refused:
+        return None
+    most, rank = int(refused.group("most")), int(refused.group("rank"))
+    return (
+        f"the actor's LoRA rank {rank} is above the largest vLLM serves ({most}): set "
+        f"actor_rollout_ref.model.lora_rank to {most} or less"
+    ), {"config_key": "actor_rollout_ref.model.lora_rank", "value": rank, "limit": most}
 
 
 def engine_length_fix(log_text: str) -> tuple[str, Details] | None:
     """The rollout engine's context asked longer than the model's: the length that fits."""
-    refused = ENGINE_LENGTH_REFUSED.search(log_text)
+    refused = next((found for pattern in ENGINE_LENGTH_REFUSED if (found := pattern.search(log_text))), None)
     if not refused:
         return None
     asked, derived = int(refused.group("asked")), int(refused.group("derived"))
@@ -1996,8 +2017,20 @@ PARQUET_EMPTY = re.compile(r"Parquet file size is 0 bytes")
 PARQUET_NO_MAGIC = re.compile(r"Parquet magic bytes not found")
 
 
+# verl's RLHFDataset refusing a data path by its extension (verl/utils/dataset/rl_dataset.py _read_files_and_tokenize)
+VERL_FORMAT_REFUSED = re.compile(r"ValueError: Unsupported file format: (?P<path>\S+)")
+
+
 def data_error_fix(log_text: str) -> tuple[str, Details] | None:
     """Which column of the data the reader could not use (missing, or of two types), or a file that is no parquet."""
+    unread = VERL_FORMAT_REFUSED.search(log_text)
+    if unread:
+        path = unread.group("path")
+        return (
+            f"verl reads only .parquet, .json and .jsonl files, each named, and was given {path}: point "
+            "data.train_files / data.val_files at the files themselves (a list: [a.parquet,b.parquet]; a directory is "
+            "not expanded), or convert the data to parquet"
+        ), {"data_path": path}
     if PARQUET_EMPTY.search(log_text) or PARQUET_NO_MAGIC.search(log_text):
         empty = PARQUET_EMPTY.search(log_text) is not None
         what = "empty (0 bytes)" if empty else "not parquet (no magic bytes in its footer)"

@@ -401,6 +401,12 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # verl's async rollout servers (vllm_async_server.py, async_sglang_server.py): a prompt that fills the
         # engine's context, kept by data.filter_overlong_prompts=false
         r"Prompt length \(\d+\) (?:leaves no room to generate within|exceeds) the model's maximum context length",
+        # the same refusal in the engines' own words: vLLM's input processor (v1/engine/processor.py
+        # _validate_model_input) and SGLang's tokenizer manager (managers/tokenizer_manager.py)
+        r"The decoder prompt \(length \d+\) is longer than the maximum model length of \d+",
+        r"The input \(\d+ tokens\) is longer than the model's context length \(\d+ tokens\)",
+        # verl's DataProto.chunk (protocol.py): a batch split over a worker group whose size does not divide it
+        r"only support equal chunk\. Got size of DataProto \d+ and chunk \d+",
         # verl's own checks of the rollout against the model (vllm_async_server.py _validate_configs) and vLLM's LoRA
         # ranks (vllm_rollout/utils.py get_vllm_max_lora_rank)
         r"max_model_len \(\d+\) should be less than or equal to max_position_embeddings \(\d+\)",

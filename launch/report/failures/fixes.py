@@ -954,6 +954,7 @@ def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
         slurm_refusal_fix(log_text)
         or rollout_dtype_fix(log_text)
         or prompt_length_fix(log_text)
+        or unequal_chunk_fix(log_text)
         or generations_fix(log_text)
         or engine_batching_fix(log_text)
         or chat_template_fix(log_text)
@@ -977,10 +978,21 @@ BF16_REFUSED = re.compile(
 )
 # verl's async rollout servers refusing a prompt that fills the engine's context (vllm_async_server.py,
 # async_sglang_server.py generate); verl 0.9.1 sets a null rollout max_model_len to the model's max_position_embeddings
-PROMPT_FILLS_CONTEXT = re.compile(
-    r"Prompt length \((?P<prompt>\d+)\) (?:leaves no room to generate within|exceeds) the model's maximum context "
-    r"length \((?P<context>\d+)\)"
+# ... and the engines' own refusals of such a prompt (vLLM's v1/engine/processor.py, SGLang's tokenizer_manager.py)
+PROMPT_FILLS_CONTEXT = (
+    re.compile(
+        r"Prompt length \((?P<prompt>\d+)\) (?:leaves no room to generate within|exceeds) the model's maximum "
+        r"context length \((?P<context>\d+)\)"
+    ),
+    re.compile(
+        r"The decoder prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length of (?P<context>\d+)"
+    ),
+    re.compile(
+        r"The input \((?P<prompt>\d+) tokens\) is longer than the model's context length \((?P<context>\d+) tokens\)"
+    ),
 )
+# verl's DataProto.chunk (verl/protocol.py): a batch dispatched over a worker group whose size does not divide it
+UNEQUAL_CHUNK = re.compile(r"only support equal chunk\. Got size of DataProto (?P<size>\d+) and chunk (?P<chunks>\d+)")
 
 
 # sbatch refusing the job's --time or --mem against the partition (SLURM's ESLURM_INVALID_TIME_LIMIT,
@@ -1047,6 +1059,22 @@ def engine_length_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"config_key": "actor_rollout_ref.rollout.max_model_len", "value": asked, "limit": derived}
 
 
+def unequal_chunk_fix(log_text: str) -> tuple[str, Details] | None:
+    """A batch verl splits over its workers that their count does not divide: the sizes that it would."""
+    refused = UNEQUAL_CHUNK.search(log_text)
+    if not refused:
+        return None
+    size, chunks = int(refused.group("size")), int(refused.group("chunks"))
+    lower, upper = size // chunks * chunks, (size // chunks + 1) * chunks
+    multiples = " or ".join(str(multiple) for multiple in (lower, upper) if multiple > 0)
+    return (
+        f"verl split a batch of {size} over {chunks} workers, which does not divide it: the batch it dispatches "
+        "(data.train_batch_size x actor_rollout_ref.rollout.n sequences, or the validation set, data.val_batch_size) "
+        f"must be a multiple of {GPU_COUNT_KEYS} ({chunks}): make it {multiples}, or change the GPU count to a "
+        f"divisor of {size}"
+    ), {"config_key": "data.train_batch_size", "batch": size, "workers": chunks}
+
+
 def rollout_dtype_fix(log_text: str) -> tuple[str, Details] | None:
     """vLLM refusing bfloat16 on a card older than Ampere: the rollout's dtype, and the actor's, must be float16."""
     refused = BF16_REFUSED.search(log_text)
@@ -1064,7 +1092,7 @@ def rollout_dtype_fix(log_text: str) -> tuple[str, Details] | None:
 
 def prompt_length_fix(log_text: str) -> tuple[str, Details] | None:
     """A prompt as long as the engine's context: verl keeps such prompts unless it filters them."""
-    refused = PROMPT_FILLS_CONTEXT.search(log_text)
+    refused = next((found for pattern in PROMPT_FILLS_CONTEXT if (found := pattern.search(log_text))), None)
     if not refused:
         return None
     prompt, context = int(refused.group("prompt")), int(refused.group("context"))

@@ -61,6 +61,12 @@ FIX_NAMES = {
     "reward_error/verl-custom-reward-module-not-found": "reward.custom_reward_function.path",
     "reward_error/verl-custom-reward-object-not-found": "reward.custom_reward_function.name",
     "reward_error/verl-default-compute-score-data-source": "reward.custom_reward_function.path",
+    "nccl_timeout/nccl-bootstrap-no-socket-interface": "cluster.env.NCCL_SOCKET_IFNAME",
+    "nccl_timeout/nccl-ib-completion-error": "status 12 (retries exceeded",
+    "nccl_timeout/nccl-ib-completion-error-old-form": "status 12 (retries exceeded",
+    "nccl_timeout/nccl-ibv-reg-mr-memlock-not-host-oom": "ulimit -l",
+    "nccl_timeout/torch-gloo-recv-timeout": "waited 1800 s to recv",
+    "nccl_timeout/vllm-pynccl-bootstrap-no-socket-interface": "cluster.env.NCCL_SOCKET_IFNAME",
     "time_limit/slurm-step-cancelled-time-limit": "mode.time_budget_min",
 }
 

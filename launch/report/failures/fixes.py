@@ -455,11 +455,59 @@ def rendezvous_fix(log_text: str) -> tuple[str, Details] | None:
     return None
 
 
+# NCCL's own network failures (src/bootstrap.cc: no interface matches NCCL_SOCKET_IFNAME; src/transport/net_ib.cc: a
+# work completion in error, status 12 IBV_WC_RETRY_EXC_ERR) and Gloo's collective timeout (gloo/transport/tcp/
+# unbound_buffer.cc), which say more than a collective that timed out
+NCCL_NO_INTERFACE = re.compile(r"Bootstrap ?: no socket interface found")
+IB_COMPLETION_ERROR = re.compile(
+    r"NET/IB ?: Got completion (?:from peer (?P<peer>\S+) )?with (?:status=|error )(?P<status>\d+)"
+)
+# verbs refusing to pin NCCL's buffers (src/misc/ibvwrap.cc): the memlock limit, not the node's memory
+PINNED_MEMORY_REFUSED = re.compile(r"Call to ibv_reg_mr failed with error Cannot allocate memory")
+GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send) operation to complete")
+
+
+def nccl_network_fix(log_text: str) -> tuple[str, Details] | None:
+    """The network NCCL or Gloo could not use, where their own message says which failure it was."""
+    if NCCL_NO_INTERFACE.search(log_text):
+        return (
+            "NCCL found no network interface to bootstrap on: NCCL_SOCKET_IFNAME names one this node does not have "
+            "(or that is down): set cluster.env.NCCL_SOCKET_IFNAME to the interface the nodes share (`ip -br addr` on "
+            "a node; a prefix such as ib or eth matches all of its ports), or unset it to let NCCL choose"
+        ), {"nccl": "no interface"}
+    if PINNED_MEMORY_REFUSED.search(log_text):
+        return (
+            "InfiniBand could not pin NCCL's buffers (ibv_reg_mr: Cannot allocate memory): the processes' "
+            "locked-memory limit (ulimit -l) is too low, not the node's RAM; make it unlimited where the job starts "
+            "(SLURM's PropagateResourceLimits and the slurmd's own limit, a container's --ulimit memlock=-1)"
+        ), {"nccl": "memlock"}
+    completion = IB_COMPLETION_ERROR.search(log_text)
+    if completion:
+        status = int(completion.group("status"))
+        peer = f" to {completion.group('peer')}" if completion.group("peer") else ""
+        why = "retries exceeded: the peer's port, a link or a switch stopped answering" if status == 12 else "an error"
+        return (
+            f"NCCL's InfiniBand transport{peer} got a work completion with status {status} ({why}): a fault of the "
+            "fabric between the nodes, not of the run's settings; check the ports (ibstat) and the switch, keep the "
+            "job off a node whose port flaps (+cluster.sbatch_extra.exclude=<node>), and resubmit; "
+            "cluster.env.NCCL_IB_TIMEOUT=22 waits longer on a congested fabric"
+        ), {"ib_status": status}
+    gloo = GLOO_TIMEOUT.search(log_text)
+    if gloo:
+        waited = int(gloo.group("ms")) / 1000
+        return (
+            f"a Gloo collective (a CPU process group: a barrier, an object gather) waited {waited:g} s to "
+            f"{gloo.group('op')} from a rank that never came: that rank stopped or was busy alone (read its own error "
+            "first: an OOM, a dead actor, a long save or evaluation on one rank)"
+        ), {"op": f"gloo {gloo.group('op')}", "timeout_s": waited}
+    return None
+
+
 def nccl_fix_from_log(log_text: str) -> tuple[str, Details]:
     """A collective that never completed: the very first one means the ranks never connected (network config), a
     later one that some rank stopped coming."""
     # a rank that never reached a rendezvous explains the collectives that then waited for it
-    rendezvous = rendezvous_fix(log_text)
+    rendezvous = rendezvous_fix(log_text) or nccl_network_fix(log_text)
     if rendezvous:
         return rendezvous
     works = [(int(seq), op) for seq, op in NCCL_WORK.findall(log_text)]

@@ -481,6 +481,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"\bTimeout at NCCL work: \d+",
         # NCCL's InfiniBand transport: a work completion in error (a peer's port, link or switch stopped answering)
         r"NET/IB ?: Got completion (?:from peer \S+ )?with (?:status=|error )\d+",
+        # NCCL's bootstrap finding no interface NCCL_SOCKET_IFNAME names (src/bootstrap.cc), where the log stops
+        # before the ncclInternalError it returns
+        r"Bootstrap ?: no socket interface found",
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}

@@ -91,6 +91,13 @@ def expected_step_s(predicted: float | None, measured: list[float], steady: list
     return min(slowest, SLOWEST_OVER_TYPICAL * statistics.median(recent)) if recent else slowest
 
 
+def expected_validation_s(predicted_s: float, measured: list[float]) -> float:
+    """One validation as expected_step_s expects a step: the slowest measured, but at most SLOWEST_OVER_TYPICAL x the
+    median of the last RECENT_STEPS (every validation is steady: each runs the same validation set), so one outlier
+    does not hold the window open for the rest of the run; before any, the plan's (0: none predicted)."""
+    return expected_step_s(predicted_s or None, measured, measured) or 0.0
+
+
 def steady_times(times_per_attempt: Iterable[list[float]]) -> list[float]:
     """The step times of each attempt after its first (which compiles, captures graphs, warms the allocator)."""
     return [seconds for times in times_per_attempt for seconds in times[1:]]
@@ -263,8 +270,8 @@ class Progress:
 
     @property
     def validation_s(self) -> float:
-        """The validations expected before the next record: the slowest one measured, else the plan's."""
-        one = max(self.measured_validations) if self.measured_validations else self.validations.predicted_s
+        """The validations expected before the next record, each at expected_validation_s."""
+        one = expected_validation_s(self.validations.predicted_s, self.measured_validations)
         return self.validations.before_next_record(self.last_step) * one
 
     @property
@@ -1033,7 +1040,7 @@ def watch_for(
     )
     expected = expected_step_s(watch.predicted_s, earlier, watch.earlier_steady_times)
     source = "earlier steps" if earlier else "the plan" if expected else "no prediction"
-    validation_s = max(watch.earlier_validation_times, default=watch.validations.predicted_s)
+    validation_s = expected_validation_s(watch.validations.predicted_s, watch.earlier_validation_times)
     window = window_text(expected, watch.factor, watch.floor_s, watch.validations, validation_s)
     print(
         f"rlaunch: hang watchdog on: {window} is a hang (step time from {source}; measured steps replace it)",

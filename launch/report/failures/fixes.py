@@ -19,16 +19,31 @@ from typing import Any
 from launch.report.failures.signatures import (
     BATCH_ARITHMETIC,
     CONFIG_LIBRARY_FRAME,
+    DATALOADER_SHM,
     DATASET_GENERATION_FRAME,
+    DUPLICATE_GPU,
+    GLOO_TIMEOUT,
+    GPU_HELD,
+    GRES_REFUSED,
+    IB_COMPLETION_ERROR,
     KEY_ERROR,
+    LORA_RANK_REFUSED,
+    NCCL_NO_INTERFACE,
     NO_ROUTE,
     NODES_WAIT,
+    OBJECT_STORE_FULL,
     OMEGACONF_SETTER,
+    PROMPT_FILLS_CONTEXT,
     RECORD_FIELD,
     REDIS_RETRY,
     SAVED_DATASET_INCOMPLETE,
     SEGFAULT,
+    SGLANG_NO_SLOTS,
+    SLURM_MEM_REFUSED,
+    SLURM_TIME_REFUSED,
+    UNEQUAL_CHUNK,
     VERL_CONFIG_CHECK,
+    VERL_FORMAT_REFUSED,
     WRAPPED_OOM,
     ZERO_DIVISION,
     Failure,
@@ -294,14 +309,6 @@ def engine_fix_from_log(log_text: str, fraction: float | None, key: str = ENGINE
     return GENERIC_FIXES["engine_memory"], found
 
 
-# SGLang's scheduler finding no KV-cache slots for a batch (python/sglang/srt/mem_cache/common.py), and the tokens
-# it tried to allocate, on the line after
-SGLANG_NO_SLOTS = re.compile(
-    r"(?P<stage>Prefill|Decode) out of memory\. Try to lower your batch size\.(?:\s*(?:\([^)]*\)\s*)?Try to "
-    r"allocate (?P<tokens>\d+) tokens)?"
-)
-
-
 # SGLang's memory profile after loading the weights: the tokens left for the KV cache, and the weights' share
 SGLANG_PROFILED = re.compile(r"larger than the profiled value (-?\d+)|\bmax_total_num_tokens=(-\d+)")
 SGLANG_WEIGHTS = re.compile(r"Load weight end\..*?avail mem=([\d.]+) GB, mem usage=([\d.]+) GB")
@@ -455,16 +462,8 @@ def rendezvous_fix(log_text: str) -> tuple[str, Details] | None:
     return None
 
 
-# NCCL's own network failures (src/bootstrap.cc: no interface matches NCCL_SOCKET_IFNAME; src/transport/net_ib.cc: a
-# work completion in error, status 12 IBV_WC_RETRY_EXC_ERR) and Gloo's collective timeout (gloo/transport/tcp/
-# unbound_buffer.cc), which say more than a collective that timed out
-NCCL_NO_INTERFACE = re.compile(r"Bootstrap ?: no socket interface found")
-IB_COMPLETION_ERROR = re.compile(
-    r"NET/IB ?: Got completion (?:from peer (?P<peer>\S+) )?with (?:status=|error )(?P<status>\d+)"
-)
 # verbs refusing to pin NCCL's buffers (src/misc/ibvwrap.cc): the memlock limit, not the node's memory
 PINNED_MEMORY_REFUSED = re.compile(r"Call to ibv_reg_mr failed with error Cannot allocate memory")
-GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send) operation to complete")
 
 
 def nccl_network_fix(log_text: str) -> tuple[str, Details] | None:
@@ -1024,29 +1023,6 @@ BF16_REFUSED = re.compile(
     r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0\. Your (?P<gpu>.+?) GPU "
     r"(?:has compute capability (?P<capability>[\d.]+?)|does not have a compute capability)\.?(?:\s|$)"
 )
-# verl's async rollout servers refusing a prompt that fills the engine's context (vllm_async_server.py,
-# async_sglang_server.py generate); verl 0.9.1 sets a null rollout max_model_len to the model's max_position_embeddings
-# ... and the engines' own refusals of such a prompt (vLLM's v1/engine/processor.py, SGLang's tokenizer_manager.py)
-PROMPT_FILLS_CONTEXT = (
-    re.compile(
-        r"Prompt length \((?P<prompt>\d+)\) (?:leaves no room to generate within|exceeds) the model's maximum "
-        r"context length \((?P<context>\d+)\)"
-    ),
-    re.compile(
-        r"The decoder prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length of (?P<context>\d+)"
-    ),
-    re.compile(
-        r"The input \((?P<prompt>\d+) tokens\) is longer than the model's context length \((?P<context>\d+) tokens\)"
-    ),
-)
-# verl's DataProto.chunk (verl/protocol.py): a batch dispatched over a worker group whose size does not divide it
-UNEQUAL_CHUNK = re.compile(r"only support equal chunk\. Got size of DataProto (?P<size>\d+) and chunk (?P<chunks>\d+)")
-
-
-# sbatch refusing the job's --time or --mem against the partition (SLURM's ESLURM_INVALID_TIME_LIMIT,
-# ESLURM_INVALID_TASK_MEMORY in src/common/slurm_errno.c)
-SLURM_TIME_REFUSED = re.compile(r"Requested time limit is invalid \(missing or exceeds some limit\)")
-SLURM_MEM_REFUSED = re.compile(r"Memory specification can not be satisfied")
 
 
 def slurm_refusal_fix(log_text: str) -> tuple[str, Details] | None:
@@ -1077,8 +1053,6 @@ ENGINE_LENGTH_REFUSED = (
         r"max_model_len \((?P<asked>\d+)\) should be less than or equal to max_position_embeddings \((?P<derived>\d+)\)"
     ),
 )
-# verl mapping the actor's LoRA rank onto vLLM's max_lora_rank values (vllm_rollout/utils.py get_vllm_max_lora_rank)
-LORA_RANK_REFUSED = re.compile(r"lora_rank must be less than or equal to (?P<most>\d+), but got (?P<rank>\d+)")
 
 
 def lora_rank_fix(log_text: str) -> tuple[str, Details] | None:
@@ -2028,12 +2002,6 @@ def refused_allocation_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"refused_gib": round(gib, 2)}
 
 
-# torch's SIGBUS handler for a DataLoader worker (torch/csrc/DataLoader.cpp), and Ray's object store, full and unable
-# to spill (plasma_store_provider.cc): both live in /dev/shm, host memory with a size of its own
-DATALOADER_SHM = re.compile(r"dataloader's workers are out of shared memory")
-OBJECT_STORE_FULL = re.compile(r"\bObjectStoreFullError\b|in object store because it is full")
-
-
 def shared_memory_fix(log_text: str) -> tuple[str, Details] | None:
     """/dev/shm ran out under the DataLoader's workers or Ray's object store: its own size, not the job's --mem."""
     if DATALOADER_SHM.search(log_text):
@@ -2091,10 +2059,6 @@ VERL_COLUMN_MISSING = re.compile(r"KeyError: '(?P<column>prompt|data_source|rewa
 # a download cut short, another format named .parquet)
 PARQUET_EMPTY = re.compile(r"Parquet file size is 0 bytes")
 PARQUET_NO_MAGIC = re.compile(r"Parquet magic bytes not found")
-
-
-# verl's RLHFDataset refusing a data path by its extension (verl/utils/dataset/rl_dataset.py _read_files_and_tokenize)
-VERL_FORMAT_REFUSED = re.compile(r"ValueError: Unsupported file format: (?P<path>\S+)")
 
 
 def data_error_fix(log_text: str) -> tuple[str, Details] | None:
@@ -2556,16 +2520,11 @@ def no_gpu_registered(asked: float) -> tuple[str, Details]:
     ), {"gpus_requested": asked, "gpus_available": 0}
 
 
-# GPUs a node has but the job cannot use: the CUDA driver failing torch's device count (c10/cuda/CUDAFunctions.cpp),
-# a card another process holds in exclusive-process mode, two ranks given one card (NCCL's init.cc), and SLURM refusing
-# the --gres type
+# the CUDA driver failing torch's device count (c10/cuda/CUDAFunctions.cpp), with its error's code and words
 CUDA_DRIVER_ERROR = re.compile(
     r"Unexpected error from cudaGetDeviceCount\(\)\..*? Error (?P<code>(?!2:)\d+): (?P<what>.+?)(?: \(Triggered|$)",
     re.M,
 )
-GPU_HELD = re.compile(r"CUDA-capable device\(s\) is/are busy or unavailable|\bcudaErrorDevicesUnavailable\b")
-DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank (?P<first>\d+) and rank (?P<second>\d+) both on CUDA device")
-GRES_REFUSED = re.compile(r"Invalid generic resource \(gres\) specification")
 KEEP_OFF_NODE = "keep the job off it (+cluster.sbatch_extra.exclude=<node>) and tell its admins"
 
 

@@ -73,6 +73,60 @@ SAVED_DATASET_INCOMPLETE = re.compile(
 # the job script's own stop before any Python ran (launch/plan.py guarded_setup_line, launch/snapshot.py job_setup)
 SCRIPT_STOPPED = r"rlaunch: error: (?:cluster\.setup\[\d+\] failed|the code snapshot \S+ is gone)"
 
+# Library messages that name a kind (SIGNATURES below reads each by its .pattern) and give fixes.py the numbers its fix
+# quotes (their named groups): one pattern per message.
+# sbatch refusing the job's --time (above the partition's MaxTime) or its --mem (above every node's RealMemory):
+# SLURM's ESLURM_INVALID_TIME_LIMIT and ESLURM_INVALID_TASK_MEMORY (src/common/slurm_errno.c)
+SLURM_TIME_REFUSED = re.compile(r"Requested time limit is invalid \(missing or exceeds some limit\)")
+SLURM_MEM_REFUSED = re.compile(r"Memory specification can not be satisfied")
+# a prompt that fills the engine's context: verl's async rollout servers (vllm_async_server.py, async_sglang_server.py
+# generate; verl 0.9.1 sets a null rollout max_model_len to the model's max_position_embeddings), and the engines' own
+# refusals (vLLM's v1/engine/processor.py _validate_model_input, SGLang's managers/tokenizer_manager.py)
+PROMPT_FILLS_CONTEXT = (
+    re.compile(
+        r"Prompt length \((?P<prompt>\d+)\) (?:leaves no room to generate within|exceeds) the model's maximum "
+        r"context length \((?P<context>\d+)\)"
+    ),
+    re.compile(
+        r"The decoder prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length of (?P<context>\d+)"
+    ),
+    re.compile(
+        r"The input \((?P<prompt>\d+) tokens\) is longer than the model's context length \((?P<context>\d+) tokens\)"
+    ),
+)
+# verl's DataProto.chunk (verl/protocol.py): a batch dispatched over a worker group whose size does not divide it
+UNEQUAL_CHUNK = re.compile(r"only support equal chunk\. Got size of DataProto (?P<size>\d+) and chunk (?P<chunks>\d+)")
+# verl mapping the actor's LoRA rank onto vLLM's max_lora_rank values (vllm_rollout/utils.py get_vllm_max_lora_rank)
+LORA_RANK_REFUSED = re.compile(r"lora_rank must be less than or equal to (?P<most>\d+), but got (?P<rank>\d+)")
+# verl's RLHFDataset reading a data path that is not a .parquet/.json/.jsonl file (a directory, a .csv):
+# verl/utils/dataset/rl_dataset.py _read_files_and_tokenize
+VERL_FORMAT_REFUSED = re.compile(r"ValueError: Unsupported file format: (?P<path>\S+)")
+# torch's SIGBUS handler for a DataLoader worker (torch/csrc/DataLoader.cpp), and Ray's object store full with nothing
+# it could spill (plasma_store_provider.cc): both live in /dev/shm, host memory with a size of its own
+DATALOADER_SHM = re.compile(r"dataloader's workers are out of shared memory")
+OBJECT_STORE_FULL = re.compile(r"\bObjectStoreFullError\b|in object store because it is full\. Object size is")
+# SGLang's scheduler finding no KV-cache slots for a batch even after evicting its radix cache (mem_cache/common.py),
+# and the tokens it tried to allocate, on the line after; its INFO "Decode out of memory happened" retracts requests
+# and goes on, so it is no cause
+SGLANG_NO_SLOTS = re.compile(
+    r"(?P<stage>Prefill|Decode) out of memory\. Try to lower your batch size\.(?:\s*(?:\([^)]*\)\s*)?Try to "
+    r"allocate (?P<tokens>\d+) tokens)?"
+)
+# GPUs there but not usable by the job: a card in exclusive-process mode that another process holds
+# (cudaErrorDevicesUnavailable), two ranks of one communicator on one card (NCCL's init.cc), a --gres type the
+# partition's nodes do not have (SLURM's ESLURM_INVALID_GRES)
+GPU_HELD = re.compile(r"CUDA-capable device\(s\) is/are busy or unavailable|\bcudaErrorDevicesUnavailable\b")
+DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank (?P<first>\d+) and rank (?P<second>\d+) both on CUDA device")
+GRES_REFUSED = re.compile(r"Invalid generic resource \(gres\) specification")
+# NCCL's and Gloo's own network failures: NCCL's bootstrap finding no interface NCCL_SOCKET_IFNAME names
+# (src/bootstrap.cc), its InfiniBand transport's work completion in error, with or without the peer (src/transport/
+# net_ib.cc; status 12 is IBV_WC_RETRY_EXC_ERR), and Gloo's collective timeout (gloo/transport/tcp/unbound_buffer.cc)
+NCCL_NO_INTERFACE = re.compile(r"Bootstrap ?: no socket interface found")
+IB_COMPLETION_ERROR = re.compile(
+    r"NET/IB ?: Got completion (?:from peer (?P<peer>\S+) )?with (?:status=|error )(?P<status>\d+)"
+)
+GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send) operation to complete")
+
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "preempted": (
         r"DUE TO PREEMPTION",
@@ -118,10 +172,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # the kernel refusing a process more memory (ENOMEM as Python's OSError: a fork, an mmap): NCCL's and verbs'
         # "Cannot allocate memory" of pinned memory (the memlock limit) never carries Python's errno form
         r"\[Errno 12\] Cannot allocate memory",
-        # torch's SIGBUS handler for a DataLoader worker: /dev/shm, host memory, could not back a batch
-        r"dataloader's workers are out of shared memory",
-        # Ray's object store (in /dev/shm) full, with nothing it could spill (plasma_store_provider.cc)
-        r"\bObjectStoreFullError\b|in object store because it is full\. Object size is",
+        DATALOADER_SHM.pattern,
+        OBJECT_STORE_FULL.pattern,
     ),
     # a write that found its filesystem full or its quota used: before the collective timeouts and dead actors of the
     # ranks that waited for the one whose save failed
@@ -174,9 +226,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"(?:CUDA )?out of memory occurred when warming up (?:the )?(?:sampler|pooler)\b",
         r"\((?:EngineCore\w*|RayWorkerWrapper|VllmWorker\S*) pid=\d+.*CUDA out of memory",
         r"Worker failed with error 'CUDA out of memory",
-        # SGLang's scheduler finding no KV-cache slots for a batch even after evicting its radix cache (mem_cache/
-        # common.py); its INFO "Decode out of memory happened" retracts requests and goes on, so it is no cause
-        r"(?:Prefill|Decode) out of memory\. Try to lower your batch size",
+        SGLANG_NO_SLOTS.pattern,
         # SGLang capturing its CUDA graphs inside its memory share (cuda_graph_runner.py), out of memory there
         r"Capture cuda graph failed: .*out of memory",
     ),
@@ -234,12 +284,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # whose fabric manager is down, 803/804 a driver the CUDA runtime cannot use; error 2 (out of memory) is not
         # the GPU missing
         r"Unexpected error from cudaGetDeviceCount\(\)\..*? Error (?!2:)\d+:",
-        # cudaErrorDevicesUnavailable: a card in exclusive-process mode that another process holds
-        r"CUDA-capable device\(s\) is/are busy or unavailable|\bcudaErrorDevicesUnavailable\b",
-        # NCCL (init.cc): two ranks of one communicator on the same card, fewer distinct GPUs than ranks
-        r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device",
-        # SLURM's ESLURM_INVALID_GRES: a --gres (GPU type) the partition's nodes do not have
-        r"Invalid generic resource \(gres\) specification",
+        GPU_HELD.pattern,
+        DUPLICATE_GPU.pattern,
+        GRES_REFUSED.pattern,
     ),
     "model_not_cached": (
         r"We couldn't connect to '?https://huggingface\.co'? to load",
@@ -306,8 +353,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Couldn't deserialize thrift",  # a parquet file whose footer or page headers are corrupt (a cut copy)
         # datasets casting the files of one split to one schema: their columns differ (table.py, exceptions.py)
         r"\bDatasetGenerationCastError\b|\bCastError: Couldn't cast\b",
-        # verl's RLHFDataset reading a data path that is not a .parquet/.json/.jsonl file (a directory, a .csv)
-        r"ValueError: Unsupported file format: \S",
+        VERL_FORMAT_REFUSED.pattern,
         r"KeyError: '(?:prompt|data_source|reward_model|ground_truth|extra_info)'",
         # pandas: none of the columns asked for is in the DataFrame ("None of [Index([...])] are in the [columns]"; its
         # [index] form is about row labels)
@@ -392,25 +438,16 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"No such file or directory: '[^']*model_world_size_\d+_rank_\d+\.pt'",
         # vLLM's scheduler refusing to start: a step's token budget below one sequence, chunked prefill off
         r"max_num_batched_tokens \(\d+\) is smaller than max_model_len \(\d+\)",
-        # sbatch refusing the job's --time (above the partition's MaxTime) or its --mem (above every node's
-        # RealMemory): SLURM's ESLURM_INVALID_TIME_LIMIT and ESLURM_INVALID_TASK_MEMORY (src/common/slurm_errno.c)
-        r"Requested time limit is invalid \(missing or exceeds some limit\)",
-        r"Memory specification can not be satisfied",
+        SLURM_TIME_REFUSED.pattern,
+        SLURM_MEM_REFUSED.pattern,
         # vLLM refusing bfloat16 on a card before Ampere: the rollout's dtype must be float16 there
         r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0",
-        # verl's async rollout servers (vllm_async_server.py, async_sglang_server.py): a prompt that fills the
-        # engine's context, kept by data.filter_overlong_prompts=false
-        r"Prompt length \(\d+\) (?:leaves no room to generate within|exceeds) the model's maximum context length",
-        # the same refusal in the engines' own words: vLLM's input processor (v1/engine/processor.py
-        # _validate_model_input) and SGLang's tokenizer manager (managers/tokenizer_manager.py)
-        r"The decoder prompt \(length \d+\) is longer than the maximum model length of \d+",
-        r"The input \(\d+ tokens\) is longer than the model's context length \(\d+ tokens\)",
-        # verl's DataProto.chunk (protocol.py): a batch split over a worker group whose size does not divide it
-        r"only support equal chunk\. Got size of DataProto \d+ and chunk \d+",
+        *(refused.pattern for refused in PROMPT_FILLS_CONTEXT),  # kept by data.filter_overlong_prompts=false
+        UNEQUAL_CHUNK.pattern,
         # verl's own checks of the rollout against the model (vllm_async_server.py _validate_configs) and vLLM's LoRA
         # ranks (vllm_rollout/utils.py get_vllm_max_lora_rank)
         r"max_model_len \(\d+\) should be less than or equal to max_position_embeddings \(\d+\)",
-        r"lora_rank must be less than or equal to \d+, but got \d+",
+        LORA_RANK_REFUSED.pattern,
         # DeepSpeed's batch check: train_batch_size against micro batch x accumulation x world size
         r"Check batch related parameters|train_batch_size is not equal to micro_batch_per_gpu",
         # Hydra composing the config (its InstantiationException wraps whatever a constructor raised: never read)
@@ -475,15 +512,13 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"\bRendezvousTimeoutError\b",
         # a process group forming over the store (Gloo's, NCCL's): a rank waiting for a peer's key that never came
         r"DistStoreError: wait timeout after \d+ ?ms, keys:",
-        # Gloo's collective timeout (torch's CPU process groups), and the NCCL watchdog's desync report of the
-        # collective that timed out (ProcessGroupNCCL.cpp), where a log kept it and not the watchdog's own line
-        r"Timed out waiting \d+ ?ms for (?:recv|send) operation to complete",
+        # the NCCL watchdog's desync report of the collective that timed out (ProcessGroupNCCL.cpp), where a log kept
+        # it and not the watchdog's own line
         r"\bTimeout at NCCL work: \d+",
-        # NCCL's InfiniBand transport: a work completion in error (a peer's port, link or switch stopped answering)
-        r"NET/IB ?: Got completion (?:from peer \S+ )?with (?:status=|error )\d+",
-        # NCCL's bootstrap finding no interface NCCL_SOCKET_IFNAME names (src/bootstrap.cc), where the log stops
-        # before the ncclInternalError it returns
-        r"Bootstrap ?: no socket interface found",
+        # NCCL's own network failures, where the log stops before the error they return (vLLM's pynccl names none)
+        GLOO_TIMEOUT.pattern,
+        IB_COMPLETION_ERROR.pattern,
+        NCCL_NO_INTERFACE.pattern,
     ),
 }
 COMPILED = {kind: [re.compile(pattern) for pattern in patterns] for kind, patterns in SIGNATURES.items()}

@@ -30,7 +30,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -1238,6 +1238,117 @@ class VerlSteps:
         )
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """How far each SLURM attempt of the run gets. verl saves a checkpoint every save_freq-th step, inside the step and
+    before its validation (trainer/ppo/ray_trainer.py fit, _save_checkpoint), and a requeued attempt resumes from the
+    latest one (trainer.resume_mode=auto: _load_checkpoint finds it through latest_checkpointed_iteration.txt): what an
+    attempt did after its last checkpoint is lost. So an attempt keeps whole save_freq blocks of steps, and the
+    attempts a run needs are counted in them, never as its minutes over an attempt's."""
+
+    total: int  # the steps verl runs (VerlSteps)
+    step_s: float
+    validation_s: float  # one of verl's validations (0: none)
+    test_freq: int
+    validations: int  # among the steps (VerlSteps.acts: every test_freq-th, and the last where the step count ends)
+    save_freq: int  # <= 0: no checkpoint
+
+    @classmethod
+    def of(cls, predicted: PredictedTime, save_freq: int) -> Schedule:
+        return cls(
+            predicted.total_steps,
+            predicted.step_s,
+            predicted.validation_s,
+            predicted.test_freq,
+            predicted.validations,
+            save_freq,
+        )
+
+    def validations_after(self, start: int) -> int:
+        """Validations at steps test_freq's multiples up to `start` (those an attempt resumed after `start` skips)."""
+        return start // self.test_freq if self.validation_s and self.test_freq > 0 else 0
+
+    def to_checkpoint_s(self, start: int, step: int) -> float:
+        """Seconds from resuming after step `start` to step `step`'s checkpoint (its own validation comes after)."""
+        among = verl_validations(step, self.test_freq, False) - self.validations_after(start)
+        return (step - start) * self.step_s + among * self.validation_s
+
+    def to_end_s(self, start: int) -> float:
+        """Seconds from resuming after step `start` to the run's end, its last validation included."""
+        among = self.validations - self.validations_after(start)
+        return (self.total - start) * self.step_s + among * self.validation_s
+
+    def reach(self, start: int, attempt_min: float) -> int:
+        """The step an attempt that resumes after step `start` keeps: the run's last where it ends within
+        `attempt_min`, else its last checkpoint within them (`start`: none, and the attempt is lost)."""
+        if self.to_end_s(start) <= attempt_min * 60:
+            return self.total
+        kept = start
+        if self.save_freq > 0:
+            step = (start // self.save_freq + 1) * self.save_freq
+            while step <= self.total and self.to_checkpoint_s(start, step) <= attempt_min * 60:
+                kept, step = step, step + self.save_freq
+        return kept
+
+    def attempts(self, attempt_min: float) -> int | None:
+        """The attempts of `attempt_min` training minutes the run needs; None where an attempt keeps no step (one
+        step, or the steps to the first checkpoint, outlast it): every requeue would start over, and no number of
+        requeues finishes it."""
+        done, attempts = 0, 1
+        while (reached := self.reach(done, attempt_min)) < self.total:
+            if reached == done:
+                return None
+            done, attempts = reached, attempts + 1
+        if self.to_end_s(done) > attempt_min * 60:
+            # the last attempt saved the last step and ran out in its validation: verl resumed there trains one batch
+            # more (trainer/ppo/ray_trainer.py fit: global_steps = total + 1 is a last step), saves and validates
+            return attempts + 1 if self.step_s + self.validation_s <= attempt_min * 60 else None
+        return attempts
+
+    def with_total(self, total: int) -> Schedule:
+        """The run cut to `total` steps by trainer.total_training_steps: verl validates at its last step too."""
+        validations = every_and_last(total, self.test_freq) if self.validation_s else 0
+        return replace(self, total=total, validations=validations)
+
+
+def attempt_minutes(budget_min: float, before_training_min: float) -> int:
+    """One attempt's training minutes under a budget: less the job's start-up and the validation before training."""
+    return int(budget_min - STARTUP_MIN - before_training_min)
+
+
+def least_budget(schedule: Schedule, allowed: int | None, before_training_min: float) -> int:
+    """The smallest mode.time_budget_min whose attempts finish the run within `allowed` of them (None: in any number,
+    each keeping a step at least)."""
+    low = budget_reaching(before_training_min, 0)  # one training minute
+    high = budget_reaching(before_training_min, schedule.to_end_s(0) / 60)  # the whole run in one attempt
+    while low < high:
+        middle = (low + high) // 2
+        needed = schedule.attempts(attempt_minutes(middle, before_training_min))
+        fits = needed is not None and (allowed is None or needed <= allowed)
+        low, high = (low, middle) if fits else (middle + 1, high)
+    return low
+
+
+def most_steps(schedule: Schedule, allowed: int, attempt_min: int) -> int:
+    """The most steps (trainer.total_training_steps) that `allowed` attempts of `attempt_min` minutes finish."""
+
+    def finishes(total: int) -> bool:
+        needed = schedule.with_total(total).attempts(attempt_min)
+        return needed is not None and needed <= allowed
+
+    return most_within(schedule.total, finishes)
+
+
+def most_within(most: int, fits: Callable[[int], bool]) -> int:
+    """The largest value from 1 to `most` that `fits` (0: none), where fitting is monotone: fewer steps, rows,
+    samples or seconds per step take less time."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return low
+
+
 def predict_time(
     cfg: DictConfig, plan: Plan, train_rows: int | None, val_rows: int | None = None
 ) -> PredictedTime | None:
@@ -1259,10 +1370,11 @@ def predict_time(
     test_freq = int(trainer.get("test_freq") or -1)
     validations = steps.acts(test_freq) if validation else 0
     before_training = validation / 60 if validation and trainer.get("val_before_train", True) else 0.0
-    attempt_min = max(int(cfg.mode.time_budget_min - STARTUP_MIN - before_training), 1)
+    attempt_min = max(attempt_minutes(cfg.mode.time_budget_min, before_training), 1)
     train_min = (total * step_s + validations * validation) / 60
     save_freq = int(trainer.get("save_freq") or -1)
     checkpoints = steps.acts(save_freq) > 0
+    schedule = Schedule(total, round(step_s, 1), round(validation, 1), test_freq, validations, save_freq)
     first_checkpoint = min(save_freq, total) if checkpoints else total
     first_checkpoint_s = spent_s(first_checkpoint, step_s, validation, test_freq, False) if checkpoints else None
     return PredictedTime(
@@ -1273,7 +1385,7 @@ def predict_time(
         step_source=plan.time.source,
         wall_min=round(STARTUP_MIN + before_training + train_min, 1),
         time_limit_min=int(cfg.mode.time_budget_min),
-        attempts=max(1, math.ceil(train_min / attempt_min)),
+        attempts=schedule.attempts(attempt_min) or 0,  # 0: no attempt keeps a step, the run never ends
         first_checkpoint_step=first_checkpoint,
         checkpoints=checkpoints,
         attempt_min=attempt_min,
@@ -1296,16 +1408,15 @@ def time_spent(predicted: PredictedTime, steps: int, to_the_end: bool) -> str:
     return spent + (f" + {validations} validation(s) x {predicted.validation_s:g} s" if validations else "")
 
 
-def no_time_to_train(cfg: DictConfig, before_training_min: float, then_min: float) -> str | None:
-    """The budget ends within the job's start-up (and the validation verl runs before training): `then_min`, what
-    the fix adds on top (the first checkpoint's minutes, or one step's)."""
-    if cfg.mode.time_budget_min - STARTUP_MIN - before_training_min >= 1:
+def no_time_to_train(cfg: DictConfig, before_training_min: float, enough_budget_min: int) -> str | None:
+    """The budget ends within the job's start-up (and the validation verl runs before training): `enough_budget_min`
+    is the mode.time_budget_min the fix names."""
+    if attempt_minutes(cfg.mode.time_budget_min, before_training_min) >= 1:
         return None
     validating = f" and {before_training_min:.1f} min of validation before training" if before_training_min else ""
     return (
         f"mode.time_budget_min={cfg.mode.time_budget_min} leaves no time to train: the job's start-up takes "
-        f"{STARTUP_MIN} min{validating}; set mode.time_budget_min={budget_reaching(before_training_min, then_min)} or "
-        "more"
+        f"{STARTUP_MIN} min{validating}; set mode.time_budget_min={enough_budget_min} or more"
     )
 
 
@@ -1317,7 +1428,7 @@ def judge_budget_without_rows(cfg: DictConfig, plan: Plan, findings: Findings) -
     validates_first = validates(cfg) and bool(cfg.trainer.get("val_before_train", True))
     # a validation's length needs the validation rows: one step's stands in for it, a floor
     before_training = plan.time.step_s / 60 if validates_first else 0.0
-    problem = no_time_to_train(cfg, before_training, plan.time.step_s / 60)
+    problem = no_time_to_train(cfg, before_training, budget_reaching(before_training, plan.time.step_s / 60))
     if problem:
         findings.problems.append(("time", problem))
     else:
@@ -1328,95 +1439,199 @@ def judge_budget_without_rows(cfg: DictConfig, plan: Plan, findings: Findings) -
         )
 
 
-def judge_time(cfg: DictConfig, predicted: PredictedTime | None, findings: Findings) -> None:
-    """Only SLURM has a time limit: the run must end within the attempts cluster.max_requeues allows, and the first
-    checkpoint must come within one attempt, or every requeue starts over. One that comes within the step-time
-    model's error of the attempt's end is said, not refused."""
+def budget_ceiling(cfg: DictConfig, facts: Facts) -> int | None:
+    """The largest mode.time_budget_min the partition takes: its MaxTime less cluster.time_margin_min, which --time
+    adds (launch/plan.py make_resources; launch/validate.py refuses more). None: no limit known."""
+    partition = facts.partition
+    if partition is None or partition.max_time_min is None:
+        return None
+    return partition.max_time_min - int(cfg.cluster.get("time_margin_min", 0))
+
+
+def longest_step_s(schedule: Schedule, allowed: int, attempt_min: int) -> int:
+    """The longest step (whole seconds) with which `allowed` attempts of `attempt_min` minutes finish the run, the
+    validations as they are: what more GPUs or shorter lengths must bring the step down to."""
+
+    def finishes(step_s: int) -> bool:
+        needed = replace(schedule, step_s=float(step_s)).attempts(attempt_min)
+        return needed is not None and needed <= allowed
+
+    return most_within(int(schedule.step_s), finishes)
+
+
+def attempt_text(cfg: DictConfig, predicted: PredictedTime) -> str:
+    attempt = f"{cfg.mode.time_budget_min} min budget - {STARTUP_MIN} min start-up"
+    if predicted.validates_before_training:
+        attempt += f" - {predicted.validation_s / 60:.1f} min validation before training"
+    return attempt + f" = {predicted.attempt_min} min"
+
+
+def budget_fixes(
+    cfg: DictConfig, schedule: Schedule, allowed: int, before_training: float, ceiling: int | None
+) -> list[str]:
+    """The budgets that finish the run: the least within the attempts cluster.max_requeues allows and, where the
+    partition's limit is below it, the step time that limit needs (more GPUs or shorter lengths). Counted in whole
+    steps per attempt, to each attempt's last checkpoint (Schedule)."""
+    budget = least_budget(schedule, allowed, before_training)
+    if ceiling is None or budget <= ceiling:
+        return [f"a larger budget (mode.time_budget_min={budget})"]
+    attempt_min = attempt_minutes(ceiling, before_training)
+    fastest = longest_step_s(schedule, allowed, attempt_min) if attempt_min >= 1 else 0
+    step = f"a step of at most {fastest} s, now {schedule.step_s:g} s" if fastest >= 1 else "a shorter step"
+    return [
+        f"{step} (more GPUs or shorter lengths: mode.time_budget_min={budget} would pass the partition's limit, which "
+        f"takes mode.time_budget_min<={ceiling} with cluster.time_margin_min={cfg.cluster.get('time_margin_min', 0)})"
+    ]
+
+
+def judge_time(
+    cfg: DictConfig, predicted: PredictedTime | None, findings: Findings, save_freq: int, ceiling: int | None = None
+) -> None:
+    """Only SLURM has a time limit: the run must end within the attempts cluster.max_requeues allows, each attempt
+    keeping the steps to its last checkpoint (Schedule), or every requeue starts over. One that comes within the
+    step-time model's error of the attempt's end is said, not refused. `save_freq`: the plan's trainer.save_freq;
+    `ceiling`: the largest budget the partition takes (budget_ceiling). Every fix named is one that finishes the run."""
     if predicted is None or cfg.cluster.name != "slurm":
         return
     step_s, attempt_min = predicted.step_s, predicted.attempt_min
+    allowed = 1 + int(cfg.cluster.max_requeues)
+    schedule = Schedule.of(predicted, save_freq)
     before_training = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
-    first_min = min(predicted.first_checkpoint_min or math.inf, 60.0)
-    problem = no_time_to_train(cfg, before_training, first_min)
+    problem = no_time_to_train(cfg, before_training, least_budget(schedule, allowed, before_training))
     if problem:  # the attempt ends before training starts
         findings.problems.append(("time", problem))
         return
-    judge_attempts(cfg, predicted, findings)
     first_min = predicted.first_checkpoint_min or predicted.first_checkpoint_step * step_s / 60
     # the save_freq a fix names: in time with steps as much slower as the model may err, where a step is that short
     safe = steps_within(attempt_min / (1 + STEP_TIME_MARGIN), step_s, predicted.validation_s, predicted.test_freq)
     fitting = safe or steps_within(attempt_min, step_s, predicted.validation_s, predicted.test_freq)
+    # a save_freq fix names the largest one up to that with which the run also finishes in the attempts allowed: an
+    # attempt keeps whole save_freq blocks, so 3 of 5 steps that fit keep 3, where 1 keeps all 5
+    fix = finishing_save_freq(schedule, allowed, attempt_min, fitting) or fitting
     first = time_spent(predicted, predicted.first_checkpoint_step, not predicted.checkpoints)
-    attempt = f"{cfg.mode.time_budget_min} min budget - {STARTUP_MIN} min start-up"
-    if predicted.validates_before_training:
-        attempt += f" - {predicted.validation_s / 60:.1f} min validation before training"
-    attempt += f" = {attempt_min} min"
+    attempt = attempt_text(cfg, predicted)
+    needs = f"{predicted.attempts} attempts" if predicted.attempts else "more than one attempt"
     resume = str(cfg.trainer.get("resume_mode") or "auto")
-    if predicted.attempts > 1 and resume != "auto":  # verl resumes from the latest checkpoint only under auto
+    if fitting < 1 and predicted.attempts != 1:  # no attempt keeps a step, whatever its save_freq
+        fixes = budget_fixes(cfg, schedule, allowed, before_training, ceiling)
+        least = least_budget(schedule, None, before_training)  # attempts that keep a step each, requeued enough
+        needed = schedule.attempts(attempt_minutes(least, before_training)) or 0
+        if needed > allowed and (ceiling is None or least <= ceiling):
+            fixes.append(f"mode.time_budget_min={least} with more requeues (cluster.max_requeues={needed - 1})")
+        findings.problems.append(
+            (
+                "time",
+                f"one step takes {step_s:g} s = {step_s / 60:.0f} min, more than one attempt ({attempt}): no attempt "
+                f"would reach a checkpoint, every requeue would start over, and neither more requeues nor fewer steps "
+                f"would finish the run; choose {' or '.join(fixes)}",
+            )
+        )
+    elif predicted.attempts != 1 and resume != "auto":  # verl resumes from the latest checkpoint only under auto
         restart = "from step 0" if resume == "disable" else "from trainer.resume_from_path again"
         findings.problems.append(
             (
                 "time",
-                f"trainer.resume_mode={resume} and the run needs {predicted.attempts} attempts of {attempt_min} min: "
+                f"trainer.resume_mode={resume} and the run needs {needs} of {attempt_min} min: "
                 f"verl would start every requeued attempt {restart}, not from its last checkpoint; write "
                 f"trainer.resume_mode=auto",
             )
         )
-    elif predicted.attempts > 1 and not predicted.checkpoints:
+    elif predicted.attempts != 1 and not predicted.checkpoints:
         findings.problems.append(
             (
                 "time",
-                f"trainer.save_freq={cfg.trainer.save_freq} saves no checkpoint, and the run needs "
-                f"{predicted.attempts} attempts of {attempt_min} min: every requeue would start over; set "
-                f"trainer.save_freq={max(1, fitting)}",
+                f"trainer.save_freq={save_freq} saves no checkpoint, and the run needs {needs} of {attempt_min} "
+                f"min: every requeue would start over; set trainer.save_freq={fix}"
+                + then_attempts(cfg, replace(schedule, save_freq=fix), predicted, before_training, ceiling),
             )
         )
     elif first_min > attempt_min:
-        fix = (
-            f"set trainer.save_freq={fitting}"
-            if fitting >= 1
-            else "one step outlasts the attempt: use a longer mode, more GPUs or shorter lengths"
-        )
         findings.problems.append(
             (
                 "time",
-                f"the first checkpoint comes after {first} = "
-                f"{first_min:.0f} min, beyond one attempt ({attempt}): every requeue would start over; {fix}",
+                f"the first checkpoint comes after {first} = {first_min:.0f} min, beyond one attempt ({attempt}): "
+                f"every requeue would start over; set trainer.save_freq={fix}"
+                + then_attempts(cfg, replace(schedule, save_freq=fix), predicted, before_training, ceiling),
             )
         )
-    elif first_min * (1 + STEP_TIME_MARGIN) > attempt_min and safe >= 1:
-        what = "the first checkpoint" if predicted.checkpoints else "the run's end (it saves no checkpoint)"
-        findings.notes.append(
-            f"{what} comes after {first} = {first_min:.0f} min of "
-            f"one attempt's {attempt_min} min ({attempt}): steps {100 * (attempt_min / first_min - 1):.0f} % slower "
-            f"than predicted (the model's error on published runs is up to {100 * STEP_TIME_MARGIN:.0f} %) would "
-            f"end the attempt before it, and the requeued one would start over; trainer.save_freq={safe} saves in time"
-        )
+    else:
+        judge_attempts(cfg, schedule, predicted, findings, ceiling)
+        if first_min * (1 + STEP_TIME_MARGIN) > attempt_min and safe >= 1:
+            what = "the first checkpoint" if predicted.checkpoints else "the run's end (it saves no checkpoint)"
+            findings.notes.append(
+                f"{what} comes after {first} = {first_min:.0f} min of one attempt's {attempt_min} min ({attempt}): "
+                f"steps {100 * (attempt_min / first_min - 1):.0f} % slower than predicted (the model's error on "
+                f"published runs is up to {100 * STEP_TIME_MARGIN:.0f} %) would end the attempt before it, and the "
+                f"requeued one would start over; trainer.save_freq={safe} saves in time"
+            )
 
 
-def judge_attempts(cfg: DictConfig, predicted: PredictedTime, findings: Findings) -> None:
+def finishing_save_freq(schedule: Schedule, allowed: int, attempt_min: int, most: int) -> int | None:
+    """The largest trainer.save_freq up to `most` with which the run finishes within `allowed` attempts (None: none)."""
+    for save_freq in range(most, 0, -1):
+        needed = replace(schedule, save_freq=save_freq).attempts(attempt_min)
+        if needed is not None and needed <= allowed:
+            return save_freq
+    return None
+
+
+def then_attempts(
+    cfg: DictConfig, fixed: Schedule, predicted: PredictedTime, before_training: float, ceiling: int | None
+) -> str:
+    """After a save_freq fix: nothing where the run then finishes within the attempts allowed, else what it then
+    needs too."""
+    allowed = 1 + int(cfg.cluster.max_requeues)
+    needed = fixed.attempts(predicted.attempt_min)
+    if needed is not None and needed <= allowed:
+        return ""
+    fixes = attempts_fixes(cfg, fixed, predicted, needed, before_training, ceiling)
+    return (
+        f"; with it the run needs {needed or 'more'} attempts and cluster.max_requeues={cfg.cluster.max_requeues} "
+        f"allows 1 + {allowed - 1}: also choose {', '.join(fixes[:-1])}{' or ' if len(fixes) > 1 else ''}{fixes[-1]}"
+    )
+
+
+def attempts_fixes(
+    cfg: DictConfig,
+    schedule: Schedule,
+    predicted: PredictedTime,
+    needed: int | None,
+    before_training: float,
+    ceiling: int | None,
+) -> list[str]:
+    """Fewer steps, a larger budget, more requeues: each one that alone finishes the run (never more requeues where no
+    attempt keeps a step, nor steps no attempt finishes)."""
+    allowed, attempt_min = 1 + int(cfg.cluster.max_requeues), predicted.attempt_min
+    fitting_steps = most_steps(schedule, allowed, attempt_min)
+    steps_fix = f"trainer.total_training_steps={fitting_steps}" if fitting_steps >= 1 else ""
+    if cfg.trainer.get("total_training_steps") is None and fitting_steps >= predicted.steps_per_epoch >= 1:
+        steps_fix = f"trainer.total_epochs={fitting_steps // predicted.steps_per_epoch} or {steps_fix}"
+    fixes = [f"fewer steps ({steps_fix})"] if steps_fix else []
+    fixes += budget_fixes(cfg, schedule, allowed, before_training, ceiling)
+    return fixes + ([f"more requeues (cluster.max_requeues={needed - 1})"] if needed is not None else [])
+
+
+def judge_attempts(
+    cfg: DictConfig, schedule: Schedule, predicted: PredictedTime, findings: Findings, ceiling: int | None
+) -> None:
     """A job is requeued at most cluster.max_requeues times (launch/slurm.py): a run that needs more attempts stops
     unfinished, after days in the queue. The fix names the numbers that fit."""
     allowed = 1 + int(cfg.cluster.max_requeues)
     needed = predicted.attempts
     if needed <= allowed:
         return
-    step_s, attempt_min, total = predicted.step_s, predicted.attempt_min, predicted.total_steps
-    train_min = (total * step_s + predicted.validations * predicted.validation_s) / 60
-    fitting_steps = steps_within(allowed * attempt_min, step_s, predicted.validation_s, predicted.test_freq, True)
     before_training = predicted.validation_s / 60 if predicted.validates_before_training else 0.0
-    budget = math.ceil(train_min / allowed + STARTUP_MIN + before_training)
-    steps_fix = f"trainer.total_training_steps={fitting_steps}" if fitting_steps >= 1 else ""
-    if cfg.trainer.get("total_training_steps") is None and fitting_steps >= predicted.steps_per_epoch >= 1:
-        steps_fix = f"trainer.total_epochs={fitting_steps // predicted.steps_per_epoch} or {steps_fix}"
-    fixes = [f"fewer steps ({steps_fix})"] if steps_fix else []
-    fixes += [f"a larger budget (mode.time_budget_min={budget})", f"more requeues (cluster.max_requeues={needed - 1})"]
+    train_min = schedule.to_end_s(0) / 60
+    kept = schedule.reach(0, predicted.attempt_min)
+    fixes = attempts_fixes(cfg, schedule, predicted, needed, before_training, ceiling)
     findings.problems.append(
         (
             "time",
-            f"the run needs {needed} attempts of {attempt_min} min ({time_spent(predicted, total, True)} = "
-            f"{train_min:.0f} min) but cluster.max_requeues={cfg.cluster.max_requeues} allows 1 + {allowed - 1}: "
-            f"the job would stop unfinished; choose {', '.join(fixes[:-1])} or {fixes[-1]}",
+            f"the run needs {needed} attempts of {predicted.attempt_min} min "
+            f"({time_spent(predicted, predicted.total_steps, True)} = {train_min:.0f} min; an attempt keeps only the "
+            f"steps to its last checkpoint: the first {kept}, with trainer.save_freq={schedule.save_freq}) but "
+            f"cluster.max_requeues={cfg.cluster.max_requeues} allows 1 + {allowed - 1}: the job would stop "
+            f"unfinished; choose {', '.join(fixes[:-1])} or {fixes[-1]}",
         )
     )
 
@@ -1816,7 +2031,8 @@ def measure_disk(plan: Plan, facts: Facts, predicted: PredictedTime | None) -> C
         return None
     keep = trainer.get("max_actor_ckpt_to_keep")
     space = facts.checkpoint_disk
-    attempts = predicted.attempts if plan.cluster == "slurm" else 1  # only SLURM requeues
+    # only SLURM requeues; a run no attempt of which keeps a step (attempts 0) is requeued until the requeues run out
+    attempts = (predicted.attempts or 1 + plan.cluster_settings.max_requeues) if plan.cluster == "slurm" else 1
     return CheckpointDisk(
         directory=str(trainer["default_local_dir"]),
         probed=space.probed if space is not None else "",
@@ -1906,8 +2122,8 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     judge_files(plan, findings)
     findings.notes += critic_checks_left_to_the_job(plan.verl)
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
-    judge_time(cfg, predicted, findings)
     trainer = plan.verl["trainer"]
+    judge_time(cfg, predicted, findings, int(trainer.get("save_freq") or -1), budget_ceiling(cfg, facts))
     steps_left_out = VerlSteps.of(trainer, predicted.steps_per_epoch).note(trainer) if predicted is not None else None
     if steps_left_out:
         findings.notes.append(steps_left_out)

@@ -30,12 +30,12 @@ from launch.report.metrics import (
     MEMORY_ALLOCATED,
     MEMORY_RESERVED,
     MFU,
-    STEP_TIME,
     THROUGHPUT,
     RunLabels,
     RunMetrics,
     read_run,
     run_dirs,
+    step_s_over,
     validation_series,
 )
 from launch.rundir import warmup_steps
@@ -134,10 +134,10 @@ def summarize(run: RunMetrics) -> RunSummary:
         reward=scores(domain_curves(run, "reward")),
         accuracy=scores(domain_curves(run, "acc")),
         # medians over the steady steps, as the doctor and the step-time table take them: one stalled step must not
-        # move a run's s/step by its whole length
+        # move a run's s/step by its whole length; the step without its checkpoint saves (metrics.step_s_over)
         throughput=doctor.steady_median(run, THROUGHPUT),
         mfu=doctor.steady_median(run, MFU),
-        step_s=doctor.steady_median(run, STEP_TIME),
+        step_s=step_s_over(run.history, doctor.steady(run)),
         peak_gib=peak if peak is not None else run.peak(MEMORY_ALLOCATED),
         predicted_gib=run.predicted_torch_peak_gib,
         last_step=max(run.history) if run.history else None,
@@ -387,7 +387,8 @@ def markdown_report(
         f"# {title}",
         "",
         "Throughput, MFU and s/step are medians over the steady steps (the run's first and each attempt's first "
-        "left out: the same steps and statistic as the doctor's and the step-time table's measured step); peak "
+        "left out); s/step is verl's timing_s/step less its checkpoint saves and rollout dumps, the statistic of the "
+        "doctor, the status forecast and the step-time table's measured step; peak "
         "memory is torch's reserved peak (perf/max_memory_reserved_gb) beside the preflight's predicted trainer "
         "peak without its terms outside torch (CUDA context, NCCL buffers). A resumed run's steps come from the "
         "attempt that reached them last.",

@@ -46,6 +46,7 @@ from launch.report.metrics import (
     read_run,
     run_dirs,
     series,
+    step_s_over,
 )
 from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path, hang_records, read_records, steady_steps, warmup_steps
 from launch.steptime import Lengths, forecast
@@ -158,8 +159,9 @@ def expectation(run: RunMetrics) -> Expectation | None:
 @dataclass(frozen=True)
 class StepTimes:
     """Seconds per training step, each the median over the steady steps (`steady`): one stalled step (a
-    filesystem hiccup, a node that paused for hours) moves a mean by its whole length but a median not at all, and
-    compare.py's s/step and step-time table show the same statistic."""
+    filesystem hiccup, a node that paused for hours) moves a mean by its whole length but a median not at all. The
+    step is metrics.step_s_over's, checkpoint saves apart, as compare.py and the status forecast say it: a phase's
+    share of it does not shrink in a run that saves every step."""
 
     steps: int  # steady training steps
     step_s: float
@@ -203,7 +205,7 @@ def step_times(run: RunMetrics, thresholds: DoctorThresholds) -> StepTimes | Non
 
     return StepTimes(
         steps=steps,
-        step_s=median(STEP_TIME),
+        step_s=step_s_over(run.history, steady(run)) or 0.0,
         gen_s=median(GEN_TIME),
         reward_s=median(REWARD_TIME) + median(STREAMED_REWARD_TIME),
         update_s=median(UPDATE_TIME),

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.calibration import response_trend
+from launch.calibration import measure, response_trend
+from launch.report.metrics import step_s_over
 from launch.rundir import STEP_TIME_METRIC, Plan, is_run_dir, load_plan, read_history, steady_steps, warmup_steps
 from launch.steptime import STARTUP_MIN, spent_s, steps_within
 from launch.watchdog import planned_steps
@@ -39,6 +40,7 @@ class Forecast:
     first_checkpoint_min: float | None  # minutes into an attempt at which the first checkpoint is written
     attempt_min: float | None
     warnings: list[str] = field(default_factory=list)
+    save_s: float = 0.0  # one checkpoint save as measured (0: none yet), which measured_step_s leaves out
 
     def lines(self) -> list[str]:
         total = f"/{self.total_steps}" if self.total_steps else ""
@@ -47,7 +49,9 @@ class Forecast:
             ratio = self.measured_step_s / self.planned_step_s
             shown = f"{ratio:.1f}" if ratio >= 0.1 else f"{ratio:.2g}"  # 0.0077x, not 0.0x
             planned = f" (plan {self.planned_step_s:g} s, {shown}x)"
-        parts = [f"step {self.step}{total} at {self.measured_step_s:.0f} s/step{planned}"]
+        # the step as every report says it (metrics.step_s_over): where the run saves, the saves are said apart
+        saves = f", checkpoint saves apart: {self.save_s:.0f} s each" if self.save_s else ""
+        parts = [f"step {self.step}{total} at {self.measured_step_s:.0f} s/step{planned}{saves}"]
         if self.eta_h is not None:
             parts.append(f"ETA {duration_text(self.eta_h * 3600)}")
         if self.attempts_needed is not None:
@@ -71,11 +75,18 @@ def duration_text(seconds: float) -> str:
 
 
 def measured_step_s(history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()) -> float | None:
-    """The median of the recent steady steps (rundir.steady_steps); with none yet, of the steps there are: a live
-    forecast from a compiling step beats none."""
+    """The step of every report (metrics.step_s_over: checkpoint saves apart) over the recent steady steps
+    (rundir.steady_steps), which follow a run whose responses lengthen; with none yet, over the steps there are: a
+    live forecast from a compiling step beats none."""
     steady = steady_steps(history, warmup) or sorted(s for s, metrics in history.items() if STEP_TIME_METRIC in metrics)
-    recent = [history[step][STEP_TIME_METRIC] for step in steady[-RECENT_STEPS:]]
-    return statistics.median(recent) if recent else None
+    return step_s_over(history, steady[-RECENT_STEPS:])
+
+
+def measured_save_s(history: dict[int, dict[str, Any]], warmup: frozenset[int]) -> float:
+    """One checkpoint save as the run measured it (calibration.measure's checkpoint_s), 0 before any: the step
+    (step_s_over) leaves the saves out, and the forecast adds them where verl makes them."""
+    measured = measure(history, warmup)
+    return measured.checkpoint_s or 0.0 if measured is not None else 0.0
 
 
 def measured_validation_s(history: dict[int, dict[str, Any]]) -> float | None:
@@ -104,20 +115,22 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[i
         )
     eta_h = attempts = first_step = first_min = None
     validation_s = measured_validation_s(history) or (timing.validation_s if timing is not None else 0.0)
-    test_freq = int(plan.verl["trainer"].get("test_freq") or -1)
+    save_s = measured_save_s(history, warmup)
+    trainer = plan.verl["trainer"]
+    test_freq, save_freq = int(trainer.get("test_freq") or -1), int(trainer.get("save_freq") or -1)
     if steps is not None and total:
         # VerlSteps.acts: no last-step validation (nor save) where the epochs end the run before total_training_steps
-        validations = steps.acts(test_freq)
-        done = step // test_freq if test_freq > 0 else 0  # a step's metrics are logged after its validation
-        eta_h = (max(0, total - step) * step_s + max(0, validations - done) * validation_s) / 3600
-        train_s = total * step_s + validations * validation_s
+        validations, saves = steps.acts(test_freq), steps.acts(save_freq)
+        # a step's metrics are logged after its save and its validation
+        validated, saved = (step // freq if freq > 0 else 0 for freq in (test_freq, save_freq))
+        left_s = max(0, validations - validated) * validation_s + max(0, saves - saved) * save_s
+        eta_h = (max(0, total - step) * step_s + left_s) / 3600
+        train_s = total * step_s + validations * validation_s + saves * save_s
         if attempt_min:
             attempts = max(1, math.ceil(train_s / 60 / attempt_min))
             # as readiness's predict_time: the first save, else (none) the whole run with nothing kept
-            save_freq = int(plan.verl["trainer"].get("save_freq") or -1)
-            checkpoints = steps.acts(save_freq) > 0
-            first_step = min(save_freq, total) if checkpoints else total
-            first_s = spent_s(first_step, step_s, validation_s, test_freq, False) if checkpoints else train_s
+            first_step = min(save_freq, total) if saves else total
+            first_s = spent_s(first_step, step_s, validation_s, test_freq, False) + save_s if saves else train_s
             first_min = STARTUP_MIN + first_s / 60
             limit = attempt_min + STARTUP_MIN
             if attempts > 1 and first_min > limit:
@@ -136,7 +149,7 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[i
                 )
     warnings += memory_warning(plan, history)
     return Forecast(
-        step, total, step_s, planned, eta_h, attempts, allowed, first_step, first_min, attempt_min, warnings
+        step, total, step_s, planned, eta_h, attempts, allowed, first_step, first_min, attempt_min, warnings, save_s
     )
 
 

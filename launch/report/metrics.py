@@ -12,10 +12,13 @@ filter's statistics) are merged in after the attempts.
 from __future__ import annotations
 
 import re
+import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from launch.calibration import modelled_step_s
 from launch.rundir import STEP_TIME_METRIC, Plan, attempts, is_run_dir, load_plan, read_history
 from launch.verdict import PhasePeak, predicted_torch_peaks
 
@@ -26,6 +29,16 @@ MEMORY_ALLOCATED = "perf/max_memory_allocated_gb"
 MEMORY_RESERVED = "perf/max_memory_reserved_gb"
 STEP_TIME = STEP_TIME_METRIC
 VALIDATION = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>reward|acc)/mean@(?P<n>\d+)$")
+
+
+def step_s_over(history: dict[int, dict[str, Any]], steps: Iterable[int]) -> float | None:
+    """Seconds per training step as every report says it (the doctor, compare's s/step and its step-time table, the
+    status forecast): the median over `steps` of verl's timing_s/step less the timers verl runs inside the step for a
+    checkpoint save or a rollout dump (calibration.modelled_step_s, as the step model times a step), so a run that
+    saves every step and one that saves every 50th read alike, and one stalled step moves it not at all. A save's
+    own seconds are said apart (calibration.measure's checkpoint_s)."""
+    values = [modelled_step_s(history[step]) for step in steps if STEP_TIME in history.get(step, {})]
+    return statistics.median(values) if values else None
 
 
 def series(history: dict[int, dict[str, Any]], name: str) -> list[tuple[int, float]]:

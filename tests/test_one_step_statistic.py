@@ -11,7 +11,7 @@ import pytest
 from metric_fixtures import StepProfile, make_plan_dir, run_records, write_attempt
 
 from launch.report import doctor
-from launch.report.compare import summarize
+from launch.report.compare import markdown_report, print_tables, summarize
 from launch.report.forecast import forecast
 from launch.report.metrics import read_run
 from launch.rundir import load_plan, read_history, warmup_steps
@@ -63,3 +63,10 @@ def test_the_forecast_adds_the_saves_back_and_says_so(saving_every_step: Path):
     assert f"checkpoint saves apart: {SAVE_S:.0f} s each" in ahead.lines()[0]
     # 8 steps left, each saving (no validation measured or predicted)
     assert ahead.total_steps == 20 and ahead.eta_h == pytest.approx(8 * (PROFILE.step_s + SAVE_S) / 3600)
+
+
+def test_compare_says_what_its_s_step_covers(saving_every_step: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
+    summary = summarize(read_run(saving_every_step))
+    assert "s/step is verl's timing_s/step less its checkpoint saves" in markdown_report("t", [summary], [], tmp_path)
+    print_tables([summary])
+    assert "less its checkpoint saves" in " ".join(capsys.readouterr().out.split())

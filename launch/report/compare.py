@@ -340,19 +340,26 @@ def failed_runs(summaries: list[RunSummary]) -> list[str]:
     return lines
 
 
+# what the s/step column covers (metrics.step_s_over), under the table and in the report
+STEP_S_COVERS = (
+    "s/step is verl's timing_s/step less its checkpoint saves and rollout dumps, the statistic of the doctor, the "
+    "status forecast and the step-time table's measured step"
+)
+
+
 def print_tables(summaries: list[RunSummary]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=max(160, Console().width))
-    for title, (header, rows) in (
-        ("runs", overview_rows(summaries)),
-        ("validation per domain: final / best", domain_rows(summaries)),
-        ("step time, seconds: planned / measured (x measured / planned)", step_time_rows(summaries)),
+    for title, caption, (header, rows) in (
+        ("runs", STEP_S_COVERS, overview_rows(summaries)),
+        ("validation per domain: final / best", None, domain_rows(summaries)),
+        ("step time, seconds: planned / measured (x measured / planned)", None, step_time_rows(summaries)),
     ):
         if not rows:
             continue
-        table = Table(title=title)
+        table = Table(title=title, caption=caption)
         for column in header:
             table.add_column(column)
         for row in rows:
@@ -387,8 +394,7 @@ def markdown_report(
         f"# {title}",
         "",
         "Throughput, MFU and s/step are medians over the steady steps (the run's first and each attempt's first "
-        "left out); s/step is verl's timing_s/step less its checkpoint saves and rollout dumps, the statistic of the "
-        "doctor, the status forecast and the step-time table's measured step; peak "
+        f"left out); {STEP_S_COVERS}; peak "
         "memory is torch's reserved peak (perf/max_memory_reserved_gb) beside the preflight's predicted trainer "
         "peak without its terms outside torch (CUDA context, NCCL buffers). A resumed run's steps come from the "
         "attempt that reached them last.",

@@ -247,11 +247,13 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
     holds again was requeued."""
     attempts = read_attempts(run_dir)
     hangs = {hung.attempt: hung for hung in read_hang_records(run_dir)}
+    hung_attempts = set(hangs)
     cancelled = record is not None and record.cancelled
     failures = []
     for attempt in attempts:
         if attempt.number in hangs and attempt.ended != "completed":
-            failures.append(hang_failure(hangs.pop(attempt.number), run_dir, attempt.host))
+            hung_before = any(earlier < attempt.number for earlier in hung_attempts)
+            failures.append(hang_failure(hangs.pop(attempt.number), run_dir, attempt.host, hung_before))
             continue
         # a cancel ends the attempt it finds running; one that finds the job requeued (its last attempt interrupted)
         # ends the wait for the next one, below
@@ -272,7 +274,10 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
         failure = requeued(failure, attempt, attempts, record)
         failures.append(with_plan_fix(failure, context, attempt.text))
     # a hang record whose attempt the job log does not show (the log was cut, or the run has no manifest)
-    failures += [hang_failure(hung, run_dir, None) for hung in hangs.values()]
+    failures += [
+        hang_failure(hung, run_dir, None, any(earlier < hung.attempt for earlier in hung_attempts))
+        for hung in hangs.values()
+    ]
     failures.sort(key=lambda failure: failure.attempt or 0)
     if cancelled and (not attempts or attempts[-1].ended == "interrupted"):  # while it waited in the queue
         failures.append(cancel_failure(None, record, run_dir.parent.name, requeued=bool(attempts)))
@@ -429,17 +434,42 @@ def read_hang_records(run_dir: Path) -> list[HangRecord]:
 
 
 COLLECTIVE_CALL = re.compile(r"all_reduce|allreduce|all_gather|allgather|broadcast|barrier|reduce_scatter|all_to_all")
+# one group of the watchdog's evidence line (watchdog.judge): "<labels> in <blocked call>[ from <caller>] [<state>]"
+BLOCKED_GROUP = re.compile(r"^(?P<labels>.+?) in (?P<call>\S+ \([^)]*\))(?: from .+?)? \[[^\]]+\]$")
 
 
-def hang_failure(record: HangRecord, run_dir: Path, host: str | None) -> Failure:
-    """The hang as a failure: the record's evidence, and a fix that says what the stacks show."""
+def blocked_groups(evidence: str) -> tuple[list[str], list[str]]:
+    """The watchdog's evidence split into the ranks blocked in a collective (their labels) and the groups blocked
+    anywhere else, as written ("c2:rank3 in SocketIO.readinto (socket.py:717) from ask_judge [network]")."""
+    waiting: list[str] = []
+    elsewhere: list[str] = []
+    for part in evidence.split("; "):
+        group = BLOCKED_GROUP.match(part.strip())
+        if group is None:
+            continue
+        if COLLECTIVE_CALL.search(group["call"].lower()):
+            waiting.append(group["labels"])
+        else:
+            elsewhere.append(part.strip())
+    return waiting, elsewhere
+
+
+def hang_failure(record: HangRecord, run_dir: Path, host: str | None, hung_before: bool = False) -> Failure:
+    """The hang as a failure: the record's evidence, and a fix that says what the stacks show. `hung_before`: an
+    earlier attempt of the run hung too (the watchdog requeues a hang once: launch/watchdog.py requeue_refusal)."""
     stacks = run_dir / record.stacks_dir
     phase = record.phase or "an unknown phase"
     step = f" after step {record.last_step}" if record.last_step is not None else " before the first step"
     waited = f"no step for {record.waited_s:.0f} s (window {record.window_s:.0f} s"
     waited += f", a step takes ~{record.expected_step_s:.0f} s)" if record.expected_step_s else ")"
     ranks = ", ".join(record.stuck_ranks)
-    if COLLECTIVE_CALL.search(record.evidence.lower()) and ranks:
+    waiting, elsewhere = blocked_groups(record.evidence)
+    if waiting and elsewhere:  # the stacks show who never joined: the ranks blocked outside the collective
+        what = (
+            f"stuck in a collective in {phase}{step}: {', '.join(waiting)} waited in it, and "
+            f"{'; '.join(elsewhere)} never joined it: that is where to look (an OOM, a reward call or I/O there)"
+        )
+    elif COLLECTIVE_CALL.search(record.evidence.lower()) and ranks:
         what = (
             f"stuck in a collective in {phase}{step}: {ranks} waited in it; the rank that never joined is the one "
             "whose stack is elsewhere (compare the stacks: an OOM, a reward call or I/O on that rank is the cause)"
@@ -449,16 +479,21 @@ def hang_failure(record: HangRecord, run_dir: Path, host: str | None) -> Failure
     elif record.phase == STARTUP_PHASE:  # no process blocked itself: verl may only be slow to start here
         what = (
             f"no step yet and no process blocked in its own work: verl was still starting (building its workers, "
-            f"engines and queues; {record.evidence or 'see the stacks'}); where start-up is slow here (a loaded node, "
-            f"a model read over a network filesystem) raise launch.hang.floor_s above {record.window_s:.0f} s"
+            f"engines and queues; {record.evidence or 'see the stacks'})"
         )
     else:
         what = f"stuck in {phase}{step}: {record.evidence or 'see the stacks'}"
-    requeue = (
-        "the stacks point to a transient cause, so it is requeued once"
-        if record.transient
-        else "not requeued: the same config would hang again"
-    )
+    if record.phase == STARTUP_PHASE:  # blocked or not, a start-up only slow here passes a larger floor
+        what += (
+            "; where start-up is only slow here (a loaded node, a model read over a network filesystem) raise "
+            f"launch.hang.floor_s above {record.window_s:.0f} s"
+        )
+    if hung_before:
+        requeue = "not requeued: an earlier attempt hung and was requeued, and a hang is requeued once"
+    elif record.transient:
+        requeue = "the stacks point to a transient cause, so it is requeued once"
+    else:
+        requeue = "not requeued: the same config would hang again"
     fix = f"{what}; {waited}; stacks of every process in {stacks}; {requeue}"
     evidence = [line for line in (record.evidence, f"{waited}; stuck ranks: {ranks or '?'}") if line]
     details: dict[str, float | str] = {"phase": record.phase or "?", "stacks_dir": str(stacks)}

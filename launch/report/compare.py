@@ -94,6 +94,14 @@ class RunSummary:
     failed: list[failures.Failure] = field(default_factory=list)  # each failed or interrupted attempt's cause
     # calibration.json's figures for the run: the plan's seconds per phase against verl's measured ones
     step_time: dict[str, Any] | None = None
+    speed_judged: bool = True  # the doctor had its min_steps steady steps (doctor.speed_unjudged)
+
+    @property
+    def doctor_verdict(self) -> str:
+        """The doctor's column where it found nothing: healthy only where it could judge the run's speed too."""
+        if self.diagnosis_file is None:
+            return "—"
+        return "healthy" if self.speed_judged else "too few steps"
 
     @property
     def state_cell(self) -> str:
@@ -201,6 +209,7 @@ def diagnose_local(summary: RunSummary, record: failures.JobRecord | None) -> No
         return
     diagnoses = doctor.diagnose(summary.run) if summary.run.history else []
     summary.diagnoses = [item.kind for item in diagnoses]
+    summary.speed_judged = doctor.speed_unjudged(summary.run, doctor.load_thresholds()) is None
     summary.diagnosis_file = doctor.write_diagnosis(summary.run, diagnoses, summary.failed)
 
 
@@ -306,7 +315,7 @@ def overview_rows(summaries: list[RunSummary]) -> tuple[list[str], list[list[str
             memory_cell(s),
             s.final_reward_cell,
             number(s.reward_vs_baseline, "+.3f"),
-            ", ".join([*(f.kind for f in s.failed), *s.diagnoses]) or ("healthy" if s.diagnosis_file else "—"),
+            ", ".join([*(f.kind for f in s.failed), *s.diagnoses]) or s.doctor_verdict,
         ]
         for s in summaries
     ]

@@ -582,15 +582,36 @@ def retry_command(run: RunMetrics, item: Diagnosis) -> str:
     return " ".join(["python launch/run.py", *run.local_plan.overrides, *item.overrides])
 
 
-def nothing_found(run: RunMetrics) -> str:
+def speed_unjudged(run: RunMetrics, thresholds: DoctorThresholds) -> str | None:
+    """Why the speed diagnoses (MFU, reward- and generation-bound) were not made: fewer steady steps than min_steps
+    (step_times); None where they were."""
+    steps = len(steady(run))
+    if steps >= thresholds.min_steps:
+        return None
+    return (
+        f"{steps} steady step(s) of the min_steps={thresholds.min_steps} its speed and MFU need (the run's first "
+        "step and each attempt's first are left out)"
+    )
+
+
+def nothing_found(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> str:
     """What an empty diagnosis means: a run with no training step yet was not judged at all (its attempts started,
-    verl has not finished a step), which is not the same as a run the thresholds found healthy."""
+    verl has not finished a step), and one with too few steady steps not for its speed, which is not the same as a
+    run the thresholds found healthy."""
     if not training_steps(run):
         return "no training step logged yet, so nothing to judge (verl logs its first once step 1 ends)"
+    unjudged = speed_unjudged(run, thresholds or load_thresholds())
+    if unjudged is not None:
+        return f"speed not judged yet: {unjudged}; nothing else holds this run back (conf/doctor.yaml)"
     return "nothing holds this run back by the doctor's thresholds (conf/doctor.yaml)"
 
 
-def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequence[failures.Failure] = ()) -> str:
+def render_markdown(
+    run: RunMetrics,
+    diagnoses: list[Diagnosis],
+    failed: Sequence[failures.Failure] = (),
+    thresholds: DoctorThresholds | None = None,
+) -> str:
     lines = [
         f"# Diagnosis of run {run.run_id}",
         "",
@@ -603,7 +624,8 @@ def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequenc
         ]
         lines += ["", "```", *item.evidence, "```", "", f"Fix: {item.fix}", ""]
     if not diagnoses and not failed:
-        lines.append(nothing_found(run).capitalize() + ".")
+        said = nothing_found(run, thresholds)
+        lines.append(said[:1].upper() + said[1:] + ".")  # str.capitalize would lower "MFU"
     for number, item in enumerate(diagnoses, start=1):
         lines += [f"## {number}. {item.kind} (importance {item.importance:.3f})", "", item.headline, ""]
         lines += ["| evidence | value |", "|---|---|"]
@@ -616,14 +638,23 @@ def render_markdown(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequenc
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_diagnosis(run: RunMetrics, diagnoses: list[Diagnosis], failed: Sequence[failures.Failure] = ()) -> Path:
+def write_diagnosis(
+    run: RunMetrics,
+    diagnoses: list[Diagnosis],
+    failed: Sequence[failures.Failure] = (),
+    thresholds: DoctorThresholds | None = None,
+) -> Path:
     path = diagnosis_path(run.run_dir)
-    path.write_text(render_markdown(run, diagnoses, failed))
+    path.write_text(render_markdown(run, diagnoses, failed, thresholds))
     return path
 
 
 def render_text(
-    run: RunMetrics, diagnoses: list[Diagnosis], written: Path, failed: Sequence[failures.Failure] = ()
+    run: RunMetrics,
+    diagnoses: list[Diagnosis],
+    written: Path,
+    failed: Sequence[failures.Failure] = (),
+    thresholds: DoctorThresholds | None = None,
 ) -> str:
     lines = [f"run {run.run_id}  {run.algo}  {run.gpu}  ({run.run_dir})"]
     for item in failed:
@@ -631,7 +662,7 @@ def render_text(
             "  failed " + line if number == 0 else "  " + line for number, line in enumerate(failures.render(item))
         ]
     if not diagnoses and not failed:
-        lines.append(f"  no diagnosis: {nothing_found(run)}")
+        lines.append(f"  no diagnosis: {nothing_found(run, thresholds)}")
     for number, item in enumerate(diagnoses, start=1):
         lines.append(f"  {number}. [{item.kind}] {item.headline}")
         lines.append("     evidence: " + ", ".join(f"{name} {value}" for name, value in item.evidence.items()))
@@ -685,8 +716,8 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
             out.append(f"run {run.run_id}  ({run.run_dir}): no metrics yet, skipped")
             continue
         diagnoses = diagnose(run, thresholds) if has_metrics(run) else []
-        written = write_diagnosis(run, diagnoses, failed[run.run_id])
-        out.append(render_text(run, diagnoses, written, failed[run.run_id]))
+        written = write_diagnosis(run, diagnoses, failed[run.run_id], thresholds)
+        out.append(render_text(run, diagnoses, written, failed[run.run_id], thresholds))
     return out
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from launch.errors import UserError
-from launch.memory import trains_critic
+from launch.memory import LEGACY_CRITIC_UPDATE_TOKENS, critic_batching, trains_critic
 from launch.schema import select
 
 # the global micro-batch sizes older verl scripts still paste, by role under actor_rollout_ref: older verl divided them
@@ -129,6 +129,7 @@ def check_ppo_batches(
                 f"data-parallel ranks: {critic_sequences} % {critic_ranks} = {critic_sequences % critic_ranks}; change "
                 f"critic.ppo_mini_batch_size or the GPU count; {VERL_MINI_OVER_RANKS.replace('actor', 'critic')}"
             )
+        check_critic_micro_batches(verl, critic_sequences // critic_ranks)
     needed = budget_for_one_sequence(actor, sequence_tokens)
     split = f", split over ulysses_sequence_parallel_size {sp}" if sp > 1 else ""
     for key, budget in packed_budgets(verl).items():
@@ -187,22 +188,33 @@ def budget_for_one_sequence(actor: Any, sequence_tokens: int) -> int:
 
 
 def critic_budgets(verl: ConfigView) -> dict[str, int | None]:
-    """The critic's token budgets where it packs by tokens. verl 0.9.1's v1 trainer (trainer.use_v1) gives its engine
-    critic.ppo_infer_max_token_len_per_gpu (CriticConfig's default 32768) for the value pass and the update alike,
-    packing as the engine's own use_dynamic_bsz says (true by default); its legacy trainer reads the critic's own
-    ppo_max_token_len_per_gpu and forward_max_token_len_per_gpu under critic.use_dynamic_bsz."""
-    critic = verl.critic
-    if verl.trainer.get("use_v1", True):
-        engine = critic.get("megatron" if critic.get("strategy") == "megatron" else "fsdp") or {}
-        if not engine.get("use_dynamic_bsz", True):
-            return {}
-        return {"critic.ppo_infer_max_token_len_per_gpu": critic.get("ppo_infer_max_token_len_per_gpu") or 32768}
-    if not critic.get("use_dynamic_bsz"):
+    """The critic's token budgets where its engine packs by tokens (memory.critic_batching): verl 0.9.1's v1 trainer
+    gives it critic.ppo_infer_max_token_len_per_gpu (CriticConfig's default 32768) for the value pass and the update
+    alike, its legacy trainer critic.ppo_max_token_len_per_gpu for the update; whether it packs is the engine's own
+    use_dynamic_bsz (true by default), never critic.use_dynamic_bsz."""
+    batching = critic_batching(verl)
+    if not batching.dynamic:
         return {}
-    return {
-        "critic.ppo_max_token_len_per_gpu": critic.get("ppo_max_token_len_per_gpu"),
-        "critic.forward_max_token_len_per_gpu": critic.get("forward_max_token_len_per_gpu"),
-    }
+    budgets: dict[str, int | None] = {"critic.ppo_infer_max_token_len_per_gpu": batching.value_budget}
+    if not batching.v1:
+        budgets[LEGACY_CRITIC_UPDATE_TOKENS] = batching.update_budget
+    return budgets
+
+
+def check_critic_micro_batches(verl: ConfigView, share: int) -> None:
+    """A critic engine without dynamic batching cuts its update by the engine's own micro_batch_size_per_gpu, which
+    verl 0.9.1 copies from no other key (memory.critic_batching): it must divide the rank's `share` of a mini-batch
+    (prepare_micro_batches, verl/workers/engine/utils.py, asserts it)."""
+    batching = critic_batching(verl)
+    micro = batching.micro_batch
+    if batching.dynamic or micro is None or share % int(micro) == 0:
+        return
+    raise UserError(
+        f"each critic data-parallel rank's share of a mini-batch ({share} sequences) is not a multiple of "
+        f"{batching.engine_key}.micro_batch_size_per_gpu ({micro}): {share} % {micro} = {share % int(micro)}; pick a "
+        f"micro-batch that divides {share} (e.g. {neighbours(share, int(micro))}); "
+        f"{VERL_MICRO_BATCHES.replace('actor', 'critic')}"
+    )
 
 
 def data_parallel_ranks(role: ConfigView, n_gpus: int) -> int:

@@ -102,13 +102,21 @@ KNOB_KEYS = {
     "engine_max_model_len": "actor_rollout_ref.rollout.max_model_len",
     "nnodes": "trainer.nnodes",
     "gpus_per_node": "trainer.n_gpus_per_node",
-    # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list (`++`:
-    # Hydra adds it, or overrides it where the user added it with `+`, which a second `+` would refuse)
+    # verl 0.9.1's critic engine is critic.fsdp; its token budget the CriticConfig field its yaml does not list, its
+    # micro-batches the engine's own fields (EngineConfig), which critic.fsdp's yaml does not list either (`++`: Hydra
+    # adds it, or overrides it where the user added it with `+`, which a second `+` would refuse); critic_batching
+    # says which of them the run's critic reads
     "critic_param_offload": "critic.fsdp.param_offload",
     "critic_optimizer_offload": "critic.fsdp.optimizer_offload",
     "critic_tokens": "++critic.ppo_infer_max_token_len_per_gpu",
+    "critic_value_tokens": "++critic.ppo_infer_max_token_len_per_gpu",
+    "critic_micro_batch": "++critic.fsdp.micro_batch_size_per_gpu",
+    "critic_value_micro_batch": "++critic.fsdp.infer_micro_batch_size_per_gpu",
     "critic_checkpointing": "critic.model.enable_gradient_checkpointing",
 }
+# verl 0.9.1's legacy trainer (trainer.use_v1=false, trainer/ppo/ray_trainer.py init_workers) gives the critic's
+# engine this budget for its update (the v1 trainer gives it ppo_infer_max_token_len_per_gpu for both passes)
+LEGACY_CRITIC_UPDATE_TOKENS = "critic.ppo_max_token_len_per_gpu"
 
 
 @dataclass(frozen=True)
@@ -308,7 +316,11 @@ class Knobs:
     critic_param_offload: bool = False
     critic_optimizer_offload: bool = False
     critic_dynamic_bsz: bool = True  # verl 0.9.1's critic engine packs by tokens (FSDPEngineConfig default)
-    critic_tokens: int = 32768  # its micro-batch per GPU: the token budget, or micro-batch x sequence length
+    critic_tokens: int = 32768  # its update's micro-batch per GPU: the token budget, or micro-batch x sequence length
+    critic_value_tokens: int = 32768  # its value pass's: the token budget, or micro-batch x sequence length
+    critic_micro_batch: int | None = None  # without dynamic batching: the engine's micro_batch_size_per_gpu
+    critic_value_micro_batch: int | None = None  # and its infer_micro_batch_size_per_gpu
+    critic_v1: bool = True  # trainer.use_v1: which budget the critic's update reads (critic_batching)
     critic_checkpointing: bool = True
     critic_sequence_parallel: int = 1
     critic_mini_batch_sequences: int = 0  # critic.ppo_mini_batch_size x n
@@ -421,7 +433,7 @@ class Knobs:
     @property
     def critic_value_tokens_on_gpu(self) -> int:
         return self.on_gpu(
-            self.critic_tokens, self.batch_sequences, self.critic_sequence_parallel, self.critic_dynamic_bsz
+            self.critic_value_tokens, self.batch_sequences, self.critic_sequence_parallel, self.critic_dynamic_bsz
         )
 
     @property
@@ -453,28 +465,74 @@ class Knobs:
 VERL_CRITIC_TOKENS = 32768  # verl 0.9.1's CriticConfig.ppo_infer_max_token_len_per_gpu (not in its yaml)
 
 
+def critic_engine(verl: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """The critic's engine block and its key: verl 0.9.1's CriticConfig makes `engine` critic.megatron or
+    critic.fsdp by strategy (workers/config/critic.py __post_init__)."""
+    critic = verl["critic"]
+    name = "megatron" if critic.get("strategy") == "megatron" else "fsdp"
+    return f"critic.{name}", critic.get(name) or {}
+
+
+@dataclass(frozen=True)
+class CriticBatching:
+    """How verl 0.9.1 cuts the critic's micro-batches (critic_batching)."""
+
+    engine_key: str  # critic.fsdp or critic.megatron
+    dynamic: bool  # the engine's use_dynamic_bsz
+    v1: bool  # trainer.use_v1
+    update_budget: int
+    value_budget: int
+    micro_batch: int | None  # the engine's micro_batch_size_per_gpu (None: unset)
+    value_micro_batch: int | None  # the engine's infer_micro_batch_size_per_gpu (None: unset)
+
+
+def critic_batching(verl: Mapping[str, Any]) -> CriticBatching:
+    """How verl 0.9.1 cuts the critic's micro-batches. Both trainers build a TrainingWorker on the critic's engine
+    config (critic.fsdp / critic.megatron), setting only its token budgets: the v1 trainer (trainer.use_v1, verl's
+    default; trainer/ppo/v1/trainer_base.py init_workers) critic.ppo_infer_max_token_len_per_gpu for the update and
+    the value pass, the legacy one (trainer/ppo/ray_trainer.py init_workers) critic.ppo_max_token_len_per_gpu for the
+    update. Everything else is the engine's own (workers/engine_workers.py TrainingWorker.train_batch/infer_batch):
+    use_dynamic_bsz (EngineConfig: true), and without it micro_batch_size_per_gpu (the update) and
+    infer_micro_batch_size_per_gpu (the value pass), neither in verl's yaml nor copied from anything:
+    critic.use_dynamic_bsz, critic.ppo_micro_batch_size_per_gpu and critic.ppo_infer_micro_batch_size_per_gpu never
+    reach the engine."""
+    critic = verl["critic"]
+    engine_key, engine = critic_engine(verl)
+    v1 = bool(verl["trainer"].get("use_v1", True))
+    value_budget = int(critic.get("ppo_infer_max_token_len_per_gpu") or VERL_CRITIC_TOKENS)
+    return CriticBatching(
+        engine_key=engine_key,
+        dynamic=bool(engine.get("use_dynamic_bsz", True)),
+        v1=v1,
+        update_budget=value_budget if v1 else int(critic.get("ppo_max_token_len_per_gpu") or VERL_CRITIC_TOKENS),
+        value_budget=value_budget,
+        micro_batch=engine.get("micro_batch_size_per_gpu"),
+        value_micro_batch=engine.get("infer_micro_batch_size_per_gpu"),
+    )
+
+
 def critic_knobs(verl: dict[str, Any], sequence: int) -> dict[str, Any]:
-    """The critic's knobs as verl 0.9.1 runs it (trainer/ppo/v1/trainer_base.py init_workers): a TrainingWorker whose
-    engine is `critic.fsdp` or `critic.megatron` (EngineConfig: use_dynamic_bsz true unless set there) with
-    `critic.ppo_infer_max_token_len_per_gpu` as its token budget for both the value pass and the update; the
-    critic's own use_dynamic_bsz / ppo_micro_batch_size_per_gpu / ppo_max_token_len_per_gpu do not reach that
-    engine. verl's need_critic (trains_critic) says whether there is one."""
+    """The critic's knobs as verl 0.9.1 runs it: a TrainingWorker whose engine is `critic.fsdp` or `critic.megatron`,
+    batched as critic_batching says. verl's need_critic (trains_critic) says whether there is one."""
 
     if not trains_critic(verl):
         return {}
     critic = verl["critic"]
-    engine = critic.get("megatron" if critic.get("strategy") == "megatron" else "fsdp") or {}
+    _, engine = critic_engine(verl)
     model = critic.get("model") or {}
-    dynamic = bool(engine.get("use_dynamic_bsz", True))
-    budget = int(critic.get("ppo_infer_max_token_len_per_gpu") or VERL_CRITIC_TOKENS)
-    micro = engine.get("micro_batch_size_per_gpu") or critic.get("ppo_micro_batch_size_per_gpu") or 1
+    batching = critic_batching(verl)
+    dynamic = batching.dynamic
     rollout_n = int(verl["actor_rollout_ref"]["rollout"]["n"])
     return {
         "critic": True,
         "critic_param_offload": bool(engine.get("param_offload", False)),
         "critic_optimizer_offload": bool(engine.get("optimizer_offload", False)),
         "critic_dynamic_bsz": dynamic,
-        "critic_tokens": budget if dynamic else int(micro) * sequence,
+        "critic_tokens": micro_batch_tokens(dynamic, batching.update_budget, batching.micro_batch, sequence),
+        "critic_value_tokens": micro_batch_tokens(dynamic, batching.value_budget, batching.value_micro_batch, sequence),
+        "critic_micro_batch": batching.micro_batch,
+        "critic_value_micro_batch": batching.value_micro_batch,
+        "critic_v1": batching.v1,
         "critic_checkpointing": bool(model.get("enable_gradient_checkpointing", True)),
         "critic_sequence_parallel": max(1, int(engine.get("ulysses_sequence_parallel_size") or 1)),
         "critic_mini_batch_sequences": int(critic.get("ppo_mini_batch_size") or 0) * rollout_n,

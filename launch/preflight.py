@@ -43,10 +43,12 @@ from launch.megatron_memory import summarize as megatron_summary
 from launch.memory import (
     FSDP_EDGE,
     KNOB_KEYS,
+    LEGACY_CRITIC_UPDATE_TOKENS,
     Architecture,
     Knobs,
     Phase,
     critic_knobs,
+    critic_value_phase,
     engine_context,
     engine_memory,
     estimate,
@@ -118,6 +120,8 @@ def knob_key(name: str, knobs: Knobs) -> str | None:
     where the run has no such knob."""
     if runs_rft(knobs):
         return None if name in NOT_IN_RFT else SFT_KEYS.get(name, KEYS.get(name))
+    if name == "critic_tokens" and not knobs.critic_v1:  # the legacy trainer's update budget (memory.critic_batching)
+        return LEGACY_CRITIC_UPDATE_TOKENS
     return KEYS.get(name)
 
 
@@ -297,15 +301,8 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
                 "logprob_micro_batch": max(1, (knobs.logprob_micro_batch or 1) // 2),
             }
             fixes.append(Fix(f"halve the micro-batch to {micro}", changes, f"micro-batch {micro}"))
-    # verl 0.9.1's critic engine packs by tokens at critic.ppo_infer_max_token_len_per_gpu (memory.critic_knobs): halve
-    # what a GPU holds of it (a budget above the rank's share holds only the share, so halving the budget alone may
-    # change nothing); a critic engine without a token budget (critic.fsdp.use_dynamic_bsz false) is not searched
-    critic_halved = max(knobs.critic_train_tokens_on_gpu // 2, knobs.sequence)
-    if knobs.critic and knobs.critic_dynamic_bsz and critic_halved < knobs.critic_train_tokens_on_gpu:
-        words = f"critic token budget {critic_halved}"
-        fixes.append(
-            Fix(f"halve the critic's token budget per GPU to {critic_halved}", {"critic_tokens": critic_halved}, words)
-        )
+    if knobs.critic:
+        fixes += critic_batch_fixes(arch, knobs, capacity)
     if knobs.critic and not knobs.critic_optimizer_offload:
         changes = {"critic_optimizer_offload": True}
         fixes.append(Fix("offload the critic's optimizer state to host RAM", changes, "critic optimizer offload"))
@@ -327,6 +324,45 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
     if more is not None and more.n_gpus > knobs.n_gpus:
         fixes.append(Fix(f"use {gpus_text(more)}", count_changes(more, chained), f"{more.n_gpus} GPUs"))
     return fixes
+
+
+def largest_divisor_up_to(whole: int, limit: int) -> int:
+    """The largest divisor of `whole` no more than `limit` (at least 1): a micro-batch verl can cut `whole` into
+    (prepare_micro_batches asserts whole micro-batches)."""
+    return next((size for size in range(max(1, limit), 0, -1) if whole % size == 0), 1)
+
+
+def halved_micro_batch(micro: int, share: int) -> int:
+    """Half of what a micro-batch holds of a rank's `share` sequences (one above the share holds only the share,
+    Knobs.on_gpu; 0: not known), as the largest size at most that which divides the share."""
+    held = min(micro, share) if share else micro
+    return largest_divisor_up_to(share, held // 2) if share else max(1, held // 2)
+
+
+def critic_batch_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[Fix]:
+    """The critic's micro-batch halved in the knob its engine reads (memory.critic_batching). With dynamic batching
+    that is the token budget of what a GPU holds (a budget above the rank's share holds only the share, so halving
+    the budget alone may change nothing): under the v1 trainer one key sizes both the update and the value pass, under
+    the legacy one the update's own. Without it, the engine's micro_batch_size_per_gpu and
+    infer_micro_batch_size_per_gpu, each to a size that still divides the rank's share (verl asserts it)."""
+    if knobs.critic_dynamic_bsz:
+        halved = max(knobs.critic_train_tokens_on_gpu // 2, knobs.sequence)
+        if halved >= knobs.critic_train_tokens_on_gpu:
+            return []
+        changes = {"critic_tokens": halved} | ({"critic_value_tokens": halved} if knobs.critic_v1 else {})
+        words = f"critic token budget {halved}"
+        return [Fix(f"halve the critic's token budget per GPU to {halved}", changes, words)]
+    share = knobs.share(knobs.critic_mini_batch_sequences or knobs.mini_batch_sequences, knobs.critic_sequence_parallel)
+    value_share = knobs.share(knobs.batch_sequences, knobs.critic_sequence_parallel)
+    halved_micro = halved_micro_batch(knobs.critic_micro_batch or 1, share)
+    if halved_micro >= (knobs.critic_micro_batch or 1):
+        return []
+    changes: dict[str, Any] = {"critic_micro_batch": halved_micro, "critic_tokens": halved_micro * knobs.sequence}
+    if not critic_value_phase(arch, knobs, capacity).fits:  # its own knob: halved only where the value pass misses
+        halved_value = halved_micro_batch(knobs.critic_value_micro_batch or 1, value_share)
+        changes |= {"critic_value_micro_batch": halved_value, "critic_value_tokens": halved_value * knobs.sequence}
+    words = f"critic micro-batch {halved_micro}"
+    return [Fix(f"halve the critic's micro-batch to {halved_micro}", changes, words)]
 
 
 def gpus_text(knobs: Knobs) -> str:
@@ -544,6 +580,8 @@ def overrides_for(changes: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
             continue  # follows micro_batch
         elif name == "logprob_tokens" and not knobs.dynamic_bsz:
             continue
+        elif name in ("critic_tokens", "critic_value_tokens") and not knobs.critic_dynamic_bsz:
+            continue  # follow the critic's micro-batches
         elif name == "communicator_gib":
             out[NVLS_OVERRIDE] = "0"  # the job's environment, as a string (cluster.env reaches NCCL as variables)
         elif (key := knob_key(name, knobs)) is not None:
@@ -643,6 +681,13 @@ def knob_changes(overrides: dict[str, Any], knobs: Knobs) -> dict[str, Any]:
             changes["train_tokens"] = changes["micro_batch"] * knobs.sequence
         if "logprob_micro_batch" in changes:
             changes["logprob_tokens"] = changes["logprob_micro_batch"] * knobs.sequence
+    if knobs.critic and not knobs.critic_dynamic_bsz:  # the critic's token counts follow its micro-batches
+        for micro, tokens in (
+            ("critic_micro_batch", "critic_tokens"),
+            ("critic_value_micro_batch", "critic_value_tokens"),
+        ):
+            if micro in changes:
+                changes[tokens] = changes[micro] * knobs.sequence
     return changes
 
 
@@ -815,16 +860,15 @@ def at_lengths(knobs: Knobs, prompt_tokens: int, response_tokens: int) -> Knobs:
     """The knobs with every sequence at these lengths: a micro-batch of whole sequences holds shorter ones, a token
     budget holds more of them (up to the rank's share, which Knobs caps)."""
     usual = with_changes(knobs, prompt_length=prompt_tokens, response_length=response_tokens)
-    if knobs.dynamic_bsz:
-        return usual
     length = usual.sequence
-    changes: dict[str, Any] = {
-        "train_tokens": micro_batch_tokens(False, None, knobs.micro_batch, length),
-        "logprob_tokens": micro_batch_tokens(False, None, knobs.logprob_micro_batch, length),
-    }
-    if knobs.critic and not knobs.critic_dynamic_bsz:
-        changes["critic_tokens"] = knobs.critic_tokens // max(1, knobs.sequence) * length
-    return with_changes(usual, **changes)
+    changes: dict[str, Any] = {}
+    if not knobs.dynamic_bsz:
+        changes["train_tokens"] = micro_batch_tokens(False, None, knobs.micro_batch, length)
+        changes["logprob_tokens"] = micro_batch_tokens(False, None, knobs.logprob_micro_batch, length)
+    if knobs.critic and not knobs.critic_dynamic_bsz:  # the critic's engine batches on its own (critic_batching)
+        changes["critic_tokens"] = micro_batch_tokens(False, None, knobs.critic_micro_batch, length)
+        changes["critic_value_tokens"] = micro_batch_tokens(False, None, knobs.critic_value_micro_batch, length)
+    return with_changes(usual, **changes) if changes else usual
 
 
 def typical(

@@ -523,8 +523,22 @@ def dry_run_note(planned: list[RunSummary]) -> str:
     )
 
 
+def report_dir(directory: Path, by_default: bool) -> Path:
+    """The report's directory, made before anything is diagnosed or written (the doctor writes each run's
+    diagnosis.md): one this user cannot make is said in one line, naming --out."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        given = "the default --out (<sweep dir>/report)" if by_default else "--out"
+        raise UserError(
+            f"{given} {directory}: cannot create it ({error.strerror}): give --out a directory you can write"
+        ) from None
+    return directory
+
+
 def compare(target: str, out_dir: Path | None, project: str, entity: str | None) -> Path:
     runs, local = load_runs(target, project, entity)
+    out_dir = report_dir(out_dir or (Path(target) / "report" if local else Path(f"report-{target}")), out_dir is None)
     summaries = [summarize(run) for run in runs]
     summaries.sort(key=lambda s: (s.run.gpu, s.run.algo != BASELINE_ALGO, s.label))
     against_baseline(summaries)
@@ -532,8 +546,6 @@ def compare(target: str, out_dir: Path | None, project: str, entity: str | None)
     if local:
         for summary in summaries:
             diagnose_local(summary, said.by_run.get(summary.run.run_id))
-    out_dir = out_dir or (Path(target) / "report" if local else Path(f"report-{target}"))
-    out_dir.mkdir(parents=True, exist_ok=True)
     plots = plot_rewards(summaries, out_dir)
     plot_step_times(summaries, out_dir)
     title = f"Sweep {Path(target).name if local else target}: {len(summaries)} runs"

@@ -38,3 +38,10 @@ def test_compare_does_not_call_it_healthy(two_steps: Path):
     diagnose_local(summary, None)
     _, rows = overview_rows([summary])
     assert rows[0][-1] == "too few steps"
+
+
+def test_the_diagnosis_names_the_run_as_compare_does(two_steps: Path):
+    """The header said the job name and then algo and gpu again ('a100_80 · algo guru_baseline · gpu a100_80')."""
+    run = read_run(two_steps)
+    header = doctor.render_markdown(run, []).splitlines()[2]
+    assert header == f"guru_baseline · a100_80 · `{two_steps}`" == f"{summarize(run).label} · `{two_steps}`"

@@ -124,12 +124,6 @@ class RunSummary:
         return f"{shown} (step 0, before training)" if self.validated_before_training_only else shown
 
 
-def label_of(run: RunMetrics) -> str:
-    """algo · gpu, plus whatever else the job's overrides vary (the job name without algo and gpu)."""
-    rest = [part for part in run.job_name.split(",") if part not in (run.algo, run.gpu)]
-    return " · ".join([run.algo, run.gpu, *rest[:2]])
-
-
 WANDB_STATES = {"finished": "COMPLETED", "crashed": "FAILED", "failed": "FAILED", "killed": "FAILED"}
 
 
@@ -138,7 +132,7 @@ def summarize(run: RunMetrics) -> RunSummary:
     wandb_state = run.wandb_state
     return RunSummary(
         run=run,
-        label=label_of(run),
+        label=run.label,
         reward=scores(domain_curves(run, "reward")),
         accuracy=scores(domain_curves(run, "acc")),
         # medians over the steady steps, as the doctor and the step-time table take them: one stalled step must not

@@ -615,7 +615,7 @@ def render_markdown(
     lines = [
         f"# Diagnosis of run {run.run_id}",
         "",
-        f"{run.job_name} · algo {run.algo} · gpu {run.gpu} · `{run.run_dir}`",
+        f"{run.label} · `{run.run_dir}`",  # the job name repeats algo and gpu: said once, as compare says it
         "",
     ]
     for item in failed:

@@ -109,6 +109,13 @@ class RunMetrics:
         return self.labels.run_id
 
     @property
+    def label(self) -> str:
+        """algo · gpu, plus whatever else the job's overrides vary (the job name without algo and gpu, which a
+        sweep's job name holds too): how compare and the doctor name the run."""
+        rest = [part for part in self.job_name.split(",") if part not in (self.algo, self.gpu)]
+        return " · ".join([self.algo, self.gpu, *rest[:2]])
+
+    @property
     def job_name(self) -> str:
         return self.labels.job_name
 

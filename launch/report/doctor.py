@@ -48,7 +48,15 @@ from launch.report.metrics import (
     series,
     step_s_over,
 )
-from launch.rundir import NOT_REQUEUED_FILE, attempt_log_path, hang_records, read_records, steady_steps, warmup_steps
+from launch.rundir import (
+    NOT_REQUEUED_FILE,
+    PLAN_FILE,
+    attempt_log_path,
+    hang_records,
+    read_records,
+    steady_steps,
+    warmup_steps,
+)
 from launch.steptime import Lengths, forecast
 
 THRESHOLDS_FILE = Path(__file__).resolve().parents[2] / "conf" / "doctor.yaml"
@@ -679,6 +687,10 @@ def has_metrics(run: RunMetrics) -> bool:
 
 def runs_under(path: Path) -> list[Path]:
     """The run directories to diagnose, or a UserError naming what is wrong with `path`."""
+    if path.is_file():  # a run's plan.json, or a job's log without --log
+        if path.name == PLAN_FILE:
+            raise UserError(f"{path} is a file: give its run directory, {path.parent}")
+        raise UserError(f"{path} is a file: give a run directory or a sweep directory, or --log {path} for a job's log")
     if not path.is_dir():
         raise UserError(f"no such directory: {path}: give a run directory or a sweep directory")
     found = run_dirs(path)

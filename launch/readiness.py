@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from algos.rft import planned_sft_config
 from launch import snapshot
 from launch.errors import UserError
 from launch.facts import (
@@ -59,6 +60,7 @@ from launch.lengths import (
     measure_prompt_lengths,
     message_problem,
     sample_prompts,
+    typical_lengths,
 )
 from launch.lora_targets import ALL_LINEAR, judged_targets, reach
 from launch.memory import GIB, Architecture, Knobs, trainable_params, trains_critic
@@ -70,10 +72,13 @@ from launch.steptime import (
     STARTUP_MIN,
     STEP_TIME_MARGIN,
     Card,
+    Lengths,
     budget_reaching,
     every_and_last,
+    generate_s,
     spent_s,
     steps_within,
+    update_s,
     validation_s,
     verl_validations,
 )
@@ -1290,11 +1295,11 @@ class Schedule:
                 kept, step = step, step + self.save_freq
         return kept
 
-    def attempts(self, attempt_min: float) -> int | None:
-        """The attempts of `attempt_min` training minutes the run needs; None where an attempt keeps no step (one
-        step, or the steps to the first checkpoint, outlast it): every requeue would start over, and no number of
-        requeues finishes it."""
-        done, attempts = 0, 1
+    def attempts(self, attempt_min: float, start: int = 0) -> int | None:
+        """The attempts of `attempt_min` training minutes the run needs, resuming after step `start`; None where an
+        attempt keeps no step (one step, or the steps to the first checkpoint, outlast it): every requeue would start
+        over, and no number of requeues finishes it."""
+        done, attempts = start, 1
         while (reached := self.reach(done, attempt_min)) < self.total:
             if reached == done:
                 return None
@@ -1316,9 +1321,9 @@ def attempt_minutes(budget_min: float, before_training_min: float) -> int:
     return int(budget_min - STARTUP_MIN - before_training_min)
 
 
-def least_budget(schedule: Schedule, allowed: int | None, before_training_min: float) -> int:
-    """The smallest mode.time_budget_min whose attempts finish the run within `allowed` of them (None: in any number,
-    each keeping a step at least)."""
+def least_budget(schedule: Schedule | RftTime, allowed: int | None, before_training_min: float) -> int:
+    """The smallest mode.time_budget_min whose attempts finish the run (a GRPO run's, or algo=rft's stages) within
+    `allowed` of them (None: in any number, each keeping a step at least)."""
     low = budget_reaching(before_training_min, 0)  # one training minute
     high = budget_reaching(before_training_min, schedule.to_end_s(0) / 60)  # the whole run in one attempt
     while low < high:
@@ -1634,6 +1639,113 @@ def judge_attempts(
             f"unfinished; choose {', '.join(fixes[:-1])} or {fixes[-1]}",
         )
     )
+
+
+# --- algo=rft's time ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RftTime:
+    """algo=rft's two long stages, timed from what the plan knows (it runs no PPO step: plan.time is None). Stage 1
+    is verl's main_generation_server, which sends every prompt rft.oversample requests and writes its output only at
+    the end: a requeued job starts it over (algos/rft/pipeline.py reruns an unfinished stage), so it must end within
+    one attempt. Stage 3 is verl's SFT trainer, which resumes from its latest checkpoint (sft_trainer_ray.py, its
+    trainer.resume_mode auto): its attempts are counted like a GRPO run's (Schedule), the first after stage 1."""
+
+    generation_s: float  # stage 1: launch/steptime.py's rollout model (generate_s) for rows x rft.oversample samples
+    sft: Schedule  # stage 3: at most rows x rft.k samples, the PPO update's model at rft.sft's batch
+
+    def to_end_s(self, start: int) -> float:
+        """Seconds of both stages, stage 3 resumed after step `start`."""
+        return self.generation_s + self.sft.to_end_s(start)
+
+    def attempts(self, attempt_min: int) -> int | None:
+        """The attempts of `attempt_min` minutes both stages need; None where stage 1 outlasts one, or no attempt
+        keeps a step of stage 3."""
+        first_sft_min = attempt_min - self.generation_s / 60
+        if first_sft_min < 0:
+            return None
+        done = self.sft.reach(0, first_sft_min)
+        more = self.sft.attempts(attempt_min, start=done) if done < self.sft.total else 0
+        return None if more is None else 1 + more
+
+
+def rft_time(cfg: DictConfig, plan: Plan, rows: int, oversample: int, sft_config: Mapping[str, Any]) -> RftTime:
+    """Stage 1 for `rows` prompts x `oversample`, stage 3 on the most samples the filter keeps (rft.k per prompt),
+    both at the typical lengths, on the run's GPUs and knobs (stage 3 follows the PPO actor's unless rft.sft sets
+    them: algos/rft/sft.py FOLLOWED)."""
+    arch, knobs, card = Architecture.from_llm(plan.llm), Knobs.from_verl(plan.verl), Card.of(cfg.gpu)
+    typical = typical_lengths(cfg)
+    lengths = Lengths(float(typical.prompt_tokens), float(typical.response_tokens), typical.source)
+    generation_s = generate_s(arch, knobs, card, rows * oversample, lengths)[0] if rows else 0.0
+    data, trainer = sft_config["data"], sft_config["trainer"]
+    batch = int(data["train_batch_size"])
+    per_epoch = rows * int(cfg.rft.k) // batch  # verl's SFT dataloader drops the last incomplete batch
+    steps = per_epoch * int(trainer["total_epochs"])
+    if trainer.get("total_training_steps") is not None:  # verl's SFT trainer stops at it, or at its epochs' end
+        steps = min(steps, int(trainer["total_training_steps"]))
+    sequence = lengths.prompt_tokens + lengths.response_tokens
+    step_s = update_s(arch, knobs, card, batch * sequence, sequence, 1, 1)
+    save_freq = trainer.get("save_freq")
+    save_freq = per_epoch if save_freq == "after_each_epoch" else int(save_freq or -1)
+    return RftTime(generation_s, Schedule(steps, round(step_s, 1), 0.0, -1, 0, save_freq))
+
+
+def judge_rft_time(cfg: DictConfig, plan: Plan, train_rows: int | None, findings: Findings) -> None:
+    """algo=rft's prediction, said in the plan with what it covers; on SLURM, judged against the budget and the
+    requeues: stage 1 within one attempt, both stages within the attempts allowed. Each fix named finishes the run."""
+    if cfg.algo.name != "rft" or train_rows is None or plan.llm.get("known") is False:
+        return
+    limit = int(plan.verl["data"].get("train_max_samples") or -1)
+    rows = min(train_rows, limit) if limit > 0 else train_rows
+    oversample, k = int(cfg.rft.oversample), int(cfg.rft.k)
+    sft_config = planned_sft_config(plan.verl, OmegaConf.to_container(cfg.rft.sft, resolve=True))  # type: ignore[arg-type]
+    predicted = rft_time(cfg, plan, rows, oversample, sft_config)
+    sft = predicted.sft
+    generation_min, sft_min = predicted.generation_s / 60, sft.to_end_s(0) / 60
+    findings.notes.append(
+        f"time (algo=rft; predicted, never measured for RFT): stage 1 generates {rows} prompts x "
+        f"rft.oversample={oversample} = {rows * oversample} samples in ~{generation_min:.0f} min (the PPO rollout's "
+        f"model, launch/steptime.py, at {typical_lengths(cfg).source}); stage 3 fine-tunes at most {rows * k} "
+        f"samples (rft.k={k} per prompt) in {sft.total} step(s) x ~{sft.step_s:g} s = {sft_min:.0f} min (the PPO "
+        f"update's model at rft.sft.data.train_batch_size={sft_config['data']['train_batch_size']}); the start-up "
+        f"of each stage's engine and the filter's scoring are not counted"
+    )
+    if cfg.cluster.name != "slurm":
+        return
+    allowed = 1 + int(cfg.cluster.max_requeues)
+    attempt_min = attempt_minutes(cfg.mode.time_budget_min, 0)
+    needed = predicted.attempts(attempt_min)
+    if needed is not None and needed <= allowed:
+        return
+
+    def finishes(rows: int = rows, oversample: int = oversample) -> bool:
+        attempts = rft_time(cfg, plan, rows, oversample, sft_config).attempts(attempt_min)
+        return attempts is not None and attempts <= allowed
+
+    rows_that_fit = most_within(rows, lambda value: finishes(rows=value))
+    samples_that_fit = most_within(oversample, lambda value: finishes(oversample=value))
+    fixes = [f"mode.time_budget_min={least_budget(predicted, allowed, 0)}"]
+    fixes += [f"data.train_max_samples={rows_that_fit}"] if rows_that_fit >= 1 else []
+    # rft.k samples are kept of rft.oversample: fewer is refused (algos/rft/validate.py)
+    fixes += [f"rft.oversample={samples_that_fit}"] if samples_that_fit >= k else []
+    if generation_min > attempt_min:
+        said = (
+            f"algo=rft's stage 1 (verl's main_generation_server, {rows} prompts x rft.oversample={oversample}) is "
+            f"predicted to take {generation_min:.1f} min, beyond one attempt ({cfg.mode.time_budget_min} min budget - "
+            f"{STARTUP_MIN} min start-up = {attempt_min} min): the server writes its output only at the end, so every "
+            f"requeue would start it over until cluster.max_requeues={cfg.cluster.max_requeues} runs out"
+        )
+    else:
+        said = (
+            f"algo=rft's stages are predicted to need {needed or 'more'} attempts of {attempt_min} min (stage 1 "
+            f"{generation_min:.0f} min, then stage 3's {sft.total} steps x {sft.step_s:g} s, kept at its checkpoints "
+            f"every rft.sft.trainer.save_freq={sft.save_freq} steps) but cluster.max_requeues="
+            f"{cfg.cluster.max_requeues} allows 1 + {allowed - 1}: the job would stop unfinished"
+        )
+        if needed is not None:
+            fixes.append(f"cluster.max_requeues={needed - 1}")
+    findings.problems.append(("time", f"{said}; set {', '.join(fixes[:-1])} or {fixes[-1]}"))
 
 
 # --- files verl opens in the job ------------------------------------------------------------------------------------
@@ -2124,6 +2236,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     trainer = plan.verl["trainer"]
     judge_time(cfg, predicted, findings, int(trainer.get("save_freq") or -1), budget_ceiling(cfg, facts))
+    judge_rft_time(cfg, plan, report.rows("data.train_files"), findings)
     steps_left_out = VerlSteps.of(trainer, predicted.steps_per_epoch).note(trainer) if predicted is not None else None
     if steps_left_out:
         findings.notes.append(steps_left_out)

@@ -11,7 +11,8 @@ Runs on: the login node (or the machine of a cluster=local run), between composi
   router configs), read where the job's Ray workers will open them;
 - the time: the steps verl runs (rows // batch per epoch; the fewer of total_training_steps and the epochs'), the
   plan's step time and verl's validations, the first checkpoint within one attempt (a requeued job without a
-  checkpoint starts over);
+  checkpoint starts over), the attempts counted in the steps each keeps to its last checkpoint (Schedule); for
+  algo=rft, its generation stage within one attempt and its SFT stage's attempts (RftTime);
 - the disk: what verl's checkpoints hold at most at once (the saves, max_actor_ckpt_to_keep, an earlier attempt's
   leftovers) against the free space of trainer.default_local_dir's filesystem, a sweep's runs together;
 - repairs of pasted configs: a `trainer.logger` without `file` gets it back (compare and doctor read those

@@ -6,38 +6,20 @@ says what the prediction covers, and judges it on SLURM; every fix it names is p
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import compose_config
+from test_readiness_attempts import planned, time_problems  # a SLURM submission's plan, its time problems
 from tiny_assets import make_tiny_dataset, tiny_run_overrides
 
-from launch.facts import PartitionFacts, gather_facts
 from launch.run import plan_job
-from launch.rundir import Plan
-
-DEBUG_PARTITION = PartitionFacts("debug", 128, 1006.0, 8, None, None, 2)
 
 
 @pytest.fixture(autouse=True)
 def own_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-
-
-def on_partition(model_path: str, cluster: str, _: object, hub_cache: str, **__: object) -> object:
-    return replace(gather_facts(str(model_path), "local", None, str(hub_cache)), partition=DEBUG_PARTITION)
-
-
-def planned(tmp_path: Path, *overrides: str) -> Plan:
-    """A SLURM submission's plan (readiness judged as for sbatch)."""
-    cfg = compose_config("cluster=slurm", f"cluster.shared_dir={tmp_path}", *overrides)
-    return plan_job(cfg, list(overrides), gather=on_partition)
-
-
-def time_problems(plan: Plan) -> list[str]:
-    return [p.problem for p in plan.readiness.problems if p.check == "time"] if plan.readiness else []
 
 
 @pytest.fixture

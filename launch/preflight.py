@@ -1042,8 +1042,12 @@ def with_values(verl: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
 def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[str, Any]:
     """The actor's megatron.* values as verl keys, with the reference's same key (REF_FOLLOWS) where the reference
     runs on Megatron and holds the actor's value now (verl's ref.megatron follows the actor's by default), and the
-    critic's (its layout and both offloads) where a Megatron critic holds the actor's value now: a critic is a copy
-    of the policy's model, colocated, and misses by the same layout."""
+    critic's (its layout, both offloads and recomputation) where a Megatron critic has less of it: a critic is a copy
+    of the policy's model, colocated, and misses by the same layout. verl's critic.megatron does not follow the
+    actor's (its own engine/megatron.yaml, TP 1 and PP 1), so a pasted script that widens only the actor leaves a
+    whole critic on each GPU, in every phase: the critic's size is raised to the actor's new one where smaller, its
+    switches set where off (following only a critic that held the actor's value, no fix was found for verl's
+    run_qwen2-7b_math_gsm8k_megatron.sh on 8 H100s)."""
     values: dict[str, Any] = {}
     ref_on_megatron = (verl["actor_rollout_ref"].get("ref") or {}).get("strategy") == "megatron"
     critic_on_megatron = trains_critic(verl) and (verl.get("critic") or {}).get("strategy") == "megatron"
@@ -1052,8 +1056,11 @@ def megatron_values(verl: dict[str, Any], actor_values: dict[str, Any]) -> dict[
         ref_key, critic_key, actor_key = (f"{role}.{name}" for role in (MEGATRON_REF, MEGATRON_CRITIC, MEGATRON_ACTOR))
         if ref_on_megatron and name in REF_FOLLOWS and select(verl, ref_key) == select(verl, actor_key):
             values[ref_key] = value
-        if critic_on_megatron and name in CRITIC_FOLLOWS and select(verl, critic_key) == select(verl, actor_key):
-            values[critic_key] = value
+        if critic_on_megatron and name in CRITIC_FOLLOWS:
+            critic_now = select(verl, critic_key)
+            critic_value = max(int(critic_now or 1), value) if name in MEGATRON_SIZE_KEYS else value
+            if critic_value != critic_now:
+                values[critic_key] = critic_value
     return values
 
 

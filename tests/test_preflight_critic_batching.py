@@ -8,14 +8,11 @@ divide the rank's share is refused as verl would stop at its first update."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
-from conftest import Result, compose_config, cpu_facts
+from conftest import Result
+from test_preflight_what_fits import judged, planned
 
 from launch import preflight
-from launch.memory import Architecture
-from launch.plan import make_plan
-from launch.verdict import Verdict
 
 SEQUENCE = 1024 + 4096
 # Qwen2.5-7B PPO on 8 A100-80s, its critic's engine batched by micro-batches of 64 sequences (each rank's share of a
@@ -31,16 +28,6 @@ CRITIC_64 = (
     "++critic.fsdp.micro_batch_size_per_gpu=64",
     "++critic.fsdp.infer_micro_batch_size_per_gpu=8",
 )
-
-
-def planned(*overrides: str) -> tuple[Verdict, Architecture]:
-    cfg = compose_config(*overrides)
-    plan = make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python")
-    return preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, {})[0], Architecture.from_llm(plan.llm)
-
-
-def judged(*overrides: str) -> Verdict:
-    return planned(*overrides)[0]
 
 
 def test_the_prediction_reads_the_micro_batches_the_critics_engine_reads():

@@ -6,12 +6,9 @@ and found no fix at all for verl's examples/ppo_trainer/run_qwen2-7b_math_gsm8k_
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from conftest import compose_config, cpu_facts
+from test_preflight_what_fits import judged
 
 from launch import preflight
-from launch.plan import make_plan
 
 # verl's examples/ppo_trainer/run_qwen2-7b_math_gsm8k_megatron.sh as pasted (its data paths aside), on 8 H100s
 QWEN2_7B_PPO_MEGATRON = (
@@ -39,12 +36,6 @@ QWEN2_7B_PPO_MEGATRON = (
     "trainer.n_gpus_per_node=8",
     "trainer.nnodes=1",
 )
-
-
-def judged(*overrides: str):
-    cfg = compose_config(*overrides)
-    plan = make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python")
-    return preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, {})[0]
 
 
 def test_the_megatron_search_moves_a_critic_of_its_own_layout_with_the_actor():

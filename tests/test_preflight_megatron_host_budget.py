@@ -4,12 +4,10 @@ already exceed it had every fix refused, however little host RAM the fix added."
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from conftest import compose_config, cpu_facts
+from conftest import compose_config
+from test_preflight_what_fits import judged
 
 from launch import preflight
-from launch.plan import make_plan
 
 # Qwen2.5-32B on 8 A40s at TP 4 with both offloads: the offloaded states and the sleeping engine's weights take
 # 674 GiB of a node whose share is 8 x 64 = 512 GiB; the update misses the card by ~100 GiB
@@ -24,21 +22,16 @@ QWEN_32B_OFFLOADED = (
 )
 
 
-def judged(*overrides: str):
-    cfg = compose_config(*overrides)
-    plan = make_plan(cfg, cpu_facts(), list(overrides), Path("/tmp"), "python")
-    share = float(cfg.gpu.host_ram_gib_per_gpu) * int(cfg.trainer.n_gpus_per_node)
-    return preflight.judge(cfg, plan.verl, plan.llm, plan.overrides, {})[0], share
-
-
 def test_a_megatron_fix_may_take_the_host_ram_the_run_already_takes():
-    verdict, share = judged(*QWEN_32B_OFFLOADED)
+    verdict = judged(*QWEN_32B_OFFLOADED)
+    cfg = compose_config(*QWEN_32B_OFFLOADED)
+    share = float(cfg.gpu.host_ram_gib_per_gpu) * int(cfg.trainer.n_gpus_per_node)
     assert not verdict.fits and verdict.host_ram_gib_per_node > share, (verdict.host_ram_gib_per_node, share)
     assert verdict.first_fitting_fixes, "no fix found: the search held the fixes to the profile's share"
     assert verdict.fits_with is not None and verdict.fits_with.on_your_gpus is not None
     fix_host = verdict.fits_with.on_your_gpus.host_ram_gib_per_node
     assert share < fix_host <= verdict.host_ram_gib_per_node + 0.05, (fix_host, share)
-    fixed, _ = judged(*QWEN_32B_OFFLOADED, *verdict.first_fitting_fixes)  # Hydra takes it as printed, and it fits
+    fixed = judged(*QWEN_32B_OFFLOADED, *verdict.first_fitting_fixes)  # Hydra takes it as printed, and it fits
     assert fixed.fits and not fixed.at_the_edge, {name: phase.peak_gib for name, phase in fixed.phases.items()}
 
 

@@ -35,6 +35,7 @@ from launch.report.failures.signatures import (
     NODE_PATTERNS,
     RLAUNCH_HANG_END,
     RLAUNCH_HANG_STOP,
+    SLURM_REQUEUED,
     WRAPPER,
     Failure,
     match_kind,
@@ -120,6 +121,18 @@ def classify(text: str, attempt: int | None = None, host: str | None = None) -> 
             matched = by_signature(rejoined, "\n".join(rejoined), attempt, host)
     if matched:
         return matched
+    requeued_by_slurm = [line for line in lines if SLURM_REQUEUED.search(line)][:2]
+    if requeued_by_slurm:  # and no signal submitit caught (a time-out, a preemption) or other cause: scontrol requeue
+        failure = Failure(
+            "preempted",
+            [evidence_line(line) for line in requeued_by_slurm],
+            attempt,
+            node_near(lines, requeued_by_slurm) or host,
+            details={"requeued_by": "scontrol requeue"}
+            | before_interruption(lines[: lines.index(requeued_by_slurm[0])]),
+        )
+        failure.fix = generic_fix(failure, text)
+        return failure
     errors = last_error(lines)
     # SLURM's own cancel line says more than the srun error it leaves after it (the fix says what decides its cause)
     cancels = [line for line in lines if BARE_CANCEL.search(line)][:1]

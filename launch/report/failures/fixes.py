@@ -2669,6 +2669,12 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
         return unknown_fix_from_log(failure, log_text)
     if failure.kind == "time_limit":
         return submitit_requeue_fix(log_text)
+    if failure.kind == "preempted" and failure.details.get("requeued_by"):
+        return (
+            "nothing to change: the job was requeued through SLURM (scontrol requeue, by an admin or by you; not a "
+            "higher-priority job), so the run starts again from its last checkpoint; if attempts lose much work, save "
+            "more often (lower trainer.save_freq)"
+        ), {"requeued_by": "scontrol requeue"}
     if failure.kind == "nccl_timeout":
         return nccl_fix_from_log(log_text)
     if failure.kind == "ray_start_failed":

@@ -127,6 +127,10 @@ IB_COMPLETION_ERROR = re.compile(
 )
 GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<op>recv|send) operation to complete")
 
+# slurmstepd's line for a running job SLURM queues again: `scontrol requeue` (an admin's or the user's), and also
+# submitit's own requeue after it caught its preemption or time-out signal, whose log says that first
+SLURM_REQUEUED = re.compile(r"CANCELLED AT \S+ DUE TO JOB REQUEUE")
+
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "preempted": (
         r"DUE TO PREEMPTION",

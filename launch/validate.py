@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from algos.pcgrad_checks import pcgrad_refusal
 from launch import verl_checks
 from launch.errors import FORK_VALUES, UserError, fork_key_message, fork_value_message
-from launch.facts import Facts, is_local_path
+from launch.facts import Facts, is_local_path, query_partition
 from launch.job_software import skipped_engine_check
 from launch.layout_checks import (
     ConfigView,
@@ -384,6 +384,17 @@ def check_cluster(cfg: DictConfig, resources: Resources, facts: Facts) -> None:
         listed = ", ".join(facts.partitions) or "none: is SLURM reachable from here?"
         raise UserError(f"SLURM partition {wanted} does not exist: choose one of {listed} (cluster.partition=...)")
     where = f"partition {partition.name}"
+    if resources.gpus_per_node > 0 and partition.gpus_per_node == 0:  # fewer GPUs per node cannot help: there are none
+        with_gpus = [
+            f"{name} ({found.gpus_per_node} per node)"
+            for name in facts.partitions
+            if (found := query_partition(name)) is not None and found.gpus_per_node > 0
+        ]
+        choose = f"choose one with GPUs: {', '.join(with_gpus)}" if with_gpus else "sinfo lists no partition with GPUs"
+        raise UserError(
+            f"trainer.n_gpus_per_node={resources.gpus_per_node} but {where} has no GPUs (no gpu GRES in sinfo): "
+            f"{choose} (cluster.partition=...)"
+        )
     if resources.gpus_per_node > partition.gpus_per_node:
         raise UserError(
             f"trainer.n_gpus_per_node={resources.gpus_per_node} but {where} has {partition.gpus_per_node} GPUs per "

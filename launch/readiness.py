@@ -1511,9 +1511,6 @@ def judge_time(
     # the save_freq a fix names: in time with steps as much slower as the model may err, where a step is that short
     safe = steps_within(attempt_min / (1 + STEP_TIME_MARGIN), step_s, predicted.validation_s, predicted.test_freq)
     fitting = safe or steps_within(attempt_min, step_s, predicted.validation_s, predicted.test_freq)
-    # a save_freq fix names the largest one up to that with which the run also finishes in the attempts allowed: an
-    # attempt keeps whole save_freq blocks, so 3 of 5 steps that fit keep 3, where 1 keeps all 5
-    fix = finishing_save_freq(schedule, allowed, attempt_min, fitting) or fitting
     first = time_spent(predicted, predicted.first_checkpoint_step, not predicted.checkpoints)
     attempt = attempt_text(cfg, predicted)
     needs = f"{predicted.attempts} attempts" if predicted.attempts else "more than one attempt"
@@ -1543,6 +1540,7 @@ def judge_time(
             )
         )
     elif predicted.attempts != 1 and not predicted.checkpoints:
+        fix = finishing_save_freq(schedule, allowed, attempt_min, fitting) or fitting
         findings.problems.append(
             (
                 "time",
@@ -1552,6 +1550,7 @@ def judge_time(
             )
         )
     elif first_min > attempt_min:
+        fix = finishing_save_freq(schedule, allowed, attempt_min, fitting) or fitting
         findings.problems.append(
             (
                 "time",
@@ -1573,7 +1572,9 @@ def judge_time(
 
 
 def finishing_save_freq(schedule: Schedule, allowed: int, attempt_min: int, most: int) -> int | None:
-    """The largest trainer.save_freq up to `most` with which the run finishes within `allowed` attempts (None: none)."""
+    """The largest trainer.save_freq up to `most` (the steps that come in time) with which the run also finishes
+    within `allowed` attempts (None: none): an attempt keeps whole save_freq blocks, so a save_freq of 3 keeps 3 of
+    the 5 steps an attempt holds, where 1 keeps all 5."""
     for save_freq in range(most, 0, -1):
         needed = replace(schedule, save_freq=save_freq).attempts(attempt_min)
         if needed is not None and needed <= allowed:

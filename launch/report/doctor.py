@@ -489,9 +489,14 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
         evidence["not_requeued"] = stop_reason
     if stalled == 0:  # stopped after making progress: it ran out of requeues
         headline = f"the job stopped requeueing at step {last_step}: {stop_reason}"
-        return Diagnosis(
-            "requeues_exhausted", headline, evidence, [as_override("cluster.max_requeues", 2 * limit)], 1.0
-        )
+        # more requeues than it had: max_requeues=0 doubled is still 0
+        overrides = [as_override("cluster.max_requeues", max(2 * limit, limit + 1))]
+        if 0 < reached[-1] < int(trainer["save_freq"]):  # its last attempt never saved: a requeue starts over
+            save_freq = failures.save_freq_that_fits(reached[-1], thresholds.saves_per_attempt)
+            overrides.insert(0, as_override("trainer.save_freq", save_freq))
+            headline += f"; its last attempt reached {reached[-1]} steps and saved none (trainer.save_freq="
+            headline += f"{trainer['save_freq']}), so a requeue would start over"
+        return Diagnosis("requeues_exhausted", headline, evidence, overrides, 1.0)
     stalled_reach = max(reached[-(stalled + 1) :])
     overrides: list[str] = []
     if 0 < stalled_reach and stalled_reach // thresholds.saves_per_attempt < int(trainer["save_freq"]):

@@ -1693,9 +1693,12 @@ def rft_time(cfg: DictConfig, plan: Plan, rows: int, oversample: int, sft_config
     return RftTime(generation_s, Schedule(steps, round(step_s, 1), 0.0, -1, 0, save_freq))
 
 
-def judge_rft_time(cfg: DictConfig, plan: Plan, train_rows: int | None, findings: Findings) -> None:
+def judge_rft_time(
+    cfg: DictConfig, plan: Plan, train_rows: int | None, findings: Findings, ceiling: int | None = None
+) -> None:
     """algo=rft's prediction, said in the plan with what it covers; on SLURM, judged against the budget and the
-    requeues: stage 1 within one attempt, both stages within the attempts allowed. Each fix named finishes the run."""
+    requeues: stage 1 within one attempt, both stages within the attempts allowed. Each fix named finishes the run;
+    a budget only up to the partition's limit (`ceiling`: budget_ceiling)."""
     if cfg.algo.name != "rft" or train_rows is None or plan.llm.get("known") is False:
         return
     limit = int(plan.verl["data"].get("train_max_samples") or -1)
@@ -1727,7 +1730,8 @@ def judge_rft_time(cfg: DictConfig, plan: Plan, train_rows: int | None, findings
 
     rows_that_fit = most_within(rows, lambda value: finishes(rows=value))
     samples_that_fit = most_within(oversample, lambda value: finishes(oversample=value))
-    fixes = [f"mode.time_budget_min={least_budget(predicted, allowed, 0)}"]
+    budget = least_budget(predicted, allowed, 0)
+    fixes = [f"mode.time_budget_min={budget}"] if ceiling is None or budget <= ceiling else []
     fixes += [f"data.train_max_samples={rows_that_fit}"] if rows_that_fit >= 1 else []
     # rft.k samples are kept of rft.oversample: fewer is refused (algos/rft/validate.py)
     fixes += [f"rft.oversample={samples_that_fit}"] if samples_that_fit >= k else []
@@ -1747,7 +1751,16 @@ def judge_rft_time(cfg: DictConfig, plan: Plan, train_rows: int | None, findings
         )
         if needed is not None:
             fixes.append(f"cluster.max_requeues={needed - 1}")
-    findings.problems.append(("time", f"{said}; set {', '.join(fixes[:-1])} or {fixes[-1]}"))
+    if fixes:
+        findings.problems.append(("time", f"{said}; set {', '.join(fixes[:-1])}{' or ' * (len(fixes) > 1)}{fixes[-1]}"))
+    else:  # the partition takes no budget that finishes it, and fewer rows or samples fit none
+        findings.problems.append(
+            (
+                "time",
+                f"{said}; mode.time_budget_min={budget} would finish it, beyond the partition's limit "
+                f"(mode.time_budget_min<={ceiling}): use more GPUs or shorter lengths",
+            )
+        )
 
 
 # --- files verl opens in the job ------------------------------------------------------------------------------------
@@ -2238,7 +2251,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     predicted = predict_time(cfg, plan, report.rows("data.train_files"), report.rows("data.val_files"))
     trainer = plan.verl["trainer"]
     judge_time(cfg, predicted, findings, int(trainer.get("save_freq") or -1), budget_ceiling(cfg, facts))
-    judge_rft_time(cfg, plan, report.rows("data.train_files"), findings)
+    judge_rft_time(cfg, plan, report.rows("data.train_files"), findings, budget_ceiling(cfg, facts))
     steps_left_out = VerlSteps.of(trainer, predicted.steps_per_epoch).note(trainer) if predicted is not None else None
     if steps_left_out:
         findings.notes.append(steps_left_out)

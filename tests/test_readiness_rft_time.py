@@ -85,3 +85,14 @@ def test_a_local_rft_run_gets_the_prediction_and_no_time_refusal(tmp_path: Path,
     plan = plan_job(cfg, list(rft_run))
     assert any(w.startswith("time (algo=rft; predicted, never measured for RFT)") for w in plan.warnings)
     assert not time_problems(plan)
+
+
+def test_an_rft_budget_fix_beyond_the_partitions_limit_is_not_named(tmp_path: Path, rft_run: list[str]):
+    """The partition's MaxTime (30 min, less cluster.time_margin_min=5) takes no budget that fits stage 1: only the
+    fewer rows (or samples) that do are named."""
+    limited = [*rft_run, "mode.time_budget_min=25", "cluster.time_margin_min=5"]
+    (problem,) = time_problems(planned(tmp_path, *limited, max_time_min=30))
+    assert problem.startswith("algo=rft's stage 1 ") and "mode.time_budget_min=" not in problem.split("; set ")[1]
+    rows = re.search(r"; set data.train_max_samples=(\d+)", problem)
+    assert rows is not None, problem
+    assert not time_problems(planned(tmp_path, *limited, f"data.train_max_samples={rows.group(1)}", max_time_min=30))

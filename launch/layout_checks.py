@@ -202,19 +202,36 @@ def critic_budgets(verl: ConfigView) -> dict[str, int | None]:
 
 
 def check_critic_micro_batches(verl: ConfigView, share: int) -> None:
-    """A critic engine without dynamic batching cuts its update by the engine's own micro_batch_size_per_gpu, which
-    verl 0.9.1 copies from no other key (memory.critic_batching): it must divide the rank's `share` of a mini-batch
-    (prepare_micro_batches, verl/workers/engine/utils.py, asserts it)."""
+    """A critic engine without dynamic batching cuts its passes by the engine's own micro-batches, which verl 0.9.1
+    copies from no other key (memory.critic_batching): unset, its first value pass stops at prepare_micro_batches
+    (verl/workers/engine/utils.py: None x the group size); the update's must divide the rank's `share` of a
+    mini-batch (asserted there)."""
     batching = critic_batching(verl)
-    micro = batching.micro_batch
-    if batching.dynamic or micro is None or share % int(micro) == 0:
+    if batching.dynamic:
         return
-    raise UserError(
-        f"each critic data-parallel rank's share of a mini-batch ({share} sequences) is not a multiple of "
-        f"{batching.engine_key}.micro_batch_size_per_gpu ({micro}): {share} % {micro} = {share % int(micro)}; pick a "
-        f"micro-batch that divides {share} (e.g. {neighbours(share, int(micro))}); "
-        f"{VERL_MICRO_BATCHES.replace('actor', 'critic')}"
-    )
+    engine = batching.engine_key
+    critic = verl.critic
+    pasted = critic.get("ppo_micro_batch_size_per_gpu")
+    for key, micro in (
+        ("micro_batch_size_per_gpu", batching.micro_batch),
+        ("infer_micro_batch_size_per_gpu", batching.value_micro_batch),
+    ):
+        if micro is None:
+            theirs = f" (critic.ppo_micro_batch_size_per_gpu={pasted} is not copied there)" if pasted else ""
+            raise UserError(
+                f"{engine}.{key} is not set and {engine}.use_dynamic_bsz is false: verl 0.9.1's critic engine reads "
+                f"its micro-batch from there alone{theirs} and would stop at the critic's first pass "
+                f"(prepare_micro_batches, verl/workers/engine/utils.py); set ++{engine}.{key}=N, or drop "
+                f"++{engine}.use_dynamic_bsz=false to pack by critic.ppo_infer_max_token_len_per_gpu"
+            )
+    micro = int(batching.micro_batch)
+    if share % micro:
+        raise UserError(
+            f"each critic data-parallel rank's share of a mini-batch ({share} sequences) is not a multiple of "
+            f"{engine}.micro_batch_size_per_gpu ({micro}): {share} % {micro} = {share % micro}; pick a micro-batch "
+            f"that divides {share} (e.g. {neighbours(share, micro)}); "
+            f"{VERL_MICRO_BATCHES.replace('actor', 'critic')}"
+        )
 
 
 def data_parallel_ranks(role: ConfigView, n_gpus: int) -> int:

@@ -2,8 +2,8 @@
 config (critic.fsdp) only its token budgets, so whether it packs by tokens is the engine's own use_dynamic_bsz and,
 without it, its micro-batches are the engine's micro_batch_size_per_gpu (update) and infer_micro_batch_size_per_gpu
 (value pass); critic.use_dynamic_bsz and critic.ppo_micro_batch_size_per_gpu never reach it. The prediction reads
-those, the fix search halves the one the engine reads (`++`: verl's yaml lacks it), and a micro-batch that does not
-divide the rank's share is refused as verl would stop at its first update."""
+those, the fix search halves the one the engine reads (`++`: verl's yaml lacks it), and a critic engine without
+dynamic batching or micro-batch is refused as verl would stop at its first pass."""
 
 from __future__ import annotations
 
@@ -65,22 +65,22 @@ def test_the_legacy_trainers_critic_budget_is_its_update_key():
     assert set(preflight.overrides_for(halved.changes, knobs)) == {"critic.ppo_max_token_len_per_gpu"}
 
 
-def test_a_critic_micro_batch_that_does_not_divide_the_ranks_share_is_refused_in_one_line(
+def test_a_critic_engine_without_dynamic_batching_or_micro_batch_is_refused_in_one_line(
     cli: Callable[..., Result],
 ):
-    """verl 0.9.1 would stop at the critic's first update (prepare_micro_batches asserts whole micro-batches): each
-    rank's share of a critic mini-batch is 256 / 8 = 32 sequences."""
+    """verl 0.9.1 would stop at the critic's first pass (a None micro-batch); the critic's own key is named as not
+    copied there."""
     result = cli(
         "algo=verl",
         "gpu=a100_80",
         "llm=qwen2_5_7b",
         "algorithm.adv_estimator=gae",
         "++critic.fsdp.use_dynamic_bsz=false",
-        "++critic.fsdp.micro_batch_size_per_gpu=5",
-        "++critic.fsdp.infer_micro_batch_size_per_gpu=8",
+        "critic.ppo_micro_batch_size_per_gpu=8",
         "launch.dry_run=true",
     )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "critic.fsdp.micro_batch_size_per_gpu (5)" in lines[0], lines
-    assert "32 % 5 = 2" in lines[0] and "4 or 8" in lines[0]
+    assert len(lines) == 1 and "critic.fsdp.micro_batch_size_per_gpu is not set" in lines[0], lines
+    assert "critic.ppo_micro_batch_size_per_gpu=8 is not copied there" in lines[0]
+    assert "++critic.fsdp.micro_batch_size_per_gpu=N" in lines[0]

@@ -255,10 +255,11 @@ def render_readiness(plan: Plan) -> list[str]:
             if time.checkpoints
             else f"no checkpoint (trainer.save_freq={plan.verl['trainer'].get('save_freq')})"
         )
+        attempts = f"{time.attempts} attempt(s)" if time.attempts else "never: no attempt keeps a step"
         lines.append(
             f"  time          {time.total_steps} steps ({time.steps_per_epoch}/epoch) x {time.step_s} s{validating} "
-            f"+ start-up predicted = {time.wall_min} min vs {time.time_limit_min} min limit -> {time.attempts} "
-            f"attempt(s); {checkpoint}"
+            f"+ start-up predicted = {time.wall_min} min vs {time.time_limit_min} min limit -> {attempts}; "
+            f"{checkpoint}"
         )
     disk = plan.readiness.disk
     if disk is not None:

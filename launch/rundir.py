@@ -88,7 +88,7 @@ class PredictedTime:
     step_source: str = ""  # where step_s came from (launch/steptime.py); a plan.json before it had none
     wall_min: float
     time_limit_min: int  # mode.time_budget_min
-    attempts: int  # attempts of attempt_min the run needs
+    attempts: int  # attempts of attempt_min the run needs; 0: no attempt keeps a step (the run never finishes)
     first_checkpoint_step: int
     checkpoints: bool  # trainer.save_freq saves any
     attempt_min: int  # one attempt's training minutes: the budget less the start-up and the validation before it

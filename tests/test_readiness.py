@@ -705,9 +705,12 @@ def test_first_checkpoint_beyond_one_attempt_is_refused_naming_the_save_freq_tha
     plan = dry_run(tmp_path, *overrides)
     time = plan.predicted_time
     assert time is not None
-    # a save_freq whose checkpoint still comes in time with steps as much slower as the step-time model may err
-    fitting = readiness.steps_within(50 / (1 + STEP_TIME_MARGIN), time.step_s, time.validation_s, 5)
-    assert 1 <= fitting < int(50 * 60 // time.step_s) < 100, time
+    # a save_freq whose checkpoint still comes in time with steps as much slower as the step-time model may err, and
+    # which also finishes the run within the 61 attempts allowed (an attempt keeps only what it saved)
+    safe = readiness.steps_within(50 / (1 + STEP_TIME_MARGIN), time.step_s, time.validation_s, 5)
+    assert 1 <= safe < int(50 * 60 // time.step_s) < 100, time
+    fitting = readiness.finishing_save_freq(readiness.Schedule.of(time, 100), 61, time.attempt_min, safe)
+    assert fitting is not None and 1 <= fitting <= safe
     with pytest.raises(
         UserError, match=rf"first checkpoint comes after 100 steps x .* set trainer.save_freq={fitting}"
     ):

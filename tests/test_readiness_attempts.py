@@ -16,6 +16,7 @@ from tiny_assets import make_tiny_dataset, tiny_run_overrides
 from launch import readiness
 from launch.facts import PartitionFacts, gather_facts
 from launch.readiness import Schedule
+from launch.render import render_readiness
 from launch.run import plan_job
 from launch.rundir import Plan
 
@@ -119,6 +120,8 @@ def test_one_step_longer_than_an_attempt_names_only_fixes_that_finish_the_run(tm
     plan = planned(tmp_path, *overrides)
     time = plan.predicted_time
     assert time is not None and time.step_s / 60 > time.attempt_min == 5 and time.attempts == 0
+    (time_line,) = [line for line in render_readiness(plan) if line.lstrip().startswith("time ")]
+    assert "-> never: no attempt keeps a step;" in time_line, time_line  # not "-> 0 attempt(s)"
     (said,) = time_problems(plan)
     assert said.startswith(f"one step takes {time.step_s:g} s = ") and "no attempt would reach a checkpoint" in said
     fixes = re.search(

@@ -189,7 +189,8 @@ BATCH_KNOBS = {
 def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
     """A pasted verl script sets micro-batches, and the GPU profiles pack by tokens (use_dynamic_bsz=true): verl then
     ignores the micro-batches without a word. Said here, with both ways out."""
-    set_by_user = {key_of(override) for override in parse(overrides)}
+    # the actor's and its log-prob passes' knobs: the critic's micro-batches are its engine's own (UNREAD_BY_VERL)
+    set_by_user = {key for key in map(key_of, parse(overrides)) if not key.startswith("critic.")}
     if any(key.endswith("use_dynamic_bsz") for key in set_by_user):
         return []
     dynamic = bool(cfg.actor_rollout_ref.actor.use_dynamic_bsz)
@@ -207,11 +208,24 @@ def ignored_batch_knobs(cfg: DictConfig, overrides: list[str]) -> list[str]:
 # has no effect. ActorConfig/CriticConfig.grad_clip: the engines clip at optim.clip_grad (only optim.grad_clip is
 # carried over, optimizer.py). critic.ppo_max_token_len_per_gpu: the v1 trainer (trainer.use_v1, verl's default)
 # gives the critic's engine ppo_infer_max_token_len_per_gpu for its updates too (trainer/ppo/v1/trainer_base.py; the
-# legacy trainer, ray_trainer.py, reads it)
+# legacy trainer, ray_trainer.py, reads it). The critic's micro-batches and whether it packs by tokens: both trainers
+# hand its engine (critic.fsdp / critic.megatron) only the token budgets, and the engine cuts its batches by its own
+# use_dynamic_bsz, micro_batch_size_per_gpu and infer_micro_batch_size_per_gpu (workers/engine_workers.py
+# train_batch / infer_batch), keys verl's yaml lacks
+CRITIC_ENGINE = "++critic.fsdp (++critic.megatron under backend=megatron)"
 UNREAD_BY_VERL = {
     "actor_rollout_ref.actor.grad_clip": ("actor_rollout_ref.actor.optim.clip_grad", False),
     "critic.grad_clip": ("critic.optim.clip_grad", False),
     "critic.ppo_max_token_len_per_gpu": ("critic.ppo_infer_max_token_len_per_gpu", True),
+    "critic.use_dynamic_bsz": (f"{CRITIC_ENGINE}.use_dynamic_bsz", False),
+    "critic.ppo_micro_batch_size_per_gpu": (
+        f"{CRITIC_ENGINE}.micro_batch_size_per_gpu, with its use_dynamic_bsz=false",
+        False,
+    ),
+    "critic.ppo_infer_micro_batch_size_per_gpu": (
+        f"{CRITIC_ENGINE}.infer_micro_batch_size_per_gpu, with its use_dynamic_bsz=false",
+        False,
+    ),
 }
 
 

@@ -29,3 +29,16 @@ def test_what_the_legacy_trainer_reads_is_not_said_under_it_and_nothing_is_said_
     legacy = warnings_of("trainer.use_v1=false", "algorithm.adv_estimator=gae", "critic.ppo_max_token_len_per_gpu=8192")
     assert not any("is not read by verl" in warning for warning in legacy), legacy
     assert not any("is not read by verl" in warning for warning in warnings_of("algorithm.adv_estimator=gae"))
+
+
+def test_the_critics_micro_batches_are_said_with_its_engines_keys_not_as_the_actors_ignored_knobs():
+    """verl 0.9.1 hands the critic's engine only its token budgets: a pasted critic micro-batch (or use_dynamic_bsz)
+    changes nothing, whatever the actor's batching; the warning had told the user to set the ACTOR's use_dynamic_bsz
+    to use it (a probe of verl's own PPO examples)."""
+    warnings = warnings_of(
+        "algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=4", "critic.use_dynamic_bsz=false"
+    )
+    assert not any("ignored by verl" in warning and "critic." in warning for warning in warnings), warnings
+    said = [warning for warning in warnings if "is not read by verl 0.9.1" in warning]
+    assert len(said) == 2, warnings
+    assert any("++critic.fsdp (++critic.megatron under backend=megatron).micro_batch_size_per_gpu" in w for w in said)

@@ -795,6 +795,15 @@ def host_ram_terms(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) ->
         if sum(part for _, part, _ in stage) > sum(part for _, part, _ in worst):
             worst = stage
     terms = [Term(name, per_node * per_gpu / GIB, setting) for name, per_gpu, setting in worst if per_gpu]
+    critic = megatron.critic_engine
+    if critic is not None and (critic.param_offload or critic.optimizer_offload):
+        # a Megatron critic's own offloads (critic.megatron) park its states in host RAM between its phases too
+        offloaded = max(
+            critic.param_offload * held.params + critic.optimizer_offload * held.optimizer
+            for held in (states(critic, stage, stage) for stage, _ in paired(arch, critic))
+        )
+        setting = "critic.megatron.param_offload / optimizer_offload=false"
+        terms.append(Term("the critic's offloaded states", per_node * offloaded / GIB, setting))
     engine_weights = per_node * arch.params * PARAM_BYTES / knobs.rollout_tp / GIB
     return (*terms, *node_terms(per_node, engine_weights if knobs.engine_weights_in_host_ram else 0.0))
 

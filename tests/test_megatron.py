@@ -724,8 +724,11 @@ def test_an_engine_that_cannot_hold_its_weights_is_searched_with_the_engines_tp_
     verdict = too_big["preflight"]
     assert not verdict["fits"] and not verdict["phases"]["rollout"]["fits"]
     fix = verdict["first_fitting_fixes"]
-    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2" in fix, fix
-    assert "engine TP 2" in verdict["fits_with"]["summary"]
+    # TP 2 holds the weights; verl's default critic (gae) offloads its states to host RAM too, and where TP 2's
+    # search would take more of it than the node has, a wider engine is the one that fits
+    engine_tp = [o for o in fix if o.startswith("actor_rollout_ref.rollout.tensor_model_parallel_size=")]
+    assert engine_tp and int(engine_tp[0].rpartition("=")[2]) >= 2, fix
+    assert "engine TP" in verdict["fits_with"]["summary"]
     fixed, _, _ = planned(tmp_path, *args, *fix)
     assert fixed["preflight"]["fits"] and fixed["preflight"]["phases"]["rollout"]["fits"]
 

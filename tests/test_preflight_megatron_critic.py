@@ -65,3 +65,14 @@ def test_a_critic_already_wider_than_the_actor_keeps_its_size():
         "actor_rollout_ref.ref.megatron.param_offload": True,  # the reference follows the actor's it holds
         "critic.megatron.param_offload": True,
     }, values
+
+
+def test_a_megatron_critics_offloaded_states_are_counted_in_host_ram():
+    """critic.megatron.param_offload / optimizer_offload park the critic's states in host RAM, as the actor's do; the
+    node's host RAM left them out (92.4 GiB/node either way for the script above)."""
+    offloads = ("critic.megatron.param_offload=true", "critic.megatron.optimizer_offload=true")
+    kept, offloaded = judged(*QWEN2_7B_PPO_MEGATRON), judged(*QWEN2_7B_PPO_MEGATRON, *offloads)
+    critic = {term.name: term.gib for term in offloaded.host_ram}["the critic's offloaded states"]
+    # Qwen2-7B's critic at TP 1: bf16 params (~14 GiB) and its optimizer shard over 8 ranks (~11 GiB), 8 GPUs a node
+    assert 8 * 20 < critic < 8 * 30, critic
+    assert abs(offloaded.host_ram_gib_per_node - kept.host_ram_gib_per_node - critic) < 0.5

@@ -14,6 +14,7 @@ import pwd
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from launch.report.failures.signatures import (
@@ -26,8 +27,10 @@ from launch.report.failures.signatures import (
     GPU_HELD,
     GRES_REFUSED,
     IB_COMPLETION_ERROR,
+    IMPORT_FAILED,
     KEY_ERROR,
     LORA_RANK_REFUSED,
+    MODULE_NAMED,
     NCCL_NO_INTERFACE,
     NO_ROUTE,
     NODES_WAIT,
@@ -36,6 +39,7 @@ from launch.report.failures.signatures import (
     PROMPT_FILLS_CONTEXT,
     RECORD_FIELD,
     REDIS_RETRY,
+    RUN_MODULE_FAILED,
     SAVED_DATASET_INCOMPLETE,
     SEGFAULT,
     SGLANG_NO_SLOTS,
@@ -961,6 +965,67 @@ SETUP_FAILED = re.compile(
     r"rlaunch: error: cluster\.setup\[(?P<index>\d+)\] failed \(exit (?P<code>\d+)\): (?P<line>.+)"
 )
 SNAPSHOT_GONE = re.compile(r"rlaunch: error: the code snapshot (?P<dir>\S+) is gone")
+
+
+INSTALLED = re.compile(r"/(?:site|dist)-packages/")
+RAISED_FROM = re.compile(r'File "(?P<path>[^"]+)", line \d+')
+INTERPRETER = re.compile(r"^(?P<python>\S*python[\d.]*): (?:Error while finding|No module named)")
+
+
+def import_failure_fix(failure: Failure, python_path: str | None = None) -> tuple[str, Details] | None:
+    """The job died importing its own software (signatures.died_importing): which module, and where Python found it
+    instead: a file outside the environment's site-packages (the traceback's deepest frame) shadows the installed
+    package; a dotted module missing ('verl.trainer') means a package of the first name without it came first on
+    sys.path; an undotted one is not installed. `python_path`: the PYTHONPATH the plan gave the job (plan.worker_env),
+    whose entries are the likely shadows."""
+    said = next(
+        (
+            line
+            for line in failure.evidence
+            if RUN_MODULE_FAILED.search(strip_prefix(line)) or IMPORT_FAILED.match(strip_prefix(line))
+        ),
+        None,
+    )
+    named = MODULE_NAMED.search(said) if said else None
+    if said is None or named is None:
+        return None
+    module = named.group("module") or named.group("source")
+    package = module.split(".")[0]
+    interpreter = INTERPRETER.search(strip_prefix(said))
+    python = f" ({interpreter.group('python')})" if interpreter else ""
+    details: Details = {"module": module}
+    raised = [found.group("path") for line in failure.evidence if (found := RAISED_FROM.search(line))]
+    shadow = next(
+        (path for path in raised if not INSTALLED.search(path) and re.search(rf"/{package}(?:/|\.py$)", path)), None
+    )
+    # the PYTHONPATH entries that hold a package of that name: they come before site-packages on sys.path
+    entries = [entry for entry in (python_path or "").split(":") if entry]
+    holding = [
+        entry for entry in entries if (Path(entry) / package).exists() or (Path(entry) / f"{package}.py").exists()
+    ]
+    held = f": {', '.join(holding)} holds one" if holding else ""
+    where = f" (the plan gives the job PYTHONPATH={python_path}{held})" if entries else ""
+    if shadow:
+        directory = shadow[: shadow.rindex(f"/{package}")]
+        details["shadowed_by"] = directory
+        return (
+            f"{package} is not importable in the job{python}: Python imported it from {shadow}, outside the "
+            f"environment's site-packages: a PYTHONPATH entry (cluster.env.PYTHONPATH) or the working directory "
+            f"that shadows the installed {package}{where}: drop {directory} from it"
+        ), details
+    if "." in module:
+        if holding:
+            details["shadowed_by"] = holding[0]
+        return (
+            f"{package} is not importable in the job{python}: No module named '{module}': a '{package}' without it "
+            f"came first on sys.path, another {package} that shadows the installed one (a PYTHONPATH entry: "
+            f"cluster.env.PYTHONPATH, or a {package}/ folder in the working directory){where}: drop "
+            + (f"{holding[0]} from cluster.env.PYTHONPATH" if holding else "it")
+        ), details
+    return (
+        f"the module {module} is not installed in the job's Python{python}: install it in the environment the "
+        f"nodes run (the venv or container), or fix the PYTHONPATH (cluster.env.PYTHONPATH) that should hold it{where}"
+    ), details
 
 
 def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
@@ -2662,7 +2727,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "cuda_oom":
         return cuda_oom_fix_from_log(failure, log_text)
     if failure.kind == "config_error":
-        return config_fix_from_log(log_text)
+        return import_failure_fix(failure) or config_fix_from_log(log_text)
     if failure.kind == "reward_error":
         return reward_server_fix(log_text) or reward_file_fix(log_text) or reward_fix_from_log(failure, log_text)
     if failure.kind == "unknown":
@@ -3072,7 +3137,14 @@ def fix_gpu_unavailable(failure: Failure, context: FixContext, log_text: str) ->
 
 
 # each returns the fix and the numbers it read (they go into the failure's details)
+def fix_config_error(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
+    """An import the job died of, with the PYTHONPATH the plan gave the job; any other config error keeps the fix its
+    log gave."""
+    return import_failure_fix(failure, context.plan.worker_env.get("PYTHONPATH")) or (failure.fix, {})
+
+
 PLAN_FIXES: dict[str, Callable[[Failure, FixContext, str], tuple[str, Details]]] = {
+    "config_error": fix_config_error,
     "cuda_oom": fix_cuda_oom,
     "engine_memory": fix_engine_memory,
     "host_oom": fix_host_oom,

@@ -759,6 +759,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
         if hits and code_wrote_struct_key(lines):
             hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
         hits += raised_by(lines, ZERO_DIVISION, BATCH_ARITHMETIC) + raised_in(lines, VERL_CONFIG_CHECK)
+        hits += died_importing(lines)
     elif kind == "gpu_unavailable":
         # a count that names the GPUs asked and had is no shortage where they suffice (a trial short of CPUs lists
         # its GPUs as well)
@@ -863,6 +864,45 @@ VERL_CONFIG_CHECK = re.compile(
     r'File "[^"]*verl/(?:workers|trainer)/config/\w+\.py", line \d+, in (?:__post_init__|validate\w*|_?check_\w+)\b'
     r'|File "[^"]*verl/utils/config\.py", line \d+, in (?:validate_config|check_mutually_exclusive)\b'
 )
+
+
+# Python's runpy refusing `python -m <entry>` (runpy._get_module_details): the interpreter exits before any code runs;
+# "No module named 'verl.trainer'" inside it means a `verl` without `trainer` came first on sys.path
+RUN_MODULE_FAILED = re.compile(
+    r"Error while finding module specification for '(?P<entry>[\w.]+)' \((?P<error>\w+): (?P<message>.*)\)\s*$"
+    r"|^\S*python[\d.]*: No module named (?P<bare>[\w.]+)\s*$"
+)
+# an import that failed: a module not found, or one that raised while it was imported; a compiled extension built
+# against another torch or CUDA (`.so: undefined symbol`) is a build mismatch, outside rlaunch's vocabulary
+IMPORT_FAILED = re.compile(r"^(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): (?!.*\.so[\d.]*: undefined symbol)")
+# the module an import failure names: "No module named 'verl.trainer'", "cannot import name X from omegaconf"
+MODULE_NAMED = re.compile(
+    r"No module named '?(?P<module>[\w.]+)'?|cannot import name \W?\w+\W? from '?(?P<source>[\w.]+)'?"
+)
+
+
+# where an import raises: a module's own top level (an import statement, or the module raising as it runs), or
+# importlib's machinery (importlib.import_module); an import error a call returned (a Ray task's, through ray.get in a
+# function) was raised in another process, which its own log shows
+IMPORTING_FRAME = re.compile(r'File "[^"]+", line \d+, in <module>|File "<frozen importlib\.')
+
+
+def died_importing(lines: list[str]) -> list[str]:
+    """The job's process dying on an import: runpy's refusal of `python -m`, or an import error that ends the log's
+    last traceback (rlaunch's wrapper aside) raised as a module was imported (IMPORTING_FRAME), [exception line, the
+    deepest frame, where it was raised]. An import a library catches and goes on without (verl/workers/engine/
+    __init__.py warns "torchtitan engine is not available: ModuleNotFoundError(...)") is no traceback of its own, and
+    one a later exception wraps (`During handling of the above exception`) is that exception's cause, read by its own
+    kind (a custom reward file's: reward_error)."""
+    hits = [line for line in lines if RUN_MODULE_FAILED.search(strip_prefix(line))]
+    raised = [
+        (frames, exception) for frames, exception in tracebacks(lines) if exception and not WRAPPER.search(exception)
+    ]
+    if raised and IMPORT_FAILED.match(strip_prefix(raised[-1][1])):
+        frames, exception = raised[-1]
+        if frames and IMPORTING_FRAME.search(frames[-1]):
+            hits += [exception, frames[-1]]
+    return hits
 
 
 def raised_in(lines: list[str], frame: re.Pattern[str]) -> list[str]:

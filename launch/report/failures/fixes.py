@@ -23,6 +23,7 @@ from launch.report.failures.signatures import (
     DATALOADER_SHM,
     DATASET_GENERATION_FRAME,
     DUPLICATE_GPU,
+    EXCEPTION_LINE,
     GLOO_TIMEOUT,
     GPU_HELD,
     GRES_REFUSED,
@@ -39,6 +40,7 @@ from launch.report.failures.signatures import (
     PROMPT_FILLS_CONTEXT,
     RECORD_FIELD,
     REDIS_RETRY,
+    REWARD_MODULE_FAILED,
     RUN_MODULE_FAILED,
     SAVED_DATASET_INCOMPLETE,
     SEGFAULT,
@@ -1659,6 +1661,7 @@ def reward_server_fix(log_text: str) -> tuple[str, Details] | None:
 
 
 REWARD_FRAME_AT = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function>\w+)')
+RAISED_AT_LINE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
 # verl loading reward.custom_reward_function (verl/utils/import_utils.py load_module, load_extern_object): the file is
@@ -1687,6 +1690,43 @@ def reward_file_fix(log_text: str) -> tuple[str, Details] | None:
             "function name in that file (verl's default is compute_score)"
         ), {"config_key": "reward.custom_reward_function.name", "function": name}
     return None
+
+
+UNSHOWN_CAUSE = "the traceback above verl's line says what"
+
+
+def reward_module_fix(failure: Failure) -> tuple[str, Details] | None:
+    """A custom reward file that raised as verl loaded it (signatures.module_load_cause puts its exception and its
+    frame in the evidence): an import the job's environment lacks, or the file's own error; not a scorer that raised."""
+    loader = next((found for line in failure.evidence if (found := REWARD_MODULE_FAILED.search(line))), None)
+    if loader is None:
+        return None
+    path = loader.group("path")
+    details: Details = {"config_key": "reward.custom_reward_function.path", "path": path}
+    cause = next(
+        (
+            strip_prefix(line)
+            for line in failure.evidence
+            if EXCEPTION_LINE.match(strip_prefix(line)) and not REWARD_MODULE_FAILED.search(line)
+        ),
+        None,
+    )
+    frame = next((found for line in failure.evidence if (found := RAISED_AT_LINE.search(line)) and path in line), None)
+    at = f"line {frame.group('line')}: " if frame else ""
+    named = MODULE_NAMED.search(cause) if cause and IMPORT_FAILED.match(cause) else None
+    if cause and named:
+        module = named.group("module") or named.group("source")
+        details["module"] = module
+        return (
+            f"the reward module {path} fails to import ({at}{cause.split(': ', 1)[-1]}): install "
+            f"{module.split('.')[0]} in the job's environment (the venv or container the nodes run), or fix "
+            "reward.custom_reward_function.path where it names the wrong file"
+        ), details
+    return (
+        f"the reward module {path} raised as verl loaded it ({at}{cause or UNSHOWN_CAUSE}): "
+        "fix the file (every reward worker runs it as it imports it), or reward.custom_reward_function.path where it "
+        "names the wrong file"
+    ), details
 
 
 def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] | None:
@@ -2729,7 +2769,12 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "config_error":
         return import_failure_fix(failure) or config_fix_from_log(log_text)
     if failure.kind == "reward_error":
-        return reward_server_fix(log_text) or reward_file_fix(log_text) or reward_fix_from_log(failure, log_text)
+        return (
+            reward_server_fix(log_text)
+            or reward_file_fix(log_text)
+            or reward_module_fix(failure)
+            or reward_fix_from_log(failure, log_text)
+        )
     if failure.kind == "unknown":
         return unknown_fix_from_log(failure, log_text)
     if failure.kind == "time_limit":

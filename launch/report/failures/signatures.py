@@ -744,6 +744,8 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
             if (failed := REWARD_TASK_FAILED.search(line)) and REWARD_MESSAGE.search(failed.group("message"))
         ]
         hits += from_tracebacks(lines, REWARD_FRAME, REWARD_MESSAGE)
+        # what a custom reward file raised as verl loaded it says more than verl's wrapper of it: it comes first
+        hits = [*module_load_cause(lines), *hits]
     elif kind == "ray_start_failed":
         hits += from_tracebacks(lines, RAY_START_FRAME, None) + died_connecting(lines) + gave_up_retrying(lines)
         hits = hits or unended_wait(lines, NODES_WAIT) or unended_wait(lines, RAYLET_SOCKET_RETRY)
@@ -879,6 +881,28 @@ IMPORT_FAILED = re.compile(r"^(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): 
 MODULE_NAMED = re.compile(
     r"No module named '?(?P<module>[\w.]+)'?|cannot import name \W?\w+\W? from '?(?P<source>[\w.]+)'?"
 )
+
+
+# verl loading a custom reward file (verl/utils/import_utils.py load_module): whatever the file raised as it ran (an
+# import the job's environment lacks, a syntax error) is re-raised as this RuntimeError, the file's own exception as its
+# direct cause, printed above it
+REWARD_MODULE_FAILED = re.compile(r"Error loading module from module_path='(?P<path>[^']+)'")
+
+
+def module_load_cause(lines: list[str]) -> list[str]:
+    """[the exception the reward file raised, the file's deepest frame, verl's line] for verl's first 'Error loading
+    module' line (REWARD_MODULE_FAILED): the nearest exception line above it is its direct cause."""
+    for index, line in enumerate(lines):
+        loader = REWARD_MODULE_FAILED.search(line)
+        if loader is None or is_source(line):
+            continue
+        above = lines[:index]
+        causes = [at for at, earlier in enumerate(above) if EXCEPTION_LINE.match(strip_prefix(earlier))]
+        if not causes:
+            return []
+        in_file = [earlier for earlier in above[: causes[-1]] if f'File "{loader.group("path")}"' in earlier]
+        return [above[causes[-1]], *in_file[-1:], line]
+    return []
 
 
 # where an import raises: a module's own top level (an import statement, or the module raising as it runs), or

@@ -1695,6 +1695,11 @@ def reward_file_fix(log_text: str) -> tuple[str, Details] | None:
 UNSHOWN_CAUSE = "the traceback above verl's line says what"
 
 
+# a reward frame in a library's code, installed or a checkout of it (verl's scorers and managers, math-verify), not in
+# a user's own reward file
+LIBRARY_SCORER = re.compile(r"/(?:site|dist)-packages/|/reward_score/|/reward_manager/|/reward_loop/|/math_verify/")
+
+
 def reward_module_fix(failure: Failure) -> tuple[str, Details] | None:
     """A custom reward file that raised as verl loaded it (signatures.module_load_cause puts its exception and its
     frame in the evidence): an import the job's environment lacks, or the file's own error; not a scorer that raised."""
@@ -1762,11 +1767,16 @@ def reward_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details] 
     if not frames:
         return None
     path, function = frames[-1].group("path"), frames[-1].group("function")
-    where = "/".join(path.split("/")[-2:])
+    line = RAISED_AT_LINE.search(frames[-1].group(0))
+    if LIBRARY_SCORER.search(path):  # a library's scorer (verl's reward_score, math-verify): its package-relative name
+        where = "/".join(path.split("/")[-2:])
+        code = "rewards/, reward.custom_reward_function.path"
+    else:  # the user's own file, by the absolute path the node ran; rlaunch's rewards/ only where it lives there
+        where = f"{path}:{line.group('line')}" if line else path
+        code = "rewards/" if "/rewards/" in path else "the file reward.custom_reward_function.path names"
     return (
         f"the reward function raised in {where} ({function}): make the scorer for that data source catch it "
-        "(return 0 on a parse failure or a timeout: one exception there ends the run) or fix its code (rewards/, "
-        "reward.custom_reward_function.path)"
+        f"(return 0 on a parse failure or a timeout: one exception there ends the run) or fix its code ({code})"
     ), {"reward_frame": f"{where}:{function}"}
 
 

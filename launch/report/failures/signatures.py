@@ -618,9 +618,9 @@ class Failure:
         return f"{self.kind}?" if "likeness" in self.details else self.kind
 
     def short(self, chars: int = 60) -> str:
-        """kind: what its first evidence line says, without the log's own header (a timestamp is no reason), cut at a
-        word boundary within `chars`: a table cell (status, compare's state column)."""
-        text = LOG_HEADER.sub("", strip_prefix(self.evidence[0])).strip() if self.evidence else ""
+        """kind: what its most telling evidence line says (telling_line), without the log's own header (a timestamp is
+        no reason), cut at a word boundary within `chars`: a table cell (status, compare's state column)."""
+        text = telling_line(self.evidence)
         if len(text) > chars:
             cut = text[: chars + 1].rsplit(" ", 1)[0] if " " in text[:chars] else text[:chars]
             text = cut.rstrip(" ,;:-") + "…"
@@ -636,6 +636,22 @@ LOG_HEADER = re.compile(
     r"^(?:submitit \w+ \([^)]*\) - |slurmstepd(?:-\S+)?: (?:error: )?|"
     r"\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*(?:(?:INFO|WARNING|ERROR|CRITICAL)\b\s*)?[-:]?\s*)"
 )
+
+
+# evidence lines that say where or through what an error passed, not what it was: a traceback's frame, Ray's header of a
+# remote task's exception (its own exception line follows), Hydra's wrapper of whatever a constructor raised, and
+# Ray's note that an actor died of an error in its constructor
+NOT_TELLING = re.compile(
+    r'^File "|^(?:[\w.]+\.)?RayTaskError(?:\(\w+\))?: ray::|\bInstantiationException\b|^Error in call to target '
+    r"|^(?:[\w.]+\.)?ActorDiedError: The actor died because of an error raised in its creation task"
+)
+
+
+def telling_line(evidence: list[str]) -> str:
+    """The evidence line a one-line summary shows, without its log header: the first that says what went wrong (an
+    exception's own message, a scheduler's line) rather than where (NOT_TELLING); the first line where all are."""
+    bodies = [LOG_HEADER.sub("", strip_prefix(line)).strip() for line in evidence]
+    return next((body for body in bodies if not NOT_TELLING.search(body)), bodies[0] if bodies else "")
 
 
 def strip_prefix(line: str) -> str:

@@ -834,18 +834,37 @@ def node_died_fix(failure: Failure) -> tuple[str, Details] | None:
 SLURM_NODE_FAILED = re.compile(r"Node failure on (?P<nodes>[\w.\[\],-]+)|ON (?P<node>\S+) CANCELLED AT \S+ DUE TO NODE")
 
 
+# SLURM's record of why it set a node down or drained it (`scontrol show node`'s Reason=, with who set it and when, as
+# an admin's `scontrol update state=down reason=...` or slurmctld's own "Not responding" leaves it)
+NODE_REASON = re.compile(r"\bReason=(?P<reason>.+?)(?:\s+\[(?P<by>[^\]@]+)@[^\]]*\])?\s*$", re.M)
+
+
 def slurm_node_fail_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
-    """SLURM lost a node of the job (NODE_FAIL): the node went down under it, nothing in the run's config did it."""
+    """SLURM lost a node of the job (NODE_FAIL): the node went down under it, nothing in the run's config did it. Why
+    it went down is the node's Reason in SLURM, where the log holds it; else where to read it (a log alone cannot tell
+    an admin's `scontrol update state=down` from a crash)."""
     if not (SLURM_NODE_FAILED.search(log_text) or re.search(r"\bNODE_FAIL\b", log_text)):
         return None
     named = SLURM_NODE_FAILED.search(log_text)
     node = (named.group("nodes") or named.group("node")) if named else failure.node
     where = f" {node}" if node else ""
+    reason = NODE_REASON.search(log_text)
+    details: Details = {"node_failed": node} if node else {}
+    if reason:
+        said = reason.group("reason").strip()
+        by = f", set by {reason.group('by')}" if reason.group("by") else ""
+        why = f"its Reason in SLURM says why: {said}{by}"
+        details["node_reason"] = said
+    else:
+        why = (
+            f"the log does not say why, its Reason in SLURM does: `sinfo -R -n {node or '<node>'}` (an admin's "
+            "`scontrol update state=down reason=...`, or `Not responding` where its slurmd stopped answering)"
+        )
     return (
-        f"SLURM lost the job's node{where} (NODE_FAIL: its slurmd stopped answering: a crash, a reboot, the network "
-        f"or power): no setting of the run caused it; {after_node_loss(failure)}; keep the job off that node if it "
-        f"fails again (+cluster.sbatch_extra.exclude={node or '<node>'})"
-    ), ({"node_failed": node} if node else {})
+        f"SLURM lost the job's node{where} (NODE_FAIL: SLURM marked it down; {why}): no setting of the run caused it; "
+        f"{after_node_loss(failure)}; keep the job off that node if it fails again "
+        f"(+cluster.sbatch_extra.exclude={node or '<node>'})"
+    ), details
 
 
 HEARTBEAT_LAG = re.compile(r"Last heartbeat was sent (\d+) ms ago")

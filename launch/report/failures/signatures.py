@@ -574,10 +574,12 @@ NODE_PATTERNS = (
     re.compile(r"ipv4:([\d.]+\d):\d+"),
     re.compile(r"\bip[=:] ?([\d.]+\d)"),
     re.compile(r"\bIP: ([\d.]+\d)"),
+    # srun: the node (or node list) SLURM lost, before the node its step ran on (slurmstepd's cancel line names the
+    # batch host, c1, where a two-node job lost c2)
+    re.compile(r"Node failure on ([\w.\[\],-]+)"),
     re.compile(r"JOB \d+ ON (\S+) CANCELLED"),
     re.compile(r"^slurmstepd-([\w.-]+): "),  # slurmd -N <node> prefixes its step daemon's lines
     re.compile(r"Local node IP: (\S+)"),
-    re.compile(r"Node failure on ([\w.\[\],-]+)"),  # srun: the node (or node list) SLURM lost
 )
 
 INTERRUPTIONS = ("preempted", "time_limit")

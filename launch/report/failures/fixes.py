@@ -2519,6 +2519,30 @@ def hub_refused_fix(log_text: str) -> tuple[str, Details] | None:
 SUBMITIT_NO_REQUEUE = re.compile(r"Job not requeued because: timed-out (?P<why>and not checkpointable|too many times)")
 
 
+# rlaunch's own refusal to requeue (launch/job.py VerlJob.checkpoint, called on submitit's time-out or preemption
+# signal): submitit then says "timed-out too many times" whatever the reason, so rlaunch's line is the one that tells
+RLAUNCH_NOT_REQUEUED = re.compile(r"rlaunch: not requeued: (?P<reason>.+?)\s*$", re.M)
+REQUEUES_USED = re.compile(r"requeued (?P<times>\d+) times: cluster\.max_requeues=(?P<limit>\d+) reached")
+
+
+def rlaunch_requeue_fix(log_text: str) -> tuple[str, Details] | None:
+    """rlaunch's job declined the requeue a time-out asked for: its reason, and the key that decides it."""
+    refused = RLAUNCH_NOT_REQUEUED.search(log_text)
+    if not refused:
+        return None
+    reason = refused.group("reason")
+    used = REQUEUES_USED.search(reason)
+    if used is None:  # a hang requeued once already, or attempts that never reached a checkpoint: the reason says
+        return f"the job reached its time limit and rlaunch did not requeue it: {reason}", {"requeue": reason}
+    limit = int(used.group("limit"))
+    return (
+        f"the job reached its time limit after {int(used.group('times')) + 1} attempt(s) and rlaunch did not requeue "
+        f"it: cluster.max_requeues={limit} reached; raise cluster.max_requeues so a timed-out attempt is requeued and "
+        "resumes from verl's last save (a trainer.save_freq that saves within an attempt), or raise the time limit "
+        "(mode.time_budget_min)"
+    ), {"requeue": "cluster.max_requeues reached", "max_requeues": limit}
+
+
 def submitit_requeue_fix(log_text: str) -> tuple[str, Details] | None:
     """submitit ended a timed-out job instead of requeuing it: the function it ran has no checkpoint, or the job used
     up its requeues. Which of submitit's settings decides each."""
@@ -2807,7 +2831,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "unknown":
         return unknown_fix_from_log(failure, log_text)
     if failure.kind == "time_limit":
-        return submitit_requeue_fix(log_text)
+        return rlaunch_requeue_fix(log_text) or submitit_requeue_fix(log_text)
     if failure.kind == "preempted" and failure.details.get("requeued_by"):
         return (
             "nothing to change: the job was requeued through SLURM (scontrol requeue, by an admin or by you; not a "

@@ -29,8 +29,10 @@ from launch.report.failures.signatures import (
     GRES_REFUSED,
     IB_COMPLETION_ERROR,
     IMPORT_FAILED,
+    JSON_DECODE_ERROR,
     KEY_ERROR,
     LORA_RANK_REFUSED,
+    MODEL_CONFIG_NOT_JSON,
     MODULE_NAMED,
     NCCL_NO_INTERFACE,
     NO_ROUTE,
@@ -1047,6 +1049,22 @@ def import_failure_fix(failure: Failure, python_path: str | None = None) -> tupl
         f"the module {module} is not installed in the job's Python{python}: install it in the environment the "
         f"nodes run (the venv or container), or fix the PYTHONPATH (cluster.env.PYTHONPATH) that should hold it{where}"
     ), details
+
+
+def model_json_fix(failure: Failure) -> tuple[str, Details] | None:
+    """The model's config.json that transformers could not parse (configuration_utils.py get_config_dict re-raises
+    json's JSONDecodeError as this OSError; signatures.unparsable_model_config puts both in the evidence): the file, and
+    where json stopped."""
+    broken = next((found for line in failure.evidence if (found := MODEL_CONFIG_NOT_JSON.search(line))), None)
+    if broken is None:
+        return None
+    path = broken.group("path")
+    decode = next((found for line in failure.evidence if (found := JSON_DECODE_ERROR.search(line))), None)
+    where = f" ({decode.group('message')})" if decode else ""
+    return (
+        f"the model's config file {path} is not valid JSON{where}: restore it (copy or download the model again) or "
+        "point actor_rollout_ref.model.path at a whole copy of the model"
+    ), {"model_config": path}
 
 
 def config_fix_from_log(log_text: str) -> tuple[str, Details] | None:
@@ -2195,6 +2213,9 @@ PARQUET_EMPTY = re.compile(r"Parquet file size is 0 bytes")
 PARQUET_NO_MAGIC = re.compile(r"Parquet magic bytes not found")
 
 
+QUOTED_PARQUET = re.compile(r"'(?P<path>[^'\s]+\.parquet)'")
+
+
 def data_error_fix(log_text: str) -> tuple[str, Details] | None:
     """Which column of the data the reader could not use (missing, or of two types), or a file that is no parquet."""
     unread = VERL_FORMAT_REFUSED.search(log_text)
@@ -2208,11 +2229,27 @@ def data_error_fix(log_text: str) -> tuple[str, Details] | None:
     if PARQUET_EMPTY.search(log_text) or PARQUET_NO_MAGIC.search(log_text):
         empty = PARQUET_EMPTY.search(log_text) is not None
         what = "empty (0 bytes)" if empty else "not parquet (no magic bytes in its footer)"
+        details: Details = {"parquet": "empty" if empty else "no magic bytes"}
+        # the file the reader named on the failing line (pyarrow's "Failed to read schema from '<path>'"), else where
+        # to look for it
+        named = next(
+            (
+                found.group("path")
+                for line in log_text.splitlines()
+                if (PARQUET_EMPTY.search(line) or PARQUET_NO_MAGIC.search(line))
+                and (found := QUOTED_PARQUET.search(line))
+            ),
+            None,
+        )
+        if named:
+            details["data_path"] = named
+        which = f"the data file {named} is" if named else "a data file is"
+        find = "" if named else "find it (`find <data dir> -name '*.parquet' -size -2k`), "
         return (
-            f"a data file is {what}: a Git LFS pointer never pulled (`git lfs pull` in the dataset's repository), a "
-            "download cut short, or another format named .parquet; find it (`find <data dir> -name '*.parquet' -size "
-            "-2k`), fetch or rewrite it, and point data.train_files / data.val_files only at whole parquet files"
-        ), {"parquet": "empty" if empty else "no magic bytes"}
+            f"{which} {what}: a Git LFS pointer never pulled (`git lfs pull` in the dataset's repository), a "
+            f"download cut short, or another format named .parquet; {find}fetch or rewrite it, and point "
+            "data.train_files / data.val_files only at whole parquet files"
+        ), details
     missing = PANDAS_MISSING_COLUMNS.search(log_text)
     if missing:
         columns = re.findall(r"'([^']+)'", missing.group("columns"))
@@ -2820,7 +2857,7 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "cuda_oom":
         return cuda_oom_fix_from_log(failure, log_text)
     if failure.kind == "config_error":
-        return import_failure_fix(failure) or config_fix_from_log(log_text)
+        return import_failure_fix(failure) or model_json_fix(failure) or config_fix_from_log(log_text)
     if failure.kind == "reward_error":
         return (
             reward_server_fix(log_text)
@@ -3236,13 +3273,58 @@ def fix_gpu_unavailable(failure: Failure, context: FixContext, log_text: str) ->
 
 # each returns the fix and the numbers it read (they go into the failure's details)
 def fix_config_error(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
-    """An import the job died of, with the PYTHONPATH the plan gave the job; any other config error keeps the fix its
-    log gave."""
-    return import_failure_fix(failure, context.plan.worker_env.get("PYTHONPATH")) or (failure.fix, {})
+    """An import the job died of, with the PYTHONPATH the plan gave the job; a model file planning read that changed
+    since; any other config error keeps the fix its log gave."""
+    return (
+        import_failure_fix(failure, context.plan.worker_env.get("PYTHONPATH"))
+        or changed_since_planning(failure, context)
+        or (failure.fix, {})
+    )
+
+
+def changed_since_planning(failure: Failure, context: FixContext) -> tuple[str, Details] | None:
+    """A data file or model file the failure names that planning read whole (plan.json's readiness record: each data
+    file's key and rows, and the model config it read the architecture from): it changed or went after the run was
+    planned, so restoring it, not a setting, is the fix."""
+    readiness = context.plan.readiness
+    if readiness is None:
+        return None
+    changed = {"planned_input": "changed after planning"}
+    data_path = str(failure.details.get("data_path") or "")
+    read = next((file for file in readiness.data if data_path and file.path == data_path and file.rows), None)
+    if read is not None:
+        now = "is not a whole parquet file now" if failure.details.get("parquet") else "no longer reads as planned"
+        state = "is gone" if not Path(read.path).exists() else now
+        return (
+            f"the data file {read.path} ({read.key}) {state}: planning read it whole ({read.rows} rows), so it changed "
+            "after the run was planned: restore it (or re-run the preprocessing that writes it), then resubmit"
+        ), changed | {"config_key": read.key}
+    source = readiness.model_source
+    model_config = str(failure.details.get("model_config") or "")
+    if source and model_config == source:
+        return (
+            f"the model's config file {source} is not valid JSON now: planning read the model's architecture from it, "
+            "so it changed after the run was planned: restore it (copy or download the model again), then resubmit"
+        ), changed | {"config_key": "actor_rollout_ref.model.path"}
+    model_path = str(failure.details.get("model_path") or "").rstrip("/")
+    if source and model_path and source.startswith(model_path + "/") and not Path(model_path).exists():
+        return (
+            f"the model directory {model_path} (actor_rollout_ref.model.path) is gone: planning read {source} from "
+            "it, so it was removed after the run was planned: restore it, then resubmit"
+        ), changed | {"config_key": "actor_rollout_ref.model.path"}
+    return None
+
+
+def fix_planned_input(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
+    """A data or model file planning read that changed or went since (changed_since_planning); else the log's fix."""
+    return changed_since_planning(failure, context) or (failure.fix, {})
 
 
 PLAN_FIXES: dict[str, Callable[[Failure, FixContext, str], tuple[str, Details]]] = {
     "config_error": fix_config_error,
+    "data_error": fix_planned_input,
+    "data_missing": fix_planned_input,
+    "model_not_cached": fix_planned_input,
     "cuda_oom": fix_cuda_oom,
     "engine_memory": fix_engine_memory,
     "host_oom": fix_host_oom,

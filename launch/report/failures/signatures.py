@@ -780,6 +780,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
             hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
         hits += raised_by(lines, ZERO_DIVISION, BATCH_ARITHMETIC) + raised_in(lines, VERL_CONFIG_CHECK)
         hits += died_importing(lines)
+        hits = [*unparsable_model_config(lines), *hits]
     elif kind == "gpu_unavailable":
         # a count that names the GPUs asked and had is no shortage where they suffice (a trial short of CPUs lists
         # its GPUs as well)
@@ -899,6 +900,22 @@ IMPORT_FAILED = re.compile(r"^(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): 
 MODULE_NAMED = re.compile(
     r"No module named '?(?P<module>[\w.]+)'?|cannot import name \W?\w+\W? from '?(?P<source>[\w.]+)'?"
 )
+
+
+# transformers re-raising json's error on a model's config.json (configuration_utils.py get_config_dict), and json's own
+# message, which says where the text stopped parsing
+MODEL_CONFIG_NOT_JSON = re.compile(r"It looks like the config file at '(?P<path>[^']+)' is not a valid JSON file")
+JSON_DECODE_ERROR = re.compile(r"JSONDecodeError: (?P<message>.+?)\s*$")
+
+
+def unparsable_model_config(lines: list[str]) -> list[str]:
+    """[json's error, transformers' OSError] for a model config.json that does not parse: what the Hydra or verl
+    wrapper above them only quotes."""
+    said = next((at for at, line in enumerate(lines) if MODEL_CONFIG_NOT_JSON.search(strip_prefix(line))), None)
+    if said is None:
+        return []
+    decode = [line for line in lines[:said] if JSON_DECODE_ERROR.search(line)]
+    return [*decode[-1:], lines[said]]
 
 
 # verl loading a custom reward file (verl/utils/import_utils.py load_module): whatever the file raised as it ran (an

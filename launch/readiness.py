@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -1149,23 +1150,96 @@ def external_lib_problem(key: str, value: Any, plan: Plan) -> str | None:
     Python nor the checkout has fails the job. A container's Python is another: not judged from here."""
     if value is None or plan.container:
         return None
-    from importlib.machinery import PathFinder
-    from importlib.util import find_spec
-
-    from launch.schema import PROJECT_DIR
-
     for name in file_list(value):
         top = name.split(".")[0]
-        try:
-            found = find_spec(top) is not None or PathFinder.find_spec(top, [str(PROJECT_DIR)]) is not None
-        except (ImportError, ValueError):  # an empty or relative name
-            found = False
-        if not found:
+        if not importable_in_the_job(top):
             return (
                 f"{key}={name}: no module {top} is installed here or in the checkout, and verl imports it as it "
                 "builds the model (ModuleNotFoundError in the job): install it, or correct the name"
             )
     return None
+
+
+def importable_in_the_job(top: str, *more_dirs: str) -> bool:
+    """A top-level module the job's Python finds: installed here (the job runs this venv, on the shared filesystem),
+    in the checkout (the job starts in its snapshot), or in `more_dirs` (the job's PYTHONPATH, a module's own
+    directory)."""
+    from importlib.machinery import PathFinder
+    from importlib.util import find_spec
+
+    from launch.schema import PROJECT_DIR
+
+    try:
+        return find_spec(top) is not None or PathFinder.find_spec(top, [str(PROJECT_DIR), *more_dirs]) is not None
+    except (ImportError, ValueError):  # an empty or relative name
+        return False
+
+
+def job_pythonpath(plan: Plan) -> list[str]:
+    """The job's PYTHONPATH entries: cluster.env's (in the workers' runtime env) before the submitting shell's,
+    which SLURM propagates."""
+    joined = [plan.worker_env.get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")]
+    return [entry for value in joined for entry in value.split(os.pathsep) if entry]
+
+
+# The packages the job's `python -m verl.trainer.main_ppo` (or rlaunch's own driver) imports: one a PYTHONPATH entry
+# holds is imported instead of the venv's that rlaunch planned with
+JOB_PACKAGES = ("verl", "ray", "omegaconf", "hydra", "torch", "transformers", "tensordict", "vllm", "sglang")
+
+
+def shadowed_packages(plan: Plan) -> tuple[list[str], list[str]]:
+    """(problems, notes): a PYTHONPATH entry holding a package the job imports puts it before the venv's. A `verl`
+    without verl.trainer.main_ppo stops the job at once ("No module named 'verl.trainer'"); any other is said, with
+    the version rlaunch planned with. A container's Python is another: not judged from here."""
+    from importlib.metadata import PackageNotFoundError, version
+    from importlib.util import find_spec
+
+    if plan.container:
+        return [], []
+    problems, notes = [], []
+    named = "cluster.env.PYTHONPATH" if plan.worker_env.get("PYTHONPATH") else "PYTHONPATH"
+    for entry in dict.fromkeys(job_pythonpath(plan)):
+        root = Path(entry).expanduser()
+        for package in JOB_PACKAGES:
+            there = root / package
+            if not (there / "__init__.py").is_file() and not (root / f"{package}.py").is_file():
+                continue
+            installed = find_spec(package)
+            if (
+                installed is not None
+                and installed.origin
+                and Path(installed.origin).parent.resolve() == there.resolve()
+            ):
+                continue  # the entry is where the venv's own copy lives
+            try:
+                planned = f"the installed {package} {version(package)}"
+            except PackageNotFoundError:
+                planned = f"the venv's (no {package} is installed here)"
+            if package == "verl" and not (there / "trainer" / "main_ppo.py").is_file():
+                problems.append(
+                    f"{named} entry {entry} holds a verl package without verl/trainer/main_ppo.py: the job imports "
+                    f"it instead of {planned} and stops at once (No module named 'verl.trainer'); drop {entry} from "
+                    f"{named}"
+                )
+            else:
+                notes.append(
+                    f"{named} entry {entry} holds its own {package}, which the job imports instead of {planned} "
+                    "that this plan was checked with"
+                )
+    return problems, notes
+
+
+def unimportable_imports(source: str, module_dir: Path, search: Sequence[str]) -> list[str]:
+    """The top-level modules a file imports unconditionally (module level, outside try/if) that the job's Python
+    would not find: loading the file fails (verl/utils/import_utils.py load_module: RuntimeError 'Error loading
+    module from module_path=...' from the ModuleNotFoundError)."""
+    tops = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            tops += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops.append(node.module.split(".")[0])
+    return [top for top in dict.fromkeys(tops) if not importable_in_the_job(top, str(module_dir), *search)]
 
 
 def local_weights_problem(
@@ -1882,7 +1956,7 @@ def module_file(path: str, job: JobDirectory) -> Path | None:
     return found if found.is_file() else None
 
 
-def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | None:
+def object_problem(verl: dict[str, Any], key: str, job: JobDirectory, search: Sequence[str] = ()) -> str | None:
     """The function or class verl takes from a module file it will find: a name the file does not define, or a file
     Python cannot parse, fails the job as verl imports it."""
     name_key = MODULE_OBJECTS[key]
@@ -1898,6 +1972,13 @@ def object_problem(verl: dict[str, Any], key: str, job: JobDirectory) -> str | N
         names = module_names(found.read_text(errors="replace"))
     except SyntaxError as error:
         return f"{key}={path} does not parse ({error.msg}, line {error.lineno}): verl imports it in the job; fix it"
+    missing = unimportable_imports(found.read_text(errors="replace"), found.parent, [job.path, *search])
+    if missing:
+        return (
+            f"{key}={path} imports {', '.join(missing)}, which the job's Python ({sys.executable}) does not have: "
+            f"verl fails as it loads the file (Error loading module from module_path=...); install "
+            f"{'them' if len(missing) > 1 else 'it'} in the job's environment, or fix {key}"
+        )
     if names is None or str(name) in names:
         return None
     defined = sorted(n for n in names if not n.startswith("_") and n[:1].islower() == str(name)[:1].islower())
@@ -1963,7 +2044,8 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     snapshot path: missing, as in the job)."""
     verl = snapshot.at_checkout(plan.verl, plan.code_dir) if plan.code_dir else plan.verl
     job, package = JobDirectory.of(plan), verl_package_dir()
-    problems = [file_problem(verl, key, job) or object_problem(verl, key, job) for key in MODULE_FILES]
+    search = [] if plan.container else job_pythonpath(plan)
+    problems = [file_problem(verl, key, job) or object_problem(verl, key, job, search) for key in MODULE_FILES]
     problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
     problems += [resume_checkpoint_problem(verl), checkpoint_dir_problem(verl)]
     problems.append(output_dir_problem(verl, "trainer.rollout_data_dir", "after the first step's rollout"))
@@ -1971,7 +2053,9 @@ def judge_files(plan: Plan, findings: Findings) -> None:
         problems.append(output_dir_problem(verl, "trainer.validation_data_dir", "at the first validation"))
     problems += [reward_kwargs_problem(verl, root, job) for root in REWARD_FUNCTIONS]
     problems += [problem for root in REWARD_FUNCTIONS for problem in reward_settings_problems(verl, root)]
-    findings.problems += [("files", problem) for problem in problems if problem is not None]
+    shadowing, shadowed = shadowed_packages(plan)
+    findings.problems += [("files", problem) for problem in [*problems, *shadowing] if problem is not None]
+    findings.notes += shadowed
 
 
 def critic_checks_left_to_the_job(verl: dict[str, Any]) -> list[str]:

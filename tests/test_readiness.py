@@ -609,6 +609,7 @@ def test_the_function_verl_takes_from_a_reward_file_must_be_in_it(tmp_path: Path
         submission(tmp_path, *overrides, f"{reward}.path={script}", f"{reward}.name=compute_score")
     starred = tmp_path / "starred.py"
     starred.write_text("from my_rewards import *\n")  # what it defines is known only by running it
+    (tmp_path / "my_rewards.py").write_text("def anything(*a):\n    return 0.0\n")  # beside it: the import resolves
     plan = submission(tmp_path, *overrides, f"{reward}.path={starred}", f"{reward}.name=anything")
     assert plan.readiness.problems == ()
 

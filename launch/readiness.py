@@ -1087,6 +1087,7 @@ def model_path_problems(cfg: DictConfig, plan: Plan) -> list[str | None]:
         if tokenizer is not None:
             problems.append(missing_local_path(f"{prefix}.tokenizer_path", str(tokenizer), "the tokenizer"))
         problems.append(external_lib_problem(f"{prefix}.external_lib", model.get("external_lib"), plan))
+        problems.append(unknown_model_type_problem(f"{prefix}.path", str(model.path), model, plan))
         if int(model.get("lora_rank") or 0) > 0 and model.get("lora_adapter_path") is not None:
             problems.append(lora_adapter_problem(f"{prefix}.lora_adapter_path", str(model.lora_adapter_path)))
     return problems
@@ -1158,6 +1159,39 @@ def external_lib_problem(key: str, value: Any, plan: Plan) -> str | None:
                 "builds the model (ModuleNotFoundError in the job): install it, or correct the name"
             )
     return None
+
+
+def unknown_model_type_problem(key: str, path: str, model: DictConfig, plan: Plan) -> str | None:
+    """verl's workers read a model's config with transformers' AutoConfig (workers/config/model.py HFModelConfig,
+    trust_remote_code from the model block): a model_type this transformers does not know, without the model's own
+    code (config.json's auto_map, with trust_remote_code on), fails there, in the job. A container's transformers is
+    another: not judged from here."""
+    config_file = Path(path).expanduser() / "config.json"
+    if plan.container or not is_local_path(path) or not config_file.is_file():
+        return None
+    try:
+        raw = json.loads(config_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # facts.architecture_read refuses it
+    model_type = raw.get("model_type") if isinstance(raw, dict) else None
+    if not model_type:
+        return None
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    own_code = bool(raw.get("auto_map"))
+    if model_type in CONFIG_MAPPING or (own_code and model.get("trust_remote_code")):
+        return None
+    prefix = key.rpartition(".")[0]
+    if own_code:
+        fix = f"set {prefix}.trust_remote_code=true to load the model's own code (its auto_map)"
+    else:
+        fix = "use a transformers that knows it, or add the model's code (config.json's auto_map) with "
+        fix += f"{prefix}.trust_remote_code=true"
+    return (
+        f"{key}={path}: its config.json's model_type {model_type!r} is one transformers {transformers.__version__} "
+        f"does not know: verl's workers fail as they read it (AutoConfig.from_pretrained raises ValueError); {fix}"
+    )
 
 
 def importable_in_the_job(top: str, *more_dirs: str) -> bool:

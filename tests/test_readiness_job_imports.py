@@ -6,6 +6,7 @@ another package the job imports is said, not refused: a user's own fork may be m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,19 @@ def test_a_pythonpath_verl_without_its_trainer_is_refused_and_another_package_is
     assert plan.readiness is not None
     (said,) = [note for note in plan.readiness.notes if "holds its own omegaconf" in note]
     assert "instead of the installed omegaconf 2." in said
+
+
+def test_a_model_type_transformers_does_not_know_is_refused_unless_its_own_code_is_trusted(tmp_path: Path):
+    """verl's workers read the model's config with AutoConfig: an unknown model_type fails there, in the job."""
+    overrides = tiny_run(tmp_path)
+    config_file = tmp_path / "model" / "config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "model_type": "my_arch"}))
+    with pytest.raises(UserError, match=r"model_type 'my_arch' is one transformers \S+ does not know: verl's workers"):
+        submission(tmp_path, *overrides)
+    own_code = {**config, "model_type": "my_arch", "auto_map": {"AutoConfig": "configuration_my_arch.MyConfig"}}
+    config_file.write_text(json.dumps(own_code))
+    with pytest.raises(UserError, match=r"set actor_rollout_ref.model.trust_remote_code=true to load the model's own"):
+        submission(tmp_path, *overrides)
+    plan = submission(tmp_path, *overrides, "actor_rollout_ref.model.trust_remote_code=true")
+    assert plan.readiness is not None and not [p for p in plan.readiness.problems if "model_type" in p.problem]

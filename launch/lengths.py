@@ -48,18 +48,24 @@ def typical_lengths(
     cfg: DictConfig, measured_prompt_tokens: float | None = None, measured_response_tokens: float | None = None
 ) -> TypicalLengths:
     """The typical lengths of a run: `launch.expect.prompt_tokens` / `.response_tokens` where set, else the measured
-    ones given, else half the maximum. Each is capped at its maximum (verl truncates or filters longer ones)."""
+    ones given, else half the maximum. Each is capped at its maximum: data.max_*_length (verl truncates or filters
+    longer ones), or the engine's own actor_rollout_ref.rollout.prompt_length / response_length where set lower (the
+    agent loop keeps a prompt's last tokens, the engine stops a response there)."""
     expect = cfg.launch.get("expect") or {}
+    rollout = cfg.actor_rollout_ref.get("rollout") or {}
     chosen = []
     for side, measured in (("prompt", measured_prompt_tokens), ("response", measured_response_tokens)):
-        maximum = int(cfg.data[f"max_{side}_length"])
+        maximum, limit_key = int(cfg.data[f"max_{side}_length"]), f"data.max_{side}_length"
+        engine = rollout.get(f"{side}_length")
+        if engine is not None and int(engine) < maximum:
+            maximum, limit_key = int(engine), f"actor_rollout_ref.rollout.{side}_length"
         stated = expect.get(f"{side}_tokens")
         if stated is not None:
             chosen.append((min(float(stated), maximum), f"{side}: launch.expect.{side}_tokens"))
         elif measured is not None:
             chosen.append((min(float(measured), maximum), f"{side}: measured"))
         else:
-            chosen.append((HALF * maximum, f"{side}: half of data.max_{side}_length"))
+            chosen.append((HALF * maximum, f"{side}: half of {limit_key}"))
     (prompt, prompt_source), (response, response_source) = chosen
     return TypicalLengths(prompt, response, f"{prompt_source}; {response_source}")
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import compose_config, run_here
 
 from launch.errors import UserError
+from launch.lengths import typical_lengths
 from launch.ranges import check_ranges
 
 
@@ -49,3 +50,20 @@ def test_the_cli_says_one_line_and_writes_nothing(tmp_path: Path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("rlaunch: error: launch.expect.response_tokens=100000: above the response length")
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_typical_lengths_are_capped_at_the_engines_own_limits_where_they_are_lower():
+    """The engine stops a response at actor_rollout_ref.rollout.response_length (and keeps a prompt's last
+    prompt_length tokens): a run that sets them below data.max_*_length never sees half of the data's maximum."""
+    cfg = compose_config(
+        "data.max_prompt_length=1000",
+        "data.max_response_length=4000",
+        "actor_rollout_ref.rollout.response_length=1000",
+    )
+    typical = typical_lengths(cfg)
+    assert (typical.prompt_tokens, typical.response_tokens) == (500, 500)
+    assert (
+        typical.source
+        == "prompt: half of data.max_prompt_length; response: half of actor_rollout_ref.rollout.response_length"
+    )
+    assert typical_lengths(cfg, None, 3000).response_tokens == 1000

@@ -803,8 +803,7 @@ def judge_data(
                 )
             )
     train_rows = report.rows("data.train_files")
-    limit = int(cfg.data.get("train_max_samples") or -1)
-    usable = min(train_rows, limit) if train_rows is not None and limit > 0 else train_rows
+    usable = rows_verl_trains(cfg.data, train_rows) if train_rows is not None else None
     if usable == 0:
         findings.problems.append(("data", f"data.train_files hold no rows: verl trains 0 steps; {REWRITE}"))
     elif usable is not None and usable < batch and cfg.algo.name != "rft":
@@ -1314,6 +1313,12 @@ def one_validation_s(cfg: DictConfig, plan: Plan, val_rows: int | None) -> float
     return validation_s(arch, knobs, card, plan.time, validation_batches(plan.verl, val_rows))
 
 
+def rows_verl_trains(data: Mapping[str, Any], train_rows: int) -> int:
+    """The training rows verl's dataset keeps: data.train_max_samples caps them where set (> 0)."""
+    limit = int(data.get("train_max_samples") or -1)
+    return min(train_rows, limit) if limit > 0 else train_rows
+
+
 @dataclass(frozen=True)
 class VerlSteps:
     """The steps verl 0.9.1's fit loop runs: it stops at trainer.total_training_steps or at the end of
@@ -1475,8 +1480,7 @@ def predict_time(
     verl = plan.verl
     trainer, data = verl["trainer"], verl["data"]
     batch = int(data["train_batch_size"])
-    limit = int(data.get("train_max_samples") or -1)
-    rows = min(train_rows, limit) if limit > 0 else train_rows
+    rows = rows_verl_trains(data, train_rows)
     steps = VerlSteps.of(trainer, rows // batch)
     total = steps.total
     step_s = plan.time.step_s
@@ -1809,8 +1813,7 @@ def judge_rft_time(
     a budget only up to the partition's limit (`ceiling`: budget_ceiling)."""
     if cfg.algo.name != "rft" or train_rows is None or plan.llm.get("known") is False:
         return
-    limit = int(plan.verl["data"].get("train_max_samples") or -1)
-    rows = min(train_rows, limit) if limit > 0 else train_rows
+    rows = rows_verl_trains(plan.verl["data"], train_rows)
     oversample, k = int(cfg.rft.oversample), int(cfg.rft.k)
     sft_config = planned_sft_config(plan.verl, OmegaConf.to_container(cfg.rft.sft, resolve=True))  # type: ignore[arg-type]
     predicted = rft_time(cfg, plan, rows, oversample, sft_config)

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.readiness import VerlSteps
+from launch.readiness import VerlSteps, rows_verl_trains
 from launch.rundir import (
     HANG_DIR,
     HANG_FILE,
@@ -124,8 +124,7 @@ def planned_steps_per_epoch(plan: Plan) -> int | None:
     if not rows or any(count is None for count in rows):
         return None
     data = plan.verl.get("data", {})
-    total, limit = sum(rows), int(data.get("train_max_samples") or -1)
-    return (min(total, limit) if limit > 0 else total) // int(data["train_batch_size"])
+    return rows_verl_trains(data, sum(rows)) // int(data["train_batch_size"])
 
 
 @dataclass(frozen=True)

@@ -1548,14 +1548,16 @@ def engine_batching_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"config_key": f"{rollout}.max_num_batched_tokens", "value": tokens, "needed": length}
 
 
+CHAT_TEMPLATE_KEY = "actor_rollout_ref.model.custom_chat_template"
+
+
 def chat_template_fix(log_text: str) -> tuple[str, Details] | None:
     if "chat_template is not set and no template argument was passed" not in log_text:
         return None
-    key = "actor_rollout_ref.model.custom_chat_template"
     return (
         "the model's tokenizer has no chat template (a base model's?), and verl applies one to every prompt: set "
-        f"{key} to a Jinja chat template, or use the model's chat (instruct) version"
-    ), {"config_key": key}
+        f"{CHAT_TEMPLATE_KEY} to a Jinja chat template, or use the model's chat (instruct) version"
+    ), {"config_key": CHAT_TEMPLATE_KEY}
 
 
 def resume_world_size_fix(log_text: str) -> tuple[str, Details] | None:
@@ -3286,6 +3288,8 @@ def changed_since_planning(failure: Failure, context: FixContext) -> tuple[str, 
     """A data file or model file the failure names that planning read whole (plan.json's readiness record: each data
     file's key and rows, and the model config it read the architecture from): it changed or went after the run was
     planned, so restoring it, not a setting, is the fix."""
+    if failure.details.get("config_key") == CHAT_TEMPLATE_KEY:  # no readiness record needed: the directory tells
+        return missing_chat_template(context.plan)
     readiness = context.plan.readiness
     if readiness is None:
         return None
@@ -3313,6 +3317,28 @@ def changed_since_planning(failure: Failure, context: FixContext) -> tuple[str, 
             "it, so it was removed after the run was planned: restore it, then resubmit"
         ), changed | {"config_key": "actor_rollout_ref.model.path"}
     return None
+
+
+# where transformers reads a tokenizer's chat template (tokenization_utils_base.py from_pretrained): its own file, or
+# the chat_template entry of tokenizer_config.json
+CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+
+
+def missing_chat_template(plan: Plan) -> tuple[str, Details] | None:
+    """A tokenizer with no chat template whose directory, the plan's, holds none of the files a template lives in:
+    the files are gone (or the model is a base model's); the directory named, not only the key to set."""
+    directory = verl_value(plan, "actor_rollout_ref.model.tokenizer_path") or verl_value(
+        plan, "actor_rollout_ref.model.path"
+    )
+    if not directory or not Path(str(directory)).is_dir():
+        return None
+    if any((Path(str(directory)) / name).exists() for name in CHAT_TEMPLATE_FILES):
+        return None
+    return (
+        f"the model directory {directory} holds no chat template now (none of {', '.join(CHAT_TEMPLATE_FILES)}), and "
+        "verl applies one to every prompt: where the model had them when the run was planned, its tokenizer files "
+        f"were removed since: restore them; a base model has none: set {CHAT_TEMPLATE_KEY} to a Jinja chat template"
+    ), {"config_key": CHAT_TEMPLATE_KEY, "model_path": str(directory)}
 
 
 def fix_planned_input(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:

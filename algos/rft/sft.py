@@ -17,8 +17,9 @@ The config is composed in its own Hydra compose call, over verl's `sft_trainer_e
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
-from functools import reduce
+from functools import cache, reduce
 from pathlib import Path
 from typing import Any
 
@@ -132,24 +133,29 @@ def compose_sft_config(verl: Mapping[str, Any], rft_sft: Mapping[str, Any], sft_
     """verl's sft_trainer_engine composed with the overrides above, resolved: exactly what verl's SFT trainer gets.
     Composes in a fresh Hydra context: a running Hydra app (launch/run.py validates from inside its own) is set
     aside and put back afterwards."""
-    import re
-
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-
     owned = owned_keys_set(rft_sft)
     if owned:
         raise SftConfigError(
             f"{owned[0]} is set by rlaunch (stage 2's data, the run's model, GPU count and checkpoint directory): "
             f"remove it from rft.sft"
         )
+    return copy.deepcopy(composed_sft_config(tuple(sft_overrides(verl, rft_sft, sft_file))))
+
+
+@cache  # the same overrides compose the same tree: a plan composes it for validation and again for the preflight
+def composed_sft_config(overrides: tuple[str, ...]) -> dict[str, Any]:
+    import re
+
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
     running = GlobalHydra.instance()
     outer = running.hydra if running.is_initialized() else None  # launch/run.py's own app, when called from it
     running.clear()
     try:
         with initialize_config_module(config_module="verl.trainer.config", version_base="1.3"):
-            cfg = compose(config_name="sft_trainer_engine", overrides=sft_overrides(verl, rft_sft, sft_file))
+            cfg = compose(config_name="sft_trainer_engine", overrides=list(overrides))
         return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
     except Exception as error:  # Hydra and OmegaConf raise several types; all mean the keys did not compose
         text = f"{error} {error.__cause__ or ''}"

@@ -47,7 +47,7 @@ def test_rlaunchs_own_hang_line_is_a_hang_and_the_text_ends_with_the_outcome(tmp
     assert "after step 3: c1:pid2904 in <module> (driver.py:26) [code]" in fix
     assert "not requeued: attempt 1 hung and its stacks show no transient cause" in fix
     text = doctor.classify_log(tmp_path / "2_0_log.err", as_json=False).splitlines()
-    assert text[0] == "[hang] (node vm)" and text[-1] == "outcome: failed on hang"
+    assert text[0] == "[hang] (node c1)" and text[-1] == "outcome: failed on hang"
 
 
 def test_a_hang_requeued_once_is_the_attempts_cause_not_the_preemption_signal_that_requeued_it(tmp_path: Path):

@@ -110,9 +110,30 @@ def node_near(lines: list[str], hits: list[str], window: int = 12) -> str | None
     return node_of(lines[i] for i in around)
 
 
+# srun's summary of a task that ended badly names its node as SLURM does (`srun: error: c1: task 0: Exited with exit
+# code 1`), where submitit's JobEnvironment names it by its hostname (`hostname=vm`) and Ray by its IP; submitit's
+# `node=0(1)` says the job had one node, so an IP the evidence gives is that node
+SRUN_TASK_NODE = re.compile(r"^srun: error: (?P<node>[\w.-]+): tasks? [\d,-]+: ")
+ONE_NODE_JOB = re.compile(r"JobEnvironment\(.*\bnode=\d+\(1\)")
+IP_ADDRESS = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
 def classify(text: str, attempt: int | None = None, host: str | None = None) -> Failure:
-    """The cause of one attempt's failure from its log text (a bare log is one attempt): the first kind whose
-    signature the log shows, else the kind its words read like when that is clear (likeness.py), else unknown."""
+    """The cause of one attempt's failure from its log text (a bare log is one attempt), its node named as SLURM
+    names it where srun's own line says (a run directory's records say it too: classify.with_slurm_node)."""
+    failure = cause_in_log(text, attempt, host)
+    lines = [clean(line) for line in text.splitlines()]
+    named = {found["node"] for line in lines if (found := SRUN_TASK_NODE.match(strip_prefix(line)))}
+    if len(named) != 1:  # none, or tasks of several nodes: which one failed is the evidence's
+        return failure
+    unnamed = failure.node is None or failure.node == host
+    by_ip = failure.node is not None and IP_ADDRESS.match(failure.node) and any(map(ONE_NODE_JOB.search, lines))
+    return replace(failure, node=named.pop()) if unnamed or by_ip else failure
+
+
+def cause_in_log(text: str, attempt: int | None = None, host: str | None = None) -> Failure:
+    """The cause of one attempt's failure from its log text: the first kind whose signature the log shows, else the
+    kind its words read like when that is clear (likeness.py), else unknown."""
     lines = [clean(line) for line in text.splitlines()]
     matched = logged_hang(lines, attempt, host) or by_signature(lines, text, attempt, host)
     if not matched:  # a log hard-wrapped at a fixed width can cut a signature in two: a second look at it rejoined

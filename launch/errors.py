@@ -53,10 +53,18 @@ class UserError(Exception):
     """Bad input: the message's first line names the problem and the fix. Nothing has been submitted."""
 
 
+def nearest(word: str, options: Iterable[str]) -> list[str]:
+    """The options `word` most likely meant: those it begins (gpu=a100: a100_40 and a100_80), else the one closest in
+    spelling; none where nothing is close."""
+    options = list(options)
+    begun = [option for option in options if option.startswith(word) and option != word][:3]
+    return begun or difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+
+
 def closest(word: str, options: Iterable[str]) -> str:
-    """' (did you mean X?)' for the nearest option, or ''."""
-    match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f" (did you mean '{match[0]}'?)" if match else ""
+    """' (did you mean X?)' for the nearest option(s), or ''."""
+    meant = nearest(word, options)
+    return f" (did you mean {' or '.join(repr(option) for option in meant)}?)" if meant else ""
 
 
 KeyExplainer = Callable[[str], str | None]  # an unknown dotted key -> its one-line message, or None
@@ -117,9 +125,10 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
     if isinstance(exc, MissingConfigException) and exc.options is not None and exc.missing_cfg_file:
         group, _, name = exc.missing_cfg_file.rpartition("/")
         options = sorted(option for option in exc.options if not option.startswith("_"))
+        example = (nearest(name, options) or options)[0]  # the one it suggests, where it suggests one
         return (
             f"unknown {group} '{name}'{closest(name, options)}: choose one of {', '.join(options)} "
-            f"(e.g. {group}={options[0]})"
+            f"(e.g. {group}={example})"
         )
     if isinstance(exc, OverrideParseException):
         return unparsable_override_message(exc.override)
@@ -155,6 +164,13 @@ def explain(exc: BaseException, key_explainers: Sequence[KeyExplainer] = ()) -> 
         return (
             f"{key}={value} is ambiguous: write a list in brackets ({key}=[{value}]), quote one string "
             f"({key}=\"'{value}'\"), or add -m to sweep over {value.replace(',', ', ')}"
+        )
+    if type(exc).__name__ == "ConfigCompositionException" and re.match(r"Could not override 'model'", str(exc)):
+        # verl's own `model` groups sit under actor_rollout_ref and critic; the model is chosen with rlaunch's llm
+        value = re.search(r"use \+model=(\S+)", str(exc))
+        return (
+            f"model={value.group(1) if value else '...'}: the model group is llm (llm=<option>, python launch/run.py "
+            "--help lists them), or set actor_rollout_ref.model.path=<hub id or directory>"
         )
     if type(exc).__name__ == "ConfigCompositionException":
         # Hydra's own lines after the first are its hint: kept, on the one line
@@ -262,7 +278,29 @@ def _explain_unknown_key(exc: BaseException, cause: BaseException, key_explainer
         match = difflib.get_close_matches(str(missing), siblings, n=1, cutoff=0.6)
         meant = f" (did you mean '{full_key.rpartition('.')[0]}.{match[0]}'?)" if match else ""
         return f"unknown key '{full_key}'{meant}: rlaunch has no such setting (python launch/run.py --help lists them)"
+    if "." not in full_key and parent is not None:  # a bare leaf name (lr=1e-6): the full keys that end in it
+        from omegaconf import OmegaConf
+
+        from launch.schema import mappings
+
+        tree = OmegaConf.to_container(parent, resolve=False) if OmegaConf.is_config(parent) else {}
+        found = [path for path, node in mappings(tree) if path and full_key in node]  # type: ignore[arg-type]
+        paths = sorted(found, key=lambda path: (common_root_rank(path), path.count("."), path))
+        if paths:
+            shown = ", ".join(f"{path}.{full_key}" for path in paths[:3])
+            return f"unknown key '{full_key}': a verl key is written in full, e.g. {shown}"
     return f"unknown key '{full_key}'{hint}: fix the spelling{new_key_advice(full_key, parent)}"
+
+
+# where the keys a pasted script sets most often live, first: a bare leaf name is offered under these before the rest
+COMMON_ROOTS = ("trainer", "data", "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "algorithm", "critic")
+
+
+def common_root_rank(path: str) -> int:
+    return next(
+        (rank for rank, root in enumerate(COMMON_ROOTS) if path == root or path.startswith(root + ".")),
+        len(COMMON_ROOTS),
+    )
 
 
 def new_key_advice(key: str, parent: object, parent_key: str | None = None) -> str:

@@ -26,7 +26,7 @@ from launch.errors import UserError
 from launch.manifest import MANIFEST, Manifest
 from launch.ray_submit import RAY_JOB_LOG
 from launch.report import doctor, failures
-from launch.report.failures.logs import job_logs, task_of
+from launch.report.failures.logs import job_logs, task_of, why_only_planned
 from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress, read_run
 from launch.rundir import attempts as run_attempts
@@ -112,8 +112,10 @@ def read_sweep(directory: Path) -> Manifest:
 
 def dry_run(manifest: Manifest) -> str:
     """status and logs of a dry run: what was planned, where its run directories are."""
-    lines = [f"sweep {manifest.sweep_id}  dry run: nothing submitted ({len(manifest.runs)} planned runs)"]
-    lines += [f"  {run.run_id}  {run.job_name:<24} {run.run_dir}" for run in manifest.runs]
+    planned = len(manifest.runs)
+    lines = [f"sweep {manifest.sweep_id}  nothing submitted ({planned} planned run{'s' * (planned != 1)})"]
+    for run in manifest.runs:
+        lines += [f"  {run.run_id}  {run.job_name:<24} {run.run_dir}", f"    {why_only_planned(Path(run.run_dir))}"]
     return "\n".join(lines)
 
 

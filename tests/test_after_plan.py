@@ -54,7 +54,7 @@ def test_a_slurm_dry_run_sweep_writes_a_dry_manifest_and_no_code_and_status_find
         for command in ("status", "logs"):
             shown = sweep_cli(command, sweep, env)
             assert shown.returncode == 0, shown.stderr
-            assert f"sweep {sweep_id}  dry run: nothing submitted (2 planned runs)" in shown.stdout
+            assert f"sweep {sweep_id}  nothing submitted (2 planned runs)" in shown.stdout
             assert all(run["run_dir"] in shown.stdout for run in manifest["runs"])
     cancelled = sweep_cli("cancel", sweep_id, env)
     assert cancelled.returncode == 0 and "dry run: nothing to cancel" in cancelled.stdout
@@ -67,7 +67,7 @@ def test_a_local_json_dry_run_is_found_by_id_in_the_working_directorys_runs(tmp_
     assert Path(plan["run_dir"]).parent.parent == tmp_path / "runs" / "rlaunch"
     shown = sweep_cli("status", plan["sweep_id"], home_env(tmp_path), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert "dry run: nothing submitted (1 planned runs)" in shown.stdout and plan["run_dir"] in shown.stdout
+    assert "nothing submitted (1 planned run)" in shown.stdout and plan["run_dir"] in shown.stdout
 
 
 def test_a_sweep_id_in_two_runs_directories_or_in_none_is_one_line_naming_where_it_looked(tmp_path, monkeypatch):

@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PROJECT
+from conftest import PROJECT, run_here
 from metric_fixtures import make_plan_dir
 
 
 def dry_sweep(tmp_path: Path) -> Path:
     sweep = tmp_path / "g_dry"
-    run_dir = make_plan_dir(sweep, "guru_baseline", "a40")
+    run_dir = make_plan_dir(sweep, "guru_baseline", "a40", "launch.dry_run=true")
     run = {"run_id": run_dir.name, "run_dir": str(run_dir), "job_name": "a40"}
     manifest = {"sweep_id": sweep.name, "sweep_dir": str(sweep), "runs": [run], "arrays": [], "dry_run": True}
     (sweep / "manifest.json").write_text(json.dumps(manifest))
@@ -46,3 +46,22 @@ def test_compare_and_doctor_say_a_dry_run_was_planned_only(tmp_path: Path):
         assert said.returncode == 0, said.stderr
         assert f"run {run_dir.name}  ({run_dir}): dry run: planned only, nothing was submitted" in said.stdout
         assert "once the run has started" not in said.stdout + said.stderr
+
+
+def test_a_run_only_planned_for_want_of_a_gpu_is_not_called_a_dry_run(tmp_path: Path):
+    """`make run` on a machine without a GPU plans only (cluster=local): status and the doctor had called it a dry run
+    and said to submit without launch.dry_run, which plans again (helper-44's walkthrough)."""
+    planned = run_here(cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    run_dir = next(tmp_path.rglob("plan.json")).parent
+    status = subprocess.run(
+        [sys.executable, str(PROJECT / "launch" / "sweep.py"), "status", str(run_dir.parent)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert status.returncode == 0, status.stderr
+    for said in (status.stdout, tool("doctor.py", run_dir).stdout):
+        assert "planned only (cluster=local and no GPU on this machine" in said, said
+        assert "on a GPU machine or from a SLURM login node with cluster=slurm" in said
+        assert "launch.dry_run" not in said

@@ -715,8 +715,8 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
     planned = {run.run_id for run in runs if failures.planned_only(run.run_dir)}
     if runs and len(planned) == len(runs):  # a dry run's sweep or run: nothing ran, nothing to diagnose
         return [
-            f"run {run.run_id}  ({run.run_dir}): dry run: planned only, nothing was submitted, so there is nothing to "
-            f"diagnose (its plan: {run.run_dir / 'plan.txt'}; submit without launch.dry_run to run it)"
+            f"run {run.run_id}  ({run.run_dir}): {failures.why_only_planned(run.run_dir)}; nothing ran, so there is "
+            f"nothing to diagnose (its plan: {run.run_dir / 'plan.txt'})"
             for run in runs
         ]
     if not any(has_metrics(run) or failed[run.run_id] for run in runs):
@@ -727,7 +727,7 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
     out = [f"{said.silent}: causes from the runs' own logs"] if said.silent else []
     for run in runs:
         if run.run_id in planned:
-            out.append(f"run {run.run_id}  ({run.run_dir}): dry run: planned only, nothing was submitted, skipped")
+            out.append(f"run {run.run_id}  ({run.run_dir}): {failures.why_only_planned(run.run_dir)}; skipped")
             continue
         if not has_metrics(run) and not failed[run.run_id]:
             out.append(f"run {run.run_id}  ({run.run_dir}): no metrics yet, skipped")

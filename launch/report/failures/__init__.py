@@ -28,6 +28,7 @@ from launch.report.failures.logs import (
     planned_only,
     records_of,
     run_state,
+    why_only_planned,
 )
 from launch.report.failures.signatures import KINDS, RECORDED_KINDS, Failure, render, summary
 
@@ -47,6 +48,7 @@ __all__ = [
     "job_records",
     "log_with_sibling",
     "planned_only",
+    "why_only_planned",
     "read_hang_records",
     "records_of",
     "render",

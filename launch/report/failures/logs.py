@@ -106,6 +106,30 @@ def planned_only(run_dir: Path) -> bool:
     return entry is not None and not entry.job_id and read_manifest(run_dir.parent).dry_run
 
 
+def why_only_planned(run_dir: Path) -> str:
+    """How a run that was never submitted came to be only planned: a dry run (launch.dry_run), or a run with nowhere
+    to go (cluster=local without a GPU: plan.json's execution_reason says so), with what runs it."""
+    import json
+
+    import yaml
+
+    from launch.rundir import RLAUNCH_CONFIG_FILE
+
+    try:
+        plan = json.loads((Path(run_dir) / "plan.json").read_text())
+        ours = yaml.safe_load((Path(run_dir) / RLAUNCH_CONFIG_FILE).read_text()) or {}
+    except (OSError, ValueError, yaml.YAMLError):
+        plan, ours = {}, {}
+    reason = str(plan.get("execution_reason") or "")
+    dry = str((ours.get("launch") or {}).get("dry_run", "false")).lower() != "false"
+    if plan.get("execution") == "plan-only" and not dry:
+        return (
+            f"planned only ({reason}): run it where it can run, on a GPU machine or from a SLURM login node with "
+            "cluster=slurm"
+        )
+    return "dry run: planned only, nothing was submitted; submit without launch.dry_run to run it"
+
+
 def manifest_entry(run_dir: Path) -> ManifestRun | None:
     """The run's entry in its sweep's manifest (None: no manifest, or the run is not in it)."""
     if not (run_dir.parent / MANIFEST).exists():

@@ -764,7 +764,11 @@ def missing_file_fix(cfg: DictConfig, key: str, set_on_command_line: dict[str, s
             f"{key}={set_on_command_line[key]} was set on the command line: correct the path there, or drop it to "
             f"read dataset={cfg.dataset.name}'s files under dataset.root"
         )
-    return f"point dataset.root (now {cfg.dataset.root}; RLAUNCH_DATA_DIR) at your copy, or set {key}"
+    # conf/dataset/<name>.yaml: the root is $RLAUNCH_DATA_DIR/<name> (default ~/data/<name>)
+    return (
+        f"set dataset.root=<your copy> (now {cfg.dataset.root}), or RLAUNCH_DATA_DIR to the directory holding "
+        f"{cfg.dataset.name}/, or set {key}"
+    )
 
 
 def judge_data(

@@ -667,7 +667,8 @@ def test_relative_data_and_model_paths_name_what_was_read_here_since_verl_reads_
 
 def test_missing_data_in_a_dry_run_is_a_warning_not_a_refusal(tmp_path: Path):
     plan = dry_run(tmp_path, "dataset.root=/nonexistent")
-    assert any("matches no file: point dataset.root (now /nonexistent" in warning for warning in plan.warnings)
+    said = "matches no file: set dataset.root=<your copy> (now /nonexistent), or RLAUNCH_DATA_DIR to the directory"
+    assert any(said in warning for warning in plan.warnings), plan.warnings
 
 
 # --- 3. time ---------------------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def render_preflight(verdict: Verdict | None) -> list[str]:
     # says so rather than a refusal the gate does not make
     head = "fits" if verdict.fits else "TOO CLOSE TO CALL, queued" if verdict.too_close_to_call else "DOES NOT FIT"
     lines = [
-        f"  preflight     {head} (policy {verdict.policy}); predicted MFU {predicted.mfu:.0%}, "
+        f"  preflight     {head} (launch.preflight={verdict.policy}); predicted MFU {predicted.mfu:.0%}, "
         f"{predicted.tokens_per_s_per_gpu} tokens/s/GPU; host RAM {verdict.host_ram_gib_per_node} GiB/node"
     ]
     lines += [f"                {line}" for line in verdict.arithmetic]

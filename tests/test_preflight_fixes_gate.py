@@ -36,11 +36,12 @@ def test_a_verdict_too_close_to_call_says_so_in_the_headline(plan: Plan) -> None
     close = verdict_at(80.0)
     assert close.too_close_to_call
     head = render.render_preflight(close)[0]
-    assert head.startswith("  preflight     TOO CLOSE TO CALL, queued (policy fail)") and "DOES NOT FIT" not in head
+    assert head.startswith("  preflight     TOO CLOSE TO CALL, queued (launch.preflight=fail)")
+    assert "DOES NOT FIT" not in head
     assert preflight.gate([replace(plan, preflight=close)], "fail")[0].startswith("preflight cannot call ")
     clear = verdict_at(90.0)
-    assert render.render_preflight(clear)[0].startswith("  preflight     DOES NOT FIT (policy fail)")
-    assert render.render_preflight(verdict_at(60.0))[0].startswith("  preflight     fits (policy fail)")
+    assert render.render_preflight(clear)[0].startswith("  preflight     DOES NOT FIT (launch.preflight=fail)")
+    assert render.render_preflight(verdict_at(60.0))[0].startswith("  preflight     fits (launch.preflight=fail)")
 
 
 def test_a_sweep_with_several_misfits_is_refused_naming_each(plan: Plan) -> None:

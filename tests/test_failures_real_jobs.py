@@ -30,3 +30,16 @@ def test_a_job_requeued_through_scontrol_is_an_interruption_with_nothing_to_chan
     assert found.fix.startswith("nothing to change: the job was requeued through SLURM (scontrol requeue")
     assert "higher-priority" not in found.fix.split(";")[0].replace("not a higher-priority job", "")
     assert failures.classify(SCONTROL_REQUEUE, 1, "c1").kind == "preempted"  # the log alone (doctor --log)
+
+
+def test_an_oom_fix_names_the_offload_keys_in_full():
+    """'set the fsdp_config offloads to true' left a new user to find the keys (helper-44's walkthrough)."""
+    log = (
+        "(TaskRunner pid=4242) Traceback (most recent call last):\n"
+        '  File "/opt/verl/verl/workers/engine_workers.py", line 356, in train_batch\n'
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.27 GiB. GPU 0 has a total capacity of "
+        "79.11 GiB of which 6.02 GiB is free."
+    )
+    found = failures.classify(log, 1, "c1")
+    assert found.kind == "cuda_oom"
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload and optimizer_offload to true" in found.fix

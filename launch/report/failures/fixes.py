@@ -89,7 +89,8 @@ GENERIC_FIXES = {
     "(raise it when the engine asks for more KV cache, lower it when the card had less free) or raise "
     "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "cuda_oom": "a GPU ran out of memory: halve actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (or "
-    "ppo_max_token_len_per_gpu with dynamic batch size), or set the fsdp_config offloads to true; "
+    "ppo_max_token_len_per_gpu with dynamic batch size), or set actor_rollout_ref.actor.fsdp_config.param_offload "
+    "and optimizer_offload to true; "
     "launch.preflight=fix applies the preflight's fixes",
     "gpu_unavailable": "fewer GPUs than trainer.nnodes x trainer.n_gpus_per_node: lower those to what the job has, or "
     "run on a partition whose nodes have GPUs (check --gres and that nvidia-smi works in the job)",
@@ -942,7 +943,10 @@ def cuda_oom_fix_from_log(failure: Failure, log_text: str) -> tuple[str, Details
         offload = f"offload ({FORKS[fork][1]['offload']})"
     else:
         action = PHASE_ACTIONS[phase or "training"]
-        offload = "set the fsdp_config offloads to true; launch.preflight=fix applies the preflight's fixes"
+        offload = (
+            "set actor_rollout_ref.actor.fsdp_config.param_offload and optimizer_offload to true; "
+            "launch.preflight=fix applies the preflight's fixes"
+        )
     if tried is not None and capacity and float(tried) >= float(capacity) and phase != "rollout":
         return (
             f"{where}, more than the card's {capacity:g} GiB: offloading cannot make room for one tensor that size; "

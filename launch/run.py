@@ -364,6 +364,12 @@ def main() -> None:
                 f"{sorted(inspecting)[0]} shows one run's config and -m sweeps: drop -m and give one value per key "
                 "(gpu=a40, not gpu=a40,h100); launch.dry_run=true -m shows every job of a sweep"
             )
+        dashed = [arg for arg in sys.argv[1:] if arg.split("=")[0] in ("--dry-run", "--dry_run", "--dryrun")]
+        if dashed:  # Hydra's argparse would print its usage and 'unrecognized arguments'
+            raise errors.UserError(
+                f"{dashed[0]}: a dry run is an override here, not a flag: launch.dry_run=true (launch.dry_run=json "
+                "prints each job's plan as one JSON line)"
+            )
         typed_id = value_in(sys.argv[1:], "launch.sweep_id")
         if typed_id is not None:
             check_sweep_id(typed_id)

@@ -20,6 +20,7 @@ from conftest import Result
         ("lr=1e-6", "unknown key 'lr': a verl key is written in full, e.g. actor_rollout_ref.actor.optim.lr"),
         ("n_gpus_per_node=4", "unknown key 'n_gpus_per_node': a verl key is written in full, e.g. "
          "trainer.n_gpus_per_node,"),
+        ("--dry-run", "--dry-run: a dry run is an override here, not a flag: launch.dry_run=true"),
     ],
 )  # fmt: skip
 def test_a_first_mistake_is_one_line_pointing_at_what_was_meant(cli: Callable[..., Result], typed: str, said: str):

@@ -15,6 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.types import OverrideType
 from omegaconf import DictConfig, OmegaConf
 
 from algos.pcgrad_checks import single_task_warning
@@ -227,6 +228,20 @@ UNREAD_BY_VERL = {
         False,
     ),
 }
+
+
+def repeated_keys(overrides: list[str]) -> list[str]:
+    """A key set twice on one command line (a pasted script's own value, then the user's "$@"): Hydra keeps the last
+    without a word. Said, with both values, so a silent change is seen."""
+    values: dict[str, list[str]] = {}
+    for override in parse(overrides):
+        if "." in key_of(override) and override.type != OverrideType.DEL:
+            values.setdefault(key_of(override), []).append(override.get_value_string())
+    return [
+        f"{key} is given {len(given)} times ({', '.join(given)}): the last, {given[-1]}, is used"
+        for key, given in values.items()
+        if len(set(given)) > 1
+    ]
 
 
 def unread_keys(cfg: DictConfig, overrides: list[str]) -> list[str]:
@@ -572,6 +587,7 @@ def make_plan(
         + megatron_not_modelled(verl)
         + ignored_batch_knobs(cfg, overrides)
         + unread_keys(cfg, overrides)
+        + repeated_keys(overrides)
         + algo_suggestion(cfg, overrides, changes)
         + single_task_warning(cfg)
         + slurm_unreachable_warning(cfg, facts),

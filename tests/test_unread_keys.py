@@ -42,3 +42,11 @@ def test_the_critics_micro_batches_are_said_with_its_engines_keys_not_as_the_act
     said = [warning for warning in warnings if "is not read by verl 0.9.1" in warning]
     assert len(said) == 2, warnings
     assert any("++critic.fsdp (++critic.megatron under backend=megatron).micro_batch_size_per_gpu" in w for w in said)
+
+
+def test_a_key_given_twice_is_said_with_both_values():
+    """Hydra keeps the last of a key set twice (a pasted script's value, then the user's "$@") without a word
+    (helper-44's walkthrough)."""
+    warnings = warnings_of("actor_rollout_ref.actor.optim.lr=1e-6", "actor_rollout_ref.actor.optim.lr=2e-6")
+    assert "actor_rollout_ref.actor.optim.lr is given 2 times (1e-6, 2e-6): the last, 2e-6, is used" in warnings
+    assert not [w for w in warnings_of("trainer.save_freq=5", "trainer.save_freq=5") if "given 2 times" in w]

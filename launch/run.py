@@ -308,7 +308,10 @@ def submit_ray_jobs(plans: list[Plan], cfg: DictConfig) -> None:
 def run_here(plan: Plan) -> None:
     if plan.execution == "plan-only":
         print(render(plan))
-        print(f"\nNot running: {plan.execution_reason}. The run directory holds the plan and verl's config.")
+        print(
+            f"\nNot running: {plan.execution_reason}. The run directory holds the plan and verl's config. To run it: "
+            "the same command on a GPU machine, or from a SLURM login node with cluster=slurm"
+        )
         return
     from launch.job import run_local
 

@@ -367,6 +367,11 @@ def main() -> None:
                 f"{sorted(inspecting)[0]} shows one run's config and -m sweeps: drop -m and give one value per key "
                 "(gpu=a40, not gpu=a40,h100); launch.dry_run=true -m shows every job of a sweep"
             )
+        if sys.argv[1:] == ["--version"]:  # Hydra's own flag would name Hydra's version alone
+            from importlib.metadata import version
+
+            print(f"rlaunch {version('rlaunch')} (verl {version('verl')}, hydra-core {version('hydra-core')})")
+            return
         dashed = [arg for arg in sys.argv[1:] if arg.split("=")[0] in ("--dry-run", "--dry_run", "--dryrun")]
         if dashed:  # Hydra's argparse would print its usage and 'unrecognized arguments'
             raise errors.UserError(

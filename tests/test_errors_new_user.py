@@ -28,3 +28,9 @@ def test_a_first_mistake_is_one_line_pointing_at_what_was_meant(cli: Callable[..
     assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert said in line, line
+
+
+def test_version_names_rlaunch_and_the_verl_it_plans_for(cli: Callable[..., Result]):
+    """Hydra's --version had printed 'Hydra 1.3.8' alone (helper-44's walkthrough)."""
+    result = cli("--version")
+    assert result.returncode == 0 and result.stdout.startswith("rlaunch 0.1.0 (verl 0.9.1, hydra-core "), result

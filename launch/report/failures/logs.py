@@ -15,12 +15,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from launch.errors import UserError
 from launch.manifest import MANIFEST, Manifest, ManifestRun
 from launch.manifest import read as read_manifest
 from launch.ray_submit import ENTRY_EXITED, ENTRY_STOPPED, RAY_JOB_LOG
 from launch.report.failures.signatures import COMPILED, SCRIPT_STOPPED, match_kind
-from launch.rundir import NOT_REQUEUED_FILE
+from launch.rundir import NOT_REQUEUED_FILE, RLAUNCH_CONFIG_FILE, load_plan
 
 # submitit logs this (on stdout) when an attempt starts; with open-mode=append a requeued job's attempts follow each
 # other in the same files.
@@ -109,23 +111,16 @@ def planned_only(run_dir: Path) -> bool:
 def why_only_planned(run_dir: Path) -> str:
     """How a run that was never submitted came to be only planned: a dry run (launch.dry_run), or a run with nowhere
     to go (cluster=local without a GPU: plan.json's execution_reason says so), with what runs it."""
-    import json
-
-    import yaml
-
-    from launch.rundir import RLAUNCH_CONFIG_FILE
-
     try:
-        plan = json.loads((Path(run_dir) / "plan.json").read_text())
+        plan = load_plan(run_dir)
         ours = yaml.safe_load((Path(run_dir) / RLAUNCH_CONFIG_FILE).read_text()) or {}
-    except (OSError, ValueError, yaml.YAMLError):
-        plan, ours = {}, {}
-    reason = str(plan.get("execution_reason") or "")
+    except (OSError, UserError, yaml.YAMLError):
+        plan, ours = None, {}
     dry = str((ours.get("launch") or {}).get("dry_run", "false")).lower() != "false"
-    if plan.get("execution") == "plan-only" and not dry:
+    if plan is not None and plan.execution == "plan-only" and not dry:
         return (
-            f"planned only ({reason}): run it where it can run, on a GPU machine or from a SLURM login node with "
-            "cluster=slurm"
+            f"planned only ({plan.execution_reason}): run it where it can run, on a GPU machine or from a SLURM "
+            "login node with cluster=slurm"
         )
     return "dry run: planned only, nothing was submitted; submit without launch.dry_run to run it"
 

@@ -446,18 +446,29 @@ PHASE_OF_METHOD = {
 }
 
 
+INSTALLED_FILE = re.compile(r"/(?:site|dist)-packages/")
+# the standard library's files, a console script and the interpreter's frozen modules
+STDLIB_FILE = re.compile(r"/lib/python3\.\d+/|/bin/[^/]+$|^<frozen ")
+
+
 def frame_text(frame: dict[str, Any]) -> str:
-    return f"{frame.get('name')} ({frame.get('short_filename') or frame.get('filename')}:{frame.get('line')})"
+    """`name (file:line)`. An installed package's or the standard library's file by py-spy's short name, which says
+    which it is (torch/distributed/distributed_c10d.py); the user's own file (a reward, a recipe's code) by its full
+    path: its short name is the bare file name, which many share (reward.py, main.py) and which does not say where."""
+    path = str(frame.get("filename") or "")
+    own = path.endswith(".py") and not INSTALLED_FILE.search(path) and not STDLIB_FILE.search(path)
+    shown = path if own else frame.get("short_filename") or path
+    return f"{frame.get('name')} ({shown}:{frame.get('line')})"
 
 
 def is_library(frame: dict[str, Any]) -> bool:
     """A frame of the plumbing (the standard library, Ray, torch, HTTP clients, a console script), not of the run's
     own code (verl, an engine, a reward function, a script)."""
     path = str(frame.get("filename") or "")
-    if "/site-packages/" in path or "/dist-packages/" in path:
-        package = re.split(r"/(?:site|dist)-packages/", path)[-1].split("/")[0]
+    if INSTALLED_FILE.search(path):
+        package = INSTALLED_FILE.split(path)[-1].split("/")[0]
         return package not in APPLICATION_PACKAGES
-    return bool(re.search(r"/lib/python3\.\d+/|/bin/[^/]+$|^<frozen ", path))
+    return bool(STDLIB_FILE.search(path))
 
 
 def task_frames(thread: dict[str, Any]) -> list[dict[str, Any]] | None:

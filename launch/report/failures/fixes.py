@@ -29,6 +29,7 @@ from launch.report.failures.signatures import (
     GRES_REFUSED,
     IB_COMPLETION_ERROR,
     IMPORT_FAILED,
+    INTERPRETER,
     JSON_DECODE_ERROR,
     KEY_ERROR,
     LORA_RANK_REFUSED,
@@ -996,7 +997,6 @@ SNAPSHOT_GONE = re.compile(r"rlaunch: error: the code snapshot (?P<dir>\S+) is g
 
 INSTALLED = re.compile(r"/(?:site|dist)-packages/")
 RAISED_FROM = re.compile(r'File "(?P<path>[^"]+)", line \d+')
-INTERPRETER = re.compile(r"^(?P<python>\S*python[\d.]*): (?:Error while finding|No module named)")
 
 
 def import_failure_fix(failure: Failure, python_path: str | None = None) -> tuple[str, Details] | None:

@@ -651,9 +651,29 @@ NOT_TELLING = re.compile(
 
 def telling_line(evidence: list[str]) -> str:
     """The evidence line a one-line summary shows, without its log header: the first that says what went wrong (an
-    exception's own message, a scheduler's line) rather than where (NOT_TELLING); the first line where all are."""
+    exception's own message, a scheduler's line) rather than where (NOT_TELLING); where all are, the first that is not
+    a frame, else the first; said from what failed (said_first)."""
     bodies = [LOG_HEADER.sub("", strip_prefix(line)).strip() for line in evidence]
-    return next((body for body in bodies if not NOT_TELLING.search(body)), bodies[0] if bodies else "")
+    told = next((body for body in bodies if not NOT_TELLING.search(body)), None)
+    told = told or next((body for body in bodies if not FRAME_LINE.match(body)), bodies[0] if bodies else "")
+    return said_first(told)
+
+
+# a traceback's frame as Python prints it
+FRAME_LINE = re.compile(r'^File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<name>\S.*)$')
+
+
+def said_first(body: str) -> str:
+    """The line with what failed first: runpy's refusal of `python -m` without the interpreter's path Python puts
+    before it (the fix names that Python), the missing module first; a frame, where a log cut short kept only that, as
+    `function (file:line)`, as the hang's evidence names one (launch/watchdog.py frame_text)."""
+    run = RUN_MODULE_FAILED.search(body)
+    if run is not None and run["bare"]:
+        return f"No module named {run['bare']}"
+    if run is not None:
+        return f"{run['error']}: {run['message']} (python -m {run['entry']})"
+    frame = FRAME_LINE.match(body)
+    return f"{frame['name']} ({frame['path']}:{frame['line']})" if frame else body
 
 
 def strip_prefix(line: str) -> str:
@@ -893,6 +913,8 @@ RUN_MODULE_FAILED = re.compile(
     r"Error while finding module specification for '(?P<entry>[\w.]+)' \((?P<error>\w+): (?P<message>.*)\)\s*$"
     r"|^\S*python[\d.]*: No module named (?P<bare>[\w.]+)\s*$"
 )
+# the interpreter's path that Python puts before that refusal: which Python the job ran
+INTERPRETER = re.compile(r"^(?P<python>\S*python[\d.]*): (?=Error while finding|No module named)")
 # an import that failed: a module not found, or one that raised while it was imported; a compiled extension built
 # against another torch or CUDA (`.so: undefined symbol`) is a build mismatch, outside rlaunch's vocabulary
 IMPORT_FAILED = re.compile(r"^(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): (?!.*\.so[\d.]*: undefined symbol)")

@@ -389,8 +389,14 @@ def submit_hint(argv: list[str], resolved: list[str]) -> str | None:
 def resolve_auto_choices(argv: list[str]) -> list[str]:
     """argv with gpu/cluster 'auto' replaced by what was detected, the reason recorded in gpu.selected_by, and a
     sweep id for this invocation."""
+    return resolve_auto(argv)[0]
+
+
+def resolve_auto(argv: list[str]) -> tuple[list[str], str | None]:
+    """resolve_auto_choices, and why cluster=auto chose its cluster (None where the command line named one): Hydra
+    composes the resolved cluster=local|slurm and keeps no trace of the choice, which the plan says."""
     if any(arg in PASSIVE_FLAGS for arg in argv):
-        return argv
+        return argv, None
     # Overrides are key=value or ~key; everything else is a Hydra flag or a flag's value (--cfg job, -cn name).
     is_override = [not arg.startswith("-") and ("=" in arg or arg.startswith("~")) for arg in argv]
     flags = [arg for arg, override in zip(argv, is_override, strict=True) if not override]
@@ -400,8 +406,10 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     if "launch.sweep_id" not in parsed:
         overrides.append(f"launch.sweep_id={new_sweep_id(overrides)}")
 
-    cluster, _ = choose_cluster(overrides)
+    cluster, reason = choose_cluster(overrides)
+    chosen_by = None
     if value_in(overrides, "cluster") in (None, "auto"):
+        chosen_by = reason
         overrides = _replace(overrides, "cluster", cluster)
         if cluster == "slurm":
             overrides = plan_only_on_login_node(overrides)
@@ -419,4 +427,4 @@ def resolve_auto_choices(argv: list[str]) -> list[str]:
     overrides = whole_values_replace_the_profiles(overrides)
     overrides = without_fsdp_knobs(overrides, multirun=any(flag in MULTIRUN_FLAGS for flag in flags))
     # overrides first: a flag with an optional value (--info [all|config|...]) would take the next override as its value
-    return [*overrides, *flags]
+    return [*overrides, *flags], chosen_by

@@ -253,16 +253,17 @@ def critic_from_actor(cfg: DictConfig) -> list[str]:
     ]
 
 
-def prepare(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[str]:
-    """The repairs, applied to the composed config before it is planned; returns what the plan's warnings say. The
-    range table comes first: this is where planning first reads the values. `overrides`: the job's own."""
+def prepare(cfg: DictConfig, overrides: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The repairs, applied to the composed config before it is planned; returns what the plan's warnings say, and
+    its notes: the local paths made absolute, information, not a problem. The range table comes first: this is where
+    planning first reads the values. `overrides`: the job's own."""
     check_ranges(cfg)
     check_skip_names(cfg)
     check_chat_template_kwargs(cfg)
     absolute = absolute_model_paths(cfg) + [f"resolved {note}" for note in resolve_data_paths(cfg)]
     repairs = ensure_file_logger(cfg) + critic_from_actor(cfg) + dynamic_batching_pair(cfg, overrides)
     repairs += profile_budgets_hold_one_sequence(cfg, overrides)
-    return absolute + repairs + environment_read_here(cfg, overrides)
+    return repairs + environment_read_here(cfg, overrides), absolute
 
 
 def profile_budgets_hold_one_sequence(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
@@ -1361,6 +1362,64 @@ class VerlSteps:
         )
 
 
+def mini_batches_over_the_batch(verl: Mapping[str, Any]) -> list[str]:
+    """A PPO mini-batch of more prompts than the batch, under use_dynamic_bsz. verl 0.9.1 compares the two only
+    without it (workers/config/actor.py and critic.py validate: the plan stops at verl's own check then), and its v1
+    trainer pads each step's batch with no-op samples up to a whole mini-batch (trainer/ppo/v1/trainer_base.py
+    _balance_batch, upsample_batch_to_divisible_size): every step is then one update, the padding's passes on top.
+    Its legacy trainer (trainer.use_v1=false) asserts whole mini-batches: launch/layout_checks.py refuses that."""
+    if not verl["trainer"].get("use_v1", True):
+        return []
+    batch, n = int(verl["data"]["train_batch_size"]), int(verl["actor_rollout_ref"]["rollout"]["n"])
+    roles = {"actor_rollout_ref.actor": verl["actor_rollout_ref"]["actor"]}
+    if trains_critic(verl):
+        roles["critic"] = verl["critic"]
+    said = []
+    for prefix, role in roles.items():
+        mini = int(role["ppo_mini_batch_size"])
+        if mini > batch and role.get("use_dynamic_bsz"):
+            said.append(
+                f"{prefix}.ppo_mini_batch_size={mini} is more than data.train_batch_size={batch}: under "
+                f"{prefix}.use_dynamic_bsz=true verl 0.9.1 takes it, pads each step's {batch} x {n} sequences with "
+                f"no-op ones up to one mini-batch ({mini} x {n}) and makes one update a step (x ppo_epochs), as "
+                f"{batch} would, spending passes on the padding; set {prefix}.ppo_mini_batch_size={batch} or less"
+            )
+    return said
+
+
+def warmup_covers_the_run(verl: Mapping[str, Any], steps: int, at_most: bool) -> str | None:
+    """The actor's learning-rate warmup over most of the run's `steps` (`at_most`: trainer.total_training_steps, the
+    rows unread): the LR never, or only late, reaches optim.lr. verl 0.9.1 warms up over optim.lr_warmup_steps, or
+    where that is <= 0 over int(lr_warmup_steps_ratio x its total training steps), linearly from 0, one scheduler step
+    a training step (workers/engine/fsdp/transformer_impl.py _build_lr_scheduler, engine_workers.py), step k (from 1)
+    at (k - 1) / warmup of the LR (utils/torch_functional.py, zero_indexed_step)."""
+    optim = verl["actor_rollout_ref"]["actor"]["optim"]
+    prefix = "actor_rollout_ref.actor.optim"
+    given = optim.get("lr_warmup_steps")
+    if given is not None and int(given) > 0:
+        warmup, key = int(given), f"{prefix}.lr_warmup_steps={given}"
+    else:
+        ratio = float(optim.get("lr_warmup_steps_ratio") or 0.0)
+        warmup, key = int(ratio * steps), f"{prefix}.lr_warmup_steps_ratio={shown(ratio)}"
+    if steps < 2 or 2 * warmup <= steps:  # the LR at its value for at least half of the run
+        return None
+    run = f"at most {steps} training steps (trainer.total_training_steps)" if at_most else f"{steps} training steps"
+    if warmup >= steps:
+        reached = f"no step trains at it: the last runs at {100 * (steps - 1) // warmup} % of it"
+    else:
+        reached = f"only steps {warmup + 1}-{steps} train at it"
+    if key.startswith(f"{prefix}.lr_warmup_steps_ratio"):
+        fix = f"{prefix}.lr_warmup_steps_ratio=0.1 (a tenth of the run) or 0 (none)"
+    elif steps >= 10:
+        fix = f"{prefix}.lr_warmup_steps={steps // 10} (a tenth of the run) or -1 (none)"
+    else:
+        fix = f"{prefix}.lr_warmup_steps=-1 (none)"
+    return (
+        f"{key} warms the learning rate up over {warmup} step(s) of this run's {run}: verl 0.9.1 raises it linearly "
+        f"from 0 to optim.lr={shown(optim.get('lr'))}, and {reached}; set {fix}"
+    )
+
+
 @dataclass(frozen=True)
 class Schedule:
     """How far each SLURM attempt of the run gets. verl saves a checkpoint every save_freq-th step, inside the step and
@@ -2366,8 +2425,11 @@ def executes(cfg: DictConfig, plan: Plan) -> bool:
     return str(cfg.launch.dry_run).lower() == "false" and plan.execution != "plan-only"
 
 
-def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs: list[str]) -> Plan:
-    """The readiness of one planned job, recorded in the plan (its problems refuse the run in `refuse`)."""
+def judge(
+    cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs: list[str], information: Sequence[str] = ()
+) -> Plan:
+    """The readiness of one planned job, recorded in the plan (its problems refuse the run in `refuse`).
+    `information`: notes that are no warning (prepare's resolved paths); the plan text shows them as notes."""
     findings = Findings(notes=list(report.notes))
     judge_model(cfg, plan, facts, findings)
     judge_data(cfg, report, findings, as_written(plan.overrides))
@@ -2380,6 +2442,12 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     steps_left_out = VerlSteps.of(trainer, predicted.steps_per_epoch).note(trainer) if predicted is not None else None
     if steps_left_out:
         findings.notes.append(steps_left_out)
+    if plan.driver == "ppo":
+        findings.notes += mini_batches_over_the_batch(plan.verl)
+        limit = trainer.get("total_training_steps")
+        steps = predicted.total_steps if predicted is not None else int(limit) if limit is not None else 0
+        warmup = warmup_covers_the_run(plan.verl, steps, at_most=predicted is None)
+        findings.notes += [warmup] if warmup else []
     if predicted is None and report.rows("data.train_files") is None:
         judge_budget_without_rows(cfg, plan, findings)
     disk = measure_disk(plan, facts, predicted) if "disk" not in skipped(cfg) else None
@@ -2389,7 +2457,7 @@ def judge(cfg: DictConfig, plan: Plan, facts: Facts, report: DataReport, repairs
     readiness = Readiness(
         problems=tuple(ReadinessProblem(check, problem) for check, problem in active),
         skipped=tuple(off),
-        notes=tuple(findings.notes),
+        notes=(*information, *findings.notes),
         data=tuple(DataRead(file.key, file.path, file.rows, file.sources) for file in report.files),
         time=predicted,
         model_source=plan.llm["source"],

@@ -133,6 +133,16 @@ def render_batch(plan: Plan) -> str:
     )
 
 
+def render_sbatch_request(plan: Plan) -> str:
+    """The sbatch options of the resources line; a plan that queues nothing on SLURM says they are what a SLURM
+    submission of it would ask for (a local run takes this machine as it is)."""
+    res = plan.resources
+    partition = f" --partition={res.partition}" if res.partition else ""
+    request = f" --gres={res.gres} --cpus-per-task={res.cpus_per_task} --mem={res.mem_gb}G --time={res.time_min}"
+    request += partition
+    return request if plan.cluster == "slurm" else f" on SLURM this would request:{request}"
+
+
 def render(plan: Plan) -> str:
     """The readable plan (launch.dry_run=true)."""
     verl, res = plan.verl, plan.resources
@@ -144,8 +154,7 @@ def render(plan: Plan) -> str:
         *([f"  positions     {borrowed}"] if (borrowed := borrowed_positions(plan.llm)) else []),
         f"  cluster       {plan.cluster} -> {plan.execution}: {plan.execution_reason}",
         f"  resources     {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = {res.nodes * res.gpus_per_node} GPUs;"
-        f" --gres={res.gres} --cpus-per-task={res.cpus_per_task} --mem={res.mem_gb}G --time={res.time_min}"
-        + (f" --partition={res.partition}" if res.partition else ""),
+        + render_sbatch_request(plan),
         render_batch(plan),
         f"  rollout       {rollout['name']} TP {rollout['tensor_model_parallel_size']}, "
         f"gpu_memory_utilization {rollout['gpu_memory_utilization']}, max_num_seqs {rollout['max_num_seqs']}",
@@ -271,6 +280,9 @@ def render_readiness(plan: Plan) -> list[str]:
             f"  disk          checkpoints {gib_text(disk.one_gib)} each, {disk.saves} save(s), at most {disk.kept} on "
             f"disk ({retention}) = {gib_text(disk.needed_gib)} vs {free}"
         )
+    # a readiness note that is no warning is information (readiness.judge's `information`: a path made absolute)
+    warned = set(plan.warnings)
+    lines += [f"  note          {note}" for note in plan.readiness.notes if note not in warned]
     return lines
 
 

@@ -27,7 +27,7 @@ from launch import calibration, choices, errors, preflight, provenance, ranges, 
 from launch.auto import (
     fsdp_knob_deletions,
     launcher_aliases,
-    resolve_auto_choices,
+    resolve_auto,
     submit_hint,
     verl_config_name,
 )
@@ -74,6 +74,19 @@ def _represent_str(dumper: yaml.BaseDumper, value: str) -> yaml.ScalarNode:
 YamlForOmegaConf.add_representer(str, _represent_str)
 YAML_DUMPER = YamlForOmegaConf
 
+# Why cluster=auto chose this invocation's cluster (launch/auto.py resolve_auto), set by main before Hydra composes:
+# Hydra composes the resolved cluster=local|slurm alone, and every job of a sweep plans in this process
+CLUSTER_CHOSEN_BY: str | None = None
+
+
+def said_with_cluster_choice(plan: Plan, chosen_by: str | None) -> Plan:
+    """The plan's execution reason (plan text, plan.json, the plan-only run's last line) with why cluster=auto chose
+    its cluster in place of the bare `cluster=local`: a user who named no cluster learns why it is not SLURM."""
+    named = f"cluster={plan.cluster}"
+    if not chosen_by or not plan.execution_reason.startswith(named):
+        return plan
+    return replace(plan, execution_reason=f"{chosen_by} -> {plan.cluster}{plan.execution_reason[len(named) :]}")
+
 
 def plan_job(
     cfg: DictConfig,
@@ -102,7 +115,7 @@ def plan_job(
         choices.check_resume_path(cfg)
         choices.check_optimizers(cfg)
         choices.check_lora_targets(cfg)
-        repairs = readiness.prepare(cfg, overrides)
+        repairs, resolved_paths = readiness.prepare(cfg, overrides)
         data = readiness.read_data(cfg)
         readiness.apply_data_facts(cfg, data)
         facts = gather(
@@ -119,7 +132,8 @@ def plan_job(
         typical = calibration.typical_for(cfg, records, readiness.measure_prompts(cfg, data))
         verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve, typical)
         plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict, records, typical)
-        return readiness.judge(cfg, plan, facts, data, repairs)
+        judged = readiness.judge(cfg, plan, facts, data, repairs, resolved_paths)
+        return said_with_cluster_choice(judged, CLUSTER_CHOSEN_BY)
 
 
 def swept_choices(overrides: Sequence[str]) -> list[str]:
@@ -386,7 +400,8 @@ def main() -> None:
         notes += config_notes
         for note in notes:
             print(note, file=sys.stderr, flush=True)
-        resolved = resolve_auto_choices(argv)
+        global CLUSTER_CHOSEN_BY
+        resolved, CLUSTER_CHOSEN_BY = resolve_auto(argv)
         hint = submit_hint(argv, resolved)
         sys.argv = [sys.argv[0], *resolved]
         hydra_main()

@@ -50,7 +50,8 @@ def test_default_run_without_gpu_plans_and_says_so(tmp_path: Path):
     """What `make run` does on a machine like this one: no SLURM -> local, no GPU -> plan only, exit 0."""
     result = run_cli(cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "Not running: cluster=local and no GPU on this machine" in result.stdout
+    said = "Not running: cluster=auto: no SLURM controller answers here (sinfo) -> local and no GPU on this machine"
+    assert said in result.stdout
     assert "To run it: the same command on a GPU machine, or from a SLURM login node" in result.stdout
     assert "default profile a100_80" in result.stdout
     assert "verl.trainer.main_ppo" in result.stdout

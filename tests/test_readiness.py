@@ -370,7 +370,8 @@ def test_paths_under_home_are_expanded_as_verl_does_not(tmp_path: Path, monkeypa
     plan = submission(tmp_path, *overrides, *home_paths)
     assert plan.verl["actor_rollout_ref"]["model"]["path"] == str(tmp_path / "model")
     assert plan.verl["data"]["train_files"] == [str(tmp_path / "data" / "train.parquet")]
-    assert f"resolved data.train_files: ~/data/train.parquet -> {tmp_path}/data/train.parquet" in plan.warnings
+    said = f"resolved data.train_files: ~/data/train.parquet -> {tmp_path}/data/train.parquet"
+    assert said in plan.readiness.notes and said not in plan.warnings  # information, not a warning
 
 
 def test_reward_fn_key_is_said_to_be_inert_and_the_data_source_column_is_read(tmp_path: Path):
@@ -636,7 +637,8 @@ def test_guru_files_are_globbed_and_the_plan_records_the_list(tmp_path: Path):
     plan = dry_run(tmp_path, "dataset=guru", f"dataset.root={root}")
     assert plan.verl["data"]["train_files"] == [str(root / "train" / f"{name}.parquet") for name in sorted(names)]
     assert plan.verl["data"]["val_files"] == [str(root / "test" / "math__math_500.parquet")]
-    assert any("train/*.parquet -> 2 file(s)" in warning for warning in plan.warnings)
+    assert any("train/*.parquet -> 2 file(s)" in note for note in plan.readiness.notes)  # a note, not a warning
+    assert not any("train/*.parquet -> 2 file(s)" in warning for warning in plan.warnings)
 
 
 def test_relative_data_and_model_paths_name_what_was_read_here_since_verl_reads_them_in_the_snapshot(
@@ -656,7 +658,8 @@ def test_relative_data_and_model_paths_name_what_was_read_here_since_verl_reads_
         [f"{tmp_path}/data/train.parquet"],
         [f"{tmp_path}/data/val.parquet"],
     )
-    assert f"resolved data.train_files: data/train.parquet -> {tmp_path}/data/train.parquet" in plan.warnings
+    said = f"resolved data.train_files: data/train.parquet -> {tmp_path}/data/train.parquet"
+    assert said in plan.readiness.notes and said not in plan.warnings  # information, not a warning
     assert plan.verl["actor_rollout_ref"]["model"]["path"] == f"{tmp_path}/model"
     changes = {change.key: change.by for change in plan.changed_from_verl}
     assert {changes[key] for key in keys} == {"rlaunch: local paths"}

@@ -62,6 +62,6 @@ def test_a_run_only_planned_for_want_of_a_gpu_is_not_called_a_dry_run(tmp_path: 
     )
     assert status.returncode == 0, status.stderr
     for said in (status.stdout, tool("doctor.py", run_dir).stdout):
-        assert "planned only (cluster=local and no GPU on this machine" in said, said
+        assert "planned only (cluster=auto: no SLURM controller answers here (sinfo) -> local and no GPU" in said, said
         assert "on a GPU machine or from a SLURM login node with cluster=slurm" in said
         assert "launch.dry_run" not in said

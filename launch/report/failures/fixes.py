@@ -23,10 +23,12 @@ from launch.report.failures.signatures import (
     DATALOADER_SHM,
     DATASET_GENERATION_FRAME,
     DUPLICATE_GPU,
+    EMPTY_HEAD,
     EXCEPTION_LINE,
     GLOO_TIMEOUT,
     GPU_HELD,
     GRES_REFUSED,
+    HYDRA_OVERRIDE_GRAMMAR,
     IB_COMPLETION_ERROR,
     IMPORT_FAILED,
     INTERPRETER,
@@ -40,6 +42,7 @@ from launch.report.failures.signatures import (
     NODES_WAIT,
     OBJECT_STORE_FULL,
     OMEGACONF_SETTER,
+    PARQUET_NO_MAGIC,
     PROMPT_FILLS_CONTEXT,
     RECORD_FIELD,
     REDIS_RETRY,
@@ -53,6 +56,7 @@ from launch.report.failures.signatures import (
     UNEQUAL_CHUNK,
     VERL_CONFIG_CHECK,
     VERL_FORMAT_REFUSED,
+    VLLM_NO_DEVICE,
     WRAPPED_OOM,
     ZERO_DIVISION,
     Failure,
@@ -563,7 +567,6 @@ def unnumbered_collective_fix(log_text: str) -> tuple[str, Details] | None:
     ), {"op": op, "timeout_s": timeout_s}
 
 
-EMPTY_HEAD = re.compile(r"(?:--address[= ]|IP Head: |ip_head=)['\"]?(:\d+)\b")
 # `ray start --address` on a worker that never reached the head (GCS since Ray 1.11, Redis before), and the GCS
 # client's own line (gcs_rpc_client.h: "Failed to connect to GCS at address ... within N seconds")
 HEAD_UNREACHABLE = re.compile(
@@ -1412,7 +1415,7 @@ def hydra_fix(log_text: str) -> tuple[str, Details] | None:
             f"Hydra found no primary config {name!r} on its search path: fix --config-name (or --config-path) to a "
             "config that exists"
         ), {"config_name": name}
-    if re.search(r"hydra\.cc/docs/[\w.]+/advanced/override_grammar", log_text):
+    if HYDRA_OVERRIDE_GRAMMAR.search(log_text):
         return (
             "a command-line override does not parse in Hydra's override grammar (the line above names where): quote a "
             "value with brackets, commas, spaces or '=' in it ('key=\"[1,2]\"'), and close every bracket"
@@ -2213,10 +2216,8 @@ ARROW_MIXED_TYPES = re.compile(
 VERL_COLUMN_MISSING = re.compile(r"KeyError: '(?P<column>prompt|data_source|reward_model|ground_truth|extra_info)'")
 
 
-# Arrow's reader on a file that is no parquet: empty, or without parquet's magic bytes (a Git LFS pointer never pulled,
-# a download cut short, another format named .parquet)
+# Arrow's reader on an empty file (signatures.PARQUET_NO_MAGIC: on one that is no parquet)
 PARQUET_EMPTY = re.compile(r"Parquet file size is 0 bytes")
-PARQUET_NO_MAGIC = re.compile(r"Parquet magic bytes not found")
 
 
 QUOTED_PARQUET = re.compile(r"'(?P<path>[^'\s]+\.parquet)'")
@@ -2673,10 +2674,6 @@ def ray_demand_fix(log_text: str) -> tuple[str, Details] | None:
         "GPUs, so a lower gpu_memory_utilization cannot help: create fewer GPU actors (lower trainer.n_gpus_per_node "
         "x trainer.nnodes or actor_rollout_ref.rollout.tensor_model_parallel_size) or give the cluster more GPUs"
     ), found
-
-
-# vLLM's device detection in the process that builds its engine (its DeviceConfig, later its platform detection)
-VLLM_NO_DEVICE = re.compile(r"No supported device detected|Failed to infer device type")
 
 
 def vllm_no_device_fix(log_text: str, fork: str | None) -> tuple[str, Details] | None:

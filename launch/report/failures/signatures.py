@@ -94,6 +94,16 @@ PROMPT_FILLS_CONTEXT = (
         r"The input \((?P<prompt>\d+) tokens\) is longer than the model's context length \((?P<context>\d+) tokens\)"
     ),
 )
+# vLLM's device detection in the process that builds its engine (older DeviceConfig; since 0.6 its platform detection):
+# no GPU visible there, as in a Ray actor created without one
+VLLM_NO_DEVICE = re.compile(r"No supported device detected|Failed to infer device type")
+# Arrow's reader on a file that is no parquet: without parquet's magic bytes (a Git LFS pointer never pulled, a download
+# cut short, another format named .parquet)
+PARQUET_NO_MAGIC = re.compile(r"Parquet magic bytes not found")
+# the head address without its host (`--address=:6379`): the head node's IP never resolved, only its port is left
+EMPTY_HEAD = re.compile(r"(?:--address[= ]|IP Head: |ip_head=)['\"]?(:\d+)\b")
+# Hydra's pointer to its override grammar, which it prints under an override it could not parse
+HYDRA_OVERRIDE_GRAMMAR = re.compile(r"hydra\.cc/docs/[\w.]+/advanced/override_grammar")
 # verl's DataProto.chunk (verl/protocol.py): a batch dispatched over a worker group whose size does not divide it
 UNEQUAL_CHUNK = re.compile(r"only support equal chunk\. Got size of DataProto (?P<size>\d+) and chunk (?P<chunks>\d+)")
 # verl mapping the actor's LoRA rank onto vLLM's max_lora_rank values (vllm_rollout/utils.py get_vllm_max_lora_rank)
@@ -259,9 +269,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",  # torch: NCCL asked for where no GPU is seen
         r"CUDA error: invalid device ordinal",  # a rank picked a GPU index past those it can see
         r"Found no NVIDIA driver on your system",
-        # vLLM's device detection in the process that builds the engine (older DeviceConfig; since 0.6 its platform
-        # detection): no GPU visible there, as in a Ray actor created without one
-        r"No supported device detected|Failed to infer device type",
+        VLLM_NO_DEVICE.pattern,
         r"CUDA driver initialization failed|cudaErrorNoDevice|no CUDA-capable device is detected",
         # Ray's scheduler: a request for GPUs no node of the cluster can give (it waits forever, or says infeasible)
         r"No available node types can fulfill resource request .*'GPU'",
@@ -351,7 +359,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"(?:Train|Validation) dataloader is empty",
         # LLaMA-Factory's preprocessing dropped every row as malformed (its own words)
         r"Cannot find valid samples, check `data/README\.md`",
-        r"Parquet magic bytes not found",
+        PARQUET_NO_MAGIC.pattern,
         r"DatasetGenerationError",
         r"ArrowTypeError|ArrowNotImplementedError|ArrowCapacityError",
         r"Couldn't deserialize thrift",  # a parquet file whose footer or page headers are corrupt (a cut copy)
@@ -411,7 +419,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"Ray component \w+ is trying to use a port number \d+ that is used by other components",
         # the dashboard Ray was told to start (include_dashboard=True) raised; its logged error alone is not fatal
         r"(?:Exception|Error): Failed to start (?:a|the) dashboard",
-        r"(?:--address[= ]|IP Head: |ip_head=)['\"]?:\d+\b",  # the head address without its host
+        EMPTY_HEAD.pattern,
         # Ray's SLURM template echoes the node it starts each Ray on ("Starting HEAD at $head_node", "Starting WORKER
         # $i at $node_i"): nothing after "at" is a node name that came out empty, so no Ray runs where it should
         r"(?i:^\s*starting (?:head|worker \d+) at\s*$)",
@@ -462,7 +470,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # the same in Hydra's short form (no class name): a config group option or primary config it cannot find,
         # and its pointer to the override grammar under a parse error
         r"\bIn '[^']+': Could not (?:find|load) '[^']+'|\bCannot find primary config '[^']+'",
-        r"hydra\.cc/docs/[\w.]+/advanced/override_grammar",
+        HYDRA_OVERRIDE_GRAMMAR.pattern,
         # a command line the script's argument parser refused, in each parser's own words: transformers'
         # HfArgumentParser, argparse (and draccus' and jsonargparse's on top of it), tyro, click and typer, draccus'
         # config files, pydantic models that forbid extra fields (v2 and v1)

@@ -676,6 +676,80 @@ def check_lora_targets(cfg: DictConfig) -> None:
             )
 
 
+# verl 0.9.1 reads LoRA's rank from one key per engine: the FSDP engine from model.lora_rank
+# (workers/engine/fsdp/transformer_impl.py), the Megatron engine from model.lora.rank
+# (workers/config/megatron_peft.py get_peft_cls); the trainer takes a rank from either as "the actor is its own
+# reference" (trainer/ppo/v1/trainer_base.py ref_in_actor) and builds no reference model.
+LORA_RANK_KEY = {"megatron": "lora.rank"}
+FSDP_LORA_RANK_KEY = "lora_rank"
+LORA_ROLES = {"actor_rollout_ref.model": "actor_rollout_ref.actor", "critic.model": "critic"}
+
+
+def _positive_rank(model: DictConfig, key: str) -> int:
+    rank = OmegaConf.select(model, key, default=None)
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) and rank > 0 else 0
+
+
+def check_lora_rank_key(cfg: DictConfig) -> None:
+    """A LoRA rank written under the other engine's key: the engine that runs reads none, so verl 0.9.1 trains every
+    weight with no adapter (the memory of full fine-tuning), while the trainer, seeing a rank, drops the reference
+    model and asks the actor for reference log-probs with its adapter disabled, which a model without one lacks."""
+    for model_key, role in LORA_ROLES.items():
+        model = OmegaConf.select(cfg, model_key, default=None)
+        if not isinstance(model, DictConfig) or (role == "critic" and not trains_critic(cfg)):
+            continue
+        strategy = str(OmegaConf.select(cfg, f"{role}.strategy", default="fsdp"))
+        read = LORA_RANK_KEY.get(strategy, FSDP_LORA_RANK_KEY)
+        other = next(key for key in (FSDP_LORA_RANK_KEY, *LORA_RANK_KEY.values()) if key != read)
+        rank = _positive_rank(model, other)
+        if not rank or _positive_rank(model, read):
+            continue
+        reference = (
+            ", while its trainer, seeing a rank, builds no reference model (the actor with its adapter disabled, which "
+            "it lacks)"
+            if role == "actor_rollout_ref.actor"
+            else ""
+        )
+        raise UserError(
+            f"{model_key}.{other}={rank}: the {strategy} engine reads LoRA's rank from {model_key}.{read} (0 here), "
+            f"so verl 0.9.1 would train every weight with no adapter{reference}; write {model_key}.{read}={rank} "
+            f"(and drop {model_key}.{other})"
+        )
+
+
+# verl 0.9.1's DAPO reward manager asserts these as it is built, when the reward loop starts in the job
+# (experimental/reward_loop/reward_manager/dapo.py and workers/reward_manager/dapo.py __init__).
+OVERLONG = "reward.reward_kwargs.overlong_buffer_cfg"
+MAX_RESP_LEN = "reward.reward_kwargs.max_resp_len"
+
+
+def check_dapo_overlong_buffer(cfg: DictConfig) -> None:
+    """DAPO's overlong penalty: on, it needs max_resp_len, at least the buffer's length, and a positive length."""
+    if OmegaConf.select(cfg, "reward.reward_manager.name", default=None) != "dapo":
+        return
+    buffer = OmegaConf.select(cfg, OVERLONG, default=None)
+    if not isinstance(buffer, DictConfig) or not buffer.get("enable"):
+        return
+    length, max_resp_len = buffer.get("len"), OmegaConf.select(cfg, MAX_RESP_LEN, default=None)
+    response = OmegaConf.select(cfg, "data.max_response_length", default=None)
+    asserted = "verl 0.9.1's DAPO reward manager asserts it as the reward loop starts, after the job got its nodes"
+    if max_resp_len is None:
+        raise UserError(
+            f"{OVERLONG}.enable=true without {MAX_RESP_LEN}: {asserted}; set +{MAX_RESP_LEN}={shown(response)} "
+            f"(data.max_response_length)"
+        )
+    if not isinstance(length, int | float) or length <= 0:
+        raise UserError(
+            f"{OVERLONG}.len={shown(length)}: must be a positive number of tokens when the overlong penalty is on "
+            f"({asserted}); set it (DAPO's recipe: 4096 of 20480) or {OVERLONG}.enable=false"
+        )
+    if isinstance(max_resp_len, int | float) and max_resp_len < length:
+        raise UserError(
+            f"{OVERLONG}.len={shown(length)} is longer than {MAX_RESP_LEN}={shown(max_resp_len)}: {asserted}; "
+            f"lower the buffer's len below {shown(max_resp_len)} or raise {MAX_RESP_LEN}"
+        )
+
+
 def check_resume_path(cfg: DictConfig) -> None:
     """resume_mode=resume_path: verl 0.9.1's trainer asserts, as it starts, a resume_from_path string naming a
     global_step_ folder (trainer_base.py _load_checkpoint)."""

@@ -115,6 +115,8 @@ def plan_job(
         choices.check_resume_path(cfg)
         choices.check_optimizers(cfg)
         choices.check_lora_targets(cfg)
+        choices.check_lora_rank_key(cfg)
+        choices.check_dapo_overlong_buffer(cfg)
         repairs, resolved_paths = readiness.prepare(cfg, overrides)
         data = readiness.read_data(cfg)
         readiness.apply_data_facts(cfg, data)

@@ -1896,6 +1896,7 @@ def judge_rft_time(
     attempt_min = attempt_minutes(cfg.mode.time_budget_min, 0)
     needed = predicted.attempts(attempt_min)
     if needed is not None and needed <= allowed:
+        findings.notes += rft_time_margins(cfg, plan, rows, predicted, sft_config, attempt_min, ceiling)
         return
 
     def finishes(rows: int = rows, oversample: int = oversample) -> bool:
@@ -1935,6 +1936,61 @@ def judge_rft_time(
                 f"(mode.time_budget_min<={ceiling}): use more GPUs or shorter lengths",
             )
         )
+
+
+def percent(fraction: float) -> str:
+    """A share as the plan says it: whole percents, a decimal below 10 % (a margin of 0.3 % is not 0 %)."""
+    return f"{100 * fraction:.0f} %" if fraction >= 0.1 else f"{100 * fraction:.1f} %"
+
+
+def rft_time_margins(
+    cfg: DictConfig,
+    plan: Plan,
+    rows: int,
+    predicted: RftTime,
+    sft_config: Mapping[str, Any],
+    attempt_min: int,
+    ceiling: int | None,
+) -> list[str]:
+    """What GRPO's time check says of a first checkpoint within the step-time model's error of an attempt's end
+    (judge_time), said of algo=rft's stages that fit: stage 1 (all of it lost to a requeue) and stage 3's checkpoint
+    blocks in an attempt of their own, each with what keeps it in time."""
+    oversample, k = int(cfg.rft.oversample), int(cfg.rft.k)
+    margin = 1 + STEP_TIME_MARGIN
+    error = f"(the model's error on published runs is up to {100 * STEP_TIME_MARGIN:.0f} %)"
+    attempt = f"({cfg.mode.time_budget_min} min budget - {STARTUP_MIN} min start-up = {attempt_min} min)"
+    said = []
+    generation_min = predicted.generation_s / 60
+    if generation_min * margin > attempt_min:
+
+        def in_time(rows: int = rows, oversample: int = oversample) -> bool:
+            return rft_time(cfg, plan, rows, oversample, sft_config).generation_s / 60 * margin <= attempt_min
+
+        budget = budget_reaching(0, generation_min * margin)
+        fixes = [f"mode.time_budget_min={budget}"] if ceiling is None or budget <= ceiling else []
+        rows_in_time = most_within(rows, lambda value: in_time(rows=value))
+        fixes += [f"data.train_max_samples={rows_in_time}"] if rows_in_time >= 1 else []
+        samples_in_time = most_within(oversample, lambda value: in_time(oversample=value))
+        fixes += [f"rft.oversample={samples_in_time}"] if samples_in_time >= k else []
+        keeps = f"; {', '.join(fixes[:-1])}{' or ' * (len(fixes) > 1)}{fixes[-1]} keeps it in time" if fixes else ""
+        said.append(
+            f"algo=rft's stage 1 ends after ~{generation_min:.0f} min of one attempt's {attempt_min} min {attempt}: "
+            f"generation {percent(attempt_min / generation_min - 1)} slower than predicted {error} would end "
+            f"the attempt before it, and every requeue would start it over{keeps}"
+        )
+    sft = predicted.sft
+    block = min(sft.save_freq, sft.total) if sft.save_freq > 0 else sft.total
+    block_min = sft.to_checkpoint_s(0, block) / 60
+    safe = math.floor(attempt_min * 60 / (margin * sft.step_s)) if sft.step_s else 0
+    if block_min * margin > attempt_min and 1 <= safe < block:
+        what = f"its checkpoints come every {block} steps" if sft.save_freq > 0 else f"it saves none in {block} steps"
+        said.append(
+            f"algo=rft's stage 3 resumes from its checkpoints, and {what} x ~{sft.step_s:g} s = {block_min:.0f} min "
+            f"of one attempt's {attempt_min} min {attempt}: steps {percent(attempt_min / block_min - 1)} slower "
+            f"than predicted {error} would end each attempt before its next checkpoint, and every requeue would redo "
+            f"the same steps; rft.sft.trainer.save_freq={safe} saves in time"
+        )
+    return said
 
 
 # --- files verl opens in the job ------------------------------------------------------------------------------------

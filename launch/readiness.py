@@ -1982,7 +1982,7 @@ def rft_time_margins(
     block = min(sft.save_freq, sft.total) if sft.save_freq > 0 else sft.total
     block_min = sft.to_checkpoint_s(0, block) / 60
     safe = math.floor(attempt_min * 60 / (margin * sft.step_s)) if sft.step_s else 0
-    if block_min * margin > attempt_min and 1 <= safe < block:
+    if block_min <= attempt_min < block_min * margin and 1 <= safe < block:  # beyond an attempt: refused above
         what = f"its checkpoints come every {block} steps" if sft.save_freq > 0 else f"it saves none in {block} steps"
         said.append(
             f"algo=rft's stage 3 resumes from its checkpoints, and {what} x ~{sft.step_s:g} s = {block_min:.0f} min "

@@ -13,7 +13,8 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -384,6 +385,26 @@ def submit_hint(argv: list[str], resolved: list[str]) -> str | None:
     given = without(argv, {"cluster", "launch.dry_run"})
     command = shlex.join(["python", "launch/run.py", *given, "cluster=slurm"])
     return f"cluster=auto: SLURM answers here, so this only planned; to submit: {command}"
+
+
+class ChosenCluster:
+    """Why cluster=auto chose the cluster of the invocation being planned (resolve_auto), for every plan it makes:
+    Hydra composes the resolved cluster=local|slurm alone. One per process, here, because a sweep's jobs are planned
+    by the launcher plugin through launch.run while the invocation runs launch/run.py as __main__."""
+
+    reason: str | None = None
+
+    @contextmanager
+    def said(self, reason: str | None) -> Iterator[None]:
+        """`reason` for the plans made inside; none after (the next invocation, a test's own plan_job)."""
+        self.reason = reason
+        try:
+            yield
+        finally:
+            self.reason = None
+
+
+chosen_cluster = ChosenCluster()
 
 
 def resolve_auto_choices(argv: list[str]) -> list[str]:

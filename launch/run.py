@@ -23,7 +23,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
-from launch import calibration, choices, errors, preflight, provenance, ranges, readiness, snapshot
+from launch import auto, calibration, choices, errors, preflight, provenance, ranges, readiness, snapshot
 from launch.auto import (
     fsdp_knob_deletions,
     launcher_aliases,
@@ -73,10 +73,6 @@ def _represent_str(dumper: yaml.BaseDumper, value: str) -> yaml.ScalarNode:
 
 YamlForOmegaConf.add_representer(str, _represent_str)
 YAML_DUMPER = YamlForOmegaConf
-
-# Why cluster=auto chose this invocation's cluster (launch/auto.py resolve_auto), set by main before Hydra composes:
-# Hydra composes the resolved cluster=local|slurm alone, and every job of a sweep plans in this process
-CLUSTER_CHOSEN_BY: str | None = None
 
 
 def said_with_cluster_choice(plan: Plan, chosen_by: str | None) -> Plan:
@@ -135,7 +131,7 @@ def plan_job(
         verdict, resolved = preflight.settle(cfg, resolve(cfg), facts, overrides, resolve, typical)
         plan = checked_plan(cfg, facts, overrides, job_name, resolved, verdict, records, typical)
         judged = readiness.judge(cfg, plan, facts, data, repairs, resolved_paths)
-        return said_with_cluster_choice(judged, CLUSTER_CHOSEN_BY)
+        return said_with_cluster_choice(judged, auto.chosen_cluster.reason)
 
 
 def swept_choices(overrides: Sequence[str]) -> list[str]:
@@ -402,11 +398,11 @@ def main() -> None:
         notes += config_notes
         for note in notes:
             print(note, file=sys.stderr, flush=True)
-        global CLUSTER_CHOSEN_BY
-        resolved, CLUSTER_CHOSEN_BY = resolve_auto(argv)
+        resolved, reason = resolve_auto(argv)
         hint = submit_hint(argv, resolved)
         sys.argv = [sys.argv[0], *resolved]
-        hydra_main()
+        with auto.chosen_cluster.said(reason):
+            hydra_main()
         if hint:
             print(hint, file=sys.stderr)
     except Exception as error:

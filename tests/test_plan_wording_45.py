@@ -15,6 +15,7 @@ import pandas as pd
 from conftest import run_here
 from tiny_assets import guru_rows
 
+from launch.auto import chosen_cluster
 from launch.readiness import mini_batches_over_the_batch, warmup_covers_the_run
 from launch.render import render
 from launch.run import said_with_cluster_choice
@@ -64,6 +65,15 @@ def test_make_run_says_why_the_cluster_is_local_notes_resolved_paths_and_what_sl
     assert f"  note          {resolved}" in out.splitlines(), out
     assert "WARNING       resolved" not in out
     assert resolved in plan["readiness"]["notes"] and resolved not in plan["warnings"]
+
+
+def test_every_job_of_a_sweep_says_why_the_cluster_is_local_and_the_reason_ends_with_the_invocation(tmp_path: Path):
+    """A sweep's jobs are planned by the launcher plugin through launch.run, not the __main__ that resolved auto."""
+    result = run_here("gpu=a40,h100", "-m", cwd=tmp_path, env=without_slurm(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    reasons = [json.loads(path.read_text())["execution_reason"] for path in tmp_path.rglob("plan.json")]
+    assert len(reasons) == 2 and all(reason.startswith(NO_SLURM) for reason in reasons), reasons
+    assert chosen_cluster.reason is None  # a later plan in this process (a test's own plan_job) is told nothing
 
 
 def test_a_named_cluster_says_nothing_of_auto_and_a_slurm_plan_keeps_its_bare_sbatch_options(tmp_path: Path):

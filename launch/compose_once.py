@@ -10,8 +10,8 @@ State is explicit: a `ComposeOnce` holds its compositions and their resolutions,
 (launch/run.py plan_job resolves each job once, for the preflight and the plan); nothing is module-global. Two seams
 reaches inside Hydra (pinned in pyproject.toml), guarded by tests/test_compose_once.py, which fails when a new version
 moves it: `ConfigLoaderImpl._apply_overrides_to_config`, `_parse_overrides_and_create_caching_repo`,
-`load_sweep_config` and the `CachingConfigRepository` a loader holds (hydra-core 1.3). OmegaConf's own parsing of
-`${...}` and YAML is done once per distinct text in every process (launch/parse_once.py).
+`load_sweep_config`, the `CachingConfigRepository` a loader holds and `Hydra.get_mode` (hydra-core 1.3). OmegaConf's
+own parsing of `${...}` and YAML is done once per distinct text in every process (launch/parse_once.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from typing import Any
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.config_repository import CachingConfigRepository
+from hydra._internal.hydra import Hydra
 from hydra.core.override_parser.types import Override
 from hydra.plugins.config_source import ConfigResult
+from hydra.types import RunMode
 from omegaconf import Container, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
@@ -374,3 +376,26 @@ def _put_back(node: DictConfig, before: dict[str, Any], after: dict[str, Any]) -
         else:
             node[key] = old
     return True
+
+
+def mode_from_overrides(_hydra: Hydra, config_name: str | None, overrides: list[str]) -> RunMode | None:
+    """Hydra.get_mode without its composition: the command line's hydra.mode, or None (Hydra then runs what
+    --multirun says). Hydra's own composes the whole config, verl's tree included, only to read hydra.mode, and then
+    composes it again to run: a third of a single run's planning time. rlaunch's conf never sets hydra.mode
+    (tests/test_compose_once.py holds the two equal), so the command line is the only place it can come from."""
+    for override in reversed(overrides):
+        key, equals, value = override.lstrip("+").partition("=")
+        if key == "hydra.mode" and equals:
+            return RunMode.__members__.get(value.strip("'\""))  # not a mode: the composition to run says so
+    return None
+
+
+@contextmanager
+def mode_read_from_overrides() -> Iterator[None]:
+    """Hydra's entry (hydra.main) reads the run mode through mode_from_overrides while this is active."""
+    original = Hydra.get_mode
+    Hydra.get_mode = mode_from_overrides  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Hydra.get_mode = original  # type: ignore[method-assign]

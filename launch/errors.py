@@ -263,7 +263,11 @@ def _explain_unknown_key(exc: BaseException, cause: BaseException, key_explainer
     hint = closest(str(missing), siblings) if missing is not None else ""
     appended = re.search(r"To append to your config use \+(\S+)", text)  # Hydra's hint holds the value as written
     written = appended.group(1) if appended and appended.group(1).startswith(f"{full_key}=") else full_key
-    legacy_reward = lambda key: legacy_reward_key_message(key, written, hint)  # noqa: E731
+    # under reward_model.* a retired switch (0.8's use_reward_loop) is nearer a sibling than loose matching allows for a
+    # misspelling: only a near miss is offered there, else "drop it"
+    near_miss = difflib.get_close_matches(str(missing), siblings, n=1, cutoff=0.8) if missing is not None else []
+    legacy_hint = f" (did you mean {near_miss[0]!r}?)" if near_miss else ""
+    legacy_reward = lambda key: legacy_reward_key_message(key, written, legacy_hint)  # noqa: E731
     for explainer in (fork_key_message, legacy_reward, *key_explainers):
         message = explainer(full_key)
         if message is not None:

@@ -32,7 +32,7 @@ from launch.auto import (
     verl_config_name,
 )
 from launch.cli_help import register_help_resolver
-from launch.compose_once import Resolve, apply_value_overrides, full_resolution
+from launch.compose_once import Resolve, apply_value_overrides, full_resolution, mode_read_from_overrides
 from launch.cores import in_order
 from launch.facts import Facts, gather_facts
 from launch.lengths import TypicalLengths
@@ -401,7 +401,8 @@ def main() -> None:
         resolved, reason = resolve_auto(argv)
         hint = submit_hint(argv, resolved)
         sys.argv = [sys.argv[0], *resolved]
-        with auto.chosen_cluster.said(reason):
+        # Hydra's entry would compose the whole config once only to read hydra.mode, then again to run it
+        with auto.chosen_cluster.said(reason), mode_read_from_overrides():
             hydra_main()
         if hint:
             print(hint, file=sys.stderr)

@@ -64,3 +64,32 @@ def test_hydras_loader_offers_what_compose_once_calls():
         "config",
     }
     assert OmegaConf.to_container(CopiedOnRead(loaded).config) == OmegaConf.to_container(loaded.config)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [[], ["gpu=a40"], ["hydra.mode=MULTIRUN"], ["gpu=a40", "++hydra.mode=RUN"], ["hydra.mode=SIDEWAYS"]],
+)
+def test_the_run_mode_read_from_the_command_line_is_the_one_hydra_composes(overrides: list[str]):
+    """launch/run.py skips Hydra's get_mode composition (compose_once.mode_from_overrides): it must return what
+    Hydra's own get_mode returns, which holds only while rlaunch's conf sets no hydra.mode."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+
+    from launch.compose_once import mode_from_overrides
+    from launch.run import register_help_resolver, register_schemas
+
+    register_schemas()
+    register_help_resolver()
+
+    GlobalHydra.instance().clear()
+    hydra = Hydra.create_main_hydra2("rlaunch", create_config_search_path(str(CONF)))
+    try:
+        expected = hydra.get_mode("config", list(overrides))
+        assert mode_from_overrides(hydra, "config", list(overrides)) == expected
+        # Hydra's own really composed: the mode it read is the command line's
+        typed = overrides[-1].rpartition("=")[2] if overrides else ""
+        assert expected == {"MULTIRUN": RunMode.MULTIRUN, "RUN": RunMode.RUN}.get(typed)
+    finally:
+        GlobalHydra.instance().clear()

@@ -78,3 +78,12 @@ def test_dapos_recipe_buffer_plans(cli):
         "+reward.reward_kwargs.max_resp_len=8192",
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_verl_08s_reward_loop_switch_is_dropped_not_respelt(cli):
+    """reward_model.use_reward_loop was verl 0.8's switch (verl's examples still set it); a loose spelling match had
+    offered reward_loop_source, a different setting. A near miss still gets its spelling."""
+    line = refused(cli("algo=verl", "reward_model.use_reward_loop=True", "launch.dry_run=true"))
+    assert line.endswith("drop it") and "did you mean" not in line
+    line = refused(cli("algo=verl", "reward_model.reward_loop_sorce=x", "launch.dry_run=true"))
+    assert "(did you mean 'reward_loop_source'?)" in line

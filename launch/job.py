@@ -21,10 +21,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import submitit
 
@@ -196,19 +195,50 @@ def measure_against_plan(plan: Plan, attempt: int, stop: threading.Event) -> boo
     return True
 
 
-@contextmanager
-def sigterm_handler_kept() -> Iterator[None]:
-    """SIGTERM handled as before, whatever the body does to it. ray.init (wait_for_nodes connects to count the nodes)
-    puts Ray's own SIGTERM handling in place, and ray.shutdown leaves it: a failure handler that kills the process at
-    once, its finally blocks unrun. scancel and SLURM's time limit send SIGTERM, then SIGKILL KillWait later; under
-    Ray's handler the head died at the SIGTERM without copying the job's Ray logs into the run directory. submitit's
-    own handler logs the signal and lets the head end the attempt (the driver, signalled with it, exits)."""
-    before = signal.getsignal(signal.SIGTERM)
-    try:
-        yield
-    finally:
-        if before is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, before)
+class BringUp:
+    """SIGTERM while Ray comes up on the head: scancel, a preemption without the requeue signal and the time limit
+    send it to every process of the job, Ray's own too. submitit's handler only logs it, so the head went on into
+    ray.init against the Ray the same signal was stopping and stayed there until SLURM's SIGKILL, its finally blocks
+    unrun: its Ray session left on the node's /tmp, no Ray logs copied, the workers never told (a two-node job on the
+    dev cluster, tests/test_failures_46_bringup_cancel.py). Here the signal ends the bring-up through the caller's
+    finally blocks: at once after `arm`, at `arm` where it came before (while `ray start` starts, whose process the
+    caller holds only once start_head returns, to stop it). On leaving, SIGTERM is handled as before whatever ray.init
+    did to it: ray.init puts Ray's own handling in place and ray.shutdown leaves it, a failure handler that kills the
+    process at once (under it, the head died at scancel's SIGTERM mid-run without copying its Ray logs)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.signalled = False
+        self.armed = False
+        self.before: Any = None
+
+    def __enter__(self) -> BringUp:
+        if threading.current_thread() is threading.main_thread():
+            self.before = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self.handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.before is not None:
+            signal.signal(signal.SIGTERM, self.before)
+
+    def handle(self, signum: int, frame: Any) -> None:
+        if callable(self.before):
+            self.before(signum, frame)  # submitit logs the signal
+        self.signalled = True
+        if self.armed:
+            self.stop()
+
+    def arm(self) -> None:
+        self.armed = True
+        if self.signalled:
+            self.stop()
+
+    def stop(self) -> NoReturn:
+        raise RuntimeError(
+            f"SIGTERM on {self.node} while Ray came up (scancel, a preemption without the requeue signal, or the time "
+            "limit): the attempt stops here, with its Ray"
+        )
 
 
 def run_head(
@@ -233,9 +263,10 @@ def run_head(
         topology = ray_cluster.with_free_ports(topology, 0)
         announce(ray_cluster.moved_note(topology, 0))
         head_log = run_dir / f"ray_start-{topology.nodes[0]}-0.log"
-        head = ray_cluster.start_head(topology, head_log, token_path, timeout_s)
-        ray_cluster.publish_head_port(topology, run_dir)  # the workers start once the head has
-        with sigterm_handler_kept():
+        with BringUp(topology.nodes[0]) as bring_up:
+            head = ray_cluster.start_head(topology, head_log, token_path, timeout_s)
+            bring_up.arm()  # the head's process is held: the finally below stops it
+            ray_cluster.publish_head_port(topology, run_dir)  # the workers start once the head has
             ray_cluster.wait_for_nodes(topology, head, run_dir, token_path, timeout_s)
         ready = time.monotonic() - JOB_STARTED
         print(

@@ -54,6 +54,7 @@ from launch.memory import (
     TrainerBeside,
     dtype_bytes,
     entropy_bytes,
+    holds_a_reference,
     logits_bytes,
     node_terms,
     rollout_phase,
@@ -250,6 +251,64 @@ class Recompute:
         return self.granularity == "full"
 
 
+# Megatron-Bridge's LoRA targets as verl 0.9.1 ships them (trainer/config/model/hf_model.yaml lora.target_modules):
+# every linear of a Megatron layer, the fused ones (canonical LoRA names linear_q/k/v, linear_fc1_up/gate instead)
+LORA_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+MLP_LINEARS = ("linear_fc1", "linear_fc1_up", "linear_fc1_gate", "linear_fc2")
+
+
+@dataclass(frozen=True)
+class Lora:
+    """model.lora as verl 0.9.1's Megatron engine applies it (Megatron-Bridge PEFT, workers/config/megatron_peft.py):
+    the base model frozen, a rank-r pair (linear_in, linear_out) beside each target linear. Both adapter linears are
+    tensor-parallel layers (megatron/bridge/peft/utils.py ParallelLinearAdapter), so a rank holds 1/TP of a dense
+    linear's adapter and 1/(EP x expert TP) of the experts'; they are bf16, the model's dtype."""
+
+    rank: int
+    targets: tuple[str, ...] = LORA_TARGETS
+
+    @classmethod
+    def from_verl(cls, lora: Mapping[str, Any] | None) -> Lora | None:
+        lora = lora or {}
+        if int(lora.get("rank") or 0) <= 0:
+            return None
+        # a wildcard target ('*.layers.0.*.linear_qkv') is counted on every layer: an upper bound
+        named = [str(target).rsplit(".", 1)[-1] for target in lora.get("target_modules") or ()]
+        excluded = {str(target).rsplit(".", 1)[-1] for target in lora.get("exclude_modules") or ()}
+        return cls(int(lora["rank"]), tuple(named or (t for t in LORA_TARGETS if t not in excluded)))
+
+    def linears(self, arch: Architecture, width: int) -> dict[str, tuple[int, int]]:
+        """(fan_in, fan_out) of each linear Megatron-Bridge can adapt: the attention's, and a SwiGLU of `width`.
+        Latent attention's own projections are not named here (its output projection is)."""
+        q_out, kv_out = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+        attention_out = arch.heads * arch.v_head_dim if arch.latent_attention else q_out
+        linears = {
+            "linear_proj": (attention_out, arch.hidden),
+            "linear_fc1": (arch.hidden, 2 * width),
+            "linear_fc1_up": (arch.hidden, width),
+            "linear_fc1_gate": (arch.hidden, width),
+            "linear_fc2": (width, arch.hidden),
+        }
+        if not arch.latent_attention:
+            linears |= {
+                "linear_qkv": (arch.hidden, q_out + 2 * kv_out),
+                "linear_q": (arch.hidden, q_out),
+                "linear_k": (arch.hidden, kv_out),
+                "linear_v": (arch.hidden, kv_out),
+            }
+        return linears
+
+    def params(self, arch: Architecture, width: int, attention: bool) -> int:
+        """Adapter parameters beside one SwiGLU of `width` (0: none) and, where `attention`, one attention block."""
+        linears = self.linears(arch, width)
+        adapted = [
+            linears[target]
+            for target in self.targets
+            if target in linears and (width if target in MLP_LINEARS else attention)
+        ]
+        return sum(self.rank * (fan_in + fan_out) for fan_in, fan_out in adapted)
+
+
 @dataclass(frozen=True)
 class MegatronKnobs:
     """What verl's Megatron keys decide about memory, beside the engine and batch knobs memory.Knobs reads."""
@@ -268,6 +327,7 @@ class MegatronKnobs:
     # a Megatron critic's own engine (its layout, offload and optimizer), counted with the actor's architecture: a
     # value model is its base model with a one-wide head. None: no critic, or one not on Megatron (not modelled)
     critic_engine: MegatronKnobs | None = None
+    lora: Lora | None = None  # model.lora: only its adapters train (None: the whole model)
 
     @classmethod
     def from_verl(cls, verl: Mapping[str, Any]) -> MegatronKnobs:
@@ -278,6 +338,7 @@ class MegatronKnobs:
         on_megatron = trains_critic(verl) and critic.get("strategy") == "megatron" and critic.get("megatron")
         return cls(
             **engine_knobs(actor, arr["actor"].get("optim") or {}, n_gpus),
+            lora=Lora.from_verl(arr["model"].get("lora")),
             ref=Layout.from_megatron(ref, n_gpus),
             ref_param_offload=bool(ref.get("param_offload")),
             critic=trains_critic(verl),
@@ -346,6 +407,9 @@ class Stage:
     moe_layers: int
     dense_params: float  # per rank
     expert_params: float  # per rank
+    # LoRA's adapters on this rank (Lora), beside the frozen weights above: dense over TP, experts over EP x ETP
+    dense_adapters: float = 0.0
+    expert_adapters: float = 0.0
 
     @property
     def layers(self) -> int:
@@ -355,11 +419,15 @@ class Stage:
     def params(self) -> float:
         return self.dense_params + self.expert_params
 
+    @property
+    def adapters(self) -> float:
+        return self.dense_adapters + self.expert_adapters
 
-def stages(arch: Architecture, layout: Layout) -> list[Stage]:
+
+def stages(arch: Architecture, layout: Layout, lora: Lora | None = None) -> list[Stage]:
     """Each pipeline stage's layers (a MoE model's dense layers lead) and parameters on one of its ranks: the
     first stage also holds the embedding, the last the final norm and the vocabulary head (a tied head is a copy
-    there when the pipeline has several stages)."""
+    there when the pipeline has several stages); with `lora`, the adapters beside its layers."""
     result, start = [], 0
     head = arch.vocab * arch.hidden if (not arch.tied_embeddings or layout.pp > 1) else 0
     for index, count in enumerate(layout.stage_layers(arch.layers)):
@@ -370,7 +438,13 @@ def stages(arch: Architecture, layout: Layout) -> list[Stage]:
         weights += arch.vocab * arch.hidden if index == 0 else 0
         weights += head + arch.hidden if index == layout.pp - 1 else 0
         experts = moe * arch.expert_params_per_layer / (layout.ep * layout.etp)
-        result.append(Stage(index, dense, moe, weights / layout.tp, experts))
+        adapters = (0.0, 0.0)
+        if lora is not None:
+            beside_dense = dense * lora.params(arch, arch.intermediate, attention=True)
+            beside_moe = moe * lora.params(arch, arch.shared_expert_intermediate, attention=True)
+            routed = moe * arch.experts * lora.params(arch, arch.moe_intermediate, attention=False)
+            adapters = ((beside_dense + beside_moe) / layout.tp, routed / (layout.ep * layout.etp))
+        result.append(Stage(index, dense, moe, weights / layout.tp, experts, *adapters))
         start += count
     return result
 
@@ -379,7 +453,7 @@ def paired(arch: Architecture, megatron: MegatronKnobs) -> list[tuple[Stage, Sta
     """Each actor stage with the reference's stage of the same index: verl builds both on the process groups the
     first engine created (MegatronEngine._init_device_mesh), so their layouts agree in a run that starts."""
     ref = stages(arch, megatron.ref)
-    return [(actor, ref[min(actor.index, len(ref) - 1)]) for actor in stages(arch, megatron.actor)]
+    return [(actor, ref[min(actor.index, len(ref) - 1)]) for actor in stages(arch, megatron.actor, megatron.lora)]
 
 
 # --- activations, per token of a micro-batch on one rank --------------------------------------------------------
@@ -537,15 +611,22 @@ class States:
 
 def states(megatron: MegatronKnobs, stage: Stage, ref_stage: Stage) -> States:
     """The bf16 params and the gradient buffer whole on every rank of the stage; the optimizer state over the
-    distributed optimizer's groups (dense weights over DP x CP, experts over the expert-data-parallel group)."""
+    distributed optimizer's groups (dense weights over DP x CP, experts over the expert-data-parallel group). Under
+    LoRA only the adapters train: Megatron's DDP gives a gradient buffer, and its optimizer a state, to the
+    parameters that require grad, none to the frozen base."""
     layout = megatron.actor
     dense_shards = layout.optimizer_shards if megatron.distributed_optimizer else 1
     expert_shards = layout.expert_dp if megatron.distributed_optimizer else 1
-    shard = stage.dense_params / dense_shards + stage.expert_params / expert_shards
+    dense, experts = (
+        (stage.dense_adapters, stage.expert_adapters)
+        if megatron.lora is not None
+        else (stage.dense_params, stage.expert_params)
+    )
+    shard = dense / dense_shards + experts / expert_shards
     optimizer = megatron.optimizer_bytes * shard
     return States(
-        params=PARAM_BYTES * stage.params,
-        grads=megatron.grad_bytes * stage.params,
+        params=PARAM_BYTES * (stage.params + stage.adapters),
+        grads=megatron.grad_bytes * trained(megatron, stage),
         optimizer=optimizer * (1 - megatron.optimizer_cpu_fraction),
         optimizer_on_host=optimizer * megatron.optimizer_cpu_fraction,
         ref_params=PARAM_BYTES * ref_stage.params,
@@ -560,7 +641,7 @@ def resident(knobs: Knobs, megatron: MegatronKnobs, held: States) -> dict[str, f
         "params": 0.0 if megatron.param_offload else held.params,
         "grads": 0.0 if megatron.param_offload else held.grads,
         "optimizer": 0.0 if megatron.optimizer_offload else held.optimizer,
-        "ref params": held.ref_params if knobs.ref_model and not megatron.ref_param_offload else 0.0,
+        "ref params": held.ref_params if holds_a_reference(knobs) and not megatron.ref_param_offload else 0.0,
     }
 
 
@@ -647,8 +728,10 @@ def training_phase(
         else:
             values |= head
         notes = {
-            "params": f"bf16 x {stage.params / 1e9:.2f}B params on this rank",
-            "grads": f"{megatron.grad_bytes} B x {stage.params / 1e9:.2f}B (the DDP buffer, unsharded)",
+            "params": f"bf16 x {(stage.params + stage.adapters) / 1e9:.2f}B params on this rank"
+            + (f" ({stage.adapters / 1e9:.3f}B of them LoRA adapters)" if megatron.lora else ""),
+            "grads": f"{megatron.grad_bytes} B x {trained(megatron, stage) / 1e9:.2f}B (the DDP buffer, unsharded"
+            + (", the adapters only)" if megatron.lora else ")"),
             "optimizer": optimizer_note(megatron, layout),
             "activations": f"in flight {acts.in_flight} x {gib_text(acts.per_pass)} per pass "
             f"({pack.tokens} tokens per micro-batch)",
@@ -658,6 +741,11 @@ def training_phase(
     batches = f"{pack.micro_batches} micro-batches" if pack.known else "a mini-batch of unknown size: the pipeline full"
     lines = (stage_note(stage, layout), f"{pack.tokens} tokens per micro-batch on a rank, {batches}")
     return with_margins(name, values, notes, outside(arch, knobs, layout), capacity_gib, *lines)
+
+
+def trained(megatron: MegatronKnobs, stage: Stage) -> float:
+    """Parameters on this rank that train: the adapters under LoRA, else all."""
+    return stage.adapters if megatron.lora is not None else stage.params
 
 
 def optimizer_note(megatron: MegatronKnobs, layout: Layout) -> str:
@@ -682,7 +770,7 @@ def logprob_phase(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs, cap
     over its micro-batches, beside what the other role keeps resident; the worse pass on the worse stage."""
     candidates = []
     for role, layout in (("actor", megatron.actor), ("ref", megatron.ref)):
-        if role == "ref" and not knobs.ref_model:
+        if role == "ref" and not holds_a_reference(knobs):
             continue
         pack = packing(knobs, layout, knobs.logprob_tokens, knobs.batch_sequences)
         for actor_stage, ref_stage in paired(arch, megatron):
@@ -788,7 +876,7 @@ def host_ram_terms(arch: Architecture, knobs: Knobs, megatron: MegatronKnobs) ->
             ),
             (
                 "the reference's offloaded params",
-                held.ref_params if knobs.ref_model and megatron.ref_param_offload else 0.0,
+                held.ref_params if holds_a_reference(knobs) and megatron.ref_param_offload else 0.0,
                 "actor_rollout_ref.ref.megatron.param_offload=false",
             ),
         ]

@@ -364,7 +364,7 @@ class Knobs:
             param_offload=bool(fsdp.get("param_offload", False)),
             optimizer_offload=bool(fsdp.get("optimizer_offload", False)),
             ref_model=bool(actor["use_kl_loss"] or verl["algorithm"].get("use_kl_in_reward")),
-            lora_rank=int(model.get("lora_rank") or 0),
+            lora_rank=trained_lora_rank(model, str(actor.get("strategy"))),
             entropy=bool(actor.get("calculate_entropy") or actor.get("entropy_coeff")),
             fused_kernels=bool(model.get("use_fused_kernels")),
             engine=rollout["name"],
@@ -377,7 +377,7 @@ class Knobs:
             fsdp_size=int(fsdp.get("fsdp_size", -1)),
             sequence_parallel=max(1, int(actor.get("ulysses_sequence_parallel_size") or 1)),
             model_dtype_bytes=dtype_bytes(fsdp.get("model_dtype", "fp32")),
-            ref_in_actor=int(model.get("lora_rank") or 0) > 0 or model.get("lora_adapter_path") is not None,
+            ref_in_actor=reference_in_actor(model),
             ref_dtype_bytes=dtype_bytes(ref_fsdp.get("model_dtype", "fp32")),
             flash_ce=flash_ce,
             entropy_compiled=bool(actor.get("use_torch_compile", True)) and bool(model.get("use_remove_padding", True)),
@@ -554,6 +554,25 @@ def reward_model_knobs(verl: dict[str, Any]) -> dict[str, Any]:
         "reward_engine": str(rollout.get("name") or "vllm"),
         "reward_engine_fraction": float(rollout.get("gpu_memory_utilization") or 0.5),
     }
+
+
+def trained_lora_rank(model: Mapping[str, Any], strategy: str) -> int:
+    """The LoRA rank the actor's engine applies: verl 0.9.1's Megatron engine builds Megatron-Bridge's PEFT from
+    model.lora (workers/config/megatron_peft.py get_peft_cls: lora.rank > 0), its FSDP engine reads model.lora_rank;
+    neither reads the other's key."""
+    if strategy == "megatron":
+        return int((model.get("lora") or {}).get("rank") or 0)
+    return int(model.get("lora_rank") or 0)
+
+
+def reference_in_actor(model: Mapping[str, Any]) -> bool:
+    """verl 0.9.1's ref_in_actor (trainer/ppo/ray_trainer.py, v1/trainer_base.py): model.lora.rank, else
+    model.lora_rank, above 0, or a LoRA adapter to load: the reference is the actor with its adapters off, no model
+    of its own."""
+    rank = int((model.get("lora") or {}).get("rank") or 0)
+    if rank <= 0:
+        rank = int(model.get("lora_rank") or 0)
+    return rank > 0 or model.get("lora_adapter_path") is not None
 
 
 def foreach_optimizer(optim: dict[str, Any]) -> bool:

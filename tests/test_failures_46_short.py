@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from launch.report import failures
 
@@ -51,3 +52,26 @@ def test_a_log_that_kept_only_frames_says_the_function_and_file_first():
     failure = failures.classify(log)
     assert failure.kind == "reward_error"
     assert failure.short(200) == "reward_error: <module> (/home/u/proj/rewards/judge_reward.py:16)"
+
+
+def verl_loads(tmp_path: Path, file: str, source: str | None) -> str:
+    """What verl 0.9.1's loader of reward.custom_reward_function prints for `file` (None: no such file)."""
+    path = tmp_path / file
+    if source is not None:
+        path.write_text(source)
+    load = (
+        "from omegaconf import OmegaConf\nfrom verl.trainer.ppo.reward import get_custom_reward_fn\n"
+        "get_custom_reward_fn(OmegaConf.create({'reward': {'custom_reward_function': "
+        f"{{'path': '{path}', 'name': 'compute_score', 'reward_kwargs': {{}}}}}}}}))\n"
+    )
+    return interpreter_says("-c", load)
+
+
+def test_verls_loader_missing_the_function_or_the_file_says_which_first(tmp_path: Path):
+    unnamed = failures.classify(verl_loads(tmp_path, "scorer.py", "def other(solution):\n    return 0\n"))
+    assert unnamed.kind == "reward_error"
+    assert unnamed.short(200) == f"reward_error: compute_score not found in {tmp_path}/scorer.py"
+    assert unnamed.short() == "reward_error: compute_score not found in…"  # the missing name, in a status cell
+    missing = failures.classify(verl_loads(tmp_path, "not_there.py", None))
+    assert missing.kind == "reward_error"
+    assert missing.short(200) == f"reward_error: module file not found: {tmp_path}/not_there.py"

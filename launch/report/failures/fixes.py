@@ -46,7 +46,9 @@ from launch.report.failures.signatures import (
     PROMPT_FILLS_CONTEXT,
     RECORD_FIELD,
     REDIS_RETRY,
+    REWARD_FILE_MISSING,
     REWARD_MODULE_FAILED,
+    REWARD_NAME_MISSING,
     RUN_MODULE_FAILED,
     SAVED_DATASET_INCOMPLETE,
     SEGFAULT,
@@ -1710,16 +1712,9 @@ REWARD_FRAME_AT = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<function
 RAISED_AT_LINE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
-# verl loading reward.custom_reward_function (verl/utils/import_utils.py load_module, load_extern_object): the file is
-# not there, or has no function of that name; a scorer that raised is reward_fix_from_log's
-REWARD_FILE_MISSING = re.compile(r"Custom module file not found: module_path='(?P<path>[^']+)'")
-REWARD_NAME_MISSING = re.compile(
-    r"Object not found in module: object_name='(?P<name>[^']+)', module_path='(?P<path>[^']+)'"
-)
-
-
 def reward_file_fix(log_text: str) -> tuple[str, Details] | None:
-    """The custom reward function verl could not load: the path or the name to fix."""
+    """The custom reward function verl could not load (signatures.REWARD_FILE_MISSING, REWARD_NAME_MISSING): the path
+    or the name to fix; a scorer that raised is reward_fix_from_log's."""
     missing = REWARD_FILE_MISSING.search(log_text)
     if missing:
         path = missing.group("path")

@@ -673,13 +673,18 @@ FRAME_LINE = re.compile(r'^File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<na
 
 def said_first(body: str) -> str:
     """The line with what failed first: runpy's refusal of `python -m` without the interpreter's path Python puts
-    before it (the fix names that Python), the missing module first; a frame, where a log cut short kept only that, as
-    `function (file:line)`, as the hang's evidence names one (launch/watchdog.py frame_text)."""
+    before it (the fix names that Python), the missing module first; verl's loader missing a file or a name in it, as
+    that file or name (its own words put them last, past a status cell's width); a frame, where a log cut short kept
+    only that, as `function (file:line)`, as the hang's evidence names one (launch/watchdog.py frame_text)."""
     run = RUN_MODULE_FAILED.search(body)
     if run is not None and run["bare"]:
         return f"No module named {run['bare']}"
     if run is not None:
         return f"{run['error']}: {run['message']} (python -m {run['entry']})"
+    if unnamed := REWARD_NAME_MISSING.search(body):
+        return f"{unnamed['name']} not found in {unnamed['path']}"
+    if missing := REWARD_FILE_MISSING.search(body):
+        return f"module file not found: {missing['path']}"
     frame = FRAME_LINE.match(body)
     return f"{frame['name']} ({frame['path']}:{frame['line']})" if frame else body
 
@@ -952,6 +957,12 @@ def unparsable_model_config(lines: list[str]) -> list[str]:
 # import the job's environment lacks, a syntax error) is re-raised as this RuntimeError, the file's own exception as its
 # direct cause, printed above it
 REWARD_MODULE_FAILED = re.compile(r"Error loading module from module_path='(?P<path>[^']+)'")
+# verl loading a module by its path (load_module, load_extern_object: reward.custom_reward_function, a custom dataset
+# class): the file is not there, or has no object of that name
+REWARD_FILE_MISSING = re.compile(r"Custom module file not found: module_path='(?P<path>[^']+)'")
+REWARD_NAME_MISSING = re.compile(
+    r"Object not found in module: object_name='(?P<name>[^']+)', module_path='(?P<path>[^']+)'"
+)
 
 
 def module_load_cause(lines: list[str]) -> list[str]:

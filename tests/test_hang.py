@@ -399,10 +399,10 @@ VIEWS = {False: "python", True: "native"}
 @pytest.mark.parametrize(
     "child, state, call",
     [
-        ("item", watchdog.GPU_WAIT, "cudaLaunchKernel (libcudart.so.13) in <module> (item.py:8)"),
+        ("item", watchdog.GPU_WAIT, "cudaLaunchKernel (libcudart.so.13) in <module> (/tmp/h/work/item.py:8)"),
         ("synchronize", watchdog.GPU_WAIT, "cudaDeviceSynchronize (libcudart.so.13) in synchronize ("),
-        ("to_host", watchdog.GPU_WAIT, "cudaMemcpyAsync (libcudart.so.13) in <module> (to_host.py:8)"),
-        ("python_loop", watchdog.CODE, "<module> (python_loop.py:9)"),
+        ("to_host", watchdog.GPU_WAIT, "cudaMemcpyAsync (libcudart.so.13) in <module> (/tmp/h/work/to_host.py:8)"),
+        ("python_loop", watchdog.CODE, "<module> (/tmp/h/work/python_loop.py:9)"),
     ],
 )
 def test_a_rank_waiting_on_its_gpu_is_told_from_one_busy_in_code_by_its_native_frames(
@@ -497,8 +497,9 @@ def test_py_spy_dumps_every_python_process_of_a_tree_and_names_the_blocked_call(
 
     stacks = wait_until(both_blocked, 60, "both children blocked in their calls", poll_s=0.5)
     by_rank = {stack.rank: stack for stack in stacks}  # type: ignore[union-attr]
-    assert "readinto (socket.py:" in by_rank["0"].blocked_call and "update_actor (blocked.py:" in by_rank["0"].caller
-    assert by_rank["1"].blocked_call.startswith("compute_score (blocked.py:") and by_rank["1"].state == watchdog.CODE
+    script = tmp_path / "blocked.py"  # the user's own file: by its full path
+    assert "readinto (socket.py:" in by_rank["0"].blocked_call and f"update_actor ({script}:" in by_rank["0"].caller
+    assert by_rank["1"].blocked_call.startswith(f"compute_score ({script}:") and by_rank["1"].state == watchdog.CODE
     names = sorted(path.name for path in stacks_dir.iterdir())
     assert f"n1-rank0-pid{by_rank['0'].pid}.txt" in names and f"n1-rank1-pid{by_rank['1'].pid}.txt" in names
     assert f"n1-pid{blocked_tree.pid}-blocked.txt" in names and "n1.json" in names
@@ -506,7 +507,7 @@ def test_py_spy_dumps_every_python_process_of_a_tree_and_names_the_blocked_call(
     assert dump.startswith(f"Process {by_rank['0'].pid}: ") and "rank: 0" in dump and "HTTPResponse.begin" in dump
     # the rank that looks busy in code is looked at again with its native frames: a lock, not a GPU, so still code
     native = (stacks_dir / f"n1-rank1-pid{by_rank['1'].pid}.txt").read_text().split("With native frames")[1]
-    assert "PyThread_acquire_lock" in native and "compute_score (blocked.py:" in native
+    assert "PyThread_acquire_lock" in native and f"compute_score ({script}:" in native
     verdict = watchdog.judge(stacks, [], watchdog.stacks_missing(stacks))  # type: ignore[arg-type]
     assert verdict.stuck == ["n1:rank0", "n1:rank1"] and not verdict.transient  # a deadlock comes back
     assert verdict.phase == "update_actor" or verdict.phase == "reward"
@@ -583,7 +584,7 @@ def test_two_node_job_hung_in_a_gloo_collective_ends_as_hang_with_every_ranks_st
         for rank, node in enumerate(("c1", "c1", "c2", "c2")):
             (dump,) = stacks.glob(f"{node}-rank{rank}-pid*.txt")
             text = dump.read_text()
-            assert "TrainerRank.update_actor (hang_driver.py:" in text, text
+            assert "TrainerRank.update_actor (/" in text and "/hang_driver.py:" in text, text
             blocked = "SocketIO.readinto (socket.py:" if rank == 3 else "all_reduce (torch/distributed/"
             assert blocked in text, text  # the blocked call, on every rank
         assert "all_reduce (torch/distributed/distributed_c10d.py:" in record["evidence"]

@@ -978,10 +978,10 @@ def reward_model_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) ->
     resident = _gib(resident_trainer_state(arch, knobs))
     outside = outside_torch(knobs)
     free = capacity_gib - resident - sum(term.gib for term in outside)
-    total = capacity_gib if knobs.reward_engine != "sglang" else max(free, 0.0)
+    reserve = engine_reservation(knobs.reward_engine, knobs.reward_engine_fraction, capacity_gib, free, 0.0)
     terms = (
         Term("resident trainer state", resident),
-        Term(f"reward model {knobs.reward_engine} reservation", knobs.reward_engine_fraction * total),
+        Term(f"reward model {knobs.reward_engine} reservation", reserve),
         *outside,
     )
     return Phase("reward model", terms, capacity_gib, ("its KV cache room is not judged: its architecture is unread",))
@@ -1008,10 +1008,29 @@ def engine_memory(
     card (launch/megatron_memory.py); by default the FSDP trainer's."""
     beside = beside or fsdp_beside(arch, knobs)
     free = capacity_gib - beside.resident_gib - sum(term.gib for term in beside.outside)
-    reserve = knobs.engine_fraction * (capacity_gib if knobs.engine != "sglang" else max(free, 0.0))
     weights = _gib(arch.params * 2 / knobs.rollout_tp)
     activations = _gib(ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * knobs.max_num_batched_tokens * arch.hidden)
+    reserve = engine_reservation(knobs.engine, knobs.engine_fraction, capacity_gib, free, weights + activations)
     return reserve, weights, activations, reserve - weights - activations
+
+
+# Engines whose rollout.gpu_memory_utilization is a share of the memory FREE when they start (engine_reservation):
+# the sum always fits, and a lower fraction only leaves less KV cache
+FREE_MEMORY_ENGINES = ("sglang", "trtllm")
+
+
+def engine_reservation(engine: str, fraction: float, capacity_gib: float, free_gib: float, loaded_gib: float) -> float:
+    """GiB an inference engine takes when it wakes, by how it reads rollout.gpu_memory_utilization: vLLM a fraction
+    of TOTAL memory (it refuses to start if that much is not free); SGLang a fraction of what is FREE when it starts;
+    TRT-LLM loads its weights and runs its working activations (`loaded_gib`) first, then takes the fraction of what
+    is free after them for its KV cache: verl 0.9.1 passes the key as KvCacheConfig.free_gpu_memory_fraction
+    (workers/rollout/trtllm_rollout/trtllm_async_server.py)."""
+    free = max(free_gib, 0.0)
+    if engine == "sglang":
+        return fraction * free
+    if engine == "trtllm":
+        return loaded_gib + fraction * max(free - loaded_gib, 0.0)
+    return fraction * capacity_gib
 
 
 def kv_per_sequence_gib(arch: Architecture, knobs: Knobs, tokens: int) -> float:
@@ -1032,9 +1051,9 @@ def engine_context(arch: Architecture, knobs: Knobs) -> int:
 
 def rollout_phase(arch: Architecture, knobs: Knobs, capacity_gib: float, beside: TrainerBeside | None = None) -> Phase:
     """The engine awake next to the resident trainer state. vLLM reserves a fraction of TOTAL memory (and refuses to
-    start if that much is not free); SGLang takes a fraction of what is FREE when it starts, so with SGLang the sum
-    always fits and the question is whether the KV cache keeps room for one full sequence. `beside`: as for
-    engine_memory."""
+    start if that much is not free); SGLang and TRT-LLM take a fraction of what is FREE (engine_reservation), so with
+    them the sum always fits and the question is whether the KV cache keeps room for one full sequence. `beside`: as
+    for engine_memory."""
     beside = beside or fsdp_beside(arch, knobs)
     reserve, weights, activations, kv_room = engine_memory(arch, knobs, capacity_gib, beside)
     kv_per_sequence = kv_per_sequence_gib(arch, knobs, knobs.sequence)

@@ -41,6 +41,7 @@ from launch.megatron_memory import HYBRID_VALUES, MegatronKnobs, fixes_beyond
 from launch.megatron_memory import estimate as megatron_estimate
 from launch.megatron_memory import summarize as megatron_summary
 from launch.memory import (
+    FREE_MEMORY_ENGINES,
     FSDP_EDGE,
     KNOB_KEYS,
     LEGACY_CRITIC_UPDATE_TOKENS,
@@ -266,7 +267,7 @@ def candidate_fixes(arch: Architecture, knobs: Knobs, capacity: float) -> list[F
         changes = {"engine_max_model_len": knobs.sequence}
         words = f"engine context {knobs.sequence}"
         fixes.append(Fix(f"cap the engine's context at prompt + response ({knobs.sequence} tokens)", changes, words))
-    if not rollout.fits and knobs.engine != "sglang":
+    if not rollout.fits and knobs.engine not in FREE_MEMORY_ENGINES:
         for step in range(int(knobs.engine_fraction * 20) - 1, 1, -1):
             fraction = step / 20
             lowered = rollout_phase(arch, with_changes(knobs, engine_fraction=fraction), capacity)

@@ -87,6 +87,8 @@ from launch.steptime import (
 from launch.verl_diff import option_tree
 
 if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+
     from launch.rundir import Plan
 
 CHECKS = choices_of(LaunchSettings, "skip_checks")
@@ -1202,15 +1204,32 @@ def importable_in_the_job(top: str, *more_dirs: str) -> bool:
     """A top-level module the job's Python finds: installed here (the job runs this venv, on the shared filesystem),
     in the checkout (the job starts in its snapshot), or in `more_dirs` (the job's PYTHONPATH, a module's own
     directory)."""
+    return module_in_the_job(top, *more_dirs) is not None
+
+
+def module_in_the_job(name: str, *more_dirs: str) -> ModuleSpec | None:
+    """The spec of a (dotted) module the job's Python finds where importable_in_the_job looks for its top-level
+    package, each further part looked up in its parent's directories: importlib's find_spec would import (run) the
+    parent packages first. None where no place has it."""
     from importlib.machinery import PathFinder
     from importlib.util import find_spec
 
     from launch.schema import PROJECT_DIR
 
+    top, *parts = name.split(".")
     try:
-        return find_spec(top) is not None or PathFinder.find_spec(top, [str(PROJECT_DIR), *more_dirs]) is not None
+        found = [find_spec(top), PathFinder.find_spec(top, [str(PROJECT_DIR), *more_dirs])]
     except (ImportError, ValueError):  # an empty or relative name
-        return False
+        return None
+    for spec in found:
+        for depth in range(1, len(parts) + 1):
+            if spec is None or not spec.submodule_search_locations:
+                spec = None
+                break
+            spec = PathFinder.find_spec(".".join([top, *parts[:depth]]), list(spec.submodule_search_locations))
+        if spec is not None:
+            return spec
+    return None
 
 
 def job_pythonpath(plan: Plan) -> list[str]:
@@ -2053,7 +2072,7 @@ def file_problem(verl: dict[str, Any], key: str, job: JobDirectory, verl_roots: 
     written = Path(str(path).removeprefix("file://"))
     if written.is_absolute():
         return None if written.is_file() else f"{key} '{path}' does not exist: verl opens it in the job; fix the path"
-    if job.holds(written) or any((root / written).is_file() for root in verl_roots):
+    if found_in_the_job(str(path), job, verl_roots) is not None:
         return None
     where = job.said + (", then verl's own package" if verl_roots else "")
     if written.is_file():
@@ -2107,9 +2126,17 @@ def is_main_guard(test: ast.expr) -> bool:
 def module_file(path: str, job: JobDirectory) -> Path | None:
     """The file a module path names, where file_problem found it (an absolute path, or under the job's directory);
     None where it is missing."""
+    return found_in_the_job(path, job)
+
+
+def found_in_the_job(path: str, job: JobDirectory, verl_roots: tuple[Path, ...] = ()) -> Path | None:
+    """Where this machine reads the file the job opens at `path`: as written where absolute, else under the job's
+    directory, then `verl_roots` in order (verl's resolve_config_path); None where it is missing."""
     written = Path(path.removeprefix("file://"))
-    found = written if written.is_absolute() else job.readable(written)
-    return found if found.is_file() else None
+    if written.is_absolute():
+        return written if written.is_file() else None
+    places = [job.readable(written), *(root / written for root in verl_roots)]
+    return next((place for place in places if place.is_file()), None)
 
 
 def object_problem(verl: dict[str, Any], key: str, job: JobDirectory, search: Sequence[str] = ()) -> str | None:
@@ -2124,17 +2151,10 @@ def object_problem(verl: dict[str, Any], key: str, job: JobDirectory, search: Se
     found = module_file(str(path), job)
     if found is None:
         return None  # file_problem says where it is missing
-    try:
-        names = module_names(found.read_text(errors="replace"))
-    except SyntaxError as error:
-        return f"{key}={path} does not parse ({error.msg}, line {error.lineno}): verl imports it in the job; fix it"
-    missing = unimportable_imports(found.read_text(errors="replace"), found.parent, [job.path, *search])
-    if missing:
-        return (
-            f"{key}={path} imports {', '.join(missing)}, which the job's Python ({sys.executable}) does not have: "
-            f"verl fails as it loads the file (Error loading module from module_path=...); install "
-            f"{'them' if len(missing) > 1 else 'it'} in the job's environment, or fix {key}"
-        )
+    unloadable = source_problem(f"{key}={path}", found, [job.path, *search], LOADING_FAILS, f"fix {key}")
+    if unloadable:
+        return unloadable
+    names = module_names(found.read_text(errors="replace"))
     if names is None or str(name) in names:
         return None
     defined = sorted(n for n in names if not n.startswith("_") and n[:1].islower() == str(name)[:1].islower())
@@ -2143,6 +2163,125 @@ def object_problem(verl: dict[str, Any], key: str, job: JobDirectory, search: Se
         f"{name_key}={name}: {path} defines no {name}{listed}; verl 0.9.1 would fail in the job as it loads it "
         f"(AttributeError): set {name_key} to the function or class it has"
     )
+
+
+# how verl fails on a module file it loads by path (utils/import_utils.py load_module)
+LOADING_FAILS = "verl fails as it loads the file (Error loading module from module_path=...)"
+
+
+def source_problem(named: str, found: Path, search: Sequence[str], fails: str, fix: str) -> str | None:
+    """A Python file the job runs that does not parse, or imports a top-level module the job's Python lacks (read
+    with ast, never run here). `named` starts the line; `fails` says how the job fails; `fix` ends it."""
+    source = found.read_text(errors="replace")
+    try:
+        ast.parse(source)
+    except SyntaxError as error:
+        return f"{named} does not parse ({error.msg}, line {error.lineno}): verl imports it in the job; fix it"
+    missing = unimportable_imports(source, found.parent, search)
+    if not missing:
+        return None
+    return (
+        f"{named} imports {', '.join(missing)}, which the job's Python ({sys.executable}) does not have: {fails}; "
+        f"install {'them' if len(missing) > 1 else 'it'} in the job's environment, or {fix}"
+    )
+
+
+TOOL_CONFIG = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+FUNCTION_TOOLS = "actor_rollout_ref.rollout.multi_turn.function_tool_path"
+# verl's AgentLoopWorker loads every tool as it starts (experimental/agent_loop/agent_loop.py load_all_tools), after
+# the job got its nodes and loaded the model
+AGENT_LOOP_FAILS = "verl fails as its agent loop starts, after the job got its nodes and loaded the model"
+
+
+def tool_problems(
+    verl: dict[str, Any], job: JobDirectory, verl_roots: tuple[Path, ...], search: list[str] | None
+) -> list[str]:
+    """The tools a tool config names, as verl 0.9.1 loads them (tools/tool_registry.py initialize_tools_from_config):
+    the file's `tools` list, each entry's config.type a ToolType (native alone: verl removed its MCP tools), and its
+    class_name a module.Class that get_tool_class imports with find_spec + module_from_spec (a missing module is
+    AttributeError on None) and getattr. `search`: the job's directory and PYTHONPATH; None where the job's Python is
+    not this one (a container), which leaves the modules to the job."""
+    path = select(verl, TOOL_CONFIG)
+    found = found_in_the_job(str(path), job, verl_roots) if path else None
+    if found is None:
+        return []  # none, or file_problem says where it is missing
+    named = f"{TOOL_CONFIG}={path}"
+    try:
+        tools = OmegaConf.to_container(OmegaConf.load(found), resolve=False)
+    except Exception as error:  # a YAML error names line and column on its first line
+        return [f"{named}: not a config OmegaConf reads ({str(error).splitlines()[0]}): {AGENT_LOOP_FAILS}; fix it"]
+    entries = tools.get("tools") if isinstance(tools, dict) else None
+    if not isinstance(entries, list):
+        return [f"{named} has no `tools:` list, which verl reads: {AGENT_LOOP_FAILS}; write one"]
+    problems = [tool_problem(tool, f"{named}: tools[{index}]", search) for index, tool in enumerate(entries)]
+    return [problem for problem in problems if problem]
+
+
+def tool_problem(tool: Any, named: str, search: list[str] | None) -> str | None:
+    """One entry of a tool config (tool_problems)."""
+    config = tool.get("config") if isinstance(tool, dict) else None
+    class_name = tool.get("class_name") if isinstance(tool, dict) else None
+    kind = config.get("type") if isinstance(config, dict) else None
+    if kind != "native":
+        return (
+            f"{named} ({class_name}) has config.type {kind!r}: verl 0.9.1 loads native tools alone (tools/"
+            f"tool_registry.py ToolType; MCP tools were removed): {AGENT_LOOP_FAILS} (ValueError); set its "
+            "config.type: native for a BaseTool class of yours, or drop the tool"
+        )
+    if not isinstance(class_name, str) or not re.fullmatch(r"[\w.]+\.\w+", class_name):
+        return f"{named}.class_name {class_name!r} is not module.Class, which verl imports: {AGENT_LOOP_FAILS}; fix it"
+    if search is None:
+        return None
+    module, _, name = class_name.rpartition(".")
+    spec = module_in_the_job(module, *search)
+    if spec is None:
+        return (
+            f"{named}.class_name {class_name}: the job's Python has no module {module}{modules_beside(module, search)}"
+            f": {AGENT_LOOP_FAILS} (tools/tool_registry.py get_tool_class: AttributeError); "
+            "write the tool as a BaseTool class in a module of your own (in the checkout or on cluster.env.PYTHONPATH)"
+            " and name it in class_name, install the package that has it, or drop the tool"
+        )
+    if not spec.origin or not spec.origin.endswith(".py"):
+        return None  # an extension module or a namespace package: left to the job
+    found = Path(spec.origin)
+    unloadable = source_problem(f"{named}.class_name {class_name} ({found})", found, search, AGENT_LOOP_FAILS, "fix it")
+    if unloadable:
+        return unloadable
+    names = module_names(found.read_text(errors="replace"))
+    if names is None or name in names:
+        return None
+    classes = sorted(n for n in names if n[:1].isupper())
+    listed = f" (it defines {', '.join(classes[:8])})" if classes else ""
+    return (
+        f"{named}.class_name {class_name}: {found} defines no {name}{listed}; {AGENT_LOOP_FAILS} (AttributeError): "
+        "name the class it has"
+    )
+
+
+def modules_beside(module: str, search: Sequence[str]) -> str:
+    """`(its package P holds a, b)`: what the package a missing module was looked for in does hold, where it exists
+    (verl 0.9.1's verl.tools, for the tools verl's examples name)."""
+    import pkgutil
+
+    package = module.rpartition(".")[0]
+    spec = module_in_the_job(package, *search) if package else None
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    held = sorted(info.name for info in pkgutil.iter_modules(list(spec.submodule_search_locations)))
+    return f" (its package {package} holds {', '.join(held[:12]) or 'no module'})"
+
+
+def function_tools_problem(
+    verl: dict[str, Any], job: JobDirectory, verl_roots: tuple[Path, ...], search: list[str] | None
+) -> str | None:
+    """verl runs a function_tool_path file as its agent loop starts (tools/function_tool.py
+    load_function_tools_from_path: spec_from_file_location + exec_module), so it fails on a module the file imports
+    that the job's Python lacks. `search` as tool_problems's."""
+    path = select(verl, FUNCTION_TOOLS)
+    found = found_in_the_job(str(path), job, verl_roots) if path else None
+    if found is None or search is None:
+        return None
+    return source_problem(f"{FUNCTION_TOOLS}={path}", found, search, AGENT_LOOP_FAILS, "fix the file")
 
 
 REWARD_FUNCTIONS = ("reward.custom_reward_function", "custom_reward_function")
@@ -2202,7 +2341,10 @@ def judge_files(plan: Plan, findings: Findings) -> None:
     job, package = JobDirectory.of(plan), verl_package_dir()
     search = [] if plan.container else job_pythonpath(plan)
     problems = [file_problem(verl, key, job) or object_problem(verl, key, job, search) for key in MODULE_FILES]
-    problems += [file_problem(verl, key, job, (package.parent, package)) for key in ROLLOUT_FILES]
+    roots = (package.parent, package)
+    problems += [file_problem(verl, key, job, roots) for key in ROLLOUT_FILES]
+    python_here = None if plan.container else [job.path, *search]
+    problems += [*tool_problems(verl, job, roots, python_here), function_tools_problem(verl, job, roots, python_here)]
     problems += [resume_checkpoint_problem(verl), checkpoint_dir_problem(verl)]
     problems.append(output_dir_problem(verl, "trainer.rollout_data_dir", "after the first step's rollout"))
     if validates(plan.verl):

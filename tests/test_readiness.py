@@ -574,7 +574,8 @@ def test_a_relative_file_is_checked_where_the_jobs_ray_workers_open_it(tmp_path:
     tracked = "rewards/verl_entry.py"  # in the snapshot, wherever rlaunch was started from
     for fine in (
         f"{key}={tmp_path / 'tools.yaml'}",
-        f"{key}={verl_own}",
+        # another rollout file, opened the same way: a tool config's tools are checked too (test_readiness_49_tools)
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={verl_own}",
         f"{reward}={tracked}",
         f"{reward}=file://{tmp_path}/my_reward.py",  # verl's other two forms
         f"{reward}=pkg://rewards.verl_entry",

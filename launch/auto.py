@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 
 from launch.errors import UserError
@@ -107,12 +108,38 @@ CONFIG_PATH_FLAGS = ("--config-path", "-cp")
 VERL_MODEL_ENGINES = {"dp": "fsdp", "megatron": "megatron"}
 
 
+class OwnConfigKeys:
+    """The overrides verl_config_name made of a config file of the user's own (own_verl_config), for every plan of
+    this invocation: a key the command line sets again over the file's is Hydra's layering (the file, then the
+    command line, as verl's own Hydra composes it), which plan.repeated_keys does not call a repeat. Hydra keeps no
+    trace of where an override came from. One per process, like chosen_cluster: verl_config_name sets it for each
+    invocation (none where it read no file of the user's)."""
+
+    overrides: frozenset[str] = frozenset()
+
+    def record(self, overrides: Sequence[str]) -> None:
+        self.overrides = frozenset(self.normal(override) for override in parse(overrides))
+
+    def made(self, override: Override) -> bool:
+        """Whether the file made `override` (read as Hydra's sweeper rewrites each job's overrides)."""
+        return self.normal(override) in self.overrides
+
+    @staticmethod
+    def normal(override: Override) -> str:
+        """The override as Hydra's BasicSweeper hands it to a job (`++key=value`, the value re-rendered)."""
+        return f"{override.get_key_element()}={override.get_value_element_as_str()}"
+
+
+own_config_keys = OwnConfigKeys()
+
+
 def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
     """argv with verl's `--config-name=ppo_megatron_trainer` (`-cn X`, `'X.yaml'`) or `model_engine=megatron` written
     as `backend=megatron` (ppo_trainer and model_engine=dp as backend=fsdp), verl's --config-path dropped with it, and
     a note per rewrite. A config of the user's own that extends one of verl's (`own_verl_config`) becomes that
-    backend and its keys, as overrides before the command line's. UserError for another config or engine, or one the
-    command line's own backend=... contradicts."""
+    backend and its keys, as overrides before the command line's (recorded in own_config_keys). UserError for another
+    config or engine, or one the command line's own backend=... contradicts."""
+    own_config_keys.record(())
     rewritten, notes, backend = [], [], None
     config_path: str | None = None
     config_name: tuple[str, str] | None = None
@@ -152,6 +179,7 @@ def verl_config_name(argv: list[str]) -> tuple[list[str], list[str]]:
         else:
             backend, file_overrides, note = own_verl_config(config_path, name, f"{flag}={value}")
             rewritten = [*file_overrides, *rewritten]  # before the command line's: Hydra lets the later one win
+            own_config_keys.record(file_overrides)
             notes.append(note)
     if backend is None:
         return argv, []

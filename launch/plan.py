@@ -12,15 +12,17 @@ import hashlib
 import math
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.types import OverrideType
+from hydra.core.override_parser.types import Override, OverrideType
 from omegaconf import DictConfig, OmegaConf
 
 from algos.pcgrad_checks import single_task_warning
 from algos.verl_entry_points import hydra_entry_command
 from launch import snapshot, watchdog
+from launch.auto import own_config_keys
 from launch.calibration import StoreRecord, cluster_identity, planned_forecast
 from launch.compose_once import full_resolution
 from launch.container import resolve as resolve_container
@@ -230,12 +232,14 @@ UNREAD_BY_VERL = {
 }
 
 
-def repeated_keys(overrides: list[str]) -> list[str]:
+def repeated_keys(overrides: list[str], from_file: Callable[[Override], bool] = lambda _: False) -> list[str]:
     """A key set twice on one command line (a pasted script's own value, then the user's "$@"): Hydra keeps the last
-    without a word. Said, with both values, so a silent change is seen."""
+    without a word. Said, with both values, so a silent change is seen. `from_file`: whether a config file of the
+    user's own made an override (launch.auto.own_config_keys); the command line setting one of its keys again is
+    Hydra's layering, as verl's own Hydra composes the file, not a repeat."""
     values: dict[str, list[str]] = {}
     for override in parse(overrides):
-        if "." in key_of(override) and override.type != OverrideType.DEL:
+        if "." in key_of(override) and override.type != OverrideType.DEL and not from_file(override):
             values.setdefault(key_of(override), []).append(override.get_value_string())
     return [
         f"{key} is given {len(given)} times ({', '.join(given)}): the last, {given[-1]}, is used"
@@ -587,7 +591,7 @@ def make_plan(
         + megatron_not_modelled(verl)
         + ignored_batch_knobs(cfg, overrides)
         + unread_keys(cfg, overrides)
-        + repeated_keys(overrides)
+        + repeated_keys(overrides, own_config_keys.made)
         + algo_suggestion(cfg, overrides, changes)
         + single_task_warning(cfg)
         + slurm_unreachable_warning(cfg, facts),

@@ -172,9 +172,12 @@ def architecture_of(raw: dict) -> dict:
     """A HF config.json in llm.* names (multimodal configs keep the language model under text_config). The MoE and
     latent-attention fields are always given (0 for a dense model), so a dense config.json read for a path also
     clears what an MoE llm/ table would have said."""
+    outer = raw
     raw = raw.get("text_config", raw) if "num_hidden_layers" not in raw else raw
     architecture = {ours: raw[theirs] for theirs, ours in HF_ARCHITECTURE_KEYS.items() if theirs in raw}
     architecture |= experts_of(raw) | latent_attention_of(raw)
+    if vision := vision_params_of(outer):
+        architecture["vision_params"] = vision
     if "head_dim" not in architecture and {"hidden", "heads"} <= architecture.keys():
         architecture["head_dim"] = architecture["hidden"] // architecture["heads"]
     architecture.setdefault("kv_heads", architecture.get("heads"))
@@ -199,6 +202,42 @@ def experts_of(raw: dict) -> dict[str, int]:
     shared = _count(raw, "shared_expert_intermediate_size") or _count(raw, "n_shared_experts") * width
     dense = _count(raw, "first_k_dense_replace") or len(raw.get("mlp_only_layers") or [])
     return dict(zip(MOE_FIELDS, (experts, _count(raw, "num_experts_per_tok"), width, shared, dense), strict=True))
+
+
+# vision towers whose MLP is a SwiGLU (gate, up, down: Qwen2.5-VL's Qwen2_5_VLMLP); the others' is fc1 -> fc2
+GATED_VISION_MLP = ("qwen2_5_vl",)
+
+
+def vision_params_of(raw: dict) -> int:
+    """The parameters of a vision-language model's vision tower from its config.json's vision_config (0 without
+    one), as Qwen2-VL / Qwen2.5-VL / Qwen3-VL build it (transformers' modeling_qwen2_vl, modeling_qwen2_5_vl): the
+    patch embedding (in_chans x temporal_patch_size x patch_size^2 x width), `depth` blocks of attention (qkv and
+    output projections with biases) and MLP, and the merger (each spatial_merge_size^2 patches' features through two
+    linears to the language model's width), one more per Qwen3-VL deepstack layer. Qwen2-VL names the tower's width
+    embed_dim and its output hidden_size; Qwen2.5-VL hidden_size and out_hidden_size. Counted within 0.1% of
+    transformers' own count for Qwen2-VL-7B and Qwen2.5-VL-7B (norms counted as one weight vector each)."""
+    vision = raw.get("vision_config")
+    if not isinstance(vision, dict):
+        return 0
+    width = _count(vision, "embed_dim") or _count(vision, "hidden_size")
+    depth = _count(vision, "depth") or _count(vision, "num_hidden_layers")
+    if not width or not depth:
+        return 0
+    language = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    out = _count(vision, "out_hidden_size") or (
+        _count(vision, "hidden_size") if vision.get("embed_dim") else _count(language, "hidden_size")
+    )
+    mlp = _count(vision, "intermediate_size") or int(float(vision.get("mlp_ratio") or 4) * width)
+    gated = str(vision.get("model_type") or raw.get("model_type")) in GATED_VISION_MLP
+    attention = 4 * width * width + 4 * width
+    block = attention + (3 if gated else 2) * width * mlp + (2 if gated else 1) * mlp + width + 2 * width
+    channels = _count(vision, "in_chans") or _count(vision, "in_channels") or 3
+    patch = channels * max(1, _count(vision, "temporal_patch_size")) * _count(vision, "patch_size") ** 2 * width
+    merged = width * max(1, _count(vision, "spatial_merge_size")) ** 2
+    merger = width + merged * merged + merged + merged * out + out
+    mergers = 1 + len(vision.get("deepstack_visual_indexes") or ())
+    positions = _count(vision, "num_position_embeddings") * width  # Qwen3-VL's learned position embedding
+    return depth * block + patch + mergers * merger + positions
 
 
 def latent_attention_of(raw: dict) -> dict[str, int]:

@@ -426,8 +426,9 @@ class Stage:
 
 def stages(arch: Architecture, layout: Layout, lora: Lora | None = None) -> list[Stage]:
     """Each pipeline stage's layers (a MoE model's dense layers lead) and parameters on one of its ranks: the
-    first stage also holds the embedding, the last the final norm and the vocabulary head (a tied head is a copy
-    there when the pipeline has several stages); with `lora`, the adapters beside its layers."""
+    first stage also holds the embedding (and a vision tower, counted as split over TP like the rest), the last the
+    final norm and the vocabulary head (a tied head is a copy there when the pipeline has several stages); with
+    `lora`, the adapters beside its layers."""
     result, start = [], 0
     head = arch.vocab * arch.hidden if (not arch.tied_embeddings or layout.pp > 1) else 0
     for index, count in enumerate(layout.stage_layers(arch.layers)):
@@ -435,7 +436,7 @@ def stages(arch: Architecture, layout: Layout, lora: Lora | None = None) -> list
         dense = max(0, min(count, arch.dense_layers - start)) if arch.is_moe else count
         moe = count - dense
         weights = dense * arch.dense_layer_params + moe * (arch.moe_layer_params - arch.expert_params_per_layer)
-        weights += arch.vocab * arch.hidden if index == 0 else 0
+        weights += arch.vocab * arch.hidden + arch.vision_params if index == 0 else 0
         weights += head + arch.hidden if index == layout.pp - 1 else 0
         experts = moe * arch.expert_params_per_layer / (layout.ep * layout.etp)
         adapters = (0.0, 0.0)

@@ -145,6 +145,9 @@ class Architecture:
     v_head_dim: int = 0
     # the context verl 0.9.1 gives the rollout engine when rollout.max_model_len is null (0: not known)
     max_position_embeddings: int = 0
+    # a vision-language model's vision tower (launch/facts.py vision_params_of; 0: none, or not read): trained,
+    # stored and served with the decoder, but not on a text token's path
+    vision_params: int = 0
 
     @classmethod
     def from_llm(cls, llm: Mapping[str, Any]) -> Architecture:
@@ -227,15 +230,17 @@ class Architecture:
 
     @property
     def params(self) -> int:
-        return self.decoder_params + self.embedding_params + self.hidden
+        return self.decoder_params + self.embedding_params + self.hidden + self.vision_params
 
     @property
     def active_params(self) -> int:
-        """Parameters one token passes through: a MoE layer's routed experts count experts_per_token of experts."""
+        """Parameters one text token passes through: a MoE layer's routed experts count experts_per_token of
+        experts; the vision tower runs on image patches, not on the tokens."""
+        text = self.params - self.vision_params
         if not self.is_moe:
-            return self.params
+            return text
         idle_experts = (self.experts - self.experts_per_token) * 3 * self.hidden * self.moe_intermediate
-        return self.params - self.moe_layers * idle_experts
+        return text - self.moe_layers * idle_experts
 
     @property
     def kv_bytes_per_token(self) -> int:

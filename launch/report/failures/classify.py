@@ -40,6 +40,7 @@ from launch.report.failures.signatures import (
     Failure,
     match_kind,
     strip_prefix,
+    unlabelled,
     unwrap,
 )
 from launch.rundir import HANG_DIR, STARTUP_PHASE, hang_records
@@ -120,7 +121,10 @@ IP_ADDRESS = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 
 def classify(text: str, attempt: int | None = None, host: str | None = None) -> Failure:
     """The cause of one attempt's failure from its log text (a bare log is one attempt), its node named as SLURM
-    names it where srun's own line says (a run directory's records say it too: classify.with_slurm_node)."""
+    names it where srun's own line says (a run directory's records say it too: classify.with_slurm_node). A log of
+    `srun --label` is read, and its evidence shown, without the task labels: the summary reads a line by its start,
+    and srun's own summary line, which no label hides, names the node."""
+    text = unlabelled(text)
     failure = cause_in_log(text, attempt, host)
     lines = [clean(line) for line in text.splitlines()]
     named = {found["node"] for line in lines if (found := SRUN_TASK_NODE.match(strip_prefix(line)))}
@@ -301,8 +305,8 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
         if failure.kind == "unknown" and attempt.number == len(attempts):
             # the job's log shows only rlaunch's wrapper: the cause is in the node-local logs copied into the run
             extra = ray_texts(run_dir)
-            if extra:
-                deeper = classify(attempt.text + "\n" + extra, attempt.number, attempt.host)
+            if extra:  # each unlabelled on its own: the copied logs never carry srun's labels
+                deeper = classify(unlabelled(attempt.text) + "\n" + extra, attempt.number, attempt.host)
                 if deeper.kind != "unknown":
                     failure = deeper
         failure = requeued(failure, attempt, attempts, record)

@@ -28,7 +28,10 @@ from launch.report.failures.signatures import (
     GLOO_TIMEOUT,
     GPU_HELD,
     GRES_REFUSED,
+    HYDRA_FULL_KEY,
+    HYDRA_LOAD_CAUSE,
     HYDRA_OVERRIDE_GRAMMAR,
+    HYDRA_TARGET_MISSING,
     IB_COMPLETION_ERROR,
     IMPORT_FAILED,
     INTERPRETER,
@@ -51,6 +54,7 @@ from launch.report.failures.signatures import (
     REWARD_NAME_MISSING,
     RUN_MODULE_FAILED,
     SAVED_DATASET_INCOMPLETE,
+    SCRIPT_NOT_OPENED,
     SEGFAULT,
     SGLANG_NO_SLOTS,
     SLURM_MEM_REFUSED,
@@ -71,6 +75,7 @@ from launch.report.failures.signatures import (
     raised_in,
     strip_prefix,
     tracebacks,
+    unlabelled,
 )
 from launch.rundir import Plan, gib_text, requeue_signal_at_start
 
@@ -1057,6 +1062,61 @@ def import_failure_fix(failure: Failure, python_path: str | None = None) -> tupl
     return (
         f"the module {module} is not installed in the job's Python{python}: install it in the environment the "
         f"nodes run (the venv or container), or fix the PYTHONPATH (cluster.env.PYTHONPATH) that should hold it{where}"
+    ), details
+
+
+def script_missing_fix(failure: Failure) -> tuple[str, Details] | None:
+    """Python could not open the script the job runs (SCRIPT_NOT_OPENED): the path, and where to look for it."""
+    opened = next((found for line in failure.evidence if (found := SCRIPT_NOT_OPENED.search(line))), None)
+    if opened is None:
+        return None
+    path, details = opened["path"], {"script": opened["path"]}
+    if opened["errno"] != "2":
+        return f"{opened['python']} could not open the job's script {path}: {opened['reason']}", details
+    relative = "" if path.startswith("/") else " (a relative path resolves against the job's working directory)"
+    return (
+        f"the job's script {path} does not exist where the job ran ({opened['python']}): fix its path{relative} in "
+        "the job's command, and keep it on a filesystem every node sees (not a login node's local disk or /tmp)"
+    ), details
+
+
+def hydra_target_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
+    """Hydra could not instantiate a `_target_` (HYDRA_TARGET_MISSING): the target and the config key holding it, and
+    what importing it raised where the log holds Hydra's chain: a module of the target's own path missing (not
+    installed, or not on PYTHONPATH), no object of that name in its module, or a module the target's module imports
+    missing."""
+    located = next((found for line in failure.evidence if (found := HYDRA_TARGET_MISSING.search(line))), None)
+    if located is None:
+        return None
+    target = located["target"]
+    details: Details = {"target": target}
+    full_key = HYDRA_FULL_KEY.search(log_text)
+    key = f"{full_key['key']}._target_" if full_key else "the _target_"
+    cause = next((found for line in failure.evidence if (found := HYDRA_LOAD_CAUSE.match(strip_prefix(line)))), None)
+    named = MODULE_NAMED.search(cause["message"]) if cause else None
+    module = named["module"] if named else None
+    said = f"Hydra could not locate the _target_ {target}" + (f" ({key})" if full_key else "")
+    if cause is None:
+        return (
+            f"{said}: no module or object of that name is importable in the job's Python: check its spelling, and that "
+            "its package is installed in the nodes' environment or its directory is on PYTHONPATH "
+            "(cluster.env.PYTHONPATH); HYDRA_FULL_ERROR=1 shows the import error"
+        ), details
+    if module is None:
+        return f"{said}: importing it raised {cause['error']}({cause['message']}): fix that module", details
+    details["module"] = module
+    if module == target:  # Hydra tried the whole path as a module last: the object is not in its module
+        owner, name = target.rsplit(".", 1) if "." in target else (target, target)
+        return (f"{said}: {owner} has no {name}: fix the name (or the module path) in {key}", details)
+    if target.startswith(f"{module}."):
+        return (
+            f"{said}: the module {module} is not importable in the job's Python: install its package in the nodes' "
+            f"environment, or put the directory that holds {module.split('.')[0]} on PYTHONPATH "
+            "(cluster.env.PYTHONPATH)"
+        ), details
+    return (
+        f"{said}: its module imports {module}, which is not installed in the job's Python: install it in the "
+        "environment the nodes run (the venv or container)"
     ), details
 
 
@@ -2855,7 +2915,13 @@ def specific_fix(failure: Failure, log_text: str) -> tuple[str, Details] | None:
     if failure.kind == "cuda_oom":
         return cuda_oom_fix_from_log(failure, log_text)
     if failure.kind == "config_error":
-        return import_failure_fix(failure) or model_json_fix(failure) or config_fix_from_log(log_text)
+        return (
+            script_missing_fix(failure)
+            or hydra_target_fix(failure, log_text)
+            or import_failure_fix(failure)
+            or model_json_fix(failure)
+            or config_fix_from_log(log_text)
+        )
     if failure.kind == "reward_error":
         return (
             reward_server_fix(log_text)
@@ -3359,6 +3425,7 @@ PLAN_FIXES: dict[str, Callable[[Failure, FixContext, str], tuple[str, Details]]]
 def with_plan_fix(failure: Failure, context: FixContext | None, log_text: str) -> Failure:
     """The failure with its fix computed from the run's plan where the kind has one (a new Failure: the one given
     is left as it is)."""
+    log_text = unlabelled(log_text)  # as classify read it
     if context is not None and failure.kind in PLAN_FIXES:
         before = failure.details.get("before")
         fix, found = PLAN_FIXES[failure.kind](failure, context, log_text)

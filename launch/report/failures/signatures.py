@@ -104,6 +104,24 @@ PARQUET_NO_MAGIC = re.compile(r"Parquet magic bytes not found")
 EMPTY_HEAD = re.compile(r"(?:--address[= ]|IP Head: |ip_head=)['\"]?(:\d+)\b")
 # Hydra's pointer to its override grammar, which it prints under an override it could not parse
 HYDRA_OVERRIDE_GRAMMAR = re.compile(r"hydra\.cc/docs/[\w.]+/advanced/override_grammar")
+# hydra.utils.instantiate on a `_target_` it cannot import (hydra/_internal/instantiate/_instantiate2.py
+# _resolve_target): its module or its class missing, or the module raising as it is imported. Its chained ImportError
+# (hydra/_internal/utils.py _locate) puts what the import raised, as a repr, on the line after its own; the config key
+# that holds the target follows as `full_key: ` where it is not the top level
+HYDRA_TARGET_MISSING = re.compile(r"Error locating target '(?P<target>[^']+)'")
+HYDRA_TARGET_LOAD = re.compile(r"Error loading '(?P<target>[^']+)':\s*$")
+HYDRA_LOAD_CAUSE = re.compile(r"^(?P<error>\w+(?:Error|Exception))\((?P<message>.*)\)$")
+HYDRA_FULL_KEY = re.compile(r"^full_key: (?P<key>\S+)\s*$", re.MULTILINE)
+# Python unable to open the script it was given (`python /path/run.py`): the interpreter exits before any code runs;
+# Python 3.11 names the script by its absolute path, older ones as given
+SCRIPT_NOT_OPENED = re.compile(
+    r"(?<!\S)(?P<python>\S*python[\d.]*): can't open file '(?P<path>[^']+)': "
+    r"\[Errno (?P<errno>\d+)\] (?P<reason>.+?)\s*$"
+)
+# srun's --label (-l): each line of a task's output behind its task number, right-aligned to the widest (`0: `, ` 3: `,
+# `12: `); an empty line keeps its bare label. srun's own lines and slurmstepd's carry none
+SRUN_LABEL = re.compile(r"^\s*\d+:(?: |$)")
+SLURM_OWN_LINE = re.compile(r"^(?:srun|slurmstepd(?:-[\w.-]+)?|sbatch|salloc): ")
 # verl's DataProto.chunk (verl/protocol.py): a batch dispatched over a worker group whose size does not divide it
 UNEQUAL_CHUNK = re.compile(r"only support equal chunk\. Got size of DataProto (?P<size>\d+) and chunk (?P<chunks>\d+)")
 # verl mapping the actor's LoRA rank onto vLLM's max_lora_rank values (vllm_rollout/utils.py get_vllm_max_lora_rank)
@@ -471,6 +489,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         # and its pointer to the override grammar under a parse error
         r"\bIn '[^']+': Could not (?:find|load) '[^']+'|\bCannot find primary config '[^']+'",
         HYDRA_OVERRIDE_GRAMMAR.pattern,
+        # Hydra instantiating a `_target_` it cannot import, and Python refusing a script path it cannot open
+        HYDRA_TARGET_MISSING.pattern,
+        SCRIPT_NOT_OPENED.pattern,
         # a command line the script's argument parser refused, in each parser's own words: transformers'
         # HfArgumentParser, argparse (and draccus' and jsonargparse's on top of it), tyro, click and typer, draccus'
         # config files, pydantic models that forbid extra fields (v2 and v1)
@@ -649,10 +670,11 @@ LOG_HEADER = re.compile(
 
 
 # evidence lines that say where or through what an error passed, not what it was: a traceback's frame, Ray's header of a
-# remote task's exception (its own exception line follows), Hydra's wrapper of whatever a constructor raised, and
-# Ray's note that an actor died of an error in its constructor
+# remote task's exception (its own exception line follows), Hydra's wrapper of whatever a constructor raised (not its
+# failure to locate the target, which names it), and Ray's note that an actor died of an error in its constructor
 NOT_TELLING = re.compile(
-    r'^File "|^(?:[\w.]+\.)?RayTaskError(?:\(\w+\))?: ray::|\bInstantiationException\b|^Error in call to target '
+    r'^File "|^(?:[\w.]+\.)?RayTaskError(?:\(\w+\))?: ray::|\bInstantiationException\b(?!: Error locating target)'
+    r"|^Error in call to target "
     r"|^(?:[\w.]+\.)?ActorDiedError: The actor died because of an error raised in its creation task"
 )
 
@@ -685,6 +707,10 @@ def said_first(body: str) -> str:
         return f"{unnamed['name']} not found in {unnamed['path']}"
     if missing := REWARD_FILE_MISSING.search(body):
         return f"module file not found: {missing['path']}"
+    if (script := SCRIPT_NOT_OPENED.search(body)) and script["errno"] == "2":
+        return f"script not found: {script['path']}"
+    if located := HYDRA_TARGET_MISSING.search(body):
+        return f"Hydra could not locate target '{located['target']}'"
     frame = FRAME_LINE.match(body)
     return f"{frame['name']} ({frame['path']}:{frame['line']})" if frame else body
 
@@ -692,6 +718,17 @@ def said_first(body: str) -> str:
 def strip_prefix(line: str) -> str:
     """The line without Ray's `(WorkerDict pid=..., ip=...)` prefix and indentation."""
     return re.sub(r"^\([^)]*\)\s*", "", line).strip()
+
+
+def unlabelled(text: str) -> str:
+    """The log without srun's --label prefixes (SRUN_LABEL) where most of its non-blank lines carry one, SLURM's own
+    lines aside (they never do, and a short log is mostly them): a log of `srun --label` reads as the same log
+    unlabelled. In any other log a line that starts with a number and a colon is what it says, and is left as it is."""
+    lines = text.splitlines()
+    filled = [line for line in lines if line.strip() and not SLURM_OWN_LINE.match(line)]
+    if sum(bool(SRUN_LABEL.match(line)) for line in filled) * 2 <= len(filled):
+        return text
+    return "\n".join(SRUN_LABEL.sub("", line, count=1) for line in lines)
 
 
 TRACEBACK_HEADER = re.compile(r"Traceback \(most recent call last\)")
@@ -813,7 +850,7 @@ def match_kind(kind: str, lines: list[str]) -> list[str]:
             hits = [line for line in hits if not STRUCT_REFUSAL.search(line)]
         hits += raised_by(lines, ZERO_DIVISION, BATCH_ARITHMETIC) + raised_in(lines, VERL_CONFIG_CHECK)
         hits += died_importing(lines)
-        hits = [*unparsable_model_config(lines), *hits]
+        hits = [*unparsable_model_config(lines), *hydra_target_missing(lines), *hits]
     elif kind == "gpu_unavailable":
         # a count that names the GPUs asked and had is no shortage where they suffice (a trial short of CPUs lists
         # its GPUs as well)
@@ -951,6 +988,22 @@ def unparsable_model_config(lines: list[str]) -> list[str]:
         return []
     decode = [line for line in lines[:said] if JSON_DECODE_ERROR.search(line)]
     return [*decode[-1:], lines[said]]
+
+
+def hydra_target_missing(lines: list[str]) -> list[str]:
+    """[Hydra's line naming the `_target_` it could not locate, what importing it raised] (HYDRA_TARGET_MISSING): the
+    raised exception's repr is on the line after Hydra's `Error loading '<target>':`, where the log holds the chain."""
+    located = [line for line in lines if HYDRA_TARGET_MISSING.search(line)]
+    if not located:
+        return []
+    causes = [
+        following
+        for index, line in enumerate(lines)
+        if HYDRA_TARGET_LOAD.search(strip_prefix(line))
+        and (following := next((later for later in lines[index + 1 :] if later.strip()), None)) is not None
+        and HYDRA_LOAD_CAUSE.match(strip_prefix(following))
+    ]
+    return [located[0], *causes[:1]]
 
 
 # verl loading a custom reward file (verl/utils/import_utils.py load_module): whatever the file raised as it ran (an

@@ -286,11 +286,31 @@ class StartedNode:
         """None while `ray start` runs; once it has exited, why (for the job's error)."""
         if self.process.poll() is None:
             return None
+        if self.process.returncode < 0:  # a signal ended it, not Ray: its log says nothing of why
+            return start_stopped(self.node, self.role, -self.process.returncode)
         return start_failure(self.node, self.role, last_error_line(self.log_path, self.process.returncode))
 
 
 def start_failure(node: str, role: str, reason: str) -> str:
     return f"ray start failed on node {node} ({role}): {reason}"
+
+
+# who sends a `ray start` each signal: SLURM TERMs every process of a job at a scancel, its time limit or a preemption
+# (KILL after KillWait), and the kernel's OOM killer KILLs
+SIGNAL_SENDERS = {
+    signal.SIGTERM: "scancel, the time limit or a preemption",
+    signal.SIGKILL: "the kernel's OOM killer, or SLURM after its KillWait",
+}
+
+
+def start_stopped(node: str, role: str, signal_number: int) -> str:
+    """A `ray start` a signal ended: by whom it usually comes, not a start that failed."""
+    try:
+        name = signal.Signals(signal_number).name
+        sender = SIGNAL_SENDERS.get(signal.Signals(signal_number))
+    except ValueError:
+        name, sender = f"signal {signal_number}", None
+    return f"ray start on node {node} ({role}) was stopped by {name}" + (f" ({sender})" if sender else "")
 
 
 ERROR_LINE = re.compile(r"(Error|Exception|error:|failed|Failed|Check failed|refused|denied)")
@@ -449,8 +469,10 @@ def stop_group(process: subprocess.Popen) -> None:
 
 
 def stop_node(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
-    """TERM the `ray start --block` process group: it stops its own GCS/raylet and workers."""
+    """TERM the `ray start --block` process group: it stops its own GCS/raylet and workers. Once `ray start` itself
+    has exited, what it started may still run in its group: that is killed (stop_group)."""
     if process.poll() is not None:
+        stop_group(process)
         return
     try:
         os.killpg(process.pid, signal.SIGTERM)

@@ -11,6 +11,7 @@ plan's architecture, nothing else (no files, no verl import).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from launch.errors import UserError
@@ -532,18 +533,20 @@ def check_batches(
     gpus = f"{n_gpus} GPUs (trainer.nnodes {trainer.nnodes} x trainer.n_gpus_per_node {trainer.n_gpus_per_node})"
     sequence_tokens = data.max_prompt_length + data.max_response_length
     # first: lengths beyond the model would otherwise surface as token budgets too small for them
-    if sequence_tokens > max_position_embeddings:
-        room = max_position_embeddings - data.max_prompt_length
+    engine_reads = EngineContext.of(verl, max_position_embeddings)
+    if sequence_tokens > engine_reads.longest:
+        positions = engine_reads.longest
+        room = positions - data.max_prompt_length
         shorter = (
             f"data.max_response_length={room}"
             if room >= 1
-            else f"data.max_prompt_length={max_position_embeddings // 2} "
-            f"data.max_response_length={max_position_embeddings - max_position_embeddings // 2}"
+            else f"data.max_prompt_length={positions // 2} data.max_response_length={positions - positions // 2}"
         )
+        lengths = f"data.max_prompt_length + max_response_length ({sequence_tokens})"
+        fix = f"shorten them to {positions} in all (e.g. {shorter})"
         raise UserError(
-            f"data.max_prompt_length + max_response_length ({sequence_tokens}) exceeds the model's context "
-            f"({max_position_embeddings} positions): shorten them to {max_position_embeddings} in all (e.g. "
-            f"{shorter}), or pick a longer-context llm"
+            engine_reads.override_unread(lengths, sequence_tokens, fix)
+            or f"{lengths} exceeds the model's context ({positions} positions): {fix}, or pick a longer-context llm"
         )
     if ppo_updates:
         check_ppo_batches(verl, gpus, n_gpus, sequence_tokens, set_by)
@@ -553,8 +556,8 @@ def check_batches(
             f"actor_rollout_ref.rollout.tensor_model_parallel_size ({tp}) does not divide {gpus}: "
             f"choose a TP size that divides {trainer.n_gpus_per_node}"
         )
-    check_engine_context(rollout, data.max_prompt_length, sequence_tokens, max_position_embeddings)
-    check_engine_batching(rollout, max_position_embeddings)
+    check_engine_context(rollout, data.max_prompt_length, sequence_tokens, engine_reads)
+    check_engine_batching(rollout, engine_reads.longest)
     check_fsdp_sizes(verl, n_gpus, gpus)
 
 
@@ -599,18 +602,93 @@ def check_fsdp_sizes(verl: ConfigView, n_gpus: int, gpus: str) -> None:
         )
 
 
-def check_engine_context(rollout: ConfigView, prompt_tokens: int, sequence_tokens: int, positions: int) -> None:
-    """rollout.max_model_len, where set: verl 0.9.1's engine servers refuse one beyond the model's positions as they
-    start (vllm/sglang/trtllm _validate_configs), and its vLLM server fails a request whose prompt leaves no token of
-    room (generate: "leaves no room to generate"), which a max-length prompt does at max_model_len <= the prompt."""
+# verl 0.9.1 applies actor_rollout_ref.model.override_config to its own copy of the model's HF config
+# (workers/config/model.py HFModelConfig.__post_init__: update_model_config; its "model_config" entry where it has
+# one), so its trainer runs at the overridden positions, and its rollout servers take a null rollout.max_model_len
+# from that copy and check a set one against it (vllm_async_server.py, async_sglang_server.py _validate_configs). The
+# engines read the model directory's own config.json: verl starts vLLM as `serve <model dir>` with hf_overrides of
+# quantization alone, and vLLM refuses a max_model_len beyond config.json's positions as it starts (its ModelConfig's
+# max-length check) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 reaches it, which only warns (RoPE positions beyond the
+# trained length extrapolated); verl passes SGLang no context length, so SGLang takes config.json's and refuses
+# longer requests. verl's own examples/gmpo_trainer/test_dapo_7b_math.sh sets the override and says to change
+# max_position_embeddings in config.json as well.
+POSITIONS_OVERRIDE = "actor_rollout_ref.model.override_config.max_position_embeddings"
+LONG_CONTEXT_SWITCH = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    """The model's positions as the run's rollout engine takes them: config.json's, or verl's override of them
+    (POSITIONS_OVERRIDE) where the engine takes that too."""
+
+    positions: int  # the model's config.json
+    override: int | None  # a POSITIONS_OVERRIDE beyond them
+    engine: str
+    switch_on: bool  # LONG_CONTEXT_SWITCH in the workers' environment (cluster.env)
+
+    @classmethod
+    def of(cls, verl: ConfigView, positions: int) -> EngineContext:
+        override_config = verl.actor_rollout_ref.model.get("override_config") or {}
+        override_config = override_config.get("model_config", override_config)
+        override = override_config.get("max_position_embeddings") if isinstance(override_config, dict) else None
+        beyond = (
+            override if isinstance(override, int) and not isinstance(override, bool) and override > positions else None
+        )
+        env = select(verl, "ray_kwargs.ray_init.runtime_env.env_vars") or {}
+        switch_on = str(env.get(LONG_CONTEXT_SWITCH, "")).strip().lower() in ("1", "true")  # as vLLM's envs reads it
+        return cls(positions, beyond, str(verl.actor_rollout_ref.rollout.name), switch_on)
+
+    @property
+    def longest(self) -> int:
+        """The longest sequence the engine serves: beyond config.json's positions only for vLLM with its switch."""
+        return self.override if self.override and self.engine == "vllm" and self.switch_on else self.positions
+
+    @property
+    def longest_max_model_len(self) -> int:
+        """The longest rollout.max_model_len the engine starts with: SGLang is given none, so verl's own check against
+        the override is the one that counts (every request stays within the data lengths, held to `longest`)."""
+        return self.override if self.override and self.engine == "sglang" else self.longest
+
+    def override_unread(self, subject: str, asked: int, shorter: str) -> str | None:
+        """The line for `subject` (`asked` tokens) beyond config.json's positions, within the override the engine does
+        not read; None without such an override (the plain refusal says it)."""
+        if self.override is None or asked > self.override:
+            return None
+        engine = ENGINE_NAMES.get(self.engine, self.engine)
+        if self.engine == "vllm":
+            how = "it refuses a longer max_model_len as it starts"
+            switch = f", set cluster.env.{LONG_CONTEXT_SWITCH}=1 (vLLM then extrapolates positions beyond them)"
+        else:
+            how = "verl passes it no context length, so longer requests fail" if self.engine == "sglang" else ""
+            switch = ""
+        return (
+            f"{subject} exceeds the {self.positions} positions of the model's config.json, which {engine} reads"
+            f"{f' ({how})' if how else ''}: {POSITIONS_OVERRIDE}={self.override} changes verl's copy of the config "
+            f"only; set max_position_embeddings to {self.override} in the model's config.json, as verl's own DAPO "
+            f"scripts ask{switch}, or {shorter}"
+        )
+
+
+def check_engine_context(rollout: ConfigView, prompt_tokens: int, sequence_tokens: int, reads: EngineContext) -> None:
+    """rollout.max_model_len: verl 0.9.1's engine servers refuse one beyond the model's positions as they start
+    (vllm/sglang/trtllm _validate_configs; `reads` says whose positions), and its vLLM server fails a request whose
+    prompt leaves no token of room (generate: "leaves no room to generate"), which a max-length prompt does at
+    max_model_len <= the prompt. A null one is the override's, where one is set (EngineContext)."""
     context = rollout.get("max_model_len")
+    key = f"actor_rollout_ref.rollout.max_model_len={context}"
+    if context is None and reads.override and reads.engine == "vllm" and not reads.switch_on:
+        null = f"max_model_len {reads.override}, which verl gives vLLM from the override (rollout.max_model_len null),"
+        fix = f"set actor_rollout_ref.rollout.max_model_len={sequence_tokens}"
+        raise UserError(str(reads.override_unread(null, reads.override, fix)))
     if context is None:
         return
-    key = f"actor_rollout_ref.rollout.max_model_len={context}"
+    positions = reads.longest_max_model_len
     if context > positions:
         raise UserError(
-            f"{key}: exceeds the model's context ({positions} positions); verl 0.9.1's rollout server refuses it as "
-            f"it starts: set it to {sequence_tokens} (prompt + response) or leave it null (the model's {positions})"
+            reads.override_unread(key, context, f"set it to {sequence_tokens} (prompt + response)")
+            or f"{key}: exceeds the model's context ({positions} positions); verl 0.9.1's rollout server refuses it "
+            f"as it starts: set it to {sequence_tokens} (prompt + response) or leave it null (the model's {positions})"
         )
     if context <= prompt_tokens:
         raise UserError(

@@ -649,21 +649,32 @@ def resident(knobs: Knobs, megatron: MegatronKnobs, held: States) -> dict[str, f
 # --- memory outside torch -------------------------------------------------------------------------------------
 
 
-def communicator_groups(arch: Architecture, knobs: Knobs, layout: Layout) -> list[str]:
-    """The NCCL groups of several ranks one GPU runs large collectives in: TP (sequence-parallel gathers), the
-    data-parallel group with CP (the gradient reduce-scatter and parameter gather), a MoE model's expert-data-
-    parallel and expert-TP groups, and the engine's TP group twice (its own communicator and its torch group).
-    Pipeline and expert all-to-all traffic is point-to-point and not counted."""
-    groups = ["TP"] * (layout.tp > 1) + ["DP"] * (layout.optimizer_shards > 1)
+def communicator_groups(arch: Architecture, knobs: Knobs, layout: Layout) -> list[tuple[str, int, int]]:
+    """The NCCL groups of several ranks one GPU runs large collectives in, as (name, ranks, stride between them in
+    Megatron-core's default tp-cp-ep-dp-pp order): TP (sequence-parallel gathers), the data-parallel group with CP
+    (the gradient reduce-scatter and parameter gather), a MoE model's expert-data-parallel and expert-TP groups,
+    and the engine's TP group twice (its own communicator and its torch group). Pipeline and expert all-to-all
+    traffic is point-to-point and not counted."""
+    groups = [("TP", layout.tp, 1)] * (layout.tp > 1) + [("DP", layout.optimizer_shards, layout.tp)] * (
+        layout.optimizer_shards > 1
+    )
     if arch.is_moe:
-        groups += ["expert DP"] * (layout.expert_dp > 1) + ["expert TP"] * (layout.etp > 1)
-    return groups + ["engine TP", "engine TP (torch)"] * (knobs.rollout_tp > 1)
+        groups += [("expert DP", layout.expert_dp, layout.etp * layout.ep)] * (layout.expert_dp > 1)
+        groups += [("expert TP", layout.etp, 1)] * (layout.etp > 1)
+    engine = [("engine TP", knobs.rollout_tp, 1), ("engine TP (torch)", knobs.rollout_tp, 1)]
+    return groups + engine * (knobs.rollout_tp > 1)
 
 
 def outside(arch: Architecture, knobs: Knobs, layout: Layout) -> tuple[Term, ...]:
+    """The CUDA context and each communicator's buffers at its span (memory.Knobs.group_gib)."""
     context, nccl = OUTSIDE_TORCH_TERMS
     groups = communicator_groups(arch, knobs, layout)
-    buffers = Term(nccl, len(groups) * knobs.communicator_gib, f"{len(groups)} communicators ({', '.join(groups)})")
+    names = [
+        name + (" across nodes, no NVLS" if knobs.group_gib(ranks, stride) != knobs.communicator_gib else "")
+        for name, ranks, stride in groups
+    ]
+    gib = sum(knobs.group_gib(ranks, stride) for _, ranks, stride in groups)
+    buffers = Term(nccl, gib, f"{len(groups)} communicators ({', '.join(names)})")
     return (Term(context, NON_TORCH_GIB), *((buffers,) if knobs.communicator_gib and groups else ()))
 
 

@@ -452,19 +452,50 @@ class Knobs:
         return self.n_gpus if self.fsdp_size in (-1, 0, None) else min(self.fsdp_size, self.n_gpus)
 
     @property
-    def communicators(self) -> int:
-        """NCCL communicators of several ranks one GPU joins in verl's hybrid layout: FSDP's group (and the replica
-        group when fsdp_size shards over fewer GPUs), Ulysses' device mesh (its SP group, and its data-parallel
-        group when there are several), and the engine's TP group, twice (vLLM's own NCCL communicator and its torch
-        device group; SGLang's likewise). Each holds its buffers for the whole run."""
-        fsdp = (self.shard_group > 1) + (self.n_gpus > self.shard_group > 0)
+    def communicator_groups(self) -> list[tuple[int, int]]:
+        """NCCL communicators of several ranks one GPU joins in verl's hybrid layout, as (ranks, stride between
+        them): FSDP's group (and the replica group when fsdp_size shards over fewer GPUs: verl's ("ddp", "fsdp")
+        mesh, the fsdp ranks consecutive), Ulysses' ("dp", "sp") mesh (its SP group, and its data-parallel group
+        when there are several), and the engine's TP group, twice (vLLM's own NCCL communicator and its torch device
+        group; SGLang's likewise). Each holds its buffers for the whole run."""
+        groups = [(self.shard_group, 1)] if self.shard_group > 1 else []
+        if self.n_gpus > self.shard_group > 0:
+            groups.append((self.n_gpus // self.shard_group, self.shard_group))
         data_parallel = self.n_gpus // self.sequence_parallel
-        ulysses = (self.sequence_parallel > 1) + (self.sequence_parallel > 1 and data_parallel > 1)
-        return fsdp + ulysses + 2 * (self.rollout_tp > 1)
+        if self.sequence_parallel > 1:
+            groups.append((self.sequence_parallel, 1))
+            if data_parallel > 1:
+                groups.append((data_parallel, self.sequence_parallel))
+        return groups + [(self.rollout_tp, 1)] * 2 * (self.rollout_tp > 1)
+
+    @property
+    def communicators(self) -> int:
+        return len(self.communicator_groups)
 
     @property
     def communicators_gib(self) -> float:
-        return self.communicators * self.communicator_gib
+        return sum(self.group_gib(ranks, stride) for ranks, stride in self.communicator_groups)
+
+    def group_gib(self, ranks: int, stride: int) -> float:
+        """One communicator's buffers by where its ranks sit, consecutive ranks filling a node (verl's meshes over
+        Ray's placement). NCCL opens NVLink SHARP only where a communicator has more than 2 GPUs on a node
+        (src/transport/nvls.cc ncclNvlsInit: no NVLS when its node's GPU count is <= 2, outside multi-node NVLink),
+        so one that spans nodes with 1 or 2 GPUs on each holds the card's buffers without NVLS
+        (gpu.nccl_gib_per_communicator_without_nvls). A group within one node keeps the profile's figure, calibrated
+        on single-node runs whatever their group sizes."""
+        on_a_node = 1 if stride >= self.gpus_per_node else min(ranks, self.gpus_per_node // max(stride, 1))
+        if ranks > on_a_node and on_a_node <= 2 and self.communicator_gib_without_nvls:
+            return self.communicator_gib_without_nvls
+        return self.communicator_gib
+
+    @property
+    def communicators_note(self) -> str:
+        """How many communicators, and how many of them span nodes without NVLS (group_gib)."""
+        plain = sum(
+            self.group_gib(ranks, stride) != self.communicator_gib for ranks, stride in self.communicator_groups
+        )
+        spanning = f", {plain} across nodes at {self.communicator_gib_without_nvls:g} GiB (no NVLS)" if plain else ""
+        return f"{self.communicators} communicators{spanning}"
 
 
 VERL_CRITIC_TOKENS = 32768  # verl 0.9.1's CriticConfig.ppo_infer_max_token_len_per_gpu (not in its yaml)
@@ -802,7 +833,7 @@ def outside_torch(knobs: Knobs) -> list[Term]:
     """What the process holds outside torch's allocator in every phase: CUDA context and libraries, then the NCCL
     communicators' buffers (present from the first collective to the end of the run)."""
     context, nccl = OUTSIDE_TORCH_TERMS
-    communicators = Term(nccl, knobs.communicators_gib, f"{knobs.communicators} communicators")
+    communicators = Term(nccl, knobs.communicators_gib, knobs.communicators_note)
     return [Term(context, NON_TORCH_GIB), *([communicators] if knobs.communicators_gib else [])]
 
 

@@ -337,7 +337,8 @@ def run_worker(plan: Plan, topology: ray_cluster.Topology, timeout_s: float) -> 
             reason = worker.failure()
             if reason and ready.exists():  # the job's Ray was up: this node was lost mid-run, the driver sees it too
                 code, why = worker.process.returncode, ray_cluster.last_error_line(worker.log_path)
-                raise RuntimeError(f"the Ray worker on {topology.nodes[rank]} exited with code {code} mid-run: {why}")
+                ended = ray_cluster.ended_by(code)
+                raise RuntimeError(f"the Ray worker on {topology.nodes[rank]} {ended} mid-run: {why}")
             if reason:
                 ray_cluster.report_worker_failure(topology, run_dir, reason)
                 raise RuntimeError(reason)

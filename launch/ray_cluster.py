@@ -303,14 +303,21 @@ SIGNAL_SENDERS = {
 }
 
 
+def ended_by(returncode: int) -> str:
+    """How a process ended, said by its return code: a signal (negative) by its name and whom it usually comes from."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+        sender = SIGNAL_SENDERS.get(signal.Signals(-returncode))
+    except ValueError:
+        name, sender = f"signal {-returncode}", None
+    return f"was stopped by {name}" + (f" ({sender})" if sender else "")
+
+
 def start_stopped(node: str, role: str, signal_number: int) -> str:
     """A `ray start` a signal ended: by whom it usually comes, not a start that failed."""
-    try:
-        name = signal.Signals(signal_number).name
-        sender = SIGNAL_SENDERS.get(signal.Signals(signal_number))
-    except ValueError:
-        name, sender = f"signal {signal_number}", None
-    return f"ray start on node {node} ({role}) was stopped by {name}" + (f" ({sender})" if sender else "")
+    return f"ray start on node {node} ({role}) {ended_by(-signal_number)}"
 
 
 ERROR_LINE = re.compile(r"(Error|Exception|error:|failed|Failed|Check failed|refused|denied)")

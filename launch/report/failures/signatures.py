@@ -514,7 +514,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
         r"health check failed due to missing too many heartbeats",
         r"raylet (?:has )?died|RayletDied|Owner's node has crashed",
         r"ActorUnavailableError: .*(?:failed to connect|Failed to connect)",  # the actor's node no longer answers
-        r"the Ray worker on \S+ exited with code",  # rlaunch's worker task: its `ray start --block` died mid-run
+        # rlaunch's worker task: its `ray start --block` died mid-run (a SIGTERM is scancel's or the time limit's:
+        # SLURM's own line says which)
+        r"the Ray worker on \S+ (?:exited with code|was stopped by SIGKILL)",
         r"the node it was running on is dead or unavailable",  # Ray's NODE_DIED task error
         r"mistakenly been marked (?:as )?dead by the (?:GCS|monitor)",
         r"This node has bee[nm] marked as dead",  # the raylet's own fatal line (Ray spells it "beem")

@@ -25,10 +25,20 @@ SWEEP_ID = "launch.sweep_id=equal-alone"
 FORKED = {"RLAUNCH_CORES": "2"}  # small sweeps fork too: the jobs after the first are planned in two processes
 
 
+# A sweep's job names the cluster cluster=auto chose among its overrides: planned alone, that cluster is typed, and
+# only the plan's reason says so
+CHOSEN = "cluster=auto: no SLURM controller answers here (sinfo) -> local"
+
+
+def as_typed(reason: str) -> str:
+    return reason.replace(CHOSEN, "cluster=local", 1)
+
+
 def run_files(run_dir: Path) -> dict[str, object]:
     """What a run directory records of its plan, less what names the invocation (job name, provenance)."""
     plan = json.loads((run_dir / PLAN_FILE).read_text())
     plan.pop("job_name")
+    plan["execution_reason"] = as_typed(plan["execution_reason"])
     verl = yaml.safe_load((run_dir / f"{VERL_CONFIG_NAME}.yaml").read_text())
     verl.pop(VERL_KEY)  # the provenance record: planning time and command line
     return {"plan": plan, "verl": verl, "ours": (run_dir / RLAUNCH_CONFIG_FILE).read_text()}
@@ -57,7 +67,8 @@ def test_every_job_of_a_sweep_is_planned_as_it_is_alone(tmp_path: Path):
         assert alone.returncode == 0, alone.stderr
         plan = json.loads(alone.stdout)
         assert plan["run_id"] == run_id
-        assert {**plan, "job_name": ""} == {**line, "job_name": ""}, line["overrides"]
+        reason = as_typed(line["execution_reason"])
+        assert {**plan, "job_name": ""} == {**line, "job_name": "", "execution_reason": reason}, line["overrides"]
         assert run_files(Path(plan["run_dir"])) == files, line["overrides"]
 
 

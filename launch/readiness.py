@@ -768,9 +768,10 @@ def missing_file_fix(cfg: DictConfig, key: str, set_on_command_line: dict[str, s
             f"read dataset={cfg.dataset.name}'s files under dataset.root"
         )
     # conf/dataset/<name>.yaml: the root is $RLAUNCH_DATA_DIR/<name> (default ~/data/<name>)
+    obtain = cfg.dataset.get("obtain")
     return (
         f"set dataset.root=<your copy> (now {cfg.dataset.root}), or RLAUNCH_DATA_DIR to the directory holding "
-        f"{cfg.dataset.name}/, or set {key}"
+        f"{cfg.dataset.name}/, or set {key}" + (f"; no copy yet: {obtain}" if obtain else "")
     )
 
 

@@ -138,6 +138,7 @@ class DatasetSettings:
     name: str = MISSING
     root: str = MISSING  # directory holding train/ and test/ parquet files (verl's data.train_files point here)
     domains: list[str] = field(default_factory=list)  # GURU domains present (the data_source prefixes)
+    obtain: str = ""  # how to get the files under root, said when they are missing
 
 
 @dataclass(kw_only=True)

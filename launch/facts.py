@@ -137,6 +137,21 @@ def read_model_config(model_path: str) -> dict | None:
     return architecture_read(config_file, model_path)
 
 
+def reward_model_config(verl: Mapping) -> dict | None:
+    """The architecture (llm.* names) of the reward model verl serves beside the actor: reward.reward_model.model_path
+    where it is a local directory with a readable config.json; None for a hub id, no reward model, or a config.json
+    this cannot read (verl's own load then says what is wrong with it)."""
+    reward_model = (verl.get("reward") or {}).get("reward_model") or {}
+    path = reward_model.get("model_path")
+    if not reward_model.get("enable") or not path:
+        return None
+    try:
+        found = read_model_config(str(path))
+    except UserError:
+        return None
+    return None if found is None else {"tied_embeddings": False, **found}
+
+
 # the config.json fields every plan reads (memory, layout checks); the rest have defaults where absent
 REQUIRED_ARCHITECTURE = ("layers", "hidden", "heads", "intermediate", "vocab")
 

@@ -337,6 +337,13 @@ class Knobs:
     reward_engine: str = "vllm"
     reward_engine_fraction: float = 0.0
     engine_max_model_len: int = 0  # rollout.max_model_len as set; 0: null, which verl makes the model's positions
+    # the reward model's engine where its architecture was read (reward_architecture_knobs; reward_params 0: not read)
+    reward_params: int = 0
+    reward_hidden: int = 0
+    reward_kv_bytes_per_token: int = 0  # on one rank of its engine (split over its TP where the cache shards)
+    reward_context: int = 0  # the sequence its KV cache must hold one of
+    reward_tp: int = 1
+    reward_batched_tokens: int = 0
     # verl's reference under LoRA (or an adapter) is the actor with its adapters off: no model of its own
     # (trainer/ppo/v1/trainer_base.py ref_in_actor)
     ref_in_actor: bool = False
@@ -609,6 +616,32 @@ def reference_in_actor(model: Mapping[str, Any]) -> bool:
     if rank <= 0:
         rank = int(model.get("lora_rank") or 0)
     return rank > 0 or model.get("lora_adapter_path") is not None
+
+
+def reward_architecture_knobs(verl: Mapping[str, Any], reward: Architecture) -> dict[str, Any]:
+    """The reward model's engine knobs from its own architecture (its config.json, read where the path is local):
+    verl 0.9.1 serves it with the rollout's replica classes (experimental/reward_loop/reward_model.py), so its vLLM
+    gets reward.reward_model.rollout.max_model_len, null meaning the model's max_position_embeddings
+    (vllm_async_server), and raises max_num_batched_tokens to that without chunked prefill; SGLang and TRT-LLM hold
+    its prompt_length + response_length."""
+    rollout = ((verl.get("reward") or {}).get("reward_model") or {}).get("rollout") or {}
+    tp = max(1, int(rollout.get("tensor_model_parallel_size") or 1))
+    engine = str(rollout.get("name") or "vllm")
+    sequence = int(rollout.get("prompt_length") or 0) + int(rollout.get("response_length") or 0)
+    context = sequence
+    batched = int(rollout.get("max_num_batched_tokens") or 0)
+    if engine == "vllm":
+        context = int(rollout.get("max_model_len") or 0) or reward.max_position_embeddings or sequence
+        if not rollout.get("enable_chunked_prefill", True):
+            batched = max(batched, context)
+    return {
+        "reward_params": reward.params,
+        "reward_hidden": reward.hidden,
+        "reward_kv_bytes_per_token": reward.kv_bytes_per_token // (tp if reward.kv_shards_over_tp else 1),
+        "reward_context": context,
+        "reward_tp": tp,
+        "reward_batched_tokens": batched,
+    }
 
 
 def foreach_optimizer(optim: dict[str, Any]) -> bool:
@@ -1009,18 +1042,34 @@ def critic_value_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) ->
 
 def reward_model_phase(arch: Architecture, knobs: Knobs, capacity_gib: float) -> Phase:
     """A colocated reward model's engine, awake after generation (the actor's engine asleep) beside the resident
-    trainer state; its reservation follows its engine's rule (vLLM: of total, SGLang: of free memory). The reward
-    model's own architecture is not read, so whether its KV cache holds a sequence is not judged."""
+    trainer state; its reservation follows its engine's rule (engine_reservation). Where the reward model's own
+    architecture was read (knobs.reward_params), its KV cache must hold one sequence of its engine's context, as the
+    actor's engine must; else that is not judged."""
     resident = _gib(resident_trainer_state(arch, knobs))
     outside = outside_torch(knobs)
     free = capacity_gib - resident - sum(term.gib for term in outside)
-    reserve = engine_reservation(knobs.reward_engine, knobs.reward_engine_fraction, capacity_gib, free, 0.0)
+    weights = _gib(knobs.reward_params * 2 / knobs.reward_tp)
+    activations = _gib(ENGINE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * knobs.reward_batched_tokens * knobs.reward_hidden)
+    loaded = weights + activations
+    reserve = engine_reservation(knobs.reward_engine, knobs.reward_engine_fraction, capacity_gib, free, loaded)
     terms = (
         Term("resident trainer state", resident),
         Term(f"reward model {knobs.reward_engine} reservation", reserve),
         *outside,
     )
-    return Phase("reward model", terms, capacity_gib, ("its KV cache room is not judged: its architecture is unread",))
+    if not knobs.reward_params:
+        notes = ("its KV cache room is not judged: its architecture is unread",)
+        return Phase("reward model", terms, capacity_gib, notes)
+    kv_room = reserve - loaded
+    per_context = _gib(knobs.reward_kv_bytes_per_token * knobs.reward_context)
+    failure = ""
+    if kv_room < per_context:
+        failure = (
+            f"the reward model's engine's {reserve:.1f} GiB hold its weights {weights:.1f} + activations "
+            f"{activations:.1f} but not one {knobs.reward_context}-token sequence of KV cache ({per_context:.2f} GiB)"
+        )
+    notes = (f"its KV cache room {max(kv_room, 0):.1f} GiB ({knobs.reward_context}-token context: {per_context:.2f})",)
+    return Phase("reward model", terms, capacity_gib, notes, failure)
 
 
 @dataclass(frozen=True)

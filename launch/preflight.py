@@ -27,7 +27,7 @@ from algos.rft import RftConfigError, planned_sft_config
 from algos.rft.sft import FOLLOWED
 from launch.compose_once import Resolve
 from launch.errors import UserError
-from launch.facts import Facts
+from launch.facts import Facts, reward_model_config
 from launch.job_software import job_software, skipped_engine_check
 from launch.layout_checks import (
     ConfigView,
@@ -59,6 +59,7 @@ from launch.memory import (
     kv_per_sequence_gib,
     micro_batch_tokens,
     predicted_mfu,
+    reward_architecture_knobs,
     rollout_phase,
     trains_critic,
     with_changes,
@@ -902,7 +903,8 @@ def judge(
     """The preflight of one job's config (cfg: the composed config; verl: its resolved verl keys; llm: the
     architecture launch/plan.py's llm_architecture finds; packages: the venv's; lengths: the typical lengths for the
     `typical` figures, by default launch/lengths.py's from cfg): the verdict, and the verl keys its policy would set
-    with their typed values (settle applies them). Pure."""
+    with their typed values (settle applies them). Pure, but for reading a local reward model's config.json
+    (facts.reward_model_config)."""
     tasks = len(pcgrad_tasks(cfg)) if cfg.algo.pcgrad.enabled else 0
     software = job_software(cfg.cluster, str(verl["actor_rollout_ref"]["rollout"]["name"]), packages)
     communicators, communicators_without_nvls = communicator_gib(cfg)
@@ -912,6 +914,9 @@ def judge(
         communicator_gib=communicators,
         communicator_gib_without_nvls=communicators_without_nvls,
     )
+    reward = reward_model_config(verl) if knobs.reward_model else None
+    if reward is not None:
+        knobs = with_changes(knobs, **reward_architecture_knobs(verl, Architecture.from_llm(reward)))
     if cfg.algo.name == "rft":
         knobs = rft_knobs(knobs, stage3_config(cfg, verl))
     arch, capacity, bf16_tflops = Architecture.from_llm(llm), float(cfg.gpu.usable_gib), float(cfg.gpu.bf16_tflops)
@@ -935,7 +940,7 @@ def judge(
         ),
         knobs=knobs,  # what was judged: the doctor reads it back instead of rebuilding it
         # RFT builds no critic or reward model, whatever the PPO keys say
-        not_counted=(*verdict.not_counted, *(() if runs_rft(knobs) else not_counted(verl, llm))),
+        not_counted=(*verdict.not_counted, *(() if runs_rft(knobs) else not_counted(verl, llm, knobs))),
     )
     return judged, proposed
 
@@ -1267,7 +1272,7 @@ def check_plan(cfg: Any, plan: Any, packages: dict[str, str], lengths: TypicalLe
     return judge(cfg, plan.verl, plan.llm, plan.overrides, packages, lengths)[0]
 
 
-def not_counted(verl: dict[str, Any], llm: dict[str, Any]) -> list[str]:
+def not_counted(verl: dict[str, Any], llm: dict[str, Any], knobs: Knobs | None = None) -> list[str]:
     """What the estimator does not model exactly, said in the plan rather than left out silently."""
     missing = []
     critic_path = str(verl["critic"]["model"].get("path") or "") if critic_knobs(verl, 0) else ""
@@ -1275,7 +1280,8 @@ def not_counted(verl: dict[str, Any], llm: dict[str, Any]) -> list[str]:
     if critic_path not in ("", VERL_CRITIC_PLACEHOLDER, str(verl["actor_rollout_ref"]["model"]["path"])):
         missing.append(f"the critic's model {critic_path}: counted with the actor's architecture ({llm.get('name')})")
     reward_model = (verl.get("reward") or {}).get("reward_model") or {}
-    if reward_model.get("enable") and not reward_model.get("enable_resource_pool"):
+    read = knobs is not None and knobs.reward_params > 0  # its config.json read (facts.reward_model_config)
+    if reward_model.get("enable") and not reward_model.get("enable_resource_pool") and not read:
         missing.append("the reward model's KV cache room (its architecture is not read; its reservation is counted)")
     return missing
 

@@ -16,17 +16,18 @@ import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from launch import manifest as manifests
-from launch.errors import UserError
+from launch.errors import UserError, closest
 from launch.manifest import MANIFEST, Manifest
 from launch.ray_submit import RAY_JOB_LOG
 from launch.report import doctor, failures
-from launch.report.failures.logs import job_logs, task_of, why_only_planned
+from launch.report.failures.logs import JobRecord, job_logs, read_attempts, task_of, why_only_planned
 from launch.report.forecast import forecast_lines
 from launch.report.metrics import progress, read_run
 from launch.rundir import attempts as run_attempts
@@ -80,24 +81,43 @@ def runs_dir_message(directory: Path, sweeps: list[Path]) -> str:
     )
 
 
+def enclosing_sweep(directory: Path) -> Path | None:
+    """The sweep a directory lies inside (its submitit/ logs, a job's folder), or None."""
+    return next((parent for parent in directory.absolute().parents if (parent / MANIFEST).is_file()), None)
+
+
 def find_sweep(sweep: str, runs_dir: Path | None) -> Path:
-    """The sweep directory a command names: a sweep directory, one of its run directories, or a sweep id found in
-    exactly one runs directory (--runs-dir, then the defaults); else UserError, naming where it looked."""
+    """The sweep directory a command names: a sweep directory, one of its run directories (or any directory inside
+    it), or a sweep id found in exactly one runs directory (--runs-dir or its rlaunch/, then the defaults); else
+    UserError, naming where it looked and the ids it likely meant."""
     given = Path(sweep).expanduser()
     if is_run_dir(given):
         return given.parent
     if (given / MANIFEST).is_file() or given.is_dir() and any(is_run_dir(entry) for entry in given.iterdir()):
         return given
-    if given.is_dir() and (sweeps := sweeps_in(given)):
-        raise UserError(runs_dir_message(given, sweeps))
-    roots = [*([runs_dir.expanduser().absolute()] if runs_dir else []), *default_runs_dirs()]
+    if given.is_dir():
+        # a shared_dir holds its sweeps under rlaunch/ (launch.runs_dir's default): name them, not 'no manifest'
+        for holder in (given, given / "rlaunch"):
+            if holder.is_dir() and (sweeps := sweeps_in(holder)):
+                raise UserError(runs_dir_message(holder, sweeps))
+        if (inside := enclosing_sweep(given)) is not None:
+            return inside
+    elif "/" in sweep:  # a path, not an id: an id never holds a /
+        said = "not a directory" if given.exists() else "no such directory"
+        raise UserError(f"{said}: {given}: give a sweep directory (or a run directory in it), or a sweep id")
+    given_roots = [runs_dir.expanduser().absolute()] if runs_dir else []
+    # --runs-dir may be the shared_dir the user typed: its sweeps are under rlaunch/ (launch.runs_dir's default)
+    roots = [*given_roots, *(root / "rlaunch" for root in given_roots if (root / "rlaunch").is_dir())]
+    roots = list(dict.fromkeys([*roots, *default_runs_dirs()]))
     found = list(dict.fromkeys((root / sweep).resolve() for root in roots if (root / sweep).is_dir()))
     if len(found) == 1:
         return found[0]
-    where = ", ".join(map(str, found or dict.fromkeys(roots)))
+    where = ", ".join(map(str, found or roots))
     if found:
         raise UserError(f"sweep id {sweep} is ambiguous: it is in {where}: give its directory")
-    raise UserError(f"no sweep {sweep}: looked in {where} (give the sweep directory, or --runs-dir)")
+    known = [entry.name for root in roots if root.is_dir() for entry in sweeps_in(root)]
+    meant = closest(sweep, known)
+    raise UserError(f"no sweep {sweep}{meant}: looked in {where} (give the sweep directory, or --runs-dir)")
 
 
 def read_sweep(directory: Path) -> Manifest:
@@ -119,29 +139,50 @@ def dry_run(manifest: Manifest) -> str:
     return "\n".join(lines)
 
 
+def settled(record: JobRecord | None) -> JobRecord | None:
+    """squeue still says COMPLETING for seconds after a scancel while sacct already says CANCELLED: the cancel is what
+    happened (a cancelled job is never queued again), and the raylet dying as its job is killed is no lost node."""
+    if record is None or not record.queued or not record.attempts or not record.attempts[-1].startswith("CANCELLED"):
+        return record
+    return replace(record, state=record.attempts[-1])
+
+
+def started(record: JobRecord | None, logged: int, recorded: int) -> int:
+    """The attempts that began: sacct lists a job that waited (or was cancelled while waiting) as an attempt too; a
+    started one wrote its start to the job's log or to attempts.jsonl."""
+    if record is not None and record.scheduler == "Ray":  # its job API keeps no attempts: one it took counts one
+        return max(int(record.state != "PENDING"), logged, recorded)
+    attempts = record.attempts if record is not None else ()
+    last = attempts[-1] if attempts else ""
+    waiting = last.startswith("PENDING") or last.startswith("CANCELLED") and max(logged, recorded) < len(attempts)
+    return max(len(attempts) - waiting, logged, recorded)
+
+
 def status(manifest: Manifest) -> str:
     """One line per run: the state its scheduler gives it (SLURM's, every attempt sacct knows; Ray's, with its
     message) and the cause of each failed attempt; where the scheduler does not answer (a machine without SLURM, a
     controller down, a Ray cluster gone), the state the job's own records give (attempts.jsonl, the run's logs), said
-    as such."""
+    as such. A job that never started counts 0 attempts."""
     runs = manifest.runs
     records = failures.job_records(manifest)
-    where = f"on {manifest.address}" if manifest.cluster == "ray" else f"in {len(manifest.arrays)} arrays"
-    lines = [f"sweep {manifest.sweep_id}  ({len(runs)} runs {where})"]
+    arrays = len(manifest.arrays)
+    where = f"on {manifest.address}" if manifest.cluster == "ray" else f"in {arrays} array{'s' * (arrays != 1)}"
+    lines = [f"sweep {manifest.sweep_id}  ({len(runs)} run{'s' * (len(runs) != 1)} {where})"]
     if records.silent:
         lines.append(f"  {records.silent}: states from the runs' own records, as their jobs last wrote")
     width = max([10, *(len(str(run.job_id)) for run in runs)])
     for run in runs:
         run_dir = Path(run.run_dir)
-        record = records.by_run.get(run.run_id)
+        record = settled(records.by_run.get(run.run_id))
         attempts = record.attempts if record is not None else ()
         recorded = run_attempts(run_dir) if is_run_dir(run_dir) else []
+        count = started(record, len(read_attempts(run_dir)), len(recorded))
         state = failures.run_state(run_dir, record) or "UNKNOWN"
         history = " > ".join(attempts) if len(attempts) > 1 else ""
         cause = failures.summary(failures.run_failures(run_dir, record=record))
         message = f"  ({record.message})" if record is not None and record.message else ""
         lines.append(
-            f"  {run.job_id!s:>{width}}  {state:<28} attempts {max(len(attempts), len(recorded), 1)}  "
+            f"  {run.job_id!s:>{width}}  {state:<28} attempts {count}  "
             f"{progress(run_dir):<12} "
             f"{run.run_id}  {run.job_name}"
             + (f"  [{history}]" if history else "")
@@ -160,8 +201,13 @@ def logs(manifest: Manifest, run: str | None, lines: int) -> str:
     out = []
     for entry in manifest.select(run):
         run_dir = Path(entry.run_dir)
-        record = records.by_run.get(entry.run_id)
+        record = settled(records.by_run.get(entry.run_id))
         found = doctor.run_failures(read_run(run_dir), record=record) if is_run_dir(run_dir) else []
+        recorded = len(run_attempts(run_dir)) if is_run_dir(run_dir) else 0
+        # a job that ended before it started never writes its log; a queued one still may
+        ended_unstarted = record is not None and record.scheduler == "SLURM" and not record.queued
+        ended_unstarted = ended_unstarted and not started(record, len(read_attempts(run_dir)), recorded)
+        unwritten = "(never started: no log)" if ended_unstarted else "(not written yet)"
         if found:  # the lines that show the cause first: they sit far above the tail
             out.append(f"==> {entry.job_id} {entry.run_id} cause:")
             out.extend(line for failure in found for line in failures.render(failure))
@@ -178,7 +224,7 @@ def logs(manifest: Manifest, run: str | None, lines: int) -> str:
         for stream, written in written_logs:
             path = Path(written or "")
             shown = written is not None and path.exists()
-            text = path.read_text(errors="replace").splitlines()[-lines:] if shown else ["(not written yet)"]
+            text = path.read_text(errors="replace").splitlines()[-lines:] if shown else [unwritten]
             out.append(f"==> {entry.job_id} {entry.run_id} {stream}: {path}")
             out.extend(text)
     return "\n".join(out)

@@ -131,7 +131,7 @@ def test_a_submitted_sweep_is_found_by_id_and_path_and_its_code_is_written_once_
         status = sweep_cli("status", manifest.sweep_dir, without)
         assert status.returncode == 0, status.stderr
         assert "SLURM did not answer (squeue is not installed here): states from the runs' own records" in status.stdout
-        assert re.search(rf"{run.job_id} +PENDING +attempts 1 .*{run.run_id}", status.stdout), status.stdout
+        assert re.search(rf"{run.job_id} +PENDING +attempts 0 .*{run.run_id}", status.stdout), status.stdout
         cancel = sweep_cli("cancel", manifest.sweep_dir, without)
         assert cancel.returncode == 2 and cancel.stderr.count("\n") == 1, cancel.stderr
         assert "could not cancel" in cancel.stderr and "scancel is not installed here" in cancel.stderr

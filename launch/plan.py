@@ -94,10 +94,16 @@ def host_memory_gb(share_gb: int, estimate_gib: float, node_gib: float | None) -
 
 
 def node_short_of_host_ram(cfg: DictConfig, facts: Facts, host_ram_gib: float | None) -> float | None:
-    """The node's GiB where 1.2 x the preflight's host-RAM estimate exceeds it; None where it does not, where
-    cluster.mem_gb was given (validate checks that against the node) or nothing says the node's size."""
+    """The GiB a node gives the job where the preflight's host-RAM estimate will not fit in it: the user's
+    cluster.mem_gb (--mem, SLURM's cgroup ends the job past it; validate checks it against the node) below the
+    estimate itself, else the partition's nodes below 1.2 x it; None where it fits or nothing says the node's size."""
+    if host_ram_gib is None:
+        return None
+    given = cfg.cluster.get("mem_gb")
+    if given:
+        return float(given) if host_ram_gib > given else None
     partition = facts.partition
-    if cfg.cluster.get("mem_gb") or host_ram_gib is None or partition is None or not partition.mem_gib_per_node:
+    if partition is None or not partition.mem_gib_per_node:
         return None
     return (
         partition.mem_gib_per_node if math.ceil(HOST_RAM_MARGIN * host_ram_gib) > partition.mem_gib_per_node else None
@@ -602,5 +608,6 @@ def make_plan(
         time=time,
         cluster_identity=cluster_identity(cfg),
         node_short_of_host_ram_gib=node_short_of_host_ram(cfg, facts, host_ram_gib),
+        host_ram_limit_is_mem_gb=bool(cfg.cluster.get("mem_gb")),
     )
     return dataclasses.replace(plan, warnings=plan.warnings + hang_window_warnings(plan))

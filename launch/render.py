@@ -287,14 +287,21 @@ def render_readiness(plan: Plan) -> list[str]:
 
 
 def host_ram_shortfall(plan: Plan) -> str:
-    """What holds a node's host RAM where 1.2 x the preflight's estimate exceeds the node
-    (plan.node_short_of_host_ram), largest first, each with the setting that shrinks it."""
+    """What holds a node's host RAM where the preflight's estimate exceeds the user's cluster.mem_gb, or 1.2 x it
+    the node (plan.node_short_of_host_ram), largest first, each with the setting that shrinks it."""
     verdict, node_gib = plan.preflight, plan.node_short_of_host_ram_gib
     assert verdict is not None and node_gib is not None
     where = f"partition {plan.resources.partition}'s" if plan.resources.partition else "the cluster's"
     held = sorted(verdict.host_ram, key=lambda term: -term.gib)
     parts = [f"{term.name} {term.gib:g} GiB" + (f" ({term.note})" if term.note else "") for term in held]
     estimate = verdict.host_ram_gib_per_node
+    if plan.host_ram_limit_is_mem_gb:
+        enough = math.ceil(HOST_RAM_MARGIN * estimate)
+        return (
+            f"the estimate {estimate:g} GiB per node exceeds cluster.mem_gb={node_gib:g} (--mem={node_gib:g}G), past "
+            f"which SLURM's cgroup ends the job: {'; '.join(parts)}; or raise cluster.mem_gb (to {enough}: "
+            f"{HOST_RAM_MARGIN:g} x the estimate), or drop it for rlaunch's own --mem"
+        )
     return (
         f"{HOST_RAM_MARGIN:g} x the estimate {estimate:g} GiB = {math.ceil(HOST_RAM_MARGIN * estimate)} GiB per node "
         f"exceeds {where} {node_gib:g} GiB nodes: {'; '.join(parts)}; or a partition with bigger nodes "

@@ -228,8 +228,11 @@ class Plan:
     # the cluster it runs on (calibration.cluster_identity; `slurm` alone where slurm.conf was unreadable, "" where
     # unknown): its measured steps calibrate that cluster's plans only
     cluster_identity: str = ""
-    # the node's GiB where 1.2 x the preflight's host-RAM estimate exceeds it (plan.node_short_of_host_ram)
+    # the GiB a node gives the job where the preflight's host-RAM estimate will not fit it
+    # (plan.node_short_of_host_ram): the user's cluster.mem_gb (host_ram_limit_is_mem_gb) below the estimate, or the
+    # node below 1.2 x it
     node_short_of_host_ram_gib: float | None = None
+    host_ram_limit_is_mem_gb: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON. Shallow: the nested dicts are the plan's own (asdict would copy the thousand-key verl

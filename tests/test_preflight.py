@@ -5,6 +5,7 @@ policies, and the shipped profiles."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from dataclasses import replace
@@ -213,8 +214,19 @@ def test_a_node_short_of_host_ram_is_shown_in_the_plan_refused_on_submission_and
     assert warning.startswith("preflight warns a100_80: host RAM")
     (roomy,) = host_ram_plans(1000.0)
     assert roomy.node_short_of_host_ram_gib is None and preflight.gate([roomy], "fail") == []
-    (given,) = host_ram_plans(100.0, "cluster.mem_gb=90")  # the user's --mem: validate checks it against the node
-    assert given.node_short_of_host_ram_gib is None and given.resources.mem_gb == 90
+    # the user's --mem (validate checks it against the node) below the estimate itself: SLURM's cgroup ends the job
+    (given,) = host_ram_plans(100.0, "cluster.mem_gb=90")
+    assert given.node_short_of_host_ram_gib == 90.0 and given.resources.mem_gb == 90 and given.host_ram_limit_is_mem_gb
+    line = next(line for line in render(given).splitlines() if line.startswith("  host RAM"))
+    assert "DOES NOT FIT: the estimate" in line and "exceeds cluster.mem_gb=90 (--mem=90G)" in line
+    assert "or raise cluster.mem_gb (to " in line and "exceeds partition" not in line
+    with pytest.raises(UserError, match=r"^preflight refuses a100_80: host RAM: the estimate .* cluster.mem_gb=90"):
+        preflight.gate([given], "fail")
+    assert preflight.gate([given], "warn")[0].startswith("preflight warns a100_80: host RAM: the estimate")
+    # a --mem above the estimate is the user's call, even under 1.2 x it: only the estimate itself is refused
+    estimate = given.preflight.host_ram_gib_per_node
+    (enough,) = host_ram_plans(1000.0, f"cluster.mem_gb={math.ceil(estimate) + 1}")
+    assert enough.node_short_of_host_ram_gib is None
 
 
 def test_the_host_ram_terms_round_trip_through_plan_json():

@@ -363,8 +363,11 @@ def print_tables(summaries: list[RunSummary]) -> None:
         if not rows:
             continue
         table = Table(title=title, caption=caption)
-        for column in header:
-            table.add_column(column)
+        # the run's label says what the sweep varies: its longest word (total_training_steps=20) is never cut to
+        # 'total_trainin…', which would leave two runs looking the same but for their ids
+        longest = max((len(word) for row in rows for word in row[0].split()), default=0)
+        for index, column in enumerate(header):
+            table.add_column(column, min_width=longest if index == 0 and header[0] == "run" else None)
         for row in rows:
             table.add_row(*row)
         console.print(table)
@@ -556,6 +559,20 @@ def compare(target: str, out_dir: Path | None, project: str, entity: str | None)
     return report
 
 
+def one_sweep_message(target: str, extra: list[str]) -> str:
+    """compare given more than one target (two sweeps to put side by side), or an option it does not know."""
+    options = [word for word in extra if word.startswith("-")]
+    if options:
+        return f"unknown option {' '.join(options)}: compare.py takes a sweep and --out, --project, --entity"
+    given = ", ".join([target, *extra])
+    return (
+        f"compare.py takes one sweep (its directory, a run directory, or a W&B group), got {len(extra) + 1}: {given}: "
+        "run it once per sweep, or to see runs of two sweeps in one table link their run directories (those holding "
+        "plan.json) into one new directory and give that (its state column stays empty: the states need each sweep's "
+        "manifest)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from launch.errors import exit_with_message  # the same one-line exit as the launcher's
 
@@ -564,8 +581,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None, help="report directory (default: <sweep dir>/report)")
     parser.add_argument("--project", default="rlaunch", help="W&B project (trainer.project_name)")
     parser.add_argument("--entity", default=os.environ.get("WANDB_ENTITY"), help="W&B entity")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     try:
+        if extra:
+            raise UserError(one_sweep_message(args.target, extra))
         compare(args.target, args.out, args.project, args.entity)
     except Exception as error:
         exit_with_message(error)

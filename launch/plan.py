@@ -110,6 +110,23 @@ def node_short_of_host_ram(cfg: DictConfig, facts: Facts, host_ram_gib: float | 
     )
 
 
+def node_size_warnings(cfg: DictConfig, facts: Facts, resources: Resources) -> list[str]:
+    """More GPUs on one node than the gpu profile's typical node holds (gpu.gpus_per_node), where no partition or Ray
+    cluster says what this site's nodes hold (validate refuses against those figures): SLURM grants it only where the
+    site's nodes are that large, and --cpus-per-task / --mem scale the profile's per-GPU share of its own node."""
+    typical = int(cfg.gpu.get("gpus_per_node") or 0)
+    if facts.partition is not None or not typical or resources.gpus_per_node <= typical:
+        return []
+    nodes = math.ceil(resources.nodes * resources.gpus_per_node / typical)
+    return [
+        f"trainer.n_gpus_per_node={resources.gpus_per_node} but a typical {cfg.gpu.name} node has {typical} GPUs "
+        f"(gpu.gpus_per_node): SLURM grants --gres=gpu:{resources.gpus_per_node} with --cpus-per-task="
+        f"{resources.cpus_per_task} --mem={resources.mem_gb}G only where this site's nodes are that large; else set "
+        f"trainer.n_gpus_per_node={typical} trainer.nnodes={nodes} (or gpu.gpus_per_node={resources.gpus_per_node} "
+        "where they are)"
+    ]
+
+
 def make_resources(cfg: DictConfig, facts: Facts, host_ram_gib: float | None = None) -> Resources:
     """`host_ram_gib`: the preflight's host-RAM estimate per node, when it judged the run: --mem never below 1.2 x
     it where the node has that much, unless cluster.mem_gb says otherwise."""
@@ -547,6 +564,7 @@ def make_plan(
     execution, reason = decide_execution(cfg, facts)
     host_ram_gib = verdict.host_ram_gib_per_node if verdict is not None else None
     resources = make_resources(cfg, facts, host_ram_gib)
+    warnings += node_size_warnings(cfg, facts, resources)
     verl = make_verl_config(resolved if resolved is not None else full_resolution(cfg), run_dir, worker_env)
     code_dir = None
     if cfg.cluster.get("snapshot") and facts.code is not None:

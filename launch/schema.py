@@ -66,6 +66,9 @@ class GpuProfile:
     nccl_gib_per_communicator_without_nvls: float | None = None
     host_cpus_per_gpu: int = MISSING  # typical node: sets --cpus-per-task
     host_ram_gib_per_gpu: int = MISSING  # typical node: sets --mem
+    # GPUs in that typical node (DGX H100: 8); 0: not stated. A plan asking more on one node is warned where no
+    # partition says what the site's nodes hold (plan.node_size_warnings); a site with larger nodes sets it
+    gpus_per_node: int = 0
     nvml_names: list[str] = field(default_factory=list)  # substrings of NVML's device name that mean this card
     min_total_gib: float = 0.0  # NVML total memory at least this (tells A100 40GB from 80GB)
     gres_type: str = ""  # the usual SLURM GRES type name of this card (mapped per cluster by cluster.gres_types)

@@ -34,7 +34,13 @@ from launch.memory import with_changes
 from launch.overrides import as_override, as_overrides, key_of, keys_of, parse_one
 from launch.preflight import TUNE_HEADROOM, WhatIf, candidate_fixes
 from launch.report import failures
-from launch.report.failures.fixes import PhaseFix, budget_for_a_first_step, signal_at_start
+from launch.report.failures.fixes import (
+    PhaseFix,
+    budget_for_a_first_step,
+    not_requeued_reason,
+    passed_save_without_checkpoint,
+    signal_at_start,
+)
 from launch.report.failures.logs import Attempt, job_logs
 from launch.report.metrics import (
     MEMORY_ALLOCATED,
@@ -49,7 +55,6 @@ from launch.report.metrics import (
     step_s_over,
 )
 from launch.rundir import (
-    NOT_REQUEUED_FILE,
     PLAN_FILE,
     attempt_log_path,
     hang_records,
@@ -464,8 +469,13 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
         if after > before:
             break
         stalled += 1
-    stop_file = run.run_dir / NOT_REQUEUED_FILE
-    stop_reason = stop_file.read_text().strip() if stop_file.exists() else ""
+    # the job's words, where its attempts' steps do not contradict them (fixes.not_requeued_reason)
+    context = failures.FixContext(
+        plan=run.local_plan,
+        steps_reached=dict(enumerate(steps_reached(run, starts), start=1)),
+        checkpointed_step=dict(enumerate(starts, start=1)),
+    )
+    stop_reason = not_requeued_reason(context, run.run_dir) or ""
     # the job writes not_requeued.txt for every stop (launch/job.py): requeues used up (the test its checkpoint()
     # applies), but also a hang it refused to requeue on purpose, which more requeues would only repeat (the
     # failure says that one)
@@ -510,8 +520,8 @@ def diagnose_requeues(run: RunMetrics, thresholds: DoctorThresholds) -> Diagnosi
         remedy = "no attempt reaches a training step: every start validates first"
     elif stalled_reach == 0:
         remedy = f"no attempt reaches a training step: {budget_for_a_first_step(run.local_plan)}"
-    else:
-        remedy = "no attempt reaches a checkpoint"
+    else:  # past save_freq's step and still no checkpoint: verl did not save (fixes.passed_save_without_checkpoint)
+        remedy = passed_save_without_checkpoint(context) or "no attempt reaches a checkpoint"
     if stalled_reach == 0 and "save_freq" in stop_reason:  # the job's words: no step was reached, no save to bring in
         stop_reason = stop_reason.split(":")[0] + " (no attempt reached a step: a lower trainer.save_freq cannot help)"
         evidence["not_requeued"] = stop_reason

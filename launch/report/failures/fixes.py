@@ -3254,6 +3254,71 @@ def budget_for_a_first_step(plan: Plan) -> str:
     return f"a longer mode.time_budget_min: the job's start-up alone takes about {STARTUP_MIN} min"
 
 
+def checkpoint_written(plan: Plan) -> int:
+    """The step of the last checkpoint verl wrote for the run (its latest_checkpointed_iteration.txt under
+    trainer.default_local_dir, as launch/job.py reads it at a requeue; 0 for none)."""
+    root = verl_value(plan, "trainer.default_local_dir")
+    try:
+        return int((Path(str(root)) / "latest_checkpointed_iteration.txt").read_text().strip()) if root else 0
+    except (OSError, ValueError):
+        return 0
+
+
+def passed_save_without_checkpoint(context: FixContext) -> str | None:
+    """Attempts that went past trainer.save_freq's step from no checkpoint and still left none: verl did not save
+    (not a save_freq too large for the attempts), said with the numbers; None otherwise."""
+    save_freq = verl_value(context.plan, "trainer.save_freq")
+    if save_freq is None or int(save_freq) <= 0 or checkpoint_written(context.plan):
+        return None
+    save_freq = int(save_freq)
+    passed = [
+        attempt
+        for attempt, reached in context.steps_reached.items()
+        if context.checkpointed_step.get(attempt, 0) == 0 and reached >= save_freq
+    ]
+    if not passed or any(context.checkpointed_step.get(attempt, 0) for attempt in context.steps_reached):
+        return None
+    times = f"{len(passed)} times" if len(passed) > 1 else "once"
+    return (
+        f"passed step {save_freq} (trainer.save_freq) {times} without a checkpoint: verl saved none; check "
+        "trainer.default_local_dir and the save's lines in the attempt's log"
+    )
+
+
+def not_requeued_reason(context: FixContext, run_dir: Path | None = None) -> str | None:
+    """Why the job stopped requeueing the run (its not_requeued.txt), where the job's own words ('never a first
+    checkpoint: lower trainer.save_freq') contradict the attempts' steps, with what the steps show instead; None for
+    a run the job did not stop requeueing."""
+    path = Path(run_dir or context.plan.run_dir) / "not_requeued.txt"
+    try:
+        reason = path.read_text().strip()
+    except OSError:
+        return None
+    unsaved = passed_save_without_checkpoint(context)
+    if unsaved and "never a first checkpoint" in reason:
+        return f"{reason.split(':')[0]}: {unsaved}"
+    return reason
+
+
+def requeue_outcome(context: FixContext, attempt: int) -> str:
+    """What came of the requeue after a time-limited attempt: where the next attempt started (from step 0 where no
+    checkpoint existed), or why the job was not requeued (not_requeued.txt)."""
+    numbers = set(context.attempt_records) | set(context.checkpointed_step) | set(context.steps_reached)
+    last = max(numbers, default=attempt)
+    if attempt < last:
+        resumed = context.checkpointed_step.get(attempt + 1, 0)
+        if not resumed:
+            return "no checkpoint yet: the requeued attempt started over from step 0"
+        return f"requeued: attempt {attempt + 1} resumed from the checkpoint of step {resumed}"
+    reason = not_requeued_reason(context)
+    if reason:
+        return f"not requeued: {reason}"
+    saved = checkpoint_written(context.plan)
+    if saved:
+        return f"the job requeues itself: its next attempt resumes from the checkpoint of step {saved}"
+    return "the job requeues itself: no checkpoint yet, so its next attempt starts over from step 0"
+
+
 def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:
     attempt = failure.attempt or 1
     trainer = verl_value(context.plan, "trainer") or {}
@@ -3262,6 +3327,9 @@ def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> tupl
     reached = context.steps_reached.get(attempt)
     minutes = context.plan.resources.time_min
     limit = f" of {minutes} min" if minutes else ""
+    delay = context.plan.slurm.get("signal_delay_s") if context.plan.slurm else None
+    # submitit's requeue signal (sbatch --signal=USR2@<delay>) ends the attempt, cluster.signal_delay_s before --time
+    came = f"the requeue signal, {delay} s before the time limit{limit}," if delay else f"the time limit{limit}"
     if reached is None:
         return GENERIC_FIXES["time_limit"], {}
     found: Details = {"steps_reached": reached}
@@ -3272,13 +3340,17 @@ def fix_time_limit(failure: Failure, context: FixContext, log_text: str) -> tupl
         validates = trainer.get("val_before_train")
         fix = "trainer.val_before_train=false" if validates else budget_for_a_first_step(context.plan)
         return f"the attempt reached no training step in its time limit{limit}: {fix}", found
+    outcome = requeue_outcome(context, attempt)
     if start == 0 and save_freq is not None and int(save_freq) > reached:
         fits = save_freq_that_fits(reached, context.saves_per_attempt)
         return (
-            f"the time limit{limit} came at step {reached}, before the first checkpoint (trainer.save_freq="
-            f"{save_freq}): trainer.save_freq={fits} saves {context.saves_per_attempt}x per attempt"
+            f"{came} came at step {reached}, before the first checkpoint (trainer.save_freq="
+            f"{save_freq}): trainer.save_freq={fits} saves {context.saves_per_attempt}x per attempt; {outcome}"
         ), found
-    return f"the time limit{limit} came at step {start + reached}; the run was requeued from its last checkpoint", found
+    unsaved = passed_save_without_checkpoint(context) if start == 0 else None
+    if unsaved and "not requeued" not in outcome:
+        outcome += f" ({unsaved})"
+    return f"{came} came at step {start + reached}; {outcome}", found
 
 
 def fix_disk_full(failure: Failure, context: FixContext, log_text: str) -> tuple[str, Details]:

@@ -7,6 +7,7 @@ trainer.save_freq' is read as what the steps show: verl saved none."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from metric_fixtures import make_plan_dir
@@ -72,3 +73,44 @@ def test_the_jobs_save_freq_advice_is_read_against_the_steps(context):
 def test_a_written_checkpoint_is_resumed_from(context):
     resumed = replace(context, checkpointed_step={1: 0, 2: 5, 3: 5}, steps_reached={1: 99, 2: 90, 3: 90})
     assert "requeued: attempt 2 resumed from the checkpoint of step 5" in fix_of(resumed, 1)
+
+
+# --- the doctor's state: as sweep.py status gives it (failures.run_state), not 'failed' for every run ---------------
+
+
+def doctor_text(run_dir: Path, attempts: int, failed: list, state: str | None, record=None) -> str:
+    from launch.report.doctor import render_text
+    from launch.report.metrics import RunMetrics
+
+    run = RunMetrics(run_dir, load_plan(run_dir), {}, [{"checkpointed_step": 0}] * attempts)
+    return render_text(run, [], run_dir / "diagnosis.md", failed, None, state, record)
+
+
+def test_a_requeued_running_run_is_running_with_its_ended_attempt(context):
+    run_dir = Path(context.plan.run_dir)
+    ended = failures.Failure("time_limit", ["Caught signal SIGUSR2"], 1, fix="x")
+    text = doctor_text(run_dir, 2, [ended], "RUNNING")
+    assert "  state: running (attempt 2; attempt 1 ended: time_limit, requeued)" in text, text
+    assert "failed [" not in text and "  ended [time_limit] (attempt 1)" in text, text
+    waiting = doctor_text(run_dir, 1, [ended], "PENDING")
+    assert "state: pending (attempt 2 waits to start; attempt 1 ended: time_limit, requeued)" in waiting, waiting
+
+
+def test_cancels_say_cancelled_and_by_whom(context):
+    run_dir = Path(context.plan.run_dir)
+    record = failures.JobRecord("SLURM", "7", "CANCELLED by 0")
+    cancel = failures.Failure("cancelled", ["SLURM: job 7 CANCELLED by 0"], None, fix="x")
+    before = doctor_text(run_dir, 0, [cancel], "CANCELLED by 0", record)
+    assert "state: cancelled by user root (uid 0) before it started" in before, before
+    assert "  cancelled [cancelled]" in before and "failed [" not in before, before
+    ended = failures.Failure("time_limit", ["Caught signal SIGUSR2"], 1, fix="x")
+    waited = doctor_text(run_dir, 1, [ended, cancel], "CANCELLED by 0", record)
+    assert (
+        "state: cancelled by user root (uid 0) while it waited to start again (attempt 1 ended: time_limit, requeued)"
+    ) in waited, waited
+
+
+def test_a_completed_job_without_steps_says_completed(context):
+    text = doctor_text(Path(context.plan.run_dir), 1, [], "COMPLETED")
+    assert "  state: completed" in text and "the job COMPLETED with no training step" in text, text
+    assert "no training step logged yet" not in text, text

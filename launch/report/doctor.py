@@ -40,6 +40,7 @@ from launch.report.failures.fixes import (
     not_requeued_reason,
     passed_save_without_checkpoint,
     signal_at_start,
+    who_cancelled,
 )
 from launch.report.failures.logs import Attempt, job_logs
 from launch.report.metrics import (
@@ -617,10 +618,15 @@ def speed_unjudged(run: RunMetrics, thresholds: DoctorThresholds) -> str | None:
     )
 
 
-def nothing_found(run: RunMetrics, thresholds: DoctorThresholds | None = None) -> str:
+def nothing_found(run: RunMetrics, thresholds: DoctorThresholds | None = None, state: str | None = None) -> str:
     """What an empty diagnosis means: a run with no training step yet was not judged at all (its attempts started,
     verl has not finished a step), and one with too few steady steps not for its speed, which is not the same as a
     run the thresholds found healthy."""
+    if not training_steps(run) and state == "COMPLETED":
+        return (
+            "the job COMPLETED with no training step in its metrics, so nothing to judge: verl's file logger wrote "
+            "none (trainer.logger must include file; a run planned for 0 steps ends at once)"
+        )
     if not training_steps(run):
         return "no training step logged yet, so nothing to judge (verl logs its first once step 1 ends)"
     unjudged = speed_unjudged(run, thresholds or load_thresholds())
@@ -634,6 +640,8 @@ def render_markdown(
     diagnoses: list[Diagnosis],
     failed: Sequence[failures.Failure] = (),
     thresholds: DoctorThresholds | None = None,
+    state: str | None = None,
+    record: failures.JobRecord | None = None,
 ) -> str:
     lines = [
         f"# Diagnosis of run {run.run_id}",
@@ -641,13 +649,18 @@ def render_markdown(
         f"{run.label} · `{run.run_dir}`",  # the job name repeats algo and gpu: said once, as compare says it
         "",
     ]
+    said = state_line(run, state, failed, record)
+    if said:
+        lines += [said[:1].upper() + said[1:] + ".", ""]
+    attempts = attempt_count(run, failed)
     for item in failed:
+        word = ended_word(item, state, failed, attempts)
         lines += [
-            f"## Attempt {item.attempt or '?'} failed: {item.label}" + (f" (node {item.node})" if item.node else "")
+            f"## Attempt {item.attempt or '?'} {word}: {item.label}" + (f" (node {item.node})" if item.node else "")
         ]
         lines += ["", "```", *item.evidence, "```", "", f"Fix: {item.fix}", ""]
     if not diagnoses and not failed:
-        said = nothing_found(run, thresholds)
+        said = nothing_found(run, thresholds, state)
         lines.append(said[:1].upper() + said[1:] + ".")  # str.capitalize would lower "MFU"
     for number, item in enumerate(diagnoses, start=1):
         lines += [f"## {number}. {item.kind} (importance {item.importance:.3f})", "", item.headline, ""]
@@ -666,10 +679,79 @@ def write_diagnosis(
     diagnoses: list[Diagnosis],
     failed: Sequence[failures.Failure] = (),
     thresholds: DoctorThresholds | None = None,
+    state: str | None = None,
+    record: failures.JobRecord | None = None,
 ) -> Path:
     path = diagnosis_path(run.run_dir)
-    path.write_text(render_markdown(run, diagnoses, failed, thresholds))
+    path.write_text(render_markdown(run, diagnoses, failed, thresholds, state, record))
     return path
+
+
+# the states in which the scheduler holds the job (again): its failed attempts were requeued (logs.QUEUED_STATES)
+STILL_HELD = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RUNNING", "COMPLETING")
+
+
+def attempt_count(run: RunMetrics, failed: Sequence[failures.Failure]) -> int:
+    """How many attempts the run has had: attempts.jsonl's records, or the highest attempt a failure names."""
+    return max([len(run.attempts), *(item.attempt or 0 for item in failed)])
+
+
+def still_held(state: str | None) -> bool:
+    return state is not None and state.split(" ")[0] in STILL_HELD
+
+
+def requeued_after(
+    item: failures.Failure, state: str | None, failed: Sequence[failures.Failure], attempts: int
+) -> bool:
+    """The job went on after this failure's attempt: a later attempt, a job the scheduler holds again, or a cancel
+    that found it waiting to start again."""
+    if item.kind == "cancelled" or not item.attempt:
+        return False
+    waited = any(other.kind == "cancelled" and other.attempt is None for other in failed)
+    return item.attempt < attempts or still_held(state) or waited
+
+
+def ended_word(
+    item: failures.Failure, state: str | None, failed: Sequence[failures.Failure] = (), attempts: int = 0
+) -> str:
+    """How a failure's attempt ended, as the doctor's line starts: 'cancelled', 'ended' for an attempt the job went
+    on after (requeued_after), else 'failed'."""
+    if item.kind == "cancelled":
+        return "cancelled"
+    return "ended" if requeued_after(item, state, failed, attempts) else "failed"
+
+
+def state_line(
+    run: RunMetrics,
+    state: str | None,
+    failed: Sequence[failures.Failure] = (),
+    record: failures.JobRecord | None = None,
+) -> str | None:
+    """The run's state as `sweep.py status` gives it (failures.run_state: the scheduler's, else the job's records), in
+    words, with each earlier attempt's end where the job went on: 'running (attempt 2; attempt 1 ended: time_limit,
+    requeued)', 'cancelled by user alice (uid 1000) before it started', 'completed'; None for a run no manifest
+    lists."""
+    if state is None:
+        return None
+    attempts = attempt_count(run, failed)
+    word = state.split(" ")[0]
+    ended = "".join(
+        f"; attempt {item.attempt} ended: {item.kind}, requeued"
+        for item in failed
+        if requeued_after(item, state, failed, attempts)
+    )
+    if (record is not None and record.cancelled) or word == "CANCELLED":
+        slurm = record is None or record.scheduler == "SLURM"
+        who = f" by {who_cancelled(state)}" if slurm else " through Ray's job API"
+        waited = any(item.kind == "cancelled" and item.attempt is None for item in failed)
+        when = " before it started" if not attempts else " while it waited to start again" if waited else ""
+        said = f"cancelled{who}{when}" + (f" ({ended[2:]})" if ended else "")
+    elif still_held(state) and attempts:
+        now = f"attempt {attempts}" if word == "RUNNING" else f"attempt {attempts + 1} waits to start"
+        said = f"{word.lower()} ({now}{ended})"
+    else:
+        said = word.lower() + state[len(word) :]
+    return f"state: {said}" + (f" ({state})" if said.split(" ")[0].upper() != word else "")
 
 
 def render_text(
@@ -678,14 +760,21 @@ def render_text(
     written: Path,
     failed: Sequence[failures.Failure] = (),
     thresholds: DoctorThresholds | None = None,
+    state: str | None = None,
+    record: failures.JobRecord | None = None,
 ) -> str:
     lines = [f"run {run.run_id}  {run.algo}  {run.gpu}  ({run.run_dir})"]
+    said = state_line(run, state, failed, record)
+    if said:
+        lines.append(f"  {said}")
+    attempts = attempt_count(run, failed)
     for item in failed:
+        word = ended_word(item, state, failed, attempts)
         lines += [
-            "  failed " + line if number == 0 else "  " + line for number, line in enumerate(failures.render(item))
+            f"  {word} " + line if number == 0 else "  " + line for number, line in enumerate(failures.render(item))
         ]
     if not diagnoses and not failed:
-        lines.append(f"  no diagnosis: {nothing_found(run, thresholds)}")
+        lines.append(f"  no diagnosis: {nothing_found(run, thresholds, state)}")
     for number, item in enumerate(diagnoses, start=1):
         lines.append(f"  {number}. [{item.kind}] {item.headline}")
         lines.append("     evidence: " + ", ".join(f"{name} {value}" for name, value in item.evidence.items()))
@@ -743,8 +832,10 @@ def doctor(path: Path, thresholds: DoctorThresholds) -> list[str]:
             out.append(f"run {run.run_id}  ({run.run_dir}): no metrics yet, skipped")
             continue
         diagnoses = diagnose(run, thresholds) if has_metrics(run) else []
-        written = write_diagnosis(run, diagnoses, failed[run.run_id], thresholds)
-        out.append(render_text(run, diagnoses, written, failed[run.run_id], thresholds))
+        record = said.by_run.get(run.run_id)
+        state = failures.run_state(run.run_dir, record)  # as sweep.py status says it
+        written = write_diagnosis(run, diagnoses, failed[run.run_id], thresholds, state, record)
+        out.append(render_text(run, diagnoses, written, failed[run.run_id], thresholds, state, record))
     return out
 
 

@@ -17,7 +17,16 @@ from typing import Any
 
 from launch.calibration import measure, response_trend
 from launch.report.metrics import step_s_over
-from launch.rundir import STEP_TIME_METRIC, Plan, is_run_dir, load_plan, read_history, steady_steps, warmup_steps
+from launch.rundir import (
+    STEP_TIME_METRIC,
+    Plan,
+    is_run_dir,
+    load_plan,
+    read_history,
+    steady_steps,
+    warmup_steps,
+)
+from launch.rundir import attempts as run_attempts
 from launch.steptime import STARTUP_MIN, spent_s, steps_within
 from launch.watchdog import planned_steps
 
@@ -41,9 +50,12 @@ class Forecast:
     attempt_min: float | None
     warnings: list[str] = field(default_factory=list)
     save_s: float = 0.0  # one checkpoint save as measured (0: none yet), which measured_step_s leaves out
+    attempt: int | None = None  # the attempt running now (attempts.jsonl's records), where known
+    limit_min: float | None = None  # an attempt's minutes until it is stopped: start-up included
 
     def lines(self) -> list[str]:
-        total = f"/{self.total_steps}" if self.total_steps else ""
+        past = self.total_steps is not None and self.step > self.total_steps
+        total = f"/{self.total_steps}" if self.total_steps and not past else ""
         planned = ""
         if self.planned_step_s:
             ratio = self.measured_step_s / self.planned_step_s
@@ -52,14 +64,23 @@ class Forecast:
         # the step as every report says it (metrics.step_s_over): where the run saves, the saves are said apart
         saves = f", checkpoint saves apart: {self.save_s:.0f} s each" if self.save_s else ""
         parts = [f"step {self.step}{total} at {self.measured_step_s:.0f} s/step{planned}{saves}"]
+        if past:
+            parts.append(f"past the plan's {self.total_steps} steps: no ETA")
         if self.eta_h is not None:
             parts.append(f"ETA {duration_text(self.eta_h * 3600)}")
         if self.attempts_needed is not None:
-            parts.append(f"{self.attempts_needed} attempt(s) of {self.attempts_allowed} allowed")
-        if self.first_checkpoint_min is not None and self.first_checkpoint_step is not None:
+            now = f" (this is attempt {self.attempt})" if self.attempt else ""
             parts.append(
-                f"first checkpoint (step {self.first_checkpoint_step}) at {self.first_checkpoint_min:.0f} min of "
-                f"an attempt's {self.attempt_min:.0f}"
+                f"the run needs {self.attempts_needed} attempt{'s' * (self.attempts_needed != 1)} of the "
+                f"{self.attempts_allowed} allowed{now}"
+            )
+        elif self.attempt:
+            parts.append(f"attempt {self.attempt} of {self.attempts_allowed} allowed")
+        if self.first_checkpoint_min is not None and self.first_checkpoint_step is not None:
+            within = f" of the attempt's {self.limit_min:.0f} min" if self.limit_min else ""
+            parts.append(
+                f"first checkpoint (step {self.first_checkpoint_step}) ~{self.first_checkpoint_min:.0f} min into an "
+                f"attempt ({STARTUP_MIN} min of start-up assumed){within}"
             )
         return ["forecast: " + "; ".join(parts), *(f"WARNING: {warning}" for warning in self.warnings)]
 
@@ -95,8 +116,24 @@ def measured_validation_s(history: dict[int, dict[str, Any]]) -> float | None:
     return statistics.median(measured) if measured else None
 
 
-def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset()) -> Forecast | None:
-    """None until a step is logged."""
+def attempt_limit_min(plan: Plan, attempt_min: float | None) -> float | None:
+    """An attempt's minutes until it is stopped, start-up included: the job's --time less the requeue signal's delay
+    (cluster.signal_delay_s: submitit requeues at the signal) where the plan gives them, else the planned attempt's
+    training minutes plus the start-up; the fewer of the two where both (a budget below the start-up is planned as one
+    training minute, which no attempt has)."""
+    planned = attempt_min + STARTUP_MIN if attempt_min else None
+    minutes = plan.resources.time_min if plan.resources is not None else None
+    if not minutes:
+        return planned
+    delay = int((plan.slurm or {}).get("signal_delay_s") or 0)
+    wall = max(minutes - delay / 60, 0.0)
+    return min(wall, planned) if planned is not None else wall
+
+
+def forecast(
+    plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[int] = frozenset(), attempt: int | None = None
+) -> Forecast | None:
+    """None until a step is logged. `attempt`: the attempt running now, where known."""
     step_s = measured_step_s(history, warmup)
     if step_s is None or step_s <= 0:
         return None
@@ -118,7 +155,13 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[i
     save_s = measured_save_s(history, warmup)
     trainer = plan.verl["trainer"]
     test_freq, save_freq = int(trainer.get("test_freq") or -1), int(trainer.get("save_freq") or -1)
-    if steps is not None and total:
+    limit = attempt_limit_min(plan, attempt_min)
+    if total and step > total:  # the run went past the plan's steps: its figures say nothing of the rest
+        warnings.append(
+            f"step {step} is past the plan's {total} steps (trainer.total_training_steps and the epochs, as verl's fit "
+            "loop counts them): the run does not stop where it was planned to; the forecast has no ETA for it"
+        )
+    elif steps is not None and total:
         # VerlSteps.acts: no last-step validation (nor save) where the epochs end the run before total_training_steps
         validations, saves = steps.acts(test_freq), steps.acts(save_freq)
         # a step's metrics are logged after its save and its validation
@@ -132,10 +175,18 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[i
             first_step = min(save_freq, total) if saves else total
             first_s = spent_s(first_step, step_s, validation_s, test_freq, False) + save_s if saves else train_s
             first_min = STARTUP_MIN + first_s / 60
-            limit = attempt_min + STARTUP_MIN
-            if attempts > 1 and first_min > limit:
-                fitting = steps_within(attempt_min, step_s, validation_s, test_freq)
-                fix = f"set trainer.save_freq={fitting}" if fitting >= 1 else "one step outlasts the attempt"
+            # one attempt that the limit stops before its first save keeps nothing: each requeue starts over (and a
+            # run that would finish in one attempt does not, where that attempt is stopped before its end)
+            if limit is not None and first_min > limit:
+                training_min = min(attempt_min, limit - STARTUP_MIN)
+                fitting = steps_within(training_min, step_s, validation_s, test_freq) if training_min > 0 else 0
+                if training_min <= 0:
+                    fix = (
+                        f"give the job a longer limit (mode.time_budget_min): the start-up alone is assumed to take "
+                        f"{STARTUP_MIN} min"
+                    )
+                else:
+                    fix = f"set trainer.save_freq={fitting}" if fitting >= 1 else "one step outlasts the attempt"
                 warnings.append(
                     f"at {step_s:.0f} s/step the first checkpoint (step {first_step}) lands after the time limit "
                     f"({first_min:.0f} of {limit:.0f} min): every requeue would start over; cancel and {fix}"
@@ -149,7 +200,20 @@ def forecast(plan: Plan, history: dict[int, dict[str, Any]], warmup: frozenset[i
                 )
     warnings += memory_warning(plan, history)
     return Forecast(
-        step, total, step_s, planned, eta_h, attempts, allowed, first_step, first_min, attempt_min, warnings, save_s
+        step,
+        total,
+        step_s,
+        planned,
+        eta_h,
+        attempts,
+        allowed,
+        first_step,
+        first_min,
+        attempt_min,
+        warnings,
+        save_s,
+        attempt,
+        limit,
     )
 
 
@@ -180,5 +244,6 @@ def forecast_lines(run_dir: Path, state: str) -> list[str]:
     measured so far, and the early warnings."""
     if not state.upper().startswith(("RUNNING", "REQUEUED", "PENDING")) or not is_run_dir(run_dir):
         return []
-    ahead = forecast(load_plan(run_dir), read_history(run_dir), warmup_steps(run_dir))
+    attempt = len(run_attempts(run_dir)) or None
+    ahead = forecast(load_plan(run_dir), read_history(run_dir), warmup_steps(run_dir), attempt)
     return [f"{'':14}{line}" for line in ahead.lines()] if ahead is not None else []

@@ -114,3 +114,18 @@ def test_a_completed_job_without_steps_says_completed(context):
     text = doctor_text(Path(context.plan.run_dir), 1, [], "COMPLETED")
     assert "  state: completed" in text and "the job COMPLETED with no training step" in text, text
     assert "no training step logged yet" not in text, text
+
+
+# --- a cancel's fix: where a resubmitted run starts -----------------------------------------------------------------
+
+
+def test_a_cancel_without_a_checkpoint_says_the_run_starts_over(context, tmp_path):
+    from launch.report.failures.fixes import cancelled_fix, resumes_from, saved_step
+
+    fix = cancelled_fix("SLURM", "CANCELLED by 0", " before it started", "s1", 0)
+    assert fix.endswith("the same run directory, where the run starts over from step 0 (no checkpoint was written)")
+    assert "resumes from its last checkpoint" not in fix
+    assert resumes_from(40) == "where verl resumes from its checkpoint of step 40"
+    assert resumes_from(None) == "where verl resumes from its last checkpoint"  # no plan to say where verl saves
+    assert saved_step(tmp_path) is None
+    assert saved_step(Path(context.plan.run_dir)) == 0  # the probe's run: nothing under its default_local_dir

@@ -24,6 +24,7 @@ from launch.report.failures.fixes import (
     FixContext,
     cancelled_fix,
     generic_fix,
+    saved_step,
     with_plan_fix,
 )
 from launch.report.failures.likeness import likeness
@@ -297,7 +298,7 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
         # ends the wait for the next one, below
         ran_into = cancelled and attempt.ended not in ("completed", "interrupted")
         if attempt is attempts[-1] and (attempt.ended == "cancelled" or ran_into):
-            failures.append(cancel_failure(attempt, record, run_dir.parent.name))
+            failures.append(cancel_failure(attempt, record, run_dir.parent.name, saved=saved_step(run_dir)))
             continue
         if attempt.ended in ("completed", "running"):
             continue
@@ -318,7 +319,9 @@ def run_failures(run_dir: Path, context: FixContext | None = None, record: JobRe
     ]
     failures.sort(key=lambda failure: failure.attempt or 0)
     if cancelled and (not attempts or attempts[-1].ended == "interrupted"):  # while it waited in the queue
-        failures.append(cancel_failure(None, record, run_dir.parent.name, requeued=bool(attempts)))
+        failures.append(
+            cancel_failure(None, record, run_dir.parent.name, requeued=bool(attempts), saved=saved_step(run_dir))
+        )
     return [with_slurm_node(failure, run_dir, attempts) for failure in with_requeue_outcomes(failures)]
 
 
@@ -376,7 +379,11 @@ def requeued(failure: Failure, attempt: Attempt, attempts: list[Attempt], record
 
 
 def cancel_failure(
-    attempt: Attempt | None, record: JobRecord | None, sweep_id: str | None, requeued: bool = False
+    attempt: Attempt | None,
+    record: JobRecord | None,
+    sweep_id: str | None,
+    requeued: bool = False,
+    saved: int | None = None,
 ) -> Failure:
     """A job ended through its scheduler (scancel, Ray's stop_job): the scheduler's record and the log's own cancel
     line as evidence; what the log showed before the cancel, if anything, as an interruption's `before`. Without a
@@ -391,7 +398,7 @@ def cancel_failure(
     details = before_interruption(lines[: ends[0]] if ends else lines)
     scheduler, state = (record.scheduler, record.state) if record is not None else ("Ray", "STOPPED")
     waited = "" if attempt is not None else " while it waited to start again" if requeued else " before it started"
-    fix = cancelled_fix(scheduler, state, waited, sweep_id)
+    fix = cancelled_fix(scheduler, state, waited, sweep_id, saved)
     fix += f" (before it, the log shows {details['before']})" if details else ""
     number, host = (attempt.number, attempt.host) if attempt is not None else (None, None)
     return Failure("cancelled", evidence, number, host, fix=fix, details=details)

@@ -2107,7 +2107,7 @@ def who_cancelled(state: str) -> str:
         return f"the user with uid {uid}"
 
 
-def cancelled_fix(scheduler: str, state: str, when: str, sweep_id: str | None) -> str:
+def cancelled_fix(scheduler: str, state: str, when: str, sweep_id: str | None, saved: int | None = None) -> str:
     """A job ended through its scheduler (scancel; Ray's stop_job: sweep.py cancel, `ray job stop`): nothing in the run
     to fix, and how to carry on where that was not meant. `when`: '' for a job it stopped as it ran, else when it came
     (' before it started')."""
@@ -2117,9 +2117,30 @@ def cancelled_fix(scheduler: str, state: str, when: str, sweep_id: str | None) -
         how = "stopped through Ray's job API (sweep.py cancel, ray job stop, the dashboard)"
     return (
         f"{how}{when}: nothing to fix in the run; if that was not meant, submit its overrides again with "
-        f"launch.sweep_id={sweep_id or '<its sweep id>'}: the same run directory, where verl resumes from its last "
-        "checkpoint"
+        f"launch.sweep_id={sweep_id or '<its sweep id>'}: the same run directory, {resumes_from(saved)}"
     )
+
+
+def resumes_from(saved: int | None) -> str:
+    """Where a resubmitted run starts: `saved` is the step of the run's last checkpoint (0: none; None: not known)."""
+    if saved is None:
+        return "where verl resumes from its last checkpoint"
+    if saved == 0:
+        return "where the run starts over from step 0 (no checkpoint was written)"
+    return f"where verl resumes from its checkpoint of step {saved}"
+
+
+def saved_step(run_dir: Path) -> int | None:
+    """The step of the run's last checkpoint: verl's latest_checkpointed_iteration.txt, or the latest an attempt
+    started from (attempts.jsonl); 0 for none, None where the run directory has no plan to say where verl saves."""
+    from launch.rundir import attempts, load_plan
+
+    try:
+        plan = load_plan(run_dir)
+        started = [int(record.get("checkpointed_step") or 0) for record in attempts(run_dir)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return max([checkpoint_written(plan), *started])
 
 
 # the frame above OmegaConf's setter: the code that wrote the key

@@ -391,12 +391,20 @@ def never_checkpointed(plan: Plan, attempts_made: int) -> str:
     attempt reached a step; none did, and the attempt ends before verl's first step (its start-up, the validation
     before training, or a requeue signal due at the start)."""
     run_dir = Path(plan.run_dir)
-    stepped = any(
-        parse_records(path.read_text().splitlines())
+    steps = [
+        step
         for attempt in range(1, attempts_made + 1)
         if (path := attempt_log_path(run_dir, attempt)).exists()
-    )
-    if stepped:
+        for step, _ in parse_records(path.read_text().splitlines())
+    ]
+    save_freq = int(plan.verl["trainer"].get("save_freq") or 0)
+    if steps and save_freq > 0 and max(steps) >= save_freq:  # a smaller save_freq cannot help: verl saved none
+        return (
+            f"{attempts_made} attempts and never a first checkpoint: passed step {save_freq} (trainer.save_freq) "
+            "without a checkpoint: verl saved none; check trainer.default_local_dir and the save's lines in the "
+            "attempt's log"
+        )
+    if steps:
         return (
             f"{attempts_made} attempts and never a first checkpoint: lower trainer.save_freq "
             f"(now {plan.verl['trainer']['save_freq']}) or give the mode more time"

@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -555,7 +556,12 @@ def wait_for_nodes(topology: Topology, head: StartedNode, run_dir: Path, token_p
     started = time.monotonic()
     wait_for_head(topology, timeout_s, failed)
     ray = import_ray(token_path)
+    # ray.init puts Ray's failure handler on SIGTERM, which aborts the process at once: the caller's (job.BringUp,
+    # which ends the bring-up through its clean-up) stays for the wait, as a scancel then comes through it
+    kept = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
     connect(ray, topology, failed, started + timeout_s)
+    if kept is not None:
+        signal.signal(signal.SIGTERM, kept)
     try:
         expected = dict(zip(topology.addresses, topology.nodes, strict=True))
         while True:

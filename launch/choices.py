@@ -24,7 +24,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from launch.errors import UserError, closest, deleted_key_message, fork_key_message, fork_value_message
 from launch.lora_targets import ALL_LINEAR
-from launch.memory import trains_critic
+from launch.memory import FSDP_LORA_RANK, MEGATRON_LORA_RANK, lora_rank_key, trains_critic, value_at
 from launch.overrides import key_of, parse
 from launch.ranges import SFT_PREFIX, declared_type, shown
 from launch.schema import select, verl_defaults, verl_package_dir
@@ -676,17 +676,11 @@ def check_lora_targets(cfg: DictConfig) -> None:
             )
 
 
-# verl 0.9.1 reads LoRA's rank from one key per engine: the FSDP engine from model.lora_rank
-# (workers/engine/fsdp/transformer_impl.py), the Megatron engine from model.lora.rank
-# (workers/config/megatron_peft.py get_peft_cls); the trainer takes a rank from either as "the actor is its own
-# reference" (trainer/ppo/v1/trainer_base.py ref_in_actor) and builds no reference model.
-LORA_RANK_KEY = {"megatron": "lora.rank"}
-FSDP_LORA_RANK_KEY = "lora_rank"
 LORA_ROLES = {"actor_rollout_ref.model": "actor_rollout_ref.actor", "critic.model": "critic"}
 
 
 def _positive_rank(model: DictConfig, key: str) -> int:
-    rank = OmegaConf.select(model, key, default=None)
+    rank = value_at(model, key)
     return rank if isinstance(rank, int) and not isinstance(rank, bool) and rank > 0 else 0
 
 
@@ -699,8 +693,8 @@ def check_lora_rank_key(cfg: DictConfig) -> None:
         if not isinstance(model, DictConfig) or (role == "critic" and not trains_critic(cfg)):
             continue
         strategy = str(OmegaConf.select(cfg, f"{role}.strategy", default="fsdp"))
-        read = LORA_RANK_KEY.get(strategy, FSDP_LORA_RANK_KEY)
-        other = next(key for key in (FSDP_LORA_RANK_KEY, *LORA_RANK_KEY.values()) if key != read)
+        read = lora_rank_key(strategy)  # the trainer takes a rank from either key as "the actor is its own reference"
+        other = FSDP_LORA_RANK if read == MEGATRON_LORA_RANK else MEGATRON_LORA_RANK
         rank = _positive_rank(model, other)
         if not rank or _positive_rank(model, read):
             continue

@@ -599,22 +599,37 @@ def reward_model_knobs(verl: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# the key of model.* an engine reads LoRA's rank from: verl 0.9.1's Megatron engine builds Megatron-Bridge's PEFT from
+# model.lora (workers/config/megatron_peft.py get_peft_cls: lora.rank > 0), its FSDP engine reads model.lora_rank
+# (workers/engine/fsdp/transformer_impl.py); neither reads the other's key
+FSDP_LORA_RANK = "lora_rank"
+MEGATRON_LORA_RANK = "lora.rank"
+
+
+def lora_rank_key(strategy: str) -> str:
+    return MEGATRON_LORA_RANK if strategy == "megatron" else FSDP_LORA_RANK
+
+
+def value_at(model: Mapping[str, Any], key: str) -> Any:
+    """model's value at a dotted key, None where a part is missing."""
+    node: Any = model
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
 def trained_lora_rank(model: Mapping[str, Any], strategy: str) -> int:
-    """The LoRA rank the actor's engine applies: verl 0.9.1's Megatron engine builds Megatron-Bridge's PEFT from
-    model.lora (workers/config/megatron_peft.py get_peft_cls: lora.rank > 0), its FSDP engine reads model.lora_rank;
-    neither reads the other's key."""
-    if strategy == "megatron":
-        return int((model.get("lora") or {}).get("rank") or 0)
-    return int(model.get("lora_rank") or 0)
+    """The LoRA rank the actor's engine applies (lora_rank_key)."""
+    return int(value_at(model, lora_rank_key(strategy)) or 0)
 
 
 def reference_in_actor(model: Mapping[str, Any]) -> bool:
     """verl 0.9.1's ref_in_actor (trainer/ppo/ray_trainer.py, v1/trainer_base.py): model.lora.rank, else
     model.lora_rank, above 0, or a LoRA adapter to load: the reference is the actor with its adapters off, no model
     of its own."""
-    rank = int((model.get("lora") or {}).get("rank") or 0)
+    rank = int(value_at(model, MEGATRON_LORA_RANK) or 0)
     if rank <= 0:
-        rank = int(model.get("lora_rank") or 0)
+        rank = int(value_at(model, FSDP_LORA_RANK) or 0)
     return rank > 0 or model.get("lora_adapter_path") is not None
 
 
